@@ -1,0 +1,142 @@
+//! The per-voxel rules of waterz's watershed (`basic_watershed.hpp`).
+//!
+//! The six faces of a voxel are numbered in waterz's order: the faces to the
+//! previous voxel along z, y, x (`-z, -y, -x`), then to the next one
+//! (`+z, +y, +x`). Face `d` of a voxel is face `OPPOSITE[d]` of the neighbour
+//! it leads to.
+
+/// Bit of the face to the previous voxel along z.
+pub const NEG_Z: u8 = 0x01;
+/// Bit of the face to the previous voxel along y.
+pub const NEG_Y: u8 = 0x02;
+/// Bit of the face to the previous voxel along x.
+pub const NEG_X: u8 = 0x04;
+/// Bit of the face to the next voxel along z.
+pub const POS_Z: u8 = 0x08;
+/// Bit of the face to the next voxel along y.
+pub const POS_Y: u8 = 0x10;
+/// Bit of the face to the next voxel along x.
+pub const POS_X: u8 = 0x20;
+
+/// The direction bits in waterz's order `-z, -y, -x, +z, +y, +x`.
+pub const DIRECTION_BITS: [u8; 6] = [NEG_Z, NEG_Y, NEG_X, POS_Z, POS_Y, POS_X];
+
+/// For direction `d`, the index of the direction that leads back.
+pub const OPPOSITE: [usize; 6] = [3, 4, 5, 0, 1, 2];
+
+/// Thresholds of the watershed, as waterz takes them (`float32`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WatershedParams {
+    /// Affinities at or below this never connect voxels; a voxel with no
+    /// face above it is background (label 0). Faces outside the volume count
+    /// as this value.
+    pub aff_threshold_low: f32,
+    /// Faces at or above this always connect their voxels.
+    pub aff_threshold_high: f32,
+}
+
+/// The affinities of the six faces of voxel `(z, y, x)`, in waterz's
+/// direction order, with faces outside the volume set to `low`.
+///
+/// `affs` is the `(3, z, y, x)` array flattened in C order, where channel `c`
+/// holds the face between a voxel and its predecessor along axis `c`.
+#[inline(always)]
+pub fn face_affinities(
+    affs: &[f32],
+    dims: crate::Dims3,
+    z: u64,
+    y: u64,
+    x: u64,
+    low: f32,
+) -> [f32; 6] {
+    let n = dims.z * dims.y * dims.x;
+    let idx = dims.index(z, y, x);
+    let [sz, sy, _] = dims.strides();
+    let at = |c: u64, i: u64| affs[(c * n + i) as usize];
+    [
+        if z > 0 { at(0, idx) } else { low },
+        if y > 0 { at(1, idx) } else { low },
+        if x > 0 { at(2, idx) } else { low },
+        if z + 1 < dims.z { at(0, idx + sz) } else { low },
+        if y + 1 < dims.y { at(1, idx + sy) } else { low },
+        if x + 1 < dims.x { at(2, idx + 1) } else { low },
+    ]
+}
+
+/// waterz's edge mask of one voxel: the bit of every face whose affinity
+/// equals the voxel's maximum, or is at least `high`; no bit at all when the
+/// maximum is not above `low` (the voxel is background).
+///
+/// `faces` is in waterz's order (`-z, -y, -x, +z, +y, +x`).
+#[inline(always)]
+pub fn steepest_mask(faces: [f32; 6], low: f32, high: f32) -> u8 {
+    // waterz takes std::max over {negx, negy, negz, posx, posy, posz}; the
+    // maximum of finite values does not depend on the order.
+    let mut m = faces[0];
+    let mut d = 1;
+    while d < 6 {
+        if faces[d] > m {
+            m = faces[d];
+        }
+        d += 1;
+    }
+    if !(m > low) {
+        return 0;
+    }
+    let mut mask = 0u8;
+    let mut d = 0;
+    while d < 6 {
+        if faces[d] == m || faces[d] >= high {
+            mask |= DIRECTION_BITS[d];
+        }
+        d += 1;
+    }
+    mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_when_nothing_above_low() {
+        assert_eq!(steepest_mask([0.1; 6], 0.1, 0.9), 0);
+        assert_eq!(steepest_mask([0.0, 0.05, 0.1, 0.0, 0.0, 0.0], 0.1, 0.9), 0);
+    }
+
+    #[test]
+    fn ties_mark_every_maximal_face() {
+        let mask = steepest_mask([0.5, 0.7, 0.7, 0.2, 0.0, 0.7], 0.0, 0.9);
+        assert_eq!(mask, NEG_Y | NEG_X | POS_X);
+    }
+
+    #[test]
+    fn faces_at_or_above_high_are_always_marked() {
+        let mask = steepest_mask([0.95, 0.99, 0.9, 0.2, 0.0, 0.1], 0.0, 0.9);
+        assert_eq!(mask, NEG_Z | NEG_Y | NEG_X);
+    }
+
+    #[test]
+    fn border_faces_are_low() {
+        let dims = crate::Dims3::new(1, 1, 2);
+        // Channel 2 (x) of voxel 1 is the face between voxels 0 and 1.
+        let affs = [0.0, 0.0, 0.0, 0.0, 0.0, 0.8];
+        assert_eq!(
+            face_affinities(&affs, dims, 0, 0, 0, 0.25),
+            [0.25, 0.25, 0.25, 0.25, 0.25, 0.8]
+        );
+        assert_eq!(
+            face_affinities(&affs, dims, 0, 0, 1, 0.25),
+            [0.25, 0.25, 0.8, 0.25, 0.25, 0.25]
+        );
+    }
+
+    #[test]
+    fn opposite_is_an_involution() {
+        for d in 0..6 {
+            assert_eq!(OPPOSITE[OPPOSITE[d]], d);
+            assert_ne!(OPPOSITE[d], d);
+        }
+    }
+}

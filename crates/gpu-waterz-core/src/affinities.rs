@@ -1,0 +1,188 @@
+//! Validated affinity graphs in waterz's layout.
+
+use crate::{CoreError, Dims3, Result};
+use ndarray::{ArrayView4, Axis};
+use rayon::prelude::*;
+
+/// The values of an affinity graph: float32, or uint8 meaning `k / 255`.
+#[derive(Clone, Debug)]
+pub enum AffinityValues<'a> {
+    /// Affinities in `[0, 1]`.
+    F32(ArrayView4<'a, f32>),
+    /// Quantized affinities: `k` stands for `k / 255`.
+    U8(ArrayView4<'a, u8>),
+}
+
+/// An affinity graph `(3, z, y, x)`: channel `c` holds, for every voxel, the
+/// affinity of the face to its predecessor along axis `c` (z, y, x). Values
+/// at index 0 along their axis are outside the volume and never read.
+///
+/// Construction checks the shape (exactly 3 channels, no empty axis) and,
+/// for float input, that every value is in `[0, 1]` (no NaN).
+#[derive(Clone, Debug)]
+pub struct AffinityGraph<'a> {
+    values: AffinityValues<'a>,
+    dims: Dims3,
+}
+
+/// The float32 value of a quantized affinity, `k / 255` rounded as numpy's
+/// `affs.astype(np.float32) / 255` rounds it.
+#[inline(always)]
+pub fn u8_affinity(k: u8) -> f32 {
+    k as f32 / 255.0
+}
+
+fn dims_of(shape: &[usize]) -> Result<Dims3> {
+    if shape.len() != 4 || shape[0] != 3 {
+        return Err(CoreError::AffinityShape {
+            shape: shape.to_vec(),
+        });
+    }
+    if shape.contains(&0) {
+        return Err(CoreError::EmptyVolume {
+            shape: shape.to_vec(),
+        });
+    }
+    Ok(Dims3::new(
+        shape[1] as u64,
+        shape[2] as u64,
+        shape[3] as u64,
+    ))
+}
+
+impl<'a> AffinityGraph<'a> {
+    /// Wraps float32 affinities after checking shape and values.
+    pub fn from_f32(view: ArrayView4<'a, f32>) -> Result<Self> {
+        let dims = dims_of(view.shape())?;
+        check_values(&view)?;
+        Ok(Self {
+            values: AffinityValues::F32(view),
+            dims,
+        })
+    }
+
+    /// Wraps uint8 affinities (`k / 255`) after checking the shape.
+    pub fn from_u8(view: ArrayView4<'a, u8>) -> Result<Self> {
+        let dims = dims_of(view.shape())?;
+        Ok(Self {
+            values: AffinityValues::U8(view),
+            dims,
+        })
+    }
+
+    /// The volume's extent.
+    pub fn dims(&self) -> Dims3 {
+        self.dims
+    }
+
+    /// The values as given.
+    pub fn values(&self) -> &AffinityValues<'a> {
+        &self.values
+    }
+
+    /// The number of voxels.
+    pub fn n_voxels(&self) -> u64 {
+        self.dims.z * self.dims.y * self.dims.x
+    }
+
+    /// The affinity of channel `c` at voxel `(z, y, x)`, as float32.
+    #[inline]
+    pub fn get(&self, c: usize, z: usize, y: usize, x: usize) -> f32 {
+        match &self.values {
+            AffinityValues::F32(v) => v[[c, z, y, x]],
+            AffinityValues::U8(v) => u8_affinity(v[[c, z, y, x]]),
+        }
+    }
+
+    /// All values as one C-ordered float32 vector `(3, z, y, x)`.
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        match &self.values {
+            AffinityValues::F32(v) => match v.as_slice() {
+                Some(s) => s.to_vec(),
+                None => v.iter().copied().collect(),
+            },
+            AffinityValues::U8(v) => v.iter().map(|&k| u8_affinity(k)).collect(),
+        }
+    }
+}
+
+fn check_values(view: &ArrayView4<'_, f32>) -> Result<()> {
+    // Find the first bad value in C order, in parallel over z-sections.
+    let bad = view
+        .axis_iter(Axis(0))
+        .enumerate()
+        .find_map(|(c, channel)| {
+            channel
+                .axis_iter(Axis(0))
+                .into_par_iter()
+                .enumerate()
+                .find_map_first(|(z, section)| {
+                    section.indexed_iter().find_map(|((y, x), &value)| {
+                        let what = if value.is_nan() {
+                            "NaN"
+                        } else if value < 0.0 {
+                            "below 0"
+                        } else if value > 1.0 {
+                            "above 1"
+                        } else {
+                            return None;
+                        };
+                        Some(CoreError::AffinityValue {
+                            value,
+                            what,
+                            channel: c,
+                            z,
+                            y,
+                            x,
+                        })
+                    })
+                })
+        });
+    match bad {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array4;
+
+    #[test]
+    fn rejects_wrong_channels_and_empty() {
+        let a = Array4::<f32>::zeros((2, 3, 3, 3));
+        let e = AffinityGraph::from_f32(a.view()).unwrap_err();
+        assert!(e.to_string().contains("(3, z, y, x)"), "{e}");
+        let a = Array4::<f32>::zeros((3, 0, 3, 3));
+        let e = AffinityGraph::from_f32(a.view()).unwrap_err();
+        assert!(e.to_string().contains("empty"), "{e}");
+    }
+
+    #[test]
+    fn rejects_nan_and_out_of_range_with_position() {
+        let mut a = Array4::<f32>::zeros((3, 2, 3, 4));
+        a[[1, 1, 2, 3]] = f32::NAN;
+        let e = AffinityGraph::from_f32(a.view()).unwrap_err().to_string();
+        assert!(
+            e.contains("NaN") && e.contains("channel 1") && e.contains("z=1, y=2, x=3"),
+            "{e}"
+        );
+        a[[1, 1, 2, 3]] = 1.5;
+        let e = AffinityGraph::from_f32(a.view()).unwrap_err().to_string();
+        assert!(e.contains("above 1"), "{e}");
+        a[[1, 1, 2, 3]] = -0.0;
+        assert!(AffinityGraph::from_f32(a.view()).is_ok());
+    }
+
+    #[test]
+    fn u8_means_k_over_255() {
+        let mut a = Array4::<u8>::zeros((3, 1, 1, 2));
+        a[[2, 0, 0, 1]] = 255;
+        a[[1, 0, 0, 1]] = 51;
+        let g = AffinityGraph::from_u8(a.view()).unwrap();
+        assert_eq!(g.get(2, 0, 0, 1), 1.0);
+        assert_eq!(g.get(1, 0, 0, 1), 0.2);
+        assert_eq!(g.to_f32_vec()[5], 1.0);
+    }
+}

@@ -1,0 +1,233 @@
+//! Segmentation metrics, as `waterz.evaluate` defines them.
+//!
+//! Over the voxels whose ground-truth label is not 0, with `p_ij` the
+//! fraction of voxels in segment `i` and ground-truth region `j`, `s_i` and
+//! `t_j` the marginals, and `H` the entropy in bits:
+//! - `voi_split = H(s, t) - H(t) = H(seg | gt)` (extra splits),
+//! - `voi_merge = H(s, t) - H(s) = H(gt | seg)` (false merges),
+//! - `rand_split = Σ p_ij² / Σ t_j²`, `rand_merge = Σ p_ij² / Σ s_i²`
+//!   (on counts, which gives the same ratios).
+//!
+//! The contingency table is built in parallel (rayon) with `u64` counts, so
+//! it is exact for any number of voxels; sums run in `f64`.
+
+use gpu_waterz_core::CoreError;
+use ndarray::ArrayView3;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// waterz's four metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// `H(seg | gt)` in bits.
+    pub voi_split: f64,
+    /// `H(gt | seg)` in bits.
+    pub voi_merge: f64,
+    /// `Σ p² / Σ t²`.
+    pub rand_split: f64,
+    /// `Σ p² / Σ s²`.
+    pub rand_merge: f64,
+}
+
+/// Errors of evaluation.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// Bad input.
+    #[error(transparent)]
+    Input(#[from] CoreError),
+    /// Every ground-truth voxel is 0, so nothing can be compared.
+    #[error("the ground truth has no labelled voxels (all are 0, which is ignored)")]
+    NoGroundTruth,
+}
+
+/// The contingency table of `(gt, seg)` label pairs over voxels with `gt != 0`.
+pub fn contingency<S, G>(segmentation: &[S], ground_truth: &[G]) -> HashMap<(u64, u64), u64>
+where
+    S: Copy + Into<u64> + Sync,
+    G: Copy + Into<u64> + Sync,
+{
+    const CHUNK: usize = 1 << 20;
+    segmentation
+        .par_chunks(CHUNK)
+        .zip(ground_truth.par_chunks(CHUNK))
+        .fold(
+            HashMap::new,
+            |mut table: HashMap<(u64, u64), u64>, (s, g)| {
+                for (&s, &g) in s.iter().zip(g) {
+                    let g: u64 = g.into();
+                    if g != 0 {
+                        *table.entry((g, s.into())).or_insert(0) += 1;
+                    }
+                }
+                table
+            },
+        )
+        .reduce(HashMap::new, |mut a, b| {
+            if a.len() < b.len() {
+                return merge_into(b, a);
+            }
+            for (k, v) in b {
+                *a.entry(k).or_insert(0) += v;
+            }
+            a
+        })
+}
+
+fn merge_into(
+    mut a: HashMap<(u64, u64), u64>,
+    b: HashMap<(u64, u64), u64>,
+) -> HashMap<(u64, u64), u64> {
+    for (k, v) in b {
+        *a.entry(k).or_insert(0) += v;
+    }
+    a
+}
+
+/// The metrics from a contingency table of `(gt, seg)` counts.
+pub fn metrics_from_table(table: &HashMap<(u64, u64), u64>) -> Result<Metrics, EvalError> {
+    // Sorted like waterz's std::map, so that float sums run in its order.
+    let mut pairs: Vec<((u64, u64), u64)> = table.iter().map(|(&k, &v)| (k, v)).collect();
+    pairs.sort_unstable();
+    let mut s_i: HashMap<u64, u64> = HashMap::new();
+    let mut t_j: HashMap<u64, u64> = HashMap::new();
+    let mut total = 0u64;
+    for &((g, s), c) in &pairs {
+        *s_i.entry(s).or_insert(0) += c;
+        *t_j.entry(g).or_insert(0) += c;
+        total += c;
+    }
+    if total == 0 {
+        return Err(EvalError::NoGroundTruth);
+    }
+    let mut s_sorted: Vec<(u64, u64)> = s_i.into_iter().collect();
+    s_sorted.sort_unstable();
+    let mut t_sorted: Vec<(u64, u64)> = t_j.into_iter().collect();
+    t_sorted.sort_unstable();
+    let sum_sq =
+        |it: &mut dyn Iterator<Item = u64>| it.map(|c| (c as f64) * (c as f64)).sum::<f64>();
+    let sum_p = sum_sq(&mut pairs.iter().map(|p| p.1));
+    let sum_t = sum_sq(&mut t_sorted.iter().map(|p| p.1));
+    let sum_s = sum_sq(&mut s_sorted.iter().map(|p| p.1));
+    let total = total as f64;
+    let entropy = |it: &mut dyn Iterator<Item = u64>| {
+        it.fold(0.0f64, |h, c| {
+            let p = c as f64 / total;
+            if p != 0.0 {
+                h - p * p.log2()
+            } else {
+                h
+            }
+        })
+    };
+    let h_st = entropy(&mut pairs.iter().map(|p| p.1));
+    let h_t = entropy(&mut t_sorted.iter().map(|p| p.1));
+    let h_s = entropy(&mut s_sorted.iter().map(|p| p.1));
+    Ok(Metrics {
+        voi_split: h_st - h_t,
+        voi_merge: h_st - h_s,
+        rand_split: sum_p / sum_t,
+        rand_merge: sum_p / sum_s,
+    })
+}
+
+/// waterz's metrics of `segmentation` against `ground_truth` (0 ignored).
+pub fn evaluate<S, G>(
+    segmentation: ArrayView3<'_, S>,
+    ground_truth: ArrayView3<'_, G>,
+) -> Result<Metrics, EvalError>
+where
+    S: Copy + Into<u64> + Sync,
+    G: Copy + Into<u64> + Sync,
+{
+    if segmentation.shape() != ground_truth.shape() {
+        return Err(CoreError::ShapeMismatch {
+            name: "segmentation",
+            expected: ground_truth.shape().to_vec(),
+            found: segmentation.shape().to_vec(),
+        }
+        .into());
+    }
+    let seg = segmentation.as_standard_layout();
+    let gt = ground_truth.as_standard_layout();
+    let table = contingency(
+        seg.as_slice().expect("standard layout"),
+        gt.as_slice().expect("standard layout"),
+    );
+    metrics_from_table(&table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array3;
+    use proptest::prelude::*;
+
+    fn eval(seg: &[u64], gt: &[u64]) -> Metrics {
+        let s = Array3::from_shape_vec((1, 1, seg.len()), seg.to_vec()).unwrap();
+        let g = Array3::from_shape_vec((1, 1, gt.len()), gt.to_vec()).unwrap();
+        evaluate(s.view(), g.view()).unwrap()
+    }
+
+    #[test]
+    fn identical_partitions_score_perfectly() {
+        let m = eval(&[5, 5, 7, 7], &[1, 1, 2, 2]);
+        assert_eq!(
+            (m.voi_split, m.voi_merge, m.rand_split, m.rand_merge),
+            (0.0, 0.0, 1.0, 1.0)
+        );
+    }
+
+    #[test]
+    fn a_split_costs_one_bit_of_split() {
+        // One gt region split in two halves: H(seg|gt) = 1 bit, no merge.
+        let m = eval(&[1, 1, 2, 2], &[3, 3, 3, 3]);
+        assert!((m.voi_split - 1.0).abs() < 1e-12 && m.voi_merge.abs() < 1e-12);
+        // Σp² = 2²+2² = 8, Σt² = 16, Σs² = 8.
+        assert_eq!((m.rand_split, m.rand_merge), (0.5, 1.0));
+    }
+
+    #[test]
+    fn a_merge_costs_one_bit_of_merge() {
+        let m = eval(&[4, 4, 4, 4], &[1, 1, 2, 2]);
+        assert!((m.voi_merge - 1.0).abs() < 1e-12 && m.voi_split.abs() < 1e-12);
+        assert_eq!((m.rand_split, m.rand_merge), (1.0, 0.5));
+    }
+
+    #[test]
+    fn ground_truth_zero_is_ignored() {
+        let m = eval(&[1, 2, 9, 9], &[1, 1, 0, 0]);
+        assert!((m.voi_split - 1.0).abs() < 1e-12);
+        let s = Array3::<u64>::zeros((1, 1, 3));
+        assert!(matches!(
+            evaluate(s.view(), s.view()),
+            Err(EvalError::NoGroundTruth)
+        ));
+    }
+
+    #[test]
+    fn shape_mismatch_is_an_error() {
+        let s = Array3::<u64>::zeros((1, 1, 3));
+        let g = Array3::<u64>::zeros((1, 3, 1));
+        let e = evaluate(s.view(), g.view()).unwrap_err().to_string();
+        assert!(e.contains("shape"), "{e}");
+    }
+
+    proptest! {
+        /// VOI is non-negative, symmetric under swapping roles (when gt has
+        /// no 0), and zero exactly for equal partitions up to relabelling.
+        #[test]
+        fn voi_properties(labels in proptest::collection::vec((1u64..5, 1u64..5), 1..300)) {
+            let seg: Vec<u64> = labels.iter().map(|p| p.0).collect();
+            let gt: Vec<u64> = labels.iter().map(|p| p.1).collect();
+            let m = eval(&seg, &gt);
+            let r = eval(&gt, &seg);
+            prop_assert!(m.voi_split > -1e-12 && m.voi_merge > -1e-12);
+            prop_assert!((m.voi_split - r.voi_merge).abs() < 1e-9);
+            prop_assert!((m.rand_split - r.rand_merge).abs() < 1e-12);
+            let relabelled: Vec<u64> = seg.iter().map(|&s| 100 - s).collect();
+            let same = eval(&relabelled, &seg);
+            prop_assert!(same.voi_split.abs() < 1e-12 && same.voi_merge.abs() < 1e-12);
+        }
+    }
+}

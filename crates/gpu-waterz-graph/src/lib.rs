@@ -1,0 +1,20 @@
+//! Region adjacency graphs: one edge per pair of touching fragments, with
+//! the affinities of their shared faces.
+//!
+//! [`reference::region_graph`] is the serial reference. It keeps waterz's
+//! order (edges sorted by `(u, v)`, each edge's faces in scan order, z then
+//! y then x, channel 0 to 2), so that waterz's float32 running statistics
+//! can be replayed bit for bit, and it gives the exact integer statistics
+//! ([`gpu_waterz_core::ContactStats`]) the GPU computes.
+
+pub mod reference;
+
+pub use reference::{region_graph, DenseLabels, RegionGraph};
+
+/// Errors of the region-graph stage.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    /// Bad input.
+    #[error(transparent)]
+    Input(#[from] gpu_waterz_core::CoreError),
+}

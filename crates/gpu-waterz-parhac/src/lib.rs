@@ -1,0 +1,29 @@
+//! Agglomeration: merging fragments while their boundary score stays below
+//! a threshold.
+//!
+//! [`reference::IterativeMerging`] is the serial reference: waterz's
+//! `IterativeRegionMerging` with its priority queue (libstdc++'s binary
+//! heap, replayed exactly so that ties break as in stock waterz), lazy
+//! re-scoring of stale edges, and waterz's scoring functions
+//! ([`stats::EdgeStatistics`]). In [`gpu_waterz_core::Arithmetic::Exact`]
+//! mode the mean is computed from integer sums, as the GPU does.
+
+// `!(a > b)` is deliberate: it is waterz's test, and it is true for NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
+pub mod queue;
+pub mod reference;
+pub mod stats;
+
+pub use reference::{IterativeMerging, Merge, ScoredEdge};
+
+/// Errors of the agglomeration stage.
+#[derive(Debug, thiserror::Error)]
+pub enum ParhacError {
+    /// Bad input.
+    #[error(transparent)]
+    Input(#[from] gpu_waterz_core::CoreError),
+    /// waterz's bin queue takes at most 65536 bins.
+    #[error("discretize_queue must be 0 (no bins) or a number of bins of at most 65536, not {0}")]
+    QueueBins(u64),
+}

@@ -1,0 +1,205 @@
+//! Edge statistics and scores, as waterz's statistics providers compute
+//! them (`MeanAffinityProvider`, `MaxAffinityProvider`, ...), float32 for
+//! float32; plus the exact mean of [`Arithmetic::Exact`].
+
+use gpu_waterz_core::{Arithmetic, ContactStats, ScoringFunction};
+use gpu_waterz_graph::RegionGraph;
+
+/// The statistics of every edge, for one scoring function.
+#[derive(Clone, Debug)]
+pub enum EdgeStatistics {
+    /// waterz's running float32 mean: `mean = (a + mean * n) / (n + 1)`.
+    WaterzMean {
+        /// Faces per edge.
+        count: Vec<u64>,
+        /// Running mean per edge.
+        mean: Vec<f32>,
+    },
+    /// The exact mean from integer sums.
+    ExactMean(Vec<ContactStats>),
+    /// The largest face affinity (waterz starts from 0).
+    Max(Vec<f32>),
+    /// The smallest face affinity (waterz starts from `FLT_MAX`).
+    Min(Vec<f32>),
+    /// waterz's `HistogramQuantileProvider`.
+    HistogramQuantile {
+        /// Quantile in percent.
+        quantile: u32,
+        /// Bins per histogram.
+        bins: u32,
+        /// `bins` counts per edge, flattened.
+        counts: Vec<i32>,
+        /// Total count per edge.
+        sum: Vec<i32>,
+        /// Lowest non-empty bin per edge (`bins` when empty).
+        lowest: Vec<i32>,
+    },
+}
+
+/// waterz's `OneMinus`: `1.0 - x` in double, returned as float.
+#[inline]
+fn one_minus(x: f32) -> f64 {
+    (1.0f64 - x as f64) as f32 as f64
+}
+
+impl EdgeStatistics {
+    /// Accumulates the statistics of `graph`'s faces in waterz's order.
+    pub fn new(graph: &RegionGraph, scoring: ScoringFunction, arithmetic: Arithmetic) -> Self {
+        let n = graph.n_edges();
+        let edges = 0..n;
+        match (scoring, arithmetic) {
+            (ScoringFunction::MeanAffinity, Arithmetic::Waterz) => {
+                let mut count = vec![0u64; n];
+                let mut mean = vec![0f32; n];
+                for e in edges {
+                    for &a in graph.faces(e) {
+                        mean[e] = (a + mean[e] * count[e] as f32) / (count[e] + 1) as f32;
+                        count[e] += 1;
+                    }
+                }
+                Self::WaterzMean { count, mean }
+            }
+            (ScoringFunction::MeanAffinity, Arithmetic::Exact) => {
+                Self::ExactMean(graph.contact_stats())
+            }
+            (ScoringFunction::MaxAffinity, _) => Self::Max(
+                edges
+                    .map(|e| {
+                        graph
+                            .faces(e)
+                            .iter()
+                            .fold(0f32, |m, &a| if m < a { a } else { m })
+                    })
+                    .collect(),
+            ),
+            (ScoringFunction::MinAffinity, _) => Self::Min(
+                edges
+                    .map(|e| {
+                        graph
+                            .faces(e)
+                            .iter()
+                            .fold(f32::MAX, |m, &a| if a < m { a } else { m })
+                    })
+                    .collect(),
+            ),
+            (
+                ScoringFunction::HistogramQuantile {
+                    quantile,
+                    bins,
+                    init_with_max,
+                },
+                _,
+            ) => {
+                let b = bins as usize;
+                let mut counts = vec![0i32; n * b];
+                let mut sum = vec![0i32; n];
+                let mut lowest = vec![bins as i32; n];
+                for e in edges {
+                    for &a in graph.faces(e) {
+                        let bin = crate::queue::discretize(a, bins) as i32;
+                        if init_with_max && lowest[e] != bins as i32 {
+                            if bin > lowest[e] {
+                                counts[e * b..(e + 1) * b].fill(0);
+                                sum[e] = 0;
+                                lowest[e] = bins as i32;
+                            } else {
+                                continue;
+                            }
+                        }
+                        counts[e * b + bin as usize] += 1;
+                        sum[e] += 1;
+                        lowest[e] = lowest[e].min(bin);
+                    }
+                }
+                Self::HistogramQuantile {
+                    quantile,
+                    bins,
+                    counts,
+                    sum,
+                    lowest,
+                }
+            }
+        }
+    }
+
+    /// The score of edge `e` (lower merges first).
+    pub fn score(&self, e: usize) -> f64 {
+        match self {
+            Self::WaterzMean { mean, .. } => one_minus(mean[e]),
+            Self::ExactMean(stats) => 1.0 - stats[e].mean(),
+            Self::Max(v) | Self::Min(v) => one_minus(v[e]),
+            Self::HistogramQuantile {
+                quantile,
+                bins,
+                counts,
+                sum,
+                ..
+            } => {
+                let b = *bins as usize;
+                let pivot = (*quantile as i32).wrapping_mul(sum[e]) / 100 + 1;
+                let mut acc = 0i32;
+                let mut bin = 0usize;
+                while bin < b {
+                    acc += counts[e * b + bin];
+                    if acc >= pivot {
+                        break;
+                    }
+                    bin += 1;
+                }
+                // undiscretize<float>: ((float)bin + 0.5) / levels in double, to float.
+                let value = (((bin as f32) as f64 + 0.5) / *bins as f64) as f32;
+                one_minus(value)
+            }
+        }
+    }
+
+    /// Merges the statistics of edge `from` into edge `to`; returns whether
+    /// the statistics of `to` changed (waterz's `notifyEdgeMerge`).
+    pub fn merge_edge(&mut self, from: usize, to: usize) -> bool {
+        match self {
+            Self::WaterzMean { count, mean } => {
+                let (from_n, to_n) = (count[from], count[to]);
+                mean[to] =
+                    (mean[from] * from_n as f32 + mean[to] * to_n as f32) / (from_n + to_n) as f32;
+                count[to] = from_n + to_n;
+                true
+            }
+            Self::ExactMean(stats) => {
+                stats[to] = stats[to].merged(stats[from]);
+                true
+            }
+            Self::Max(v) => {
+                if v[to] >= v[from] {
+                    return false;
+                }
+                v[to] = v[from];
+                true
+            }
+            Self::Min(v) => {
+                if v[to] <= v[from] {
+                    return false;
+                }
+                v[to] = v[from];
+                true
+            }
+            Self::HistogramQuantile {
+                bins,
+                counts,
+                sum,
+                lowest,
+                ..
+            } => {
+                let b = *bins as usize;
+                for i in 0..b {
+                    counts[to * b + i] += counts[from * b + i];
+                    counts[from * b + i] = 0;
+                }
+                sum[to] += sum[from];
+                sum[from] = 0;
+                lowest[to] = lowest[to].min(lowest[from]);
+                lowest[from] = *bins as i32;
+                true
+            }
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The device handle, typed buffers and the kernel module cache.
+
+use crate::{DriverContext, Result, RuntimeError, KERNELS_PTX, PTX_OVERRIDE_ENV};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits,
+};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// One CUDA device with one stream and the loaded gpu-waterz kernels.
+///
+/// All work is queued on the stream; downloads synchronize it.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: OnceLock<Arc<CudaModule>>,
+    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("ordinal", &self.ctx.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs a cudarc call that may panic (it does when a driver symbol is
+/// missing), turning the panic into an error.
+fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(RuntimeError::NoDriver {
+                detail: format!("{what}: {msg}"),
+            })
+        }
+    }
+}
+
+impl Gpu {
+    /// Opens CUDA device `ordinal`.
+    ///
+    /// Without a driver or without that device this returns
+    /// [`RuntimeError::NoDriver`] or [`RuntimeError::NoDevice`]; it never
+    /// panics.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        // SAFETY: `is_culib_present` only tries to dlopen the driver library
+        // and drops the handle; it has no other effect.
+        let present = unsafe { cudarc::driver::sys::is_culib_present() };
+        if !present {
+            return Err(RuntimeError::NoDriver {
+                detail: "libcuda.so / libcuda.so.1 not found by the dynamic loader".into(),
+            });
+        }
+        no_panic("initializing the CUDA driver", || {
+            let count = match CudaContext::device_count() {
+                Ok(n) => n.max(0) as usize,
+                Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
+                Err(source) => {
+                    return Err(RuntimeError::Driver {
+                        context: "counting CUDA devices".into(),
+                        source,
+                    })
+                }
+            };
+            if ordinal >= count {
+                return Err(RuntimeError::NoDevice { ordinal, count });
+            }
+            let ctx = CudaContext::new(ordinal)
+                .context(|| format!("creating a context on device {ordinal}"))?;
+            // SAFETY: gpu-waterz queues all work on one stream, so cudarc's
+            // per-buffer event tracking (for multi-stream use) is not needed.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx.default_stream();
+            tracing::debug!(ordinal, "opened CUDA device");
+            Ok(Self {
+                ctx,
+                stream,
+                module: OnceLock::new(),
+                functions: Mutex::new(HashMap::new()),
+            })
+        })
+    }
+
+    /// The device's name, e.g. `NVIDIA H200`.
+    pub fn name(&self) -> Result<String> {
+        self.ctx.name().context(|| "reading the device name".into())
+    }
+
+    /// The device's compute capability `(major, minor)`.
+    pub fn compute_capability(&self) -> Result<(i32, i32)> {
+        self.ctx
+            .compute_capability()
+            .context(|| "reading the compute capability".into())
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory_info(&self) -> Result<(u64, u64)> {
+        let (free, total) = self
+            .ctx
+            .mem_get_info()
+            .context(|| "reading the memory info".into())?;
+        Ok((free as u64, total as u64))
+    }
+
+    /// The number of streaming multiprocessors.
+    pub fn multiprocessor_count(&self) -> Result<u32> {
+        let n = self
+            .ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .context(|| "reading the multiprocessor count".into())?;
+        Ok(n.max(1) as u32)
+    }
+
+    /// Fails with [`RuntimeError::OutOfMemory`] unless `bytes` are free.
+    pub fn ensure_free_memory(&self, what: &str, bytes: u64) -> Result<()> {
+        let (free, _) = self.memory_info()?;
+        if bytes > free {
+            return Err(RuntimeError::OutOfMemory {
+                what: what.into(),
+                needed: bytes,
+                available: free,
+            });
+        }
+        Ok(())
+    }
+
+    /// Waits until all queued work has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .context(|| "synchronizing the stream".into())
+    }
+
+    /// Copies a host slice to a new device buffer.
+    pub fn upload<T: DeviceElement>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {
+        let inner = self
+            .stream
+            .clone_htod(host)
+            .context(|| format!("uploading {} elements", host.len()))?;
+        Ok(DeviceBuffer { inner })
+    }
+
+    /// A new device buffer of `len` zeroed elements.
+    pub fn zeros<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let inner = self
+            .stream
+            .alloc_zeros(len)
+            .context(|| format!("allocating {len} elements"))?;
+        Ok(DeviceBuffer { inner })
+    }
+
+    /// Copies a device buffer to a new host vector (synchronizes).
+    pub fn download<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        self.stream
+            .clone_dtoh(&buffer.inner)
+            .context(|| format!("downloading {} elements", buffer.len()))
+    }
+
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The kernel `name` of the embedded module, loaded once and cached.
+    pub(crate) fn function(&self, name: &'static str) -> Result<CudaFunction> {
+        let mut cache = self
+            .functions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(f) = cache.get(name) {
+            return Ok(f.clone());
+        }
+        let module = match self.module.get() {
+            Some(m) => m.clone(),
+            None => {
+                let ptx = match std::env::var(PTX_OVERRIDE_ENV) {
+                    Ok(path) => std::fs::read_to_string(&path).map_err(|source| {
+                        RuntimeError::PtxOverride {
+                            path,
+                            env: PTX_OVERRIDE_ENV,
+                            source,
+                        }
+                    })?,
+                    Err(_) => KERNELS_PTX.to_string(),
+                };
+                let m = self
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+                    .context(|| "loading the gpu-waterz PTX module".into())?;
+                let _ = self.module.set(m.clone());
+                m
+            }
+        };
+        let f = module
+            .load_function(name)
+            .context(|| format!("looking up kernel {name}"))?;
+        cache.insert(name, f.clone());
+        Ok(f)
+    }
+}
+
+/// Element types that device buffers hold.
+pub trait DeviceElement: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin + 'static {}
+impl DeviceElement for u8 {}
+impl DeviceElement for u32 {}
+impl DeviceElement for u64 {}
+impl DeviceElement for i32 {}
+impl DeviceElement for i64 {}
+impl DeviceElement for f32 {}
+impl DeviceElement for f64 {}
+
+/// A typed buffer in device memory, owned; freed on drop.
+#[derive(Debug)]
+pub struct DeviceBuffer<T> {
+    pub(crate) inner: CudaSlice<T>,
+}
+
+impl<T> DeviceBuffer<T> {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether the buffer holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len() == 0
+    }
+
+    /// The size in bytes.
+    pub fn num_bytes(&self) -> usize {
+        self.inner.num_bytes()
+    }
+}
+
+/// A `#[repr(C)]` struct from `gpu-waterz-abi`, passed to a kernel by value.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct Param<T: KernelParam>(pub T);
+
+/// The `gpu-waterz-abi` structs that kernels take by value.
+pub trait KernelParam: Copy + private::Sealed {}
+mod private {
+    pub trait Sealed {}
+    impl Sealed for gpu_waterz_abi::ReduceParams {}
+}
+impl KernelParam for gpu_waterz_abi::ReduceParams {}
+
+// SAFETY: `Param` is `repr(transparent)` over a sealed set of `#[repr(C)]`,
+// `Copy` structs of plain integers and floats, defined once in
+// `gpu-waterz-abi` and compiled identically into the kernels.
+unsafe impl<T: KernelParam> DeviceRepr for Param<T> {}

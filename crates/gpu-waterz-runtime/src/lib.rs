@@ -1,0 +1,98 @@
+//! The CUDA host side of gpu-waterz.
+//!
+//! Built on `cudarc` with dynamic loading: this crate builds, and its tests
+//! run, on machines with no CUDA toolkit and no GPU. [`Gpu::new`] returns a
+//! clear [`RuntimeError`] there instead of panicking (cudarc itself panics
+//! when `libcuda` is missing, so the library's presence is checked first).
+//!
+//! The device code is Rust too (`kernels-rs/`), compiled to PTX by
+//! `cargo xtask kernels`; the PTX is committed and embedded here
+//! ([`KERNELS_PTX`]). Launching a kernel is `unsafe`: every launch lives in
+//! this crate, behind a safe wrapper in [`ops`] that checks what the kernel
+//! assumes. This is the only crate of the workspace with host-side `unsafe`.
+
+mod gpu;
+pub mod ops;
+pub mod testing;
+
+pub use gpu::{DeviceBuffer, Gpu, Param};
+
+/// The PTX of `kernels-rs`, built for sm_90 by `cargo xtask kernels`.
+pub const KERNELS_PTX: &str = include_str!("../../../kernels-rs/ptx/gpu_waterz_kernels.ptx");
+
+/// Environment variable naming a PTX file to load instead of [`KERNELS_PTX`]
+/// (for example one built by `cargo xtask kernels --arch sm_80`).
+pub const PTX_OVERRIDE_ENV: &str = "GPU_WATERZ_PTX";
+
+/// What can go wrong on the GPU side.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// No CUDA driver library could be loaded.
+    #[error("no CUDA driver: libcuda could not be loaded ({detail}); gpu-waterz's GPU backend needs an NVIDIA GPU and driver, use the CPU backend otherwise")]
+    NoDriver {
+        /// What was tried.
+        detail: String,
+    },
+    /// The driver is there, but the requested device is not.
+    #[error("no CUDA device with ordinal {ordinal}: the driver reports {count} device(s)")]
+    NoDevice {
+        /// The requested ordinal.
+        ordinal: usize,
+        /// How many devices the driver sees.
+        count: usize,
+    },
+    /// A CUDA driver call failed.
+    #[error("CUDA driver error while {context}: {source}")]
+    Driver {
+        /// What was being done.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    /// The PTX override named by `GPU_WATERZ_PTX` could not be read.
+    #[error("cannot read the PTX file {path} named by {env}: {source}")]
+    PtxOverride {
+        /// The path.
+        path: String,
+        /// The variable's name.
+        env: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The device has too little free memory for a request.
+    #[error("not enough GPU memory for {what}: {needed} bytes needed, {available} bytes free")]
+    OutOfMemory {
+        /// What the memory is for.
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes free on the device.
+        available: u64,
+    },
+    /// A kernel's input violates what the kernel assumes.
+    #[error("invalid launch of {kernel}: {reason}")]
+    InvalidLaunch {
+        /// The kernel.
+        kernel: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The result type of this crate.
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+pub(crate) trait DriverContext<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> DriverContext<T> for std::result::Result<T, cudarc::driver::DriverError> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| RuntimeError::Driver {
+            context: what(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,17 @@
+//! Watershed on affinity graphs, with waterz's semantics.
+//!
+//! [`reference::watershed`] is the serial reference: a line-by-line port of
+//! waterz's `basic_watershed.hpp` that gives the same labels as stock waterz
+//! (not only the same partition), ties and plateaus included.
+
+pub mod reference;
+
+pub use reference::{watershed, Fragments};
+
+/// Errors of the watershed stage.
+#[derive(Debug, thiserror::Error)]
+pub enum WatershedError {
+    /// Bad input.
+    #[error(transparent)]
+    Input(#[from] gpu_waterz_core::CoreError),
+}

@@ -1,0 +1,241 @@
+//! The serial watershed of waterz (`basic_watershed.hpp`), ported as is.
+//!
+//! The algorithm, in waterz's four passes over a `u64` work volume:
+//! 1. Every voxel gets the bits of its faces that equal its maximum
+//!    affinity or are at least `high` ([`steepest_mask`]); a voxel whose
+//!    maximum is not above `low` gets none (background).
+//! 2. Plateau corners: voxels with a marked face whose neighbour does not
+//!    mark it back (a way down) go into a FIFO queue.
+//! 3. The queue divides plateaus by breadth-first search: each voxel keeps
+//!    one bit, pointing to an already processed or non-mutual neighbour (the
+//!    last such in direction order), and pushes its mutual neighbours.
+//! 4. Scan order: every unlabelled voxel follows its bits (breadth-first)
+//!    until it reaches a labelled voxel, whose label the whole search takes,
+//!    or runs out, and then founds a new basin labelled `next_id`.
+//!
+//! The queue order decides ties, so it is kept exactly; labels come out as
+//! `1..=n` in the order waterz finds them.
+
+use gpu_waterz_abi::watershed::{steepest_mask, DIRECTION_BITS, OPPOSITE};
+use gpu_waterz_core::{AffinityGraph, Dims3, WatershedParams};
+use ndarray::Array3;
+
+/// The fragments of a watershed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fragments {
+    /// One label per voxel, `(z, y, x)`; 0 is background.
+    pub labels: Array3<u64>,
+    /// The number of fragments: labels are `1..=n_fragments`.
+    pub n_fragments: u64,
+    /// Voxels per label, index 0 for background (waterz's `counts`).
+    pub sizes: Vec<u64>,
+}
+
+const HIGH_BIT: u64 = 1 << 63;
+const VISITED: u64 = 0x40;
+
+/// waterz's watershed of `affs` with thresholds `params`.
+pub fn watershed(affs: &AffinityGraph<'_>, params: WatershedParams) -> Fragments {
+    let dims = affs.dims();
+    let flat = affs.to_f32_vec();
+    watershed_flat(&flat, dims, params)
+}
+
+/// The watershed of C-ordered `(3, z, y, x)` float affinities.
+// Direction indices `d` are the algorithm's vocabulary (bits, offsets, opposites).
+#[allow(clippy::needless_range_loop)]
+pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fragments {
+    let (zd, yd, xd) = (dims.z as usize, dims.y as usize, dims.x as usize);
+    let n = zd * yd * xd;
+    assert_eq!(
+        affs.len(),
+        3 * n,
+        "affinities must hold 3 * z * y * x values"
+    );
+    let low = params.aff_threshold_low;
+    let high = params.aff_threshold_high;
+    let mut seg = vec![0u64; n];
+
+    // Pass 1: the edge mask.
+    let mut idx = 0;
+    for z in 0..zd {
+        for y in 0..yd {
+            for x in 0..xd {
+                let faces = gpu_waterz_abi::watershed::face_affinities(
+                    affs, dims, z as u64, y as u64, x as u64, low,
+                );
+                seg[idx] = steepest_mask(faces, low, high) as u64;
+                idx += 1;
+            }
+        }
+    }
+
+    let offset: [isize; 6] = [
+        -((yd * xd) as isize),
+        -(xd as isize),
+        -1,
+        (yd * xd) as isize,
+        xd as isize,
+        1,
+    ];
+    let bit = |d: usize| DIRECTION_BITS[d] as u64;
+    let neighbour = |i: usize, d: usize| (i as isize + offset[d]) as usize;
+
+    // Pass 2: plateau corners.
+    let mut bfs: Vec<usize> = Vec::new();
+    for i in 0..n {
+        for d in 0..6 {
+            if seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) == 0 {
+                seg[i] |= VISITED;
+                bfs.push(i);
+                break;
+            }
+        }
+    }
+
+    // Pass 3: divide the plateaus.
+    let mut head = 0;
+    while head < bfs.len() {
+        let i = bfs[head];
+        let mut to_set = 0u64;
+        for d in 0..6 {
+            if seg[i] & bit(d) != 0 {
+                let j = neighbour(i, d);
+                if seg[j] & bit(OPPOSITE[d]) != 0 {
+                    if seg[j] & VISITED == 0 {
+                        bfs.push(j);
+                        seg[j] |= VISITED;
+                    }
+                } else {
+                    to_set = bit(d);
+                }
+            }
+        }
+        seg[i] = to_set;
+        head += 1;
+    }
+    bfs.clear();
+
+    // Pass 4: basins, in scan order.
+    let mut sizes: Vec<u64> = vec![0];
+    let mut next_id: u64 = 1;
+    for i in 0..n {
+        if seg[i] == 0 {
+            seg[i] |= HIGH_BIT;
+            sizes[0] += 1;
+        }
+        if seg[i] & HIGH_BIT == 0 && seg[i] != 0 {
+            bfs.push(i);
+            head = 0;
+            seg[i] |= VISITED;
+            while head < bfs.len() {
+                let me = bfs[head];
+                for d in 0..6 {
+                    if seg[me] & bit(d) != 0 {
+                        let him = neighbour(me, d);
+                        if seg[him] & HIGH_BIT != 0 {
+                            let label = seg[him];
+                            sizes[(label & !HIGH_BIT) as usize] += bfs.len() as u64;
+                            for &it in &bfs {
+                                seg[it] = label;
+                            }
+                            bfs.clear();
+                            break;
+                        } else if seg[him] & VISITED == 0 {
+                            seg[him] |= VISITED;
+                            bfs.push(him);
+                        }
+                    }
+                }
+                head += 1;
+            }
+            if !bfs.is_empty() {
+                sizes.push(bfs.len() as u64);
+                for &it in &bfs {
+                    seg[it] = HIGH_BIT | next_id;
+                }
+                next_id += 1;
+                bfs.clear();
+            }
+        }
+    }
+    for v in seg.iter_mut() {
+        *v &= !HIGH_BIT;
+    }
+    tracing::debug!(n_fragments = next_id - 1, "reference watershed");
+    Fragments {
+        labels: Array3::from_shape_vec((zd, yd, xd), seg).expect("the shape holds n voxels"),
+        n_fragments: next_id - 1,
+        sizes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array4;
+
+    fn params() -> WatershedParams {
+        WatershedParams {
+            aff_threshold_low: 0.0001,
+            aff_threshold_high: 0.9999,
+        }
+    }
+
+    fn run(a: &Array4<f32>) -> Fragments {
+        let g = AffinityGraph::from_f32(a.view()).unwrap();
+        watershed(&g, params())
+    }
+
+    #[test]
+    fn all_zero_is_background() {
+        let f = run(&Array4::zeros((3, 2, 3, 4)));
+        assert_eq!(f.n_fragments, 0);
+        assert!(f.labels.iter().all(|&l| l == 0));
+        assert_eq!(f.sizes, vec![24]);
+    }
+
+    #[test]
+    fn all_one_is_one_fragment() {
+        let f = run(&Array4::ones((3, 2, 3, 4)));
+        assert_eq!(f.n_fragments, 1);
+        assert!(f.labels.iter().all(|&l| l == 1));
+        assert_eq!(f.sizes, vec![0, 24]);
+    }
+
+    #[test]
+    fn single_voxel_is_background() {
+        // Every face of a 1x1x1 volume is outside, so at `low`.
+        let f = run(&Array4::ones((3, 1, 1, 1)));
+        assert_eq!(f.n_fragments, 0);
+        assert_eq!(f.labels[[0, 0, 0]], 0);
+    }
+
+    #[test]
+    fn a_weak_face_splits_a_row() {
+        // Four voxels in x; faces 0-1 and 2-3 strong, 1-2 weak.
+        let mut a = Array4::<f32>::zeros((3, 1, 1, 4));
+        a[[2, 0, 0, 1]] = 0.9;
+        a[[2, 0, 0, 2]] = 0.2;
+        a[[2, 0, 0, 3]] = 0.8;
+        let f = run(&a);
+        assert_eq!(f.labels.as_slice().unwrap(), &[1, 1, 2, 2]);
+        assert_eq!(f.sizes, vec![0, 2, 2]);
+    }
+
+    #[test]
+    fn sizes_sum_to_the_volume_and_labels_are_dense() {
+        let mut a = Array4::<f32>::zeros((3, 3, 4, 5));
+        for (i, v) in a.iter_mut().enumerate() {
+            *v = ((i * 7919) % 101) as f32 / 100.0;
+        }
+        let f = run(&a);
+        assert_eq!(f.sizes.iter().sum::<u64>(), 60);
+        for l in 1..=f.n_fragments {
+            assert_eq!(
+                f.labels.iter().filter(|&&v| v == l).count() as u64,
+                f.sizes[l as usize]
+            );
+        }
+    }
+}

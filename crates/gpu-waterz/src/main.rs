@@ -1,0 +1,321 @@
+//! The `gpu-waterz` command line.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use gpu_waterz::cpu::{count_segments, Agglomeration, Options};
+use gpu_waterz::io::{write_atomically, write_npy_u64, Volume, VolumeSource};
+use gpu_waterz_core::params::check_watershed_thresholds;
+use gpu_waterz_core::{AffinityGraph, Arithmetic, ScoringFunction};
+use ndarray::{ArrayD, Ix3, Ix4};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "gpu-waterz",
+    version,
+    about = "Affinity graphs to neuron segmentations, with waterz's semantics"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// The serial CPU reference, identical to stock waterz.
+    Cpu,
+    /// The GPU pipeline.
+    Gpu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ArithmeticArg {
+    /// waterz's float32 arithmetic (bit-identical to stock waterz).
+    Waterz,
+    /// Exact integer / fixed-point statistics, as the GPU computes.
+    Exact,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Segment an affinity graph at one or more thresholds.
+    Segment {
+        /// Affinities (3, z, y, x): a .npy (float32, or uint8 meaning k/255) or file.h5:/dataset.
+        #[arg(long)]
+        affinities: String,
+        /// Merge thresholds, comma-separated, ascending, in [0, 1].
+        #[arg(long, value_delimiter = ',', required = true)]
+        thresholds: Vec<f64>,
+        /// Output folder for segmentation_<i>.npy and summary.json.
+        #[arg(long)]
+        out_dir: PathBuf,
+        /// Where to run.
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: Backend,
+        /// Fragments (uint32/uint64 labels) to use instead of the watershed.
+        #[arg(long)]
+        fragments: Option<String>,
+        /// Ground truth (uint32/uint64 labels, 0 ignored) for metrics in summary.json.
+        #[arg(long)]
+        ground_truth: Option<String>,
+        /// Watershed: affinities at or below this never connect voxels.
+        #[arg(long, default_value_t = 0.0001)]
+        aff_threshold_low: f64,
+        /// Watershed: affinities at or above this always connect voxels.
+        #[arg(long, default_value_t = 0.9999)]
+        aff_threshold_high: f64,
+        /// Edge score: mean, max, min, quantile-<Q>[-<bins>][-noinit], or waterz's C++ spelling.
+        #[arg(long, default_value = "mean")]
+        scoring: String,
+        /// Statistics arithmetic of the CPU reference.
+        #[arg(long, value_enum, default_value = "waterz")]
+        arithmetic: ArithmeticArg,
+        /// Use waterz's bin queue with this many bins (0: its priority queue).
+        #[arg(long, default_value_t = 0)]
+        discretize_queue: u64,
+        /// Also write merge_history_<i>.json per threshold.
+        #[arg(long)]
+        merge_history: bool,
+        /// Also write region_graph_<i>.json (the remaining edges) per threshold.
+        #[arg(long)]
+        region_graph: bool,
+        /// ParHAC's epsilon (GPU backend).
+        #[arg(long)]
+        epsilon: Option<f64>,
+    },
+    /// Compare a segmentation with ground truth; prints JSON.
+    Evaluate {
+        /// The segmentation (uint32/uint64 labels).
+        #[arg(long)]
+        segmentation: String,
+        /// The ground truth (uint32/uint64 labels, 0 ignored).
+        #[arg(long)]
+        ground_truth: String,
+    },
+}
+
+fn read_labels(spec: &str, what: &str) -> Result<ndarray::Array3<u64>> {
+    let volume = VolumeSource::parse(spec)
+        .read()
+        .with_context(|| format!("reading the {what}"))?;
+    let labels = volume.into_labels(spec)?;
+    let shape = labels.shape().to_vec();
+    labels
+        .into_dimensionality::<Ix3>()
+        .map_err(|_| anyhow!("the {what} {spec} must be 3-dimensional (z, y, x), not {shape:?}"))
+}
+
+fn to_4d<T>(a: ArrayD<T>, spec: &str) -> Result<ndarray::Array4<T>> {
+    let shape = a.shape().to_vec();
+    a.into_dimensionality::<Ix4>()
+        .map_err(|_| anyhow!("affinities {spec} must have the shape (3, z, y, x), not {shape:?}"))
+}
+
+/// Removes the files written so far when dropped without `keep`.
+struct Outputs(Vec<PathBuf>);
+
+impl Outputs {
+    fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn segment(
+    affinities: &str,
+    thresholds: &[f64],
+    out_dir: &Path,
+    backend: Backend,
+    fragments: Option<&str>,
+    ground_truth: Option<&str>,
+    low: f64,
+    high: f64,
+    scoring: &str,
+    arithmetic: ArithmeticArg,
+    discretize_queue: u64,
+    merge_history: bool,
+    region_graph: bool,
+    epsilon: Option<f64>,
+) -> Result<()> {
+    let start = Instant::now();
+    let mut options = Options::new(thresholds)?;
+    options.watershed = check_watershed_thresholds(low, high)?;
+    options.scoring = scoring.parse::<ScoringFunction>()?;
+    options.arithmetic = match arithmetic {
+        ArithmeticArg::Waterz => Arithmetic::Waterz,
+        ArithmeticArg::Exact => Arithmetic::Exact,
+    };
+    options.discretize_queue = discretize_queue;
+    options.merge_history = merge_history;
+    options.region_graph = region_graph;
+    if let Some(e) = epsilon {
+        if !e.is_finite() || e < 0.0 {
+            return Err(gpu_waterz_core::CoreError::Epsilon(e).into());
+        }
+    }
+    match backend {
+        Backend::Cpu => {
+            if epsilon.is_some() {
+                bail!("--epsilon sets ParHAC's parallel merging on the GPU; the CPU reference merges serially (leave --epsilon out, or use --backend gpu)");
+            }
+        }
+        Backend::Gpu => {
+            bail!("--backend gpu: the GPU pipeline is not part of this build yet; use --backend cpu (the reference) for now")
+        }
+    }
+
+    let t = Instant::now();
+    let volume = VolumeSource::parse(affinities)
+        .read()
+        .context("reading the affinities")?;
+    let (f32_affs, u8_affs) = match volume {
+        Volume::F32(a) => (Some(to_4d(a, affinities)?), None),
+        Volume::U8(a) => (None, Some(to_4d(a, affinities)?)),
+        other => bail!(
+            "affinities {affinities} must be float32 (or uint8 meaning k/255), not {}",
+            other.dtype()
+        ),
+    };
+    let affs = match (&f32_affs, &u8_affs) {
+        (Some(a), _) => AffinityGraph::from_f32(a.view())?,
+        (_, Some(a)) => AffinityGraph::from_u8(a.view())?,
+        _ => unreachable!("one of the two is set"),
+    };
+    let fragments = fragments.map(|f| read_labels(f, "fragments")).transpose()?;
+    let gt = ground_truth
+        .map(|g| read_labels(g, "ground truth"))
+        .transpose()?;
+    let read_s = t.elapsed().as_secs_f64();
+
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let mut run = Agglomeration::new(
+        &affs,
+        fragments.as_ref().map(|f| f.view()),
+        gt.as_ref().map(|g| g.view()),
+        &options,
+    )?;
+    let mut outputs = Outputs(Vec::new());
+    let mut per_threshold = Vec::new();
+    let mut i = 0;
+    while let Some(result) = run.next_threshold()? {
+        let file = format!("segmentation_{i}.npy");
+        let path = out_dir.join(&file);
+        write_npy_u64(&path, &result.segmentation.view())?;
+        outputs.0.push(path);
+        let mut entry = serde_json::json!({
+            "threshold": result.threshold,
+            "file": file,
+            "n_segments": count_segments(&result.segmentation.view()),
+        });
+        if let Some(m) = &result.metrics {
+            entry["metrics"] = serde_json::to_value(m)?;
+        }
+        if let Some(h) = &result.merge_history {
+            let hfile = format!("merge_history_{i}.json");
+            let hpath = out_dir.join(&hfile);
+            write_atomically(&hpath, serde_json::to_string(h)?.as_bytes())?;
+            outputs.0.push(hpath);
+            entry["merge_history_file"] = hfile.into();
+            entry["n_merges"] = h.len().into();
+        }
+        if let Some(g) = &result.region_graph {
+            let gfile = format!("region_graph_{i}.json");
+            let gpath = out_dir.join(&gfile);
+            write_atomically(&gpath, serde_json::to_string(g)?.as_bytes())?;
+            outputs.0.push(gpath);
+            entry["region_graph_file"] = gfile.into();
+        }
+        per_threshold.push(entry);
+        i += 1;
+    }
+    let dims = affs.dims();
+    let summary = serde_json::json!({
+        "backend": "cpu",
+        "affinities": affinities,
+        "shape": [dims.z, dims.y, dims.x],
+        "n_voxels": affs.n_voxels(),
+        "scoring_function": options.scoring.waterz_name(),
+        "arithmetic": format!("{:?}", options.arithmetic).to_lowercase(),
+        "aff_threshold_low": low,
+        "aff_threshold_high": high,
+        "thresholds": per_threshold,
+        "timings_s": {
+            "read": read_s,
+            "stages": run.timings(),
+            "total": start.elapsed().as_secs_f64(),
+        },
+    });
+    let summary_path = out_dir.join("summary.json");
+    write_atomically(
+        &summary_path,
+        serde_json::to_string_pretty(&summary)?.as_bytes(),
+    )?;
+    outputs.keep();
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+fn evaluate(segmentation: &str, ground_truth: &str) -> Result<()> {
+    let seg = read_labels(segmentation, "segmentation")?;
+    let gt = read_labels(ground_truth, "ground truth")?;
+    let m = gpu_waterz_eval::evaluate(seg.view(), gt.view())?;
+    println!("{}", serde_json::to_string_pretty(&m)?);
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Segment {
+            affinities,
+            thresholds,
+            out_dir,
+            backend,
+            fragments,
+            ground_truth,
+            aff_threshold_low,
+            aff_threshold_high,
+            scoring,
+            arithmetic,
+            discretize_queue,
+            merge_history,
+            region_graph,
+            epsilon,
+        } => segment(
+            &affinities,
+            &thresholds,
+            &out_dir,
+            backend,
+            fragments.as_deref(),
+            ground_truth.as_deref(),
+            aff_threshold_low,
+            aff_threshold_high,
+            &scoring,
+            arithmetic,
+            discretize_queue,
+            merge_history,
+            region_graph,
+            epsilon,
+        ),
+        Command::Evaluate {
+            segmentation,
+            ground_truth,
+        } => evaluate(&segmentation, &ground_truth),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gpu-waterz: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

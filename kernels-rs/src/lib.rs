@@ -1,0 +1,22 @@
+//! gpu-waterz's device code: `#![no_std]` Rust compiled to PTX for
+//! `nvptx64-nvidia-cuda` by `cargo xtask kernels`.
+//!
+//! Conventions, as in Rust-CUDA's examples: every kernel documents
+//! `# Safety`, `# Parameters` and `# Thread mapping`. Kernel parameters are
+//! FFI-safe (raw pointers and lengths, or `#[repr(C)]` structs from
+//! `gpu-waterz-abi`). Pure per-voxel logic lives in `gpu-waterz-abi`, where
+//! host unit tests reach it. Nothing here depends on rustc's built-in nvptx
+//! support beyond thread indices, barriers and a few atomics, all wrapped in
+//! [`device`], so that a later move to `cuda_std` touches one module.
+#![no_std]
+#![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)]
+#![feature(core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem)]
+#![allow(internal_features)]
+
+pub mod device;
+pub mod reduce;
+
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    device::trap()
+}
