@@ -194,3 +194,38 @@ mod tests {
         assert_eq!(rg.faces(1), &[0.1, 0.2]);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use ndarray::{Array3, Array4};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Edges are sorted, unique, background-free, and hold exactly the
+        /// faces between different non-zero labels.
+        #[test]
+        fn edges_hold_every_boundary_face(
+            (labels, affs) in (1usize..4, 1usize..5, 1usize..5).prop_flat_map(|(z, y, x)| (
+                proptest::collection::vec(0u64..5, z * y * x).prop_map(move |v| Array3::from_shape_vec((z, y, x), v).unwrap()),
+                proptest::collection::vec(0.0f32..=1.0, 3 * z * y * x).prop_map(move |v| Array4::from_shape_vec((3, z, y, x), v).unwrap()),
+            ))
+        ) {
+            let g = AffinityGraph::from_f32(affs.view()).unwrap();
+            let rg = region_graph(&g, labels.view(), 5);
+            prop_assert!(rg.edges.windows(2).all(|w| w[0] < w[1]));
+            prop_assert!(rg.edges.iter().all(|&[u, v]| 0 < u && u < v));
+            let mut boundary = 0;
+            for ((z, y, x), &l) in labels.indexed_iter() {
+                for (d, &p) in [z, y, x].iter().enumerate() {
+                    if p == 0 { continue; }
+                    let m = labels[[z - (d == 0) as usize, y - (d == 1) as usize, x - (d == 2) as usize]];
+                    if l != m && l != 0 && m != 0 { boundary += 1; }
+                }
+            }
+            prop_assert_eq!(rg.face_affinities.len(), boundary);
+            let stats = rg.contact_stats();
+            prop_assert_eq!(stats.iter().map(|s| s.contact_count).sum::<u64>(), boundary as u64);
+        }
+    }
+}

@@ -239,3 +239,46 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use gpu_waterz_abi::watershed::face_affinities;
+    use ndarray::Array4;
+    use proptest::prelude::*;
+
+    fn volume() -> impl Strategy<Value = Array4<f32>> {
+        (1usize..5, 1usize..6, 1usize..6, 1u32..5).prop_flat_map(|(z, y, x, levels)| {
+            proptest::collection::vec(0..=levels, 3 * z * y * x).prop_map(move |v| {
+                Array4::from_shape_vec(
+                    (3, z, y, x),
+                    v.into_iter().map(|k| k as f32 / levels as f32).collect(),
+                )
+                .unwrap()
+            })
+        })
+    }
+
+    proptest! {
+        /// Labels are dense (`1..=n`, each used), sizes count them, and a
+        /// voxel is background exactly when no face of it is above `low`.
+        #[test]
+        fn labels_are_dense_and_background_is_exact(a in volume()) {
+            let g = AffinityGraph::from_f32(a.view()).unwrap();
+            let params = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
+            let f = watershed(&g, params);
+            let flat = g.to_f32_vec();
+            let dims = g.dims();
+            let mut counts = vec![0u64; f.n_fragments as usize + 1];
+            for ((z, y, x), &l) in f.labels.indexed_iter() {
+                prop_assert!(l <= f.n_fragments);
+                counts[l as usize] += 1;
+                let faces = face_affinities(&flat, dims, z as u64, y as u64, x as u64, params.aff_threshold_low);
+                let any_above = faces.iter().any(|&v| v > params.aff_threshold_low);
+                prop_assert_eq!(l == 0, !any_above);
+            }
+            prop_assert_eq!(&counts, &f.sizes);
+            prop_assert!(counts.iter().skip(1).all(|&c| c > 0));
+        }
+    }
+}

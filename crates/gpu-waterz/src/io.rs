@@ -331,8 +331,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     Ok(())
 }
 
-/// The bytes of a `.npy` file (format 1.0) holding `data` as uint64.
-pub fn npy_bytes_u64(shape: &[usize], data: &[u64]) -> Vec<u8> {
+/// The header of a `.npy` file (format 1.0) for C-ordered data of numpy
+/// type `descr` (e.g. `<u8`, `<f4`) and `shape`, padded so that the data
+/// starts at a multiple of 64 bytes.
+pub fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let shape_text = match shape.len() {
         1 => format!("({},)", shape[0]),
         _ => format!(
@@ -344,15 +346,22 @@ pub fn npy_bytes_u64(shape: &[usize], data: &[u64]) -> Vec<u8> {
                 .join(", ")
         ),
     };
-    let mut header = format!("{{'descr': '<u8', 'fortran_order': False, 'shape': {shape_text}, }}");
-    // Pad so that the data starts at a multiple of 64 bytes, ending in '\n'.
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_text}, }}");
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len() * 8);
+    let mut out = Vec::with_capacity(10 + header.len());
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
+    out
+}
+
+/// The bytes of a `.npy` file holding `data` as uint64.
+pub fn npy_bytes_u64(shape: &[usize], data: &[u64]) -> Vec<u8> {
+    let mut out = npy_header("<u8", shape);
+    out.reserve(data.len() * 8);
     for v in data {
         out.extend_from_slice(&v.to_le_bytes());
     }

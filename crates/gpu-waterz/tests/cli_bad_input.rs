@@ -1,7 +1,7 @@
 //! Every bad input of `gpu-waterz segment` and `evaluate` gets a clear
 //! error and a non-zero exit, never a panic, and leaves no output files.
 
-use gpu_waterz::io::{npy_bytes_u64, write_atomically};
+use gpu_waterz::io::{npy_bytes_u64, npy_header, write_atomically};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,24 +14,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// A float32 .npy of the given shape and values.
 fn write_f32(path: &Path, shape: &[usize], values: &[f32]) {
-    let shape_text = if shape.len() == 1 {
-        format!("({},)", shape[0])
-    } else {
-        format!(
-            "({})",
-            shape
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape_text}, }}");
-    header.push_str(&" ".repeat((64 - (11 + header.len()) % 64) % 64));
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
+    let mut bytes = npy_header("<f4", shape);
     for v in values {
         bytes.extend_from_slice(&v.to_le_bytes());
     }
@@ -212,16 +195,14 @@ fn evaluate_prints_waterz_keys_and_rejects_mismatches() {
     let gt = dir.join("gt.npy");
     write_atomically(&seg, &npy_bytes_u64(&[1, 2, 2], &[1, 1, 2, 2])).unwrap();
     write_atomically(&gt, &npy_bytes_u64(&[1, 2, 2], &[5, 5, 5, 5])).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-waterz"))
-        .args([
-            "evaluate",
-            "--segmentation",
-            seg.to_str().unwrap(),
-            "--ground-truth",
-            gt.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let evaluate = || {
+        let (s, g) = (seg.to_str().unwrap(), gt.to_str().unwrap());
+        Command::new(env!("CARGO_BIN_EXE_gpu-waterz"))
+            .args(["evaluate", "--segmentation", s, "--ground-truth", g])
+            .output()
+            .unwrap()
+    };
+    let out = evaluate();
     assert!(out.status.success());
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!((json["voi_split"].as_f64().unwrap() - 1.0).abs() < 1e-12);
@@ -229,16 +210,7 @@ fn evaluate_prints_waterz_keys_and_rejects_mismatches() {
     assert_eq!(json["rand_split"].as_f64().unwrap(), 0.5);
     assert_eq!(json["rand_merge"].as_f64().unwrap(), 1.0);
     write_atomically(&gt, &npy_bytes_u64(&[2, 2, 1], &[5, 5, 5, 5])).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-waterz"))
-        .args([
-            "evaluate",
-            "--segmentation",
-            seg.to_str().unwrap(),
-            "--ground-truth",
-            gt.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = evaluate();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("shape"));
 }
