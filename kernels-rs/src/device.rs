@@ -72,3 +72,138 @@ pub fn trap() -> ! {
     // SAFETY: `trap` aborts the kernel; it has no other effect.
     unsafe { nvptx::trap() }
 }
+
+/// The thread's global index along x (`block_idx * block_dim + thread_idx`).
+#[inline(always)]
+pub fn global_index() -> u64 {
+    block_idx_x() as u64 * block_dim_x() as u64 + thread_idx_x() as u64
+}
+
+/// The total number of threads in the grid along x.
+#[inline(always)]
+pub fn grid_threads() -> u64 {
+    grid_dim_x() as u64 * block_dim_x() as u64
+}
+
+/// Calls `f(i)` for every `i < n` this thread owns in a grid-stride loop.
+#[inline(always)]
+pub fn grid_stride(n: u64, mut f: impl FnMut(u64)) {
+    let mut i = global_index();
+    let stride = grid_threads();
+    while i < n {
+        f(i);
+        i += stride;
+    }
+}
+
+/// Adds `value` to `*address` atomically at GPU scope, discarding the old value.
+///
+/// # Safety
+/// `address` must point to a valid, 4-byte aligned `u32` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_add_u32(address: *mut u32, value: u32) {
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.gpu.global.add.u32 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+}
+
+/// Atomically sets `*address` to the minimum of it and `value` (GPU scope).
+///
+/// # Safety
+/// `address` must point to a valid, 4-byte aligned `u32` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_min_u32(address: *mut u32, value: u32) {
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.gpu.global.min.u32 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+}
+
+/// Compare-and-swap on a global `u32` at GPU scope; returns the old value.
+///
+/// # Safety
+/// `address` must point to a valid, 4-byte aligned `u32` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_cas_u32(address: *mut u32, compare: u32, value: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.gpu.global.cas.b32 {o}, [{a}], {c}, {v};",
+            o = out(reg32) old,
+            a = in(reg64) address,
+            c = in(reg32) compare,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+    old
+}
+
+/// Adds to a shared-memory `u32` atomically.
+///
+/// # Safety
+/// `address` must point into the block's shared memory.
+#[inline(always)]
+pub unsafe fn shared_atomic_add_u32(address: *mut u32, value: u32) {
+    // SAFETY: the caller guarantees a shared-memory address; the generic
+    // address of shared memory is valid for generic atomics.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.cta.add.u32 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+}
+
+/// The lanes of the warp whose `value` equals this lane's (all 32 lanes
+/// must call it together).
+#[inline(always)]
+pub fn match_any_u32(value: u32) -> u32 {
+    let mask: u32;
+    // SAFETY: `match.any.sync` with a full member mask; every kernel calls
+    // it from all 32 lanes of a warp.
+    unsafe {
+        core::arch::asm!(
+            "match.any.sync.b32 {m}, {v}, 0xffffffff;",
+            m = out(reg32) mask,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+    mask
+}
+
+/// The mask of the lanes below this one in its warp.
+#[inline(always)]
+pub fn lanemask_lt() -> u32 {
+    let mask: u32;
+    // SAFETY: reading a special register has no preconditions.
+    unsafe {
+        core::arch::asm!("mov.u32 {m}, %lanemask_lt;", m = out(reg32) mask, options(nostack, nomem));
+    }
+    mask
+}
+
+/// Reads a `u32` that other threads may change during the kernel.
+///
+/// # Safety
+/// `address` must point to a valid `u32`.
+#[inline(always)]
+pub unsafe fn load_volatile_u32(address: *const u32) -> u32 {
+    // SAFETY: the caller guarantees a valid address.
+    unsafe { core::ptr::read_volatile(address) }
+}

@@ -14,7 +14,10 @@
 #![allow(internal_features)]
 
 pub mod device;
+pub mod graph;
+pub mod primitives;
 pub mod reduce;
+pub mod watershed;
 
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {

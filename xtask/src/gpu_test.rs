@@ -2,7 +2,7 @@
 
 use crate::{no_more_args, project_root, run_command, take_value};
 use anyhow::{bail, Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Set for every test process of the GPU suite: a GPU test that finds no
@@ -19,6 +19,7 @@ set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 export GPU_WATERZ_REQUIRE_GPU=1
 export GPU_WATERZ_DATA="${GPU_WATERZ_DATA:-$here/data}"
+export GPU_WATERZ_BIN="${GPU_WATERZ_BIN:-$here/tools/gpu-waterz}"
 sanitize=0
 if [ "${1:-}" = "--sanitize" ]; then sanitize=1; shift; fi
 failed=()
@@ -41,33 +42,46 @@ fi
 echo "GPU TEST BUNDLE: all binaries passed"
 "#;
 
-/// Builds the workspace's test binaries and returns their paths and names.
-fn build_test_binaries() -> Result<Vec<(String, std::path::PathBuf)>> {
+const BENCH_SCRIPT: &str = r#"#!/usr/bin/env bash
+# gpu-waterz GPU benchmarks, made by `cargo xtask gpu-test --bundle`.
+# Usage: ./bench.sh [criterion arguments...]; GPU_WATERZ_BENCH_VOXELS sets the size.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+for bin in "$here"/bench/*; do
+  echo "== $(basename "$bin")"
+  "$bin" --bench "$@"
+done
+"#;
+
+/// Runs `cargo <args>` and returns the names and paths of the executables
+/// it built.
+fn build_binaries(args: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let output = Command::new("cargo")
         .current_dir(project_root())
-        .args([
-            "test",
-            "--workspace",
-            "--no-run",
-            "--message-format=json-render-diagnostics",
-        ])
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
         .stderr(Stdio::inherit())
         .output()
-        .context("running cargo test --no-run")?;
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !output.status.success() {
-        bail!("cargo test --no-run failed");
+        bail!("cargo {} failed", args.join(" "));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let mut binaries = Vec::new();
     for line in stdout.lines() {
         // Plain string search keeps xtask free of a JSON dependency: cargo
         // writes `"executable":"<path>"` for each built test binary.
+        // Only test and bench harnesses: the CLI binary that integration
+        // tests need is built too, but is not a test.
+        if !line.contains("\"test\":true") {
+            continue;
+        }
         let Some(start) = line.find("\"executable\":\"") else {
             continue;
         };
         let rest = &line[start + 14..];
         let Some(end) = rest.find('"') else { continue };
-        let path = std::path::PathBuf::from(&rest[..end]);
+        let path = PathBuf::from(&rest[..end]);
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -75,23 +89,48 @@ fn build_test_binaries() -> Result<Vec<(String, std::path::PathBuf)>> {
         binaries.push((name, path));
     }
     if binaries.is_empty() {
-        bail!("cargo built no test binaries");
+        bail!("cargo {} built no binaries", args.join(" "));
     }
     Ok(binaries)
 }
 
-fn bundle(dir: &Path) -> Result<()> {
-    let binaries = build_test_binaries()?;
-    let bin_dir = dir.join("bin");
-    if bin_dir.exists() {
-        std::fs::remove_dir_all(&bin_dir)
-            .with_context(|| format!("clearing {}", bin_dir.display()))?;
+fn copy_binaries(binaries: &[(String, PathBuf)], dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
     }
-    std::fs::create_dir_all(&bin_dir)?;
-    for (name, path) in &binaries {
-        std::fs::copy(path, bin_dir.join(name))
+    std::fs::create_dir_all(dir)?;
+    for (name, path) in binaries {
+        std::fs::copy(path, dir.join(name))
             .with_context(|| format!("copying {}", path.display()))?;
     }
+    Ok(())
+}
+
+fn bundle(dir: &Path) -> Result<()> {
+    let tests = build_binaries(&["test", "--workspace", "--no-run"])?;
+    copy_binaries(&tests, &dir.join("bin"))?;
+    let benches = build_binaries(&[
+        "bench",
+        "--no-run",
+        "-p",
+        "gpu-waterz-benches",
+        "--bench",
+        "gpu_stages",
+    ])?;
+    copy_binaries(&benches, &dir.join("bench"))?;
+    // The CLI, for the CLI's integration tests (GPU_WATERZ_BIN in run.sh).
+    run_command(Command::new("cargo").current_dir(project_root()).args([
+        "build",
+        "--release",
+        "-p",
+        "gpu-waterz",
+    ]))?;
+    let tools = dir.join("tools");
+    std::fs::create_dir_all(&tools)?;
+    std::fs::copy(
+        project_root().join("target/release/gpu-waterz"),
+        tools.join("gpu-waterz"),
+    )?;
     let data_src = project_root().join("../shared/data");
     let data_dst = dir.join("data");
     if data_src.is_dir() {
@@ -109,17 +148,19 @@ fn bundle(dir: &Path) -> Result<()> {
             data_src.display()
         );
     }
-    let script = dir.join("run.sh");
-    std::fs::write(&script, RUN_SCRIPT)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    for (name, text) in [("run.sh", RUN_SCRIPT), ("bench.sh", BENCH_SCRIPT)] {
+        let script = dir.join(name);
+        std::fs::write(&script, text)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+        }
     }
     println!(
-        "gpu-test: bundled {} test binaries into {} (run {}/run.sh on the GPU machine)",
-        binaries.len(),
-        dir.display(),
+        "gpu-test: bundled {} test and {} bench binaries into {} (run.sh, bench.sh)",
+        tests.len(),
+        benches.len(),
         dir.display()
     );
     Ok(())

@@ -39,8 +39,44 @@ pub struct WatershedParams {
 /// The affinities of the six faces of voxel `(z, y, x)`, in waterz's
 /// direction order, with faces outside the volume set to `low`.
 ///
-/// `affs` is the `(3, z, y, x)` array flattened in C order, where channel `c`
-/// holds the face between a voxel and its predecessor along axis `c`.
+/// `load(c, i)` returns channel `c` of the `(3, z, y, x)` affinities at
+/// linear voxel index `i`; channel `c` holds the face between a voxel and its
+/// predecessor along axis `c`. Host and device call this with their own
+/// loads (a slice, a raw pointer, uint8 data).
+#[inline(always)]
+pub fn face_affinities_with(
+    dims: crate::Dims3,
+    z: u64,
+    y: u64,
+    x: u64,
+    low: f32,
+    load: impl Fn(u64, u64) -> f32,
+) -> [f32; 6] {
+    let idx = dims.index(z, y, x);
+    let [sz, sy, _] = dims.strides();
+    [
+        if z > 0 { load(0, idx) } else { low },
+        if y > 0 { load(1, idx) } else { low },
+        if x > 0 { load(2, idx) } else { low },
+        if z + 1 < dims.z {
+            load(0, idx + sz)
+        } else {
+            low
+        },
+        if y + 1 < dims.y {
+            load(1, idx + sy)
+        } else {
+            low
+        },
+        if x + 1 < dims.x {
+            load(2, idx + 1)
+        } else {
+            low
+        },
+    ]
+}
+
+/// [`face_affinities_with`] over a C-ordered `(3, z, y, x)` float slice.
 #[inline(always)]
 pub fn face_affinities(
     affs: &[f32],
@@ -51,17 +87,58 @@ pub fn face_affinities(
     low: f32,
 ) -> [f32; 6] {
     let n = dims.z * dims.y * dims.x;
-    let idx = dims.index(z, y, x);
+    face_affinities_with(dims, z, y, x, low, |c, i| affs[(c * n + i) as usize])
+}
+
+/// The linear index of the neighbour of voxel `idx` in direction `d`
+/// (waterz's order). Only valid when that neighbour is inside the volume,
+/// which holds for every direction a voxel's edge mask marks.
+#[inline(always)]
+pub fn neighbour(idx: u64, d: usize, dims: crate::Dims3) -> u64 {
     let [sz, sy, _] = dims.strides();
-    let at = |c: u64, i: u64| affs[(c * n + i) as usize];
-    [
-        if z > 0 { at(0, idx) } else { low },
-        if y > 0 { at(1, idx) } else { low },
-        if x > 0 { at(2, idx) } else { low },
-        if z + 1 < dims.z { at(0, idx + sz) } else { low },
-        if y + 1 < dims.y { at(1, idx + sy) } else { low },
-        if x + 1 < dims.x { at(2, idx + 1) } else { low },
-    ]
+    match d {
+        0 => idx - sz,
+        1 => idx - sy,
+        2 => idx - 1,
+        3 => idx + sz,
+        4 => idx + sy,
+        _ => idx + 1,
+    }
+}
+
+/// Whether the face of `bits` in direction `d` is marked back by the
+/// neighbour with mask `neighbour_bits` (a plateau edge).
+#[inline(always)]
+pub fn is_mutual(neighbour_bits: u8, d: usize) -> bool {
+    neighbour_bits & DIRECTION_BITS[OPPOSITE[d]] != 0
+}
+
+/// The single direction a plateau voxel keeps after waterz's plateau
+/// division: the last marked direction `d` whose neighbour does not mark
+/// it back, or was processed earlier in the breadth-first queue.
+///
+/// `neighbour_bits[d]` is the original mask of the neighbour in direction
+/// `d` (unused where `bits` has no bit `d`); `neighbour_order[d]` is its
+/// position in the queue (`u32::MAX` if never queued); `order` is this
+/// voxel's position.
+#[inline(always)]
+pub fn plateau_direction(
+    bits: u8,
+    neighbour_bits: [u8; 6],
+    neighbour_order: [u32; 6],
+    order: u32,
+) -> u8 {
+    let mut to_set = 0u8;
+    let mut d = 0;
+    while d < 6 {
+        if bits & DIRECTION_BITS[d] != 0
+            && (!is_mutual(neighbour_bits[d], d) || neighbour_order[d] < order)
+        {
+            to_set = DIRECTION_BITS[d];
+        }
+        d += 1;
+    }
+    to_set
 }
 
 /// waterz's edge mask of one voxel: the bit of every face whose affinity

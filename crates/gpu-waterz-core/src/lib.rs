@@ -8,6 +8,7 @@ pub mod affinities;
 pub mod error;
 pub mod ids;
 pub mod params;
+pub mod synthetic;
 
 pub use affinities::{AffinityGraph, AffinityValues};
 pub use error::CoreError;

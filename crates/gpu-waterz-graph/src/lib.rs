@@ -7,6 +7,7 @@
 //! can be replayed bit for bit, and it gives the exact integer statistics
 //! ([`gpu_waterz_core::ContactStats`]) the GPU computes.
 
+pub mod gpu;
 pub mod reference;
 
 pub use reference::{region_graph, DenseLabels, RegionGraph};

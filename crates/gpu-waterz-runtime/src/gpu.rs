@@ -159,11 +159,30 @@ impl Gpu {
         Ok(DeviceBuffer { inner })
     }
 
+    /// A device-side copy of a buffer.
+    pub fn duplicate<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<DeviceBuffer<T>> {
+        let inner = self
+            .stream
+            .clone_dtod(&buffer.inner)
+            .context(|| format!("copying {} elements", buffer.len()))?;
+        Ok(DeviceBuffer { inner })
+    }
+
     /// Copies a device buffer to a new host vector (synchronizes).
     pub fn download<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
         self.stream
             .clone_dtoh(&buffer.inner)
             .context(|| format!("downloading {} elements", buffer.len()))
+    }
+
+    /// A new device buffer of `len` elements whose contents are unspecified
+    /// (every kernel that receives one writes it before reading).
+    pub(crate) fn uninit<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        // SAFETY: the buffer is only handed to kernels that write every
+        // element they later read, or downloaded after such a kernel.
+        let inner = unsafe { self.stream.alloc::<T>(len) }
+            .context(|| format!("allocating {len} elements"))?;
+        Ok(DeviceBuffer { inner })
     }
 
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
@@ -251,8 +270,12 @@ pub trait KernelParam: Copy + private::Sealed {}
 mod private {
     pub trait Sealed {}
     impl Sealed for gpu_waterz_abi::ReduceParams {}
+    impl Sealed for gpu_waterz_abi::Dims3 {}
+    impl Sealed for gpu_waterz_abi::watershed::WatershedParams {}
 }
 impl KernelParam for gpu_waterz_abi::ReduceParams {}
+impl KernelParam for gpu_waterz_abi::Dims3 {}
+impl KernelParam for gpu_waterz_abi::watershed::WatershedParams {}
 
 // SAFETY: `Param` is `repr(transparent)` over a sealed set of `#[repr(C)]`,
 // `Copy` structs of plain integers and floats, defined once in

@@ -15,7 +15,8 @@ mod gpu;
 pub mod ops;
 pub mod testing;
 
-pub use gpu::{DeviceBuffer, Gpu, Param};
+pub use gpu::{DeviceBuffer, DeviceElement, Gpu, KernelParam, Param};
+pub use ops::watershed::{AffinityBuffer, DeviceAffinities};
 
 /// The PTX of `kernels-rs`, built for sm_90 by `cargo xtask kernels`.
 pub const KERNELS_PTX: &str = include_str!("../../../kernels-rs/ptx/gpu_waterz_kernels.ptx");

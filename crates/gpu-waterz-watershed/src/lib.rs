@@ -4,6 +4,7 @@
 //! waterz's `basic_watershed.hpp` that gives the same labels as stock waterz
 //! (not only the same partition), ties and plateaus included.
 
+pub mod gpu;
 pub mod reference;
 
 pub use reference::{watershed, Fragments};

@@ -5,6 +5,14 @@ use gpu_waterz::io::{npy_bytes_u64, npy_header, write_atomically};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The CLI under test: `GPU_WATERZ_BIN` (set by the GPU test bundle, whose
+/// binaries run away from the build tree), else the one cargo built.
+fn cli() -> PathBuf {
+    std::env::var_os("GPU_WATERZ_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_gpu-waterz").into())
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gpu-waterz-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -34,7 +42,7 @@ fn good_affs(dir: &Path) -> PathBuf {
 
 fn segment(dir: &Path, affs: &Path, extra: &[&str]) -> (bool, String, Vec<String>) {
     let out = dir.join("out");
-    let output = Command::new(env!("CARGO_BIN_EXE_gpu-waterz"))
+    let output = Command::new(cli())
         .arg("segment")
         .arg("--affinities")
         .arg(affs)
@@ -197,7 +205,7 @@ fn evaluate_prints_waterz_keys_and_rejects_mismatches() {
     write_atomically(&gt, &npy_bytes_u64(&[1, 2, 2], &[5, 5, 5, 5])).unwrap();
     let evaluate = || {
         let (s, g) = (seg.to_str().unwrap(), gt.to_str().unwrap());
-        Command::new(env!("CARGO_BIN_EXE_gpu-waterz"))
+        Command::new(cli())
             .args(["evaluate", "--segmentation", s, "--ground-truth", g])
             .output()
             .unwrap()

@@ -1,0 +1,140 @@
+//! Small deterministic test volumes (seeded, no dependencies): random and
+//! quantized affinities, coarse plateaus, and cell-like affinities from
+//! labels. Tests and benchmarks share them; the realistic generator of the
+//! benchmark builds on [`cell_affinities`].
+
+use ndarray::{Array3, Array4};
+
+/// A tiny seeded generator (SplitMix64).
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A float in `[0, 1)` with 24 random bits.
+    pub fn next_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// An integer in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// Uniform random affinities `(3, z, y, x)`.
+pub fn random_affinities(seed: u64, shape: (usize, usize, usize)) -> Array4<f32> {
+    let mut rng = SplitMix64::new(seed);
+    Array4::from_shape_simple_fn((3, shape.0, shape.1, shape.2), || rng.next_f32())
+}
+
+/// Affinities quantized to `levels + 1` values `k / levels` (many ties).
+pub fn quantized_affinities(seed: u64, shape: (usize, usize, usize), levels: u32) -> Array4<f32> {
+    let mut rng = SplitMix64::new(seed);
+    Array4::from_shape_simple_fn((3, shape.0, shape.1, shape.2), || {
+        rng.below(levels as u64 + 1) as f32 / levels as f32
+    })
+}
+
+/// Voronoi-like cell labels `1..=n_cells` (cells stretched along z).
+pub fn cell_labels(seed: u64, shape: (usize, usize, usize), n_cells: usize) -> Array3<u32> {
+    let mut rng = SplitMix64::new(seed);
+    let seeds: Vec<[f32; 3]> = (0..n_cells.max(1))
+        .map(|_| {
+            [
+                rng.next_f32() * shape.0 as f32,
+                rng.next_f32() * shape.1 as f32,
+                rng.next_f32() * shape.2 as f32,
+            ]
+        })
+        .collect();
+    Array3::from_shape_fn(shape, |(z, y, x)| {
+        let mut best = (f32::INFINITY, 0);
+        for (k, s) in seeds.iter().enumerate() {
+            let d = (0.3 * (z as f32 - s[0])).powi(2)
+                + (y as f32 - s[1]).powi(2)
+                + (x as f32 - s[2]).powi(2);
+            if d < best.0 {
+                best = (d, k);
+            }
+        }
+        best.1 as u32 + 1
+    })
+}
+
+/// Cell-like affinities for `labels`: high inside cells, low across their
+/// boundaries, with noise of amplitude `noise`, as `min(inside[v], inside[v - e_c])`.
+pub fn cell_affinities(seed: u64, labels: &Array3<u32>, noise: f32) -> Array4<f32> {
+    let (zd, yd, xd) = labels.dim();
+    let mut rng = SplitMix64::new(seed);
+    let inside = Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+        let l = labels[[z, y, x]];
+        let mut boundary = false;
+        for (dz, dy, dx) in [
+            (1i64, 0i64, 0i64),
+            (0, 1, 0),
+            (0, 0, 1),
+            (-1, 0, 0),
+            (0, -1, 0),
+            (0, 0, -1),
+        ] {
+            let (nz, ny, nx) = (z as i64 + dz, y as i64 + dy, x as i64 + dx);
+            if nz >= 0
+                && ny >= 0
+                && nx >= 0
+                && (nz as usize) < zd
+                && (ny as usize) < yd
+                && (nx as usize) < xd
+            {
+                boundary |= labels[[nz as usize, ny as usize, nx as usize]] != l;
+            }
+        }
+        let base = if boundary { 0.1 } else { 0.9 };
+        (base + noise * (rng.next_f32() - 0.5)).clamp(0.0, 1.0)
+    });
+    Array4::from_shape_fn((3, zd, yd, xd), |(c, z, y, x)| {
+        let p = [z, y, x];
+        if p[c] == 0 {
+            return 0.0;
+        }
+        let (pz, py, px) = (
+            z - (c == 0) as usize,
+            y - (c == 1) as usize,
+            x - (c == 2) as usize,
+        );
+        inside[[z, y, x]].min(inside[[pz, py, px]])
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generators_are_deterministic_and_in_range() {
+        let a = random_affinities(3, (2, 3, 4));
+        assert_eq!(a, random_affinities(3, (2, 3, 4)));
+        assert!(a.iter().all(|&v| (0.0..1.0).contains(&v)));
+        let q = quantized_affinities(1, (2, 3, 4), 3);
+        assert!(q
+            .iter()
+            .all(|&v| [0.0, 1.0 / 3.0, 2.0 / 3.0, 1.0].contains(&v)));
+        let l = cell_labels(5, (4, 8, 8), 6);
+        assert!(l.iter().all(|&v| (1..=6).contains(&v)));
+        let c = cell_affinities(5, &l, 0.2);
+        assert!(c.iter().all(|&v| (0.0..=1.0).contains(&v)));
+    }
+}

@@ -1,0 +1,83 @@
+//! The region graph on the GPU: boundary faces as `(u << 32 | v, fixed-point
+//! affinity)` pairs, a stable radix sort, a reduce-by-key with integer sums.
+//! Edges come out sorted by `(u, v)` (waterz's order) with exactly the
+//! statistics of [`crate::RegionGraph::contact_stats`], on every run.
+
+use gpu_waterz_core::ContactStats;
+use gpu_waterz_runtime::ops::graph::boundary_faces;
+use gpu_waterz_runtime::ops::primitives::{digit_shifts, radix_sort_pairs, reduce_by_key};
+use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, RuntimeError};
+
+/// A region graph in device memory.
+#[derive(Debug)]
+pub struct DeviceRegionGraph {
+    /// Edge keys `u << 32 | v`, `u < v`, ascending.
+    pub edge_keys: DeviceBuffer<u64>,
+    /// Contact count per edge.
+    pub contact_counts: DeviceBuffer<u64>,
+    /// Fixed-point affinity sum per edge.
+    pub affinity_sums: DeviceBuffer<u64>,
+    /// The number of edges.
+    pub n_edges: u64,
+    /// The number of boundary faces.
+    pub n_faces: u64,
+}
+
+/// A region graph downloaded to the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostRegionGraph {
+    /// Edges `[u, v]`, `u < v`, sorted.
+    pub edges: Vec<[u64; 2]>,
+    /// Their statistics.
+    pub stats: Vec<ContactStats>,
+}
+
+impl DeviceRegionGraph {
+    /// Copies the graph to the host.
+    pub fn download(&self, gpu: &Gpu) -> Result<HostRegionGraph, RuntimeError> {
+        let n = self.n_edges as usize;
+        let keys = gpu.download(&self.edge_keys)?;
+        let counts = gpu.download(&self.contact_counts)?;
+        let sums = gpu.download(&self.affinity_sums)?;
+        Ok(HostRegionGraph {
+            edges: keys[..n]
+                .iter()
+                .map(|&k| [k >> 32, k & 0xFFFF_FFFF])
+                .collect(),
+            stats: (0..n)
+                .map(|e| ContactStats {
+                    contact_count: counts[e],
+                    affinity_sum: sums[e],
+                })
+                .collect(),
+        })
+    }
+}
+
+/// The region graph of device `labels` (u32, 0 = background, largest label
+/// `max_label`) over `affs`; the result stays on the device.
+pub fn region_graph(
+    gpu: &Gpu,
+    affs: &DeviceAffinities,
+    labels: &DeviceBuffer<u32>,
+    max_label: u64,
+) -> Result<DeviceRegionGraph, RuntimeError> {
+    let (keys, values, n_faces) = boundary_faces(gpu, labels, affs)?;
+    let label_bits = 64 - max_label.leading_zeros();
+    let (keys, values) = radix_sort_pairs(
+        gpu,
+        keys,
+        values,
+        n_faces,
+        &digit_shifts(label_bits, label_bits),
+    )?;
+    let runs = reduce_by_key(gpu, &keys, &values, n_faces)?;
+    tracing::debug!(n_faces, n_edges = runs.n_runs, "GPU region graph");
+    Ok(DeviceRegionGraph {
+        edge_keys: runs.keys,
+        contact_counts: runs.counts,
+        affinity_sums: runs.sums,
+        n_edges: runs.n_runs,
+        n_faces,
+    })
+}

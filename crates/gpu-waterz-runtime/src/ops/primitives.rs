@@ -1,0 +1,276 @@
+//! Device-wide primitives: scan, compaction, radix sort, reduce-by-key.
+
+use super::{check_len, grid_stride_config, launch, tiled_config};
+use crate::gpu::{DeviceBuffer, Gpu};
+use crate::Result;
+
+const SCAN_THREADS: u32 = 256;
+const SCAN_TILE: u64 = 1024;
+const SORT_THREADS: u32 = 256;
+const SORT_TILE: u64 = 2048;
+const RADIX: u64 = 256;
+
+/// Sets the first `n` elements of `buffer` to `value`.
+pub fn fill_u32(gpu: &Gpu, buffer: &mut DeviceBuffer<u32>, n: u64, value: u32) -> Result<()> {
+    check_len("fill_u32", "buffer", buffer, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    // SAFETY: `buffer` holds at least `n` u32s.
+    launch!(
+        gpu,
+        "fill_u32",
+        grid_stride_config(gpu, n)?,
+        &buffer.inner,
+        &n,
+        &value
+    );
+    Ok(())
+}
+
+/// Scans the first `n` u64s of `values` in place (exclusive), in levels of
+/// `SCAN_TILE`.
+fn scan_u64_in_place(gpu: &Gpu, values: &mut DeviceBuffer<u64>, n: u64) -> Result<()> {
+    let chunks = n.div_ceil(SCAN_TILE).max(1);
+    let mut totals = gpu.uninit::<u64>(chunks as usize)?;
+    let cfg = tiled_config(n, SCAN_TILE, SCAN_THREADS, SCAN_THREADS * 8)?;
+    // SAFETY: `values` holds `n` u64s, `totals` one per chunk; the launch
+    // has one block of SCAN_THREADS per chunk and the shared memory needed.
+    launch!(
+        gpu,
+        "scan_chunks_u64",
+        cfg,
+        &values.inner,
+        &n,
+        &totals.inner
+    );
+    if chunks > 1 {
+        scan_u64_in_place(gpu, &mut totals, chunks)?;
+        // SAFETY: `values` holds `n` u64s and `totals` one per chunk.
+        launch!(
+            gpu,
+            "add_tile_offsets_u64",
+            grid_stride_config(gpu, n)?,
+            &values.inner,
+            &n,
+            &totals.inner
+        );
+    }
+    Ok(())
+}
+
+/// The exclusive prefix sums of the first `n` u32s of `input`, as u64s,
+/// and their total (downloaded, so this synchronizes).
+pub fn exclusive_scan(
+    gpu: &Gpu,
+    input: &DeviceBuffer<u32>,
+    n: u64,
+) -> Result<(DeviceBuffer<u64>, u64)> {
+    check_len("scan_tiles", "input", input, n)?;
+    if n == 0 {
+        return Ok((gpu.zeros::<u64>(1)?, 0));
+    }
+    let tiles = n.div_ceil(SCAN_TILE);
+    let mut tile_sums = gpu.uninit::<u64>(tiles as usize)?;
+    let cfg = tiled_config(n, SCAN_TILE, SCAN_THREADS, SCAN_THREADS * 8)?;
+    // SAFETY: `input` holds `n` u32s, `tile_sums` one u64 per tile; one
+    // block of SCAN_THREADS per tile with its shared memory.
+    launch!(
+        gpu,
+        "scan_tile_sums",
+        cfg,
+        &input.inner,
+        &n,
+        &tile_sums.inner
+    );
+    scan_u64_in_place(gpu, &mut tile_sums, tiles)?;
+    let output = gpu.uninit::<u64>(n as usize)?;
+    let total = gpu.uninit::<u64>(1)?;
+    // SAFETY: as above; `output` holds `n` u64s, `total` one.
+    launch!(
+        gpu,
+        "scan_tiles",
+        cfg,
+        &input.inner,
+        &n,
+        &tile_sums.inner,
+        &output.inner,
+        &total.inner
+    );
+    let total = gpu.download(&total)?[0];
+    Ok((output, total))
+}
+
+/// The indices `i < n` with `flags[i] != 0`, in order.
+pub fn compact_indices(
+    gpu: &Gpu,
+    flags: &DeviceBuffer<u32>,
+    n: u64,
+) -> Result<(DeviceBuffer<u32>, u64)> {
+    let (offsets, count) = exclusive_scan(gpu, flags, n)?;
+    let out = gpu.uninit::<u32>(count.max(1) as usize)?;
+    if n > 0 {
+        // SAFETY: `flags` holds `n` u32s, `offsets` their scan, `out` one
+        // slot per set flag.
+        launch!(
+            gpu,
+            "compact_indices",
+            grid_stride_config(gpu, n)?,
+            &flags.inner,
+            &offsets.inner,
+            &n,
+            &out.inner
+        );
+    }
+    Ok((out, count))
+}
+
+/// The digit shifts a sort must visit for keys whose set bits all lie in
+/// `[0, low_bits)` or `[32, 32 + high_bits)`.
+pub fn digit_shifts(low_bits: u32, high_bits: u32) -> Vec<u32> {
+    (0..64)
+        .step_by(8)
+        .filter(|&s| (s < low_bits.min(32)) || (s >= 32 && s < 32 + high_bits.min(32)))
+        .collect()
+}
+
+/// Sorts the first `n` (key, value) pairs by key, stably (LSD radix sort,
+/// 8-bit digits), visiting only the digits at `shifts` (ascending).
+pub fn radix_sort_pairs(
+    gpu: &Gpu,
+    keys: DeviceBuffer<u64>,
+    values: DeviceBuffer<u64>,
+    n: u64,
+    shifts: &[u32],
+) -> Result<(DeviceBuffer<u64>, DeviceBuffer<u64>)> {
+    check_len("radix_scatter", "keys", &keys, n)?;
+    check_len("radix_scatter", "values", &values, n)?;
+    if n <= 1 || shifts.is_empty() {
+        return Ok((keys, values));
+    }
+    let tiles = n.div_ceil(SORT_TILE);
+    let hist = gpu.uninit::<u32>((RADIX * tiles) as usize)?;
+    let (mut keys, mut values) = (keys, values);
+    let mut keys_alt = gpu.uninit::<u64>(n as usize)?;
+    let mut values_alt = gpu.uninit::<u64>(n as usize)?;
+    let hist_cfg = tiled_config(n, SORT_TILE, SORT_THREADS, (RADIX * 4) as u32)?;
+    let scatter_cfg = tiled_config(
+        n,
+        SORT_TILE,
+        SORT_THREADS,
+        (8 * RADIX * 4 + RADIX * 8) as u32,
+    )?;
+    for &shift in shifts {
+        // SAFETY: `keys` holds `n` u64s, `hist` RADIX per tile; one block of
+        // SORT_THREADS (== RADIX) per tile with RADIX u32s of shared memory.
+        launch!(
+            gpu,
+            "radix_histogram",
+            hist_cfg,
+            &keys.inner,
+            &n,
+            &shift,
+            &hist.inner
+        );
+        let (offsets, _) = exclusive_scan(gpu, &hist, RADIX * tiles)?;
+        // SAFETY: inputs and outputs hold `n` u64s; `offsets` is the scan of
+        // this pass's histogram; the shared memory fits 8 warp histograms
+        // and RADIX running offsets.
+        launch!(
+            gpu,
+            "radix_scatter",
+            scatter_cfg,
+            &keys.inner,
+            &values.inner,
+            &n,
+            &shift,
+            &offsets.inner,
+            &keys_alt.inner,
+            &values_alt.inner
+        );
+        std::mem::swap(&mut keys, &mut keys_alt);
+        std::mem::swap(&mut values, &mut values_alt);
+    }
+    Ok((keys, values))
+}
+
+/// Runs of equal keys reduced: one key, count and value sum per run.
+#[derive(Debug)]
+pub struct ReducedRuns {
+    /// The key of each run.
+    pub keys: DeviceBuffer<u64>,
+    /// Elements per run.
+    pub counts: DeviceBuffer<u64>,
+    /// Sum of the values per run (wrapping u64).
+    pub sums: DeviceBuffer<u64>,
+    /// The number of runs.
+    pub n_runs: u64,
+}
+
+/// Reduce-by-key over the first `n` sorted keys.
+pub fn reduce_by_key(
+    gpu: &Gpu,
+    keys: &DeviceBuffer<u64>,
+    values: &DeviceBuffer<u64>,
+    n: u64,
+) -> Result<ReducedRuns> {
+    check_len("reduce_runs", "keys", keys, n)?;
+    check_len("reduce_runs", "values", values, n)?;
+    if n == 0 {
+        return Ok(ReducedRuns {
+            keys: gpu.zeros(1)?,
+            counts: gpu.zeros(1)?,
+            sums: gpu.zeros(1)?,
+            n_runs: 0,
+        });
+    }
+    let flags = gpu.uninit::<u32>(n as usize)?;
+    // SAFETY: `keys` holds `n` u64s, `flags` `n` u32s.
+    launch!(
+        gpu,
+        "run_heads",
+        grid_stride_config(gpu, n)?,
+        &keys.inner,
+        &n,
+        &flags.inner
+    );
+    let (offsets, n_runs) = exclusive_scan(gpu, &flags, n)?;
+    let out_keys = gpu.uninit::<u64>(n_runs as usize)?;
+    let counts = gpu.zeros::<u64>(n_runs as usize)?;
+    let sums = gpu.zeros::<u64>(n_runs as usize)?;
+    // SAFETY: `flags`/`offsets` describe `n_runs` runs of the `n` sorted
+    // keys; the outputs hold one u64 per run, counts and sums zeroed.
+    launch!(
+        gpu,
+        "reduce_runs",
+        grid_stride_config(gpu, n)?,
+        &keys.inner,
+        &values.inner,
+        &n,
+        &flags.inner,
+        &offsets.inner,
+        &out_keys.inner,
+        &counts.inner,
+        &sums.inner
+    );
+    Ok(ReducedRuns {
+        keys: out_keys,
+        counts,
+        sums,
+        n_runs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn digit_shifts_cover_both_halves() {
+        assert_eq!(super::digit_shifts(10, 10), vec![0, 8, 32, 40]);
+        assert_eq!(
+            super::digit_shifts(32, 32),
+            vec![0, 8, 16, 24, 32, 40, 48, 56]
+        );
+        assert_eq!(super::digit_shifts(1, 1), vec![0, 32]);
+        assert_eq!(super::digit_shifts(0, 0), Vec::<u32>::new());
+    }
+}

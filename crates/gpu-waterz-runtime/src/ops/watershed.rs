@@ -1,0 +1,342 @@
+//! The watershed kernels, one wrapper each (see `kernels-rs/src/watershed.rs`).
+
+use super::{check_len, grid_stride_config, launch};
+use crate::gpu::{DeviceBuffer, Gpu, Param};
+use crate::{Result, RuntimeError};
+use gpu_waterz_abi::watershed::WatershedParams;
+use gpu_waterz_abi::Dims3;
+
+/// The most voxels a device volume may have: indices, queue positions and
+/// labels are u32, and `u32::MAX` marks an unqueued voxel.
+pub const MAX_VOXELS: u64 = u32::MAX as u64 - 1;
+
+/// Affinity values in device memory.
+#[derive(Debug)]
+pub enum AffinityBuffer {
+    /// float32 in `[0, 1]`.
+    F32(DeviceBuffer<f32>),
+    /// uint8, meaning `k / 255`.
+    U8(DeviceBuffer<u8>),
+}
+
+/// An affinity graph `(3, z, y, x)` in device memory.
+#[derive(Debug)]
+pub struct DeviceAffinities {
+    data: AffinityBuffer,
+    dims: Dims3,
+}
+
+/// Checks `dims` against [`MAX_VOXELS`] before anything is allocated.
+pub fn check_dims(dims: Dims3) -> Result<u64> {
+    let n = dims.checked_voxels().unwrap_or(u64::MAX);
+    if n == 0 {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "watershed",
+            reason: format!("the volume {dims:?} is empty"),
+        });
+    }
+    if n > MAX_VOXELS {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "watershed",
+            reason: format!("the volume has {n} voxels; the GPU backend supports at most {MAX_VOXELS} (u32 indices) per volume"),
+        });
+    }
+    Ok(n)
+}
+
+impl DeviceAffinities {
+    /// Uploads C-ordered float32 affinities of shape `(3, dims.z, dims.y, dims.x)`.
+    pub fn upload_f32(gpu: &Gpu, host: &[f32], dims: Dims3) -> Result<Self> {
+        let n = check_dims(dims)?;
+        Self::check_host_len(host.len(), n)?;
+        Ok(Self {
+            data: AffinityBuffer::F32(gpu.upload(host)?),
+            dims,
+        })
+    }
+
+    /// Uploads C-ordered uint8 affinities (`k / 255`).
+    pub fn upload_u8(gpu: &Gpu, host: &[u8], dims: Dims3) -> Result<Self> {
+        let n = check_dims(dims)?;
+        Self::check_host_len(host.len(), n)?;
+        Ok(Self {
+            data: AffinityBuffer::U8(gpu.upload(host)?),
+            dims,
+        })
+    }
+
+    /// Wraps affinities already on the device.
+    pub fn from_buffer(data: AffinityBuffer, dims: Dims3) -> Result<Self> {
+        let n = check_dims(dims)?;
+        let len = match &data {
+            AffinityBuffer::F32(b) => b.len(),
+            AffinityBuffer::U8(b) => b.len(),
+        };
+        Self::check_host_len(len, n)?;
+        Ok(Self { data, dims })
+    }
+
+    fn check_host_len(len: usize, n: u64) -> Result<()> {
+        if len as u64 != 3 * n {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "upload",
+                reason: format!("affinities hold {len} values, 3 * {n} are needed"),
+            });
+        }
+        Ok(())
+    }
+
+    /// The volume's extent.
+    pub fn dims(&self) -> Dims3 {
+        self.dims
+    }
+
+    /// The number of voxels.
+    pub fn n_voxels(&self) -> u64 {
+        self.dims.z * self.dims.y * self.dims.x
+    }
+
+    /// The values.
+    pub fn data(&self) -> &AffinityBuffer {
+        &self.data
+    }
+}
+
+/// waterz's edge mask of every voxel.
+pub fn mask(
+    gpu: &Gpu,
+    affs: &DeviceAffinities,
+    params: WatershedParams,
+) -> Result<DeviceBuffer<u8>> {
+    let n = affs.n_voxels();
+    let bits = gpu.uninit::<u8>(n as usize)?;
+    let cfg = grid_stride_config(gpu, n)?;
+    let (dims, params) = (Param(affs.dims), Param(params));
+    match &affs.data {
+        // SAFETY: the affinities hold 3 n values (checked at construction),
+        // `bits` n bytes.
+        AffinityBuffer::F32(a) => launch!(
+            gpu,
+            "ws_mask_f32",
+            cfg,
+            &a.inner,
+            &dims,
+            &params,
+            &bits.inner
+        ),
+        // SAFETY: as above.
+        AffinityBuffer::U8(a) => launch!(
+            gpu,
+            "ws_mask_u8",
+            cfg,
+            &a.inner,
+            &dims,
+            &params,
+            &bits.inner
+        ),
+    }
+    Ok(bits)
+}
+
+/// 1 for every plateau corner, else 0.
+pub fn corner_flags(gpu: &Gpu, bits: &DeviceBuffer<u8>, dims: Dims3) -> Result<DeviceBuffer<u32>> {
+    let n = check_dims(dims)?;
+    let p_dims = Param(dims);
+    check_len("ws_corner_flags", "bits", bits, n)?;
+    let flags = gpu.uninit::<u32>(n as usize)?;
+    // SAFETY: `bits` and `flags` hold n entries.
+    launch!(
+        gpu,
+        "ws_corner_flags",
+        grid_stride_config(gpu, n)?,
+        &bits.inner,
+        &p_dims,
+        &flags.inner
+    );
+    Ok(flags)
+}
+
+/// `order[frontier[k]] = k` for the first frontier.
+pub fn bfs_init(
+    gpu: &Gpu,
+    frontier: &DeviceBuffer<u32>,
+    f: u64,
+    order: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    check_len("ws_bfs_init", "frontier", frontier, f)?;
+    if f == 0 {
+        return Ok(());
+    }
+    // SAFETY: `frontier` holds f voxel indices from a compaction over the
+    // voxels of the volume `order` covers.
+    launch!(
+        gpu,
+        "ws_bfs_init",
+        grid_stride_config(gpu, f)?,
+        &frontier.inner,
+        &f,
+        &order.inner
+    );
+    Ok(())
+}
+
+/// One level of the ordered breadth-first search: the next frontier (in
+/// waterz's queue order) and its size; queue positions start at `base`.
+#[allow(clippy::too_many_arguments)]
+pub fn bfs_level(
+    gpu: &Gpu,
+    frontier: &DeviceBuffer<u32>,
+    f: u64,
+    bits: &DeviceBuffer<u8>,
+    dims: Dims3,
+    order: &mut DeviceBuffer<u32>,
+    best: &mut DeviceBuffer<u32>,
+    base: u64,
+) -> Result<(DeviceBuffer<u32>, u64)> {
+    let n = check_dims(dims)?;
+    check_len("ws_bfs_propose", "frontier", frontier, f)?;
+    check_len("ws_bfs_propose", "bits", bits, n)?;
+    check_len("ws_bfs_propose", "order", order, n)?;
+    check_len("ws_bfs_propose", "best", best, n)?;
+    if f == 0 {
+        return Ok((gpu.zeros(1)?, 0));
+    }
+    let cfg = grid_stride_config(gpu, f)?;
+    let p_dims = Param(dims);
+    // SAFETY: lengths checked above; frontier entries are voxels of `dims`.
+    launch!(
+        gpu,
+        "ws_bfs_propose",
+        cfg,
+        &frontier.inner,
+        &f,
+        &bits.inner,
+        &p_dims,
+        &order.inner,
+        &best.inner
+    );
+    let flags = gpu.uninit::<u32>((6 * f) as usize)?;
+    // SAFETY: as above; `flags` holds 6 f u32s.
+    launch!(
+        gpu,
+        "ws_bfs_claim",
+        cfg,
+        &frontier.inner,
+        &f,
+        &bits.inner,
+        &p_dims,
+        &order.inner,
+        &best.inner,
+        &flags.inner
+    );
+    let (offsets, next_f) = exclusive_scan_flags(gpu, &flags, 6 * f)?;
+    let next = gpu.uninit::<u32>(next_f.max(1) as usize)?;
+    if next_f > 0 {
+        // SAFETY: `offsets` is the scan of `flags`; `next` has one slot per
+        // claimed voxel; `order` covers the volume.
+        launch!(
+            gpu,
+            "ws_bfs_emit",
+            cfg,
+            &frontier.inner,
+            &f,
+            &p_dims,
+            &flags.inner,
+            &offsets.inner,
+            &base,
+            &next.inner,
+            &order.inner
+        );
+    }
+    Ok((next, next_f))
+}
+
+fn exclusive_scan_flags(
+    gpu: &Gpu,
+    flags: &DeviceBuffer<u32>,
+    n: u64,
+) -> Result<(DeviceBuffer<u64>, u64)> {
+    super::primitives::exclusive_scan(gpu, flags, n)
+}
+
+/// The edges left after plateau division.
+pub fn plateau_direction(
+    gpu: &Gpu,
+    bits: &DeviceBuffer<u8>,
+    dims: Dims3,
+    order: &DeviceBuffer<u32>,
+) -> Result<DeviceBuffer<u8>> {
+    let n = check_dims(dims)?;
+    let p_dims = Param(dims);
+    check_len("ws_plateau_direction", "bits", bits, n)?;
+    check_len("ws_plateau_direction", "order", order, n)?;
+    let out = gpu.uninit::<u8>(n as usize)?;
+    // SAFETY: all three hold n entries.
+    launch!(
+        gpu,
+        "ws_plateau_direction",
+        grid_stride_config(gpu, n)?,
+        &bits.inner,
+        &p_dims,
+        &order.inner,
+        &out.inner
+    );
+    Ok(out)
+}
+
+/// The union-find forest of the remaining edges, compressed: each voxel's
+/// entry is the smallest voxel of its component.
+pub fn components(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3) -> Result<DeviceBuffer<u32>> {
+    let n = check_dims(dims)?;
+    let p_dims = Param(dims);
+    check_len("uf_hook", "edges", edges, n)?;
+    let parent = gpu.uninit::<u32>(n as usize)?;
+    let cfg = grid_stride_config(gpu, n)?;
+    // SAFETY: `parent` holds n u32s.
+    launch!(gpu, "uf_init", cfg, &parent.inner, &n);
+    // SAFETY: `edges` and `parent` hold n entries; marked directions stay
+    // inside the volume.
+    launch!(gpu, "uf_hook", cfg, &edges.inner, &p_dims, &parent.inner);
+    // SAFETY: `parent` is a forest over n voxels.
+    launch!(gpu, "uf_compress", cfg, &parent.inner, &n);
+    Ok(parent)
+}
+
+/// Labels from the compressed forest: 0 for background, else 1 + the rank
+/// of the component's smallest voxel; also the number of fragments.
+pub fn labels(
+    gpu: &Gpu,
+    edges: &DeviceBuffer<u8>,
+    parent: &DeviceBuffer<u32>,
+    n: u64,
+) -> Result<(DeviceBuffer<u32>, u64)> {
+    check_len("ws_labels", "edges", edges, n)?;
+    check_len("ws_labels", "parent", parent, n)?;
+    let flags = gpu.uninit::<u32>(n as usize)?;
+    let cfg = grid_stride_config(gpu, n)?;
+    // SAFETY: all hold n entries.
+    launch!(
+        gpu,
+        "ws_root_flags",
+        cfg,
+        &edges.inner,
+        &parent.inner,
+        &n,
+        &flags.inner
+    );
+    let (ranks, n_fragments) = super::primitives::exclusive_scan(gpu, &flags, n)?;
+    drop(flags);
+    let labels = gpu.uninit::<u32>(n as usize)?;
+    // SAFETY: all hold n entries; parents index voxels.
+    launch!(
+        gpu,
+        "ws_labels",
+        cfg,
+        &edges.inner,
+        &parent.inner,
+        &ranks.inner,
+        &n,
+        &labels.inner
+    );
+    Ok((labels, n_fragments))
+}

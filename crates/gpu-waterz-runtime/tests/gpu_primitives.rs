@@ -1,0 +1,132 @@
+//! The device-wide primitives against CPU computations on random input.
+
+use gpu_waterz_runtime::ops::primitives::{
+    compact_indices, digit_shifts, exclusive_scan, radix_sort_pairs, reduce_by_key,
+};
+use gpu_waterz_runtime::testing::gpu_or_skip;
+use rand::{Rng, SeedableRng};
+
+const SIZES: &[usize] = &[1, 2, 255, 1024, 1025, 4097, 100_003, 1_048_577, 3_000_001];
+
+#[test]
+fn exclusive_scan_matches_the_cpu() {
+    let Some(gpu) = gpu_or_skip("exclusive_scan_matches_the_cpu") else {
+        return;
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    for &n in SIZES {
+        let host: Vec<u32> = (0..n).map(|_| rng.gen_range(0..1000)).collect();
+        let buffer = gpu.upload(&host).unwrap();
+        let (scanned, total) = exclusive_scan(&gpu, &buffer, n as u64).unwrap();
+        let got = gpu.download(&scanned).unwrap();
+        let mut acc = 0u64;
+        for (i, &v) in host.iter().enumerate() {
+            assert_eq!(got[i], acc, "n = {n}, i = {i}");
+            acc += v as u64;
+        }
+        assert_eq!(total, acc, "n = {n}");
+    }
+}
+
+#[test]
+fn compaction_keeps_order() {
+    let Some(gpu) = gpu_or_skip("compaction_keeps_order") else {
+        return;
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+    for &n in SIZES {
+        let flags: Vec<u32> = (0..n).map(|_| (rng.gen_range(0..10) == 0) as u32).collect();
+        let buffer = gpu.upload(&flags).unwrap();
+        let (out, count) = compact_indices(&gpu, &buffer, n as u64).unwrap();
+        let expected: Vec<u32> = (0..n as u32).filter(|&i| flags[i as usize] != 0).collect();
+        assert_eq!(count as usize, expected.len());
+        let got = gpu.download(&out).unwrap();
+        assert_eq!(&got[..expected.len()], &expected[..], "n = {n}");
+    }
+}
+
+#[test]
+fn radix_sort_is_stable_and_sorted_for_64_and_32_bit_keys() {
+    let Some(gpu) = gpu_or_skip("radix_sort_is_stable_and_sorted_for_64_and_32_bit_keys") else {
+        return;
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    for &n in SIZES {
+        for (low, high) in [(32u32, 32u32), (32, 0), (12, 12)] {
+            let mask = |bits: u32| {
+                if bits >= 32 {
+                    u32::MAX as u64
+                } else {
+                    (1u64 << bits) - 1
+                }
+            };
+            // Few distinct keys, so that stability matters.
+            let keys: Vec<u64> = (0..n)
+                .map(|_| {
+                    let k: u64 =
+                        (rng.gen::<u64>() % 97 * 0x0101_0101_0101_0101) ^ rng.gen_range(0..4);
+                    (k & mask(low)) | (((k >> 32) & mask(high)) << 32)
+                })
+                .collect();
+            let values: Vec<u64> = (0..n as u64).collect();
+            let (k, v) = radix_sort_pairs(
+                &gpu,
+                gpu.upload(&keys).unwrap(),
+                gpu.upload(&values).unwrap(),
+                n as u64,
+                &digit_shifts(low, high),
+            )
+            .unwrap();
+            let mut expected: Vec<(u64, u64)> =
+                keys.iter().copied().zip(values.iter().copied()).collect();
+            expected.sort_by_key(|p| p.0);
+            let got: Vec<(u64, u64)> = gpu
+                .download(&k)
+                .unwrap()
+                .into_iter()
+                .zip(gpu.download(&v).unwrap())
+                .take(n)
+                .collect();
+            assert_eq!(got, expected, "n = {n}, bits = ({low}, {high})");
+        }
+    }
+}
+
+#[test]
+fn reduce_by_key_sums_runs_exactly() {
+    let Some(gpu) = gpu_or_skip("reduce_by_key_sums_runs_exactly") else {
+        return;
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+    for &n in SIZES {
+        let mut keys: Vec<u64> = (0..n)
+            .map(|_| rng.gen_range(0..(n as u64 / 3 + 2)))
+            .collect();
+        keys.sort_unstable();
+        let values: Vec<u64> = (0..n).map(|_| rng.gen_range(0..1u64 << 33)).collect();
+        let runs = reduce_by_key(
+            &gpu,
+            &gpu.upload(&keys).unwrap(),
+            &gpu.upload(&values).unwrap(),
+            n as u64,
+        )
+        .unwrap();
+        let mut expected: Vec<(u64, u64, u64)> = Vec::new();
+        for (&k, &v) in keys.iter().zip(&values) {
+            match expected.last_mut() {
+                Some(last) if last.0 == k => {
+                    last.1 += 1;
+                    last.2 += v;
+                }
+                _ => expected.push((k, 1, v)),
+            }
+        }
+        assert_eq!(runs.n_runs as usize, expected.len());
+        let got_k = gpu.download(&runs.keys).unwrap();
+        let got_c = gpu.download(&runs.counts).unwrap();
+        let got_s = gpu.download(&runs.sums).unwrap();
+        for (r, e) in expected.iter().enumerate() {
+            assert_eq!((got_k[r], got_c[r], got_s[r]), *e, "n = {n}, run {r}");
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! Device-wide primitives: exclusive scan, order-preserving compaction,
+//! stable LSD radix sort of 64-bit keys with 64-bit values, and
+//! reduce-by-key over sorted keys. All results are deterministic: positions
+//! come from scans, sums from integer atomics.
+
+use crate::device::*;
+
+/// Threads per block of the scan kernels.
+pub const SCAN_THREADS: u32 = 256;
+/// Consecutive elements per thread in the scan kernels.
+pub const SCAN_ITEMS: u32 = 4;
+/// Elements per scan tile (one block).
+pub const SCAN_TILE: u64 = (SCAN_THREADS * SCAN_ITEMS) as u64;
+
+/// Threads per block of the radix-sort kernels (8 warps).
+pub const SORT_THREADS: u32 = 256;
+/// Elements per thread per tile in the radix-sort kernels.
+pub const SORT_ITEMS: u32 = 8;
+/// Elements per radix-sort tile (one block).
+pub const SORT_TILE: u64 = (SORT_THREADS * SORT_ITEMS) as u64;
+/// Bits per radix digit.
+pub const RADIX_BITS: u32 = 8;
+const RADIX: usize = 1 << RADIX_BITS;
+const SORT_WARPS: usize = (SORT_THREADS / 32) as usize;
+
+/// Sets `n` `u32`s to `value`.
+///
+/// # Safety
+/// `out` holds `n` writable `u32`s.
+///
+/// # Parameters
+/// - `out`, `n`: the buffer; `value`: the fill value.
+///
+/// # Thread mapping
+/// Grid-stride loop, one element per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn fill_u32(out: *mut u32, n: u64, value: u32) {
+    // SAFETY: `i < n`.
+    grid_stride(n, |i| unsafe { *out.add(i as usize) = value });
+}
+
+/// Block-wide exclusive scan of one `u64` per thread in shared memory
+/// (`SCAN_THREADS` entries); returns this thread's exclusive prefix and
+/// the block total.
+///
+/// # Safety
+/// Called by all `SCAN_THREADS` threads of the block; `shared` has
+/// `SCAN_THREADS` u64s.
+#[inline(always)]
+unsafe fn block_exclusive_scan(shared: *mut u64, value: u64) -> (u64, u64) {
+    let tid = thread_idx_x() as usize;
+    // SAFETY: `tid < SCAN_THREADS`; barriers are reached by all threads.
+    unsafe {
+        *shared.add(tid) = value;
+        sync_threads();
+        // Hillis-Steele inclusive scan.
+        let mut offset = 1usize;
+        while offset < SCAN_THREADS as usize {
+            let add = if tid >= offset { *shared.add(tid - offset) } else { 0 };
+            sync_threads();
+            *shared.add(tid) += add;
+            sync_threads();
+            offset *= 2;
+        }
+        let inclusive = *shared.add(tid);
+        let total = *shared.add(SCAN_THREADS as usize - 1);
+        sync_threads();
+        (inclusive - value, total)
+    }
+}
+
+/// Per-tile sums of `n` `u32`s, for [`scan_tiles`].
+///
+/// # Safety
+/// `input` holds `n` u32s; `tile_sums` holds one u64 per tile
+/// (`ceil(n / SCAN_TILE)`); launched with `SCAN_THREADS` threads, one block
+/// per tile, and `SCAN_THREADS * 8` bytes of shared memory.
+///
+/// # Parameters
+/// - `input`, `n`: the values; `tile_sums`: receives each tile's sum.
+///
+/// # Thread mapping
+/// Block `b` owns tile `b`; thread `t` sums elements `t * SCAN_ITEMS ..`
+/// of it, then the block reduces in shared memory.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn scan_tile_sums(input: *const u32, n: u64, tile_sums: *mut u64) {
+    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
+    let mut sum = 0u64;
+    for k in 0..SCAN_ITEMS as u64 {
+        if base + k < n {
+            // SAFETY: in bounds.
+            sum += unsafe { *input.add((base + k) as usize) } as u64;
+        }
+    }
+    // SAFETY: launched as documented.
+    let (_, total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
+    if thread_idx_x() == 0 {
+        // SAFETY: one entry per block.
+        unsafe { *tile_sums.add(block_idx_x() as usize) = total };
+    }
+}
+
+/// Exclusive scan of `n` `u32`s into `u64`s, given each tile's offset (the
+/// exclusive scan of [`scan_tile_sums`]); also writes the grand total.
+///
+/// # Safety
+/// `input` holds `n` u32s, `output` `n` u64s, `tile_offsets` one u64 per
+/// tile, `total` one u64; launched like [`scan_tile_sums`].
+///
+/// # Parameters
+/// - `input`, `n`: values; `tile_offsets`: scanned tile sums;
+///   `output`: exclusive prefix sums; `total`: sum of all values.
+///
+/// # Thread mapping
+/// As [`scan_tile_sums`]; the last block writes `total`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn scan_tiles(
+    input: *const u32,
+    n: u64,
+    tile_offsets: *const u64,
+    output: *mut u64,
+    total: *mut u64,
+) {
+    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
+    let mut values = [0u64; SCAN_ITEMS as usize];
+    let mut sum = 0u64;
+    for k in 0..SCAN_ITEMS as u64 {
+        if base + k < n {
+            // SAFETY: in bounds.
+            values[k as usize] = unsafe { *input.add((base + k) as usize) } as u64;
+            sum += values[k as usize];
+        }
+    }
+    // SAFETY: launched as documented.
+    let (prefix, block_total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
+    // SAFETY: one offset per block.
+    let mut running = unsafe { *tile_offsets.add(block_idx_x() as usize) } + prefix;
+    for k in 0..SCAN_ITEMS as u64 {
+        if base + k < n {
+            // SAFETY: in bounds.
+            unsafe { *output.add((base + k) as usize) = running };
+            running += values[k as usize];
+        }
+    }
+    if thread_idx_x() == 0 && block_idx_x() == grid_dim_x() - 1 {
+        // SAFETY: `total` is one u64; `tile_offsets` has this block's entry.
+        unsafe { *total = *tile_offsets.add(block_idx_x() as usize) + block_total };
+    }
+}
+
+/// Exclusive scan of each chunk of `SCAN_TILE` `u64`s in place, writing
+/// each chunk's total (the levels above the first of a device-wide scan).
+///
+/// # Safety
+/// `values` holds `n` u64s, `chunk_totals` one u64 per chunk; launched with
+/// `SCAN_THREADS` threads, one block per chunk, and `SCAN_THREADS * 8` bytes
+/// of shared memory.
+///
+/// # Parameters
+/// - `values`, `n`: scanned in place per chunk; `chunk_totals`: output.
+///
+/// # Thread mapping
+/// Block `b` owns chunk `b`; thread `t` owns its elements `t * SCAN_ITEMS ..`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn scan_chunks_u64(values: *mut u64, n: u64, chunk_totals: *mut u64) {
+    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
+    let mut local = [0u64; SCAN_ITEMS as usize];
+    let mut sum = 0u64;
+    for k in 0..SCAN_ITEMS as u64 {
+        if base + k < n {
+            // SAFETY: in bounds.
+            local[k as usize] = unsafe { *values.add((base + k) as usize) };
+            sum += local[k as usize];
+        }
+    }
+    // SAFETY: launched as documented.
+    let (mut running, total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
+    for k in 0..SCAN_ITEMS as u64 {
+        if base + k < n {
+            // SAFETY: in bounds.
+            unsafe { *values.add((base + k) as usize) = running };
+            running += local[k as usize];
+        }
+    }
+    if thread_idx_x() == 0 {
+        // SAFETY: one total per block.
+        unsafe { *chunk_totals.add(block_idx_x() as usize) = total };
+    }
+}
+
+/// Adds `addends[tile]` to every `u64` of each tile of `SCAN_TILE` (the
+/// second level of a multi-level scan of tile sums).
+///
+/// # Safety
+/// `values` holds `n` u64s, `addends` one per tile of `SCAN_TILE`.
+///
+/// # Parameters
+/// - `values`, `n`: updated in place; `addends`: per-tile offsets.
+///
+/// # Thread mapping
+/// Grid-stride loop, one element per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(values: *mut u64, n: u64, addends: *const u64) {
+    // SAFETY: `i < n`; `i / SCAN_TILE` indexes a tile.
+    grid_stride(n, |i| unsafe { *values.add(i as usize) += *addends.add((i / SCAN_TILE) as usize) });
+}
+
+/// Order-preserving compaction of indices: writes `i` to
+/// `out[offsets[i]]` for every `i < n` with `flags[i] != 0`.
+///
+/// # Safety
+/// `flags` holds `n` u32s, `offsets` their exclusive scan (`n` u64s), `out`
+/// at least the number of set flags u32s.
+///
+/// # Parameters
+/// - `flags`, `offsets`, `n`: the selection; `out`: the selected indices.
+///
+/// # Thread mapping
+/// Grid-stride loop, one element per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn compact_indices(flags: *const u32, offsets: *const u64, n: u64, out: *mut u32) {
+    grid_stride(n, |i| {
+        // SAFETY: `i < n`; the offset of a set flag is below the count.
+        unsafe {
+            if *flags.add(i as usize) != 0 {
+                *out.add(*offsets.add(i as usize) as usize) = i as u32;
+            }
+        }
+    });
+}
+
+/// Digit histogram of one radix pass: `hist[digit * n_tiles + tile]`.
+///
+/// # Safety
+/// `keys` holds `n` u64s; `hist` `RADIX * n_tiles` u32s; launched with
+/// `SORT_THREADS` threads, one block per tile of `SORT_TILE`, and
+/// `RADIX * 4` bytes of shared memory.
+///
+/// # Parameters
+/// - `keys`, `n`: the keys; `shift`: the digit's lowest bit; `hist`: output.
+///
+/// # Thread mapping
+/// Block `b` counts tile `b` in shared memory with shared atomics.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn radix_histogram(keys: *const u64, n: u64, shift: u32, hist: *mut u32) {
+    let counts = dynamic_shared::<u32>();
+    let tid = thread_idx_x() as usize;
+    // SAFETY: `RADIX == SORT_THREADS`, one entry per thread; barriers uniform.
+    unsafe {
+        *counts.add(tid) = 0;
+        sync_threads();
+        let base = block_idx_x() as u64 * SORT_TILE;
+        for k in 0..SORT_ITEMS as u64 {
+            let i = base + k * SORT_THREADS as u64 + tid as u64;
+            if i < n {
+                let digit = ((*keys.add(i as usize) >> shift) as usize) & (RADIX - 1);
+                shared_atomic_add_u32(counts.add(digit), 1);
+            }
+        }
+        sync_threads();
+        *hist.add(tid * grid_dim_x() as usize + block_idx_x() as usize) = *counts.add(tid);
+    }
+}
+
+/// Stable scatter of one radix pass.
+///
+/// # Safety
+/// `keys_in`/`values_in` hold `n` u64s, `keys_out`/`values_out` `n` u64s;
+/// `offsets` is the exclusive scan of [`radix_histogram`]'s output (u64);
+/// launched like it, with `(SORT_WARPS * RADIX) * 4 + RADIX * 8` bytes of
+/// shared memory.
+///
+/// # Parameters
+/// - `keys_in`, `values_in`, `n`: input; `shift`: the digit's lowest bit;
+///   `offsets`: global start of each (digit, tile); outputs.
+///
+/// # Thread mapping
+/// Block `b` owns tile `b` and processes it in `SORT_ITEMS` rounds of
+/// `SORT_THREADS` consecutive elements. In a round, lanes with equal digits
+/// find each other with `match.any`; a lane's rank is its peers below it
+/// plus the counts of earlier warps and earlier rounds for its digit.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn radix_scatter(
+    keys_in: *const u64,
+    values_in: *const u64,
+    n: u64,
+    shift: u32,
+    offsets: *const u64,
+    keys_out: *mut u64,
+    values_out: *mut u64,
+) {
+    let shared = dynamic_shared::<u32>();
+    let warp_hist = shared; // [SORT_WARPS][RADIX]
+    // SAFETY: the running offsets follow the warp histograms; 8-aligned.
+    let running = unsafe { shared.add(SORT_WARPS * RADIX) } as *mut u64; // [RADIX]
+    let tid = thread_idx_x() as usize;
+    let warp = tid / 32;
+    let n_tiles = grid_dim_x() as usize;
+    let tile = block_idx_x() as usize;
+    // SAFETY: all indices below are within the documented shared layout
+    // and the input/output lengths; every barrier is reached by all threads.
+    unsafe {
+        *running.add(tid) = *offsets.add(tid * n_tiles + tile);
+        let base = tile as u64 * SORT_TILE;
+        for round in 0..SORT_ITEMS as u64 {
+            for w in 0..SORT_WARPS {
+                *warp_hist.add(w * RADIX + tid) = 0;
+            }
+            sync_threads();
+            let i = base + round * SORT_THREADS as u64 + tid as u64;
+            let valid = i < n;
+            let (key, value) = if valid { (*keys_in.add(i as usize), *values_in.add(i as usize)) } else { (0, 0) };
+            let digit = ((key >> shift) as usize) & (RADIX - 1);
+            // Invalid lanes match only each other (digit RADIX).
+            let peers = match_any_u32(if valid { digit as u32 } else { RADIX as u32 });
+            let rank_in_warp = (peers & lanemask_lt()).count_ones();
+            let leader = (peers & lanemask_lt()) == 0;
+            if valid && leader {
+                *warp_hist.add(warp * RADIX + digit) = peers.count_ones();
+            }
+            sync_threads();
+            // Thread `tid` scans digit `tid` across the warps.
+            let mut round_total = 0u32;
+            for w in 0..SORT_WARPS {
+                let c = *warp_hist.add(w * RADIX + tid);
+                *warp_hist.add(w * RADIX + tid) = round_total;
+                round_total += c;
+            }
+            sync_threads();
+            if valid {
+                let dest = *running.add(digit) + *warp_hist.add(warp * RADIX + digit) as u64 + rank_in_warp as u64;
+                *keys_out.add(dest as usize) = key;
+                *values_out.add(dest as usize) = value;
+            }
+            sync_threads();
+            *running.add(tid) += round_total as u64;
+            sync_threads();
+        }
+    }
+}
+
+/// Head flags of runs of equal sorted keys: `flags[i] = i == 0 || keys[i] != keys[i - 1]`.
+///
+/// # Safety
+/// `keys` holds `n` u64s, `flags` `n` u32s.
+///
+/// # Parameters
+/// - `keys`, `n`: sorted keys; `flags`: output.
+///
+/// # Thread mapping
+/// Grid-stride loop, one element per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn run_heads(keys: *const u64, n: u64, flags: *mut u32) {
+    grid_stride(n, |i| {
+        // SAFETY: `i < n` and `i - 1 < n`.
+        unsafe {
+            let head = i == 0 || *keys.add(i as usize) != *keys.add(i as usize - 1);
+            *flags.add(i as usize) = head as u32;
+        }
+    });
+}
+
+/// Reduce-by-key over sorted keys: run `r` (numbered by the exclusive scan
+/// of the head flags) gets its key, its length and the sum of its values.
+///
+/// # Safety
+/// `keys`, `values`: `n` u64s; `flags`: [`run_heads`]'s output; `run_offsets`:
+/// its exclusive scan; `out_keys`, `out_counts`, `out_sums`: one u64 per
+/// run, the last two zeroed before the launch.
+///
+/// # Parameters
+/// - inputs as above; outputs per run.
+///
+/// # Thread mapping
+/// Grid-stride loop; integer atomics make the sums independent of order.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn reduce_runs(
+    keys: *const u64,
+    values: *const u64,
+    n: u64,
+    flags: *const u32,
+    run_offsets: *const u64,
+    out_keys: *mut u64,
+    out_counts: *mut u64,
+    out_sums: *mut u64,
+) {
+    grid_stride(n, |i| {
+        // SAFETY: `i < n`; the run index is below the number of runs.
+        unsafe {
+            let head = *flags.add(i as usize);
+            let run = *run_offsets.add(i as usize) + head as u64 - 1;
+            if head != 0 {
+                *out_keys.add(run as usize) = *keys.add(i as usize);
+            }
+            atomic_add_u64(out_counts.add(run as usize), 1);
+            atomic_add_u64(out_sums.add(run as usize), *values.add(i as usize));
+        }
+    });
+}
