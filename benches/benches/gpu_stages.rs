@@ -10,10 +10,7 @@ use gpu_waterz_runtime::{DeviceAffinities, Gpu};
 use std::io::Write;
 
 fn target_voxels() -> u64 {
-    std::env::var("GPU_WATERZ_BENCH_VOXELS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1 << 30)
+    std::env::var("GPU_WATERZ_BENCH_VOXELS").ok().and_then(|v| v.parse().ok()).unwrap_or(1 << 30)
 }
 
 fn gpu_stages(c: &mut Criterion) {
@@ -24,18 +21,28 @@ fn gpu_stages(c: &mut Criterion) {
             return;
         }
     };
-    let device = gpu
-        .name()
-        .unwrap_or_else(|_| "gpu".into())
-        .replace(' ', "-");
+    let device = gpu.name().unwrap_or_else(|_| "gpu".into()).replace(' ', "-");
+    // GPU_WATERZ_PROFILE=1 prints each stage's time once (with a sync per stage).
+    let profile = std::env::var_os("GPU_WATERZ_PROFILE").is_some();
+    if profile {
+        let _ = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_writer(std::io::stderr).try_init();
+    }
     let (affs, dims) = tiled_cell_affinities(target_voxels());
+    // The tile the volume repeats, for stock waterz on the same data
+    // (benches/waterz_side_by_side.py).
+    if let Some(path) = std::env::var_os("GPU_WATERZ_BENCH_DUMP") {
+        let (tile, tile_dims) = tiled_cell_affinities(0);
+        let shape = [3, tile_dims.z as usize, tile_dims.y as usize, tile_dims.x as usize];
+        let mut bytes = gpu_waterz::io::npy_header("<f4", &shape);
+        bytes.extend(tile.iter().flat_map(|v| v.to_le_bytes()));
+        gpu_waterz::io::write_atomically(std::path::Path::new(&path), &bytes).unwrap();
+    }
+    let (free_before, _) = gpu.memory_info().unwrap();
     let n = dims.z * dims.y * dims.x;
     let device_affs = DeviceAffinities::upload_f32(&gpu, &affs, dims).unwrap();
     drop(affs);
-    let params = WatershedParams {
-        aff_threshold_low: 0.0001,
-        aff_threshold_high: 0.9999,
-    };
+    let _ = writeln!(std::io::stderr(), "device memory in use before the upload: {} bytes free", free_before);
+    let params = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
 
     let mut group = c.benchmark_group(format!("{device}/primitives"));
     group.sample_size(10);
@@ -46,9 +53,7 @@ fn gpu_stages(c: &mut Criterion) {
     });
     drop(ones);
     let m = (n / 4).min(1 << 28);
-    let keys: Vec<u64> = (0..m)
-        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8)
-        .collect();
+    let keys: Vec<u64> = (0..m).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8).collect();
     let keys_d = gpu.upload(&keys).unwrap();
     let values_d = gpu.upload(&keys).unwrap();
     drop(keys);
@@ -74,32 +79,26 @@ fn gpu_stages(c: &mut Criterion) {
         fragments.n_fragments,
         fragments.plateau_levels
     );
+    if profile {
+        let _ = gpu_waterz_watershed::gpu::watershed(&gpu, &device_affs, params).unwrap();
+        let _ =
+            gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments.labels, fragments.n_fragments).unwrap();
+        return;
+    }
     group.bench_function(format!("watershed/{n}"), |b| {
         b.iter(|| gpu_waterz_watershed::gpu::watershed(&gpu, &device_affs, params).unwrap())
     });
-    let rg = gpu_waterz_graph::gpu::region_graph(
-        &gpu,
-        &device_affs,
-        &fragments.labels,
-        fragments.n_fragments,
-    )
-    .unwrap();
+    let rg = gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments.labels, fragments.n_fragments).unwrap();
     let _ = writeln!(
         std::io::stderr(),
-        "region graph: {} faces, {} edges",
-        rg.n_faces,
+        "region graph: {} face entries after warp aggregation, {} edges",
+        rg.n_entries,
         rg.n_edges
     );
     drop(rg);
     group.bench_function(format!("region-graph/{n}"), |b| {
         b.iter(|| {
-            gpu_waterz_graph::gpu::region_graph(
-                &gpu,
-                &device_affs,
-                &fragments.labels,
-                fragments.n_fragments,
-            )
-            .unwrap()
+            gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments.labels, fragments.n_fragments).unwrap()
         })
     });
     group.finish();

@@ -10,10 +10,7 @@ fn cpu_reference(c: &mut Criterion) {
     let n = 64;
     let affs = synthetic_affinities(n, 8);
     let graph_in = AffinityGraph::from_f32(affs.view()).unwrap();
-    let params = WatershedParams {
-        aff_threshold_low: 0.0001,
-        aff_threshold_high: 0.9999,
-    };
+    let params = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
     let fragments = gpu_waterz_watershed::watershed(&graph_in, params);
     let labels = DenseLabels::new(fragments.labels.view());
     let rg = region_graph(&graph_in, fragments.labels.view(), labels.n_nodes());
@@ -21,17 +18,13 @@ fn cpu_reference(c: &mut Criterion) {
     let mut group = c.benchmark_group("cpu-reference");
     group.sample_size(10);
     group.throughput(Throughput::Elements((n * n * n) as u64));
-    group.bench_function("watershed/64^3", |b| {
-        b.iter(|| gpu_waterz_watershed::watershed(&graph_in, params))
-    });
+    group.bench_function("watershed/64^3", |b| b.iter(|| gpu_waterz_watershed::watershed(&graph_in, params)));
     group.bench_function("region-graph/64^3", |b| {
         b.iter(|| region_graph(&graph_in, fragments.labels.view(), labels.n_nodes()))
     });
     group.bench_function("merge-0.1-0.9/64^3", |b| {
         b.iter(|| {
-            let mut m =
-                IterativeMerging::new(&rg, ScoringFunction::MeanAffinity, Arithmetic::Waterz, 0)
-                    .unwrap();
+            let mut m = IterativeMerging::new(&rg, ScoringFunction::MeanAffinity, Arithmetic::Waterz, 0).unwrap();
             for t in [0.1f32, 0.3, 0.5, 0.7, 0.9] {
                 m.merge_until(t, None);
             }

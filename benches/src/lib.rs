@@ -25,8 +25,7 @@ pub fn synthetic_affinities(n: usize, cell: usize) -> Array4<f32> {
         if pz >= n || py >= n || px >= n {
             return 0.0;
         }
-        let same =
-            cell_of(z) == cell_of(pz) && cell_of(y) == cell_of(py) && cell_of(x) == cell_of(px);
+        let same = cell_of(z) == cell_of(pz) && cell_of(y) == cell_of(py) && cell_of(x) == cell_of(px);
         let noise = hash(z, y, x) * 0.3;
         if same {
             0.7 + noise
@@ -50,11 +49,7 @@ pub fn tiled_cell_affinities(target_voxels: u64) -> (Vec<f32>, gpu_waterz_core::
     let ty = (tiles as f64).sqrt().floor().clamp(1.0, 4.0) as usize;
     let tx = ty;
     let tz = (tiles as usize / (ty * tx)).max(1);
-    let dims = gpu_waterz_core::Dims3::new(
-        (tile.0 * tz) as u64,
-        (tile.1 * ty) as u64,
-        (tile.2 * tx) as u64,
-    );
+    let dims = gpu_waterz_core::Dims3::new((tile.0 * tz) as u64, (tile.1 * ty) as u64, (tile.2 * tx) as u64);
     let (zd, yd, xd) = (dims.z as usize, dims.y as usize, dims.x as usize);
     let n = zd * yd * xd;
     let mut out = vec![0f32; 3 * n];

@@ -207,3 +207,113 @@ pub unsafe fn load_volatile_u32(address: *const u32) -> u32 {
     // SAFETY: the caller guarantees a valid address.
     unsafe { core::ptr::read_volatile(address) }
 }
+
+/// The lanes of the warp whose 64-bit `value` equals this lane's (all 32
+/// lanes must call it together).
+#[inline(always)]
+pub fn match_any_u64(value: u64) -> u32 {
+    let mask: u32;
+    // SAFETY: `match.any.sync` with a full member mask, called by all lanes.
+    unsafe {
+        core::arch::asm!(
+            "match.any.sync.b64 {m}, {v}, 0xffffffff;",
+            m = out(reg32) mask,
+            v = in(reg64) value,
+            options(nostack)
+        );
+    }
+    mask
+}
+
+/// The lanes of the warp for which `predicate` holds (all lanes call it).
+#[inline(always)]
+pub fn ballot(predicate: bool) -> u32 {
+    let mask: u32;
+    let p = predicate as u32;
+    // SAFETY: `vote.sync.ballot` with a full member mask, called by all lanes.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {v}, 0; vote.sync.ballot.b32 {m}, p, 0xffffffff; }}",
+            m = out(reg32) mask,
+            v = in(reg32) p,
+            options(nostack)
+        );
+    }
+    mask
+}
+
+/// `value` as held by lane `src` (all lanes call it).
+#[inline(always)]
+pub fn shuffle_u32(value: u32, src: u32) -> u32 {
+    let out: u32;
+    // SAFETY: `shfl.sync.idx` with a full member mask, called by all lanes.
+    unsafe {
+        core::arch::asm!(
+            "shfl.sync.idx.b32 {o}, {v}, {s}, 0x1f, 0xffffffff;",
+            o = out(reg32) out,
+            v = in(reg32) value,
+            s = in(reg32) src,
+            options(nostack)
+        );
+    }
+    out
+}
+
+/// Waits for all lanes of the warp and orders their memory accesses.
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: `bar.warp.sync` with a full member mask, called by all lanes.
+    unsafe { core::arch::asm!("bar.warp.sync 0xffffffff;", options(nostack)) }
+}
+
+/// Adds `value` to `*counter` atomically (GPU scope) and returns the old value.
+///
+/// # Safety
+/// `counter` must point to a valid, 8-byte aligned `u64` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_fetch_add_u64(counter: *mut u64, value: u64) -> u64 {
+    let old: u64;
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.gpu.global.add.u64 {o}, [{a}], {v};",
+            o = out(reg64) old,
+            a = in(reg64) counter,
+            v = in(reg64) value,
+            options(nostack)
+        );
+    }
+    old
+}
+
+/// Adds to a shared-memory `u64` atomically.
+///
+/// # Safety
+/// `address` must point into the block's shared memory, 8-byte aligned.
+#[inline(always)]
+pub unsafe fn shared_atomic_add_u64(address: *mut u64, value: u64) {
+    // SAFETY: the caller guarantees a shared-memory address.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.cta.add.u64 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg64) value,
+            options(nostack)
+        );
+    }
+}
+
+/// Calls `f(i, valid)` for warp-aligned groups of 32 consecutive indices,
+/// with every lane of a warp taking part in every call (`valid` is
+/// `i < n`), so that warp-wide instructions may be used inside.
+#[inline(always)]
+pub fn warp_uniform_stride(n: u64, mut f: impl FnMut(u64, bool)) {
+    let lane = (thread_idx_x() & 31) as u64;
+    let mut base = global_index() - lane;
+    let stride = grid_threads();
+    while base < n {
+        let i = base + lane;
+        f(i, i < n);
+        base += stride;
+    }
+}

@@ -205,6 +205,44 @@ pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(values: *mut u64, n: u64,
     grid_stride(n, |i| unsafe { *values.add(i as usize) += *addends.add((i / SCAN_TILE) as usize) });
 }
 
+/// Order-preserving compaction without per-element offsets: each tile
+/// ranks its set flags in shared memory and writes their indices after the
+/// tile's offset (the exclusive scan of [`scan_tile_sums`] over the flags).
+///
+/// # Safety
+/// `flags` holds `n` u32s that are 0 or 1; `tile_offsets` one u64 per tile;
+/// `out` one u32 per set flag; launched like [`scan_tile_sums`].
+///
+/// # Parameters
+/// - `flags`, `n`; `tile_offsets`; `out`: the indices of the set flags.
+///
+/// # Thread mapping
+/// Block `b` owns tile `b`; thread `t` owns elements `t * SCAN_ITEMS ..`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn compact_tiles(flags: *const u32, n: u64, tile_offsets: *const u64, out: *mut u32) {
+    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
+    let mut set = [false; SCAN_ITEMS as usize];
+    let mut count = 0u64;
+    for k in 0..SCAN_ITEMS as u64 {
+        // SAFETY: in bounds.
+        if base + k < n && unsafe { *flags.add((base + k) as usize) } != 0 {
+            set[k as usize] = true;
+            count += 1;
+        }
+    }
+    // SAFETY: launched as documented.
+    let (prefix, _) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), count) };
+    // SAFETY: one offset per block.
+    let mut pos = unsafe { *tile_offsets.add(block_idx_x() as usize) } + prefix;
+    for k in 0..SCAN_ITEMS as u64 {
+        if set[k as usize] {
+            // SAFETY: positions stay below the number of set flags.
+            unsafe { *out.add(pos as usize) = (base + k) as u32 };
+            pos += 1;
+        }
+    }
+}
+
 /// Order-preserving compaction of indices: writes `i` to
 /// `out[offsets[i]]` for every `i < n` with `flags[i] != 0`.
 ///
@@ -291,7 +329,7 @@ pub unsafe extern "ptx-kernel" fn radix_scatter(
 ) {
     let shared = dynamic_shared::<u32>();
     let warp_hist = shared; // [SORT_WARPS][RADIX]
-    // SAFETY: the running offsets follow the warp histograms; 8-aligned.
+                            // SAFETY: the running offsets follow the warp histograms; 8-aligned.
     let running = unsafe { shared.add(SORT_WARPS * RADIX) } as *mut u64; // [RADIX]
     let tid = thread_idx_x() as usize;
     let warp = tid / 32;

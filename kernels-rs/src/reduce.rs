@@ -1,10 +1,7 @@
 //! Reductions. `sum_u32` is the foundation's smoke kernel: it exercises
 //! dynamic shared memory, barriers and global atomics in one launch.
 
-use crate::device::{
-    atomic_add_u64, block_dim_x, block_idx_x, dynamic_shared, grid_dim_x, sync_threads,
-    thread_idx_x,
-};
+use crate::device::{atomic_add_u64, block_dim_x, block_idx_x, dynamic_shared, grid_dim_x, sync_threads, thread_idx_x};
 use gpu_waterz_abi::ReduceParams;
 
 /// Sums `n` `u32` values into one `u64`, exactly.

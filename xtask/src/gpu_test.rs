@@ -73,7 +73,8 @@ fn build_binaries(args: &[&str]) -> Result<Vec<(String, PathBuf)>> {
         // writes `"executable":"<path>"` for each built test binary.
         // Only test and bench harnesses: the CLI binary that integration
         // tests need is built too, but is not a test.
-        if !line.contains("\"test\":true") {
+        let profile = line.find("\"profile\":{").map(|p| &line[p..]).and_then(|r| r.find('}').map(|e| &r[..e]));
+        if !profile.is_some_and(|p| p.contains("\"test\":true")) {
             continue;
         }
         let Some(start) = line.find("\"executable\":\"") else {
@@ -82,10 +83,7 @@ fn build_binaries(args: &[&str]) -> Result<Vec<(String, PathBuf)>> {
         let rest = &line[start + 14..];
         let Some(end) = rest.find('"') else { continue };
         let path = PathBuf::from(&rest[..end]);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         binaries.push((name, path));
     }
     if binaries.is_empty() {
@@ -100,8 +98,7 @@ fn copy_binaries(binaries: &[(String, PathBuf)], dir: &Path) -> Result<()> {
     }
     std::fs::create_dir_all(dir)?;
     for (name, path) in binaries {
-        std::fs::copy(path, dir.join(name))
-            .with_context(|| format!("copying {}", path.display()))?;
+        std::fs::copy(path, dir.join(name)).with_context(|| format!("copying {}", path.display()))?;
     }
     Ok(())
 }
@@ -109,28 +106,13 @@ fn copy_binaries(binaries: &[(String, PathBuf)], dir: &Path) -> Result<()> {
 fn bundle(dir: &Path) -> Result<()> {
     let tests = build_binaries(&["test", "--workspace", "--no-run"])?;
     copy_binaries(&tests, &dir.join("bin"))?;
-    let benches = build_binaries(&[
-        "bench",
-        "--no-run",
-        "-p",
-        "gpu-waterz-benches",
-        "--bench",
-        "gpu_stages",
-    ])?;
+    let benches = build_binaries(&["bench", "--no-run", "-p", "gpu-waterz-benches", "--bench", "gpu_stages"])?;
     copy_binaries(&benches, &dir.join("bench"))?;
     // The CLI, for the CLI's integration tests (GPU_WATERZ_BIN in run.sh).
-    run_command(Command::new("cargo").current_dir(project_root()).args([
-        "build",
-        "--release",
-        "-p",
-        "gpu-waterz",
-    ]))?;
+    run_command(Command::new("cargo").current_dir(project_root()).args(["build", "--release", "-p", "gpu-waterz"]))?;
     let tools = dir.join("tools");
     std::fs::create_dir_all(&tools)?;
-    std::fs::copy(
-        project_root().join("target/release/gpu-waterz"),
-        tools.join("gpu-waterz"),
-    )?;
+    std::fs::copy(project_root().join("target/release/gpu-waterz"), tools.join("gpu-waterz"))?;
     let data_src = project_root().join("../shared/data");
     let data_dst = dir.join("data");
     if data_src.is_dir() {
@@ -143,10 +125,7 @@ fn bundle(dir: &Path) -> Result<()> {
             }
         }
     } else {
-        eprintln!(
-            "gpu-test: {} is absent; the bundle's data tests will skip",
-            data_src.display()
-        );
+        eprintln!("gpu-test: {} is absent; the bundle's data tests will skip", data_src.display());
     }
     for (name, text) in [("run.sh", RUN_SCRIPT), ("bench.sh", BENCH_SCRIPT)] {
         let script = dir.join(name);
@@ -173,10 +152,7 @@ pub fn run(args: &[String]) -> Result<()> {
     match bundle_dir {
         Some(dir) => bundle(Path::new(&dir)),
         None => run_command(
-            Command::new("cargo")
-                .current_dir(project_root())
-                .args(["test", "--workspace"])
-                .env(REQUIRE_GPU_ENV, "1"),
+            Command::new("cargo").current_dir(project_root()).args(["test", "--workspace"]).env(REQUIRE_GPU_ENV, "1"),
         ),
     }
 }

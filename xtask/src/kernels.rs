@@ -11,16 +11,11 @@ pub const DEFAULT_ARCH: &str = "sm_90";
 /// The pinned toolchain, read from `kernels-rs/rust-toolchain.toml`.
 fn pinned_toolchain() -> Result<String> {
     let path = project_root().join("kernels-rs/rust-toolchain.toml");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     for line in text.lines() {
         let line = line.trim();
         if let Some(rest) = line.strip_prefix("channel") {
-            let value = rest
-                .trim_start()
-                .trim_start_matches('=')
-                .trim()
-                .trim_matches('"');
+            let value = rest.trim_start().trim_start_matches('=').trim().trim_matches('"');
             return Ok(value.to_string());
         }
     }
@@ -48,14 +43,7 @@ pub fn build(arch: &str) -> Result<String> {
     let mut cmd = Command::new("cargo");
     cmd.current_dir(&kernels_dir)
         .arg(format!("+{toolchain}"))
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "-Zbuild-std=core",
-            "--target",
-            "nvptx64-nvidia-cuda",
-        ])
+        .args(["build", "--release", "--locked", "-Zbuild-std=core", "--target", "nvptx64-nvidia-cuda"])
         .arg("--target-dir")
         .arg(&target_dir)
         .env("RUSTFLAGS", format!("-C target-cpu={arch}"));
@@ -86,8 +74,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let ptx = build(&arch)?;
     let path = ptx_path(&arch);
     if check {
-        let committed = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let committed = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         if committed != ptx {
             bail!(
                 "{} is stale: it differs from what kernels-rs builds now; run `cargo xtask kernels{}` and commit it",
@@ -95,18 +82,10 @@ pub fn run(args: &[String]) -> Result<()> {
                 if arch == DEFAULT_ARCH { String::new() } else { format!(" --arch {arch}") }
             );
         }
-        println!(
-            "kernels: {} is up to date ({} bytes, {arch})",
-            path.display(),
-            ptx.len()
-        );
+        println!("kernels: {} is up to date ({} bytes, {arch})", path.display(), ptx.len());
     } else {
         std::fs::write(&path, &ptx).with_context(|| format!("writing {}", path.display()))?;
-        println!(
-            "kernels: wrote {} ({} bytes, {arch})",
-            path.display(),
-            ptx.len()
-        );
+        println!("kernels: wrote {} ({} bytes, {arch})", path.display(), ptx.len());
     }
     Ok(())
 }

@@ -50,18 +50,13 @@ fn main() -> Result<()> {
 
 /// The workspace root (the parent of `xtask/`).
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
 }
 
 /// Runs a command, failing with its command line if it fails.
 pub fn run_command(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot start {shown}"))?;
+    let status = cmd.status().with_context(|| format!("cannot start {shown}"))?;
     if !status.success() {
         bail!("{shown} failed with {status}");
     }

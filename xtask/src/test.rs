@@ -10,43 +10,21 @@ const COMPAT_PACKAGES: &[&str] = &["waterz==0.10.1", "numpy", "h5py", "pytest"];
 pub fn run(args: &[String]) -> Result<()> {
     no_more_args(args)?;
     let root = project_root();
-    run_command(
-        Command::new("cargo")
-            .current_dir(&root)
-            .args(["test", "--workspace"]),
-    )?;
-    run_command(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "-p",
-        "gpu-waterz",
-    ]))?;
+    run_command(Command::new("cargo").current_dir(&root).args(["test", "--workspace"]))?;
+    run_command(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "gpu-waterz"]))?;
 
     let venv = root.join("target/compat-venv");
     let python = venv.join("bin/python");
     if !python.exists() {
-        run_command(Command::new("python3").args(["-m", "venv"]).arg(&venv)).context(
-            "creating the virtualenv for the waterz equivalence suite (needs python3 with venv)",
-        )?;
+        run_command(Command::new("python3").args(["-m", "venv"]).arg(&venv))
+            .context("creating the virtualenv for the waterz equivalence suite (needs python3 with venv)")?;
     }
-    run_command(
-        Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet"])
-            .args(COMPAT_PACKAGES),
-    )
-    .context("installing stock waterz from PyPI")?;
+    run_command(Command::new(&python).args(["-m", "pip", "install", "--quiet"]).args(COMPAT_PACKAGES))
+        .context("installing stock waterz from PyPI")?;
     run_command(
         Command::new(&python)
             .current_dir(&root)
-            .args([
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-rs",
-                "tests/compat",
-            ])
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/compat"])
             .env("GPU_WATERZ_BIN", root.join("target/release/gpu-waterz")),
     )
     .context("the equivalence suite against stock waterz failed")

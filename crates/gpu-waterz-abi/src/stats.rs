@@ -45,10 +45,7 @@ impl ContactStats {
     /// The statistics of a single face.
     #[inline(always)]
     pub fn of_face(affinity: f32) -> Self {
-        Self {
-            contact_count: 1,
-            affinity_sum: affinity_to_fixed(affinity),
-        }
+        Self { contact_count: 1, affinity_sum: affinity_to_fixed(affinity) }
     }
 
     /// The statistics of the union of two sets of faces.

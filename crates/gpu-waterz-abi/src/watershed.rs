@@ -58,34 +58,15 @@ pub fn face_affinities_with(
         if z > 0 { load(0, idx) } else { low },
         if y > 0 { load(1, idx) } else { low },
         if x > 0 { load(2, idx) } else { low },
-        if z + 1 < dims.z {
-            load(0, idx + sz)
-        } else {
-            low
-        },
-        if y + 1 < dims.y {
-            load(1, idx + sy)
-        } else {
-            low
-        },
-        if x + 1 < dims.x {
-            load(2, idx + 1)
-        } else {
-            low
-        },
+        if z + 1 < dims.z { load(0, idx + sz) } else { low },
+        if y + 1 < dims.y { load(1, idx + sy) } else { low },
+        if x + 1 < dims.x { load(2, idx + 1) } else { low },
     ]
 }
 
 /// [`face_affinities_with`] over a C-ordered `(3, z, y, x)` float slice.
 #[inline(always)]
-pub fn face_affinities(
-    affs: &[f32],
-    dims: crate::Dims3,
-    z: u64,
-    y: u64,
-    x: u64,
-    low: f32,
-) -> [f32; 6] {
+pub fn face_affinities(affs: &[f32], dims: crate::Dims3, z: u64, y: u64, x: u64, low: f32) -> [f32; 6] {
     let n = dims.z * dims.y * dims.x;
     face_affinities_with(dims, z, y, x, low, |c, i| affs[(c * n + i) as usize])
 }
@@ -122,18 +103,11 @@ pub fn is_mutual(neighbour_bits: u8, d: usize) -> bool {
 /// position in the queue (`u32::MAX` if never queued); `order` is this
 /// voxel's position.
 #[inline(always)]
-pub fn plateau_direction(
-    bits: u8,
-    neighbour_bits: [u8; 6],
-    neighbour_order: [u32; 6],
-    order: u32,
-) -> u8 {
+pub fn plateau_direction(bits: u8, neighbour_bits: [u8; 6], neighbour_order: [u32; 6], order: u32) -> u8 {
     let mut to_set = 0u8;
     let mut d = 0;
     while d < 6 {
-        if bits & DIRECTION_BITS[d] != 0
-            && (!is_mutual(neighbour_bits[d], d) || neighbour_order[d] < order)
-        {
+        if bits & DIRECTION_BITS[d] != 0 && (!is_mutual(neighbour_bits[d], d) || neighbour_order[d] < order) {
             to_set = DIRECTION_BITS[d];
         }
         d += 1;
@@ -199,14 +173,8 @@ mod tests {
         let dims = crate::Dims3::new(1, 1, 2);
         // Channel 2 (x) of voxel 1 is the face between voxels 0 and 1.
         let affs = [0.0, 0.0, 0.0, 0.0, 0.0, 0.8];
-        assert_eq!(
-            face_affinities(&affs, dims, 0, 0, 0, 0.25),
-            [0.25, 0.25, 0.25, 0.25, 0.25, 0.8]
-        );
-        assert_eq!(
-            face_affinities(&affs, dims, 0, 0, 1, 0.25),
-            [0.25, 0.25, 0.8, 0.25, 0.25, 0.25]
-        );
+        assert_eq!(face_affinities(&affs, dims, 0, 0, 0, 0.25), [0.25, 0.25, 0.25, 0.25, 0.25, 0.8]);
+        assert_eq!(face_affinities(&affs, dims, 0, 0, 1, 0.25), [0.25, 0.25, 0.8, 0.25, 0.25, 0.25]);
     }
 
     #[test]

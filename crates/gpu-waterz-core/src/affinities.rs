@@ -34,20 +34,12 @@ pub fn u8_affinity(k: u8) -> f32 {
 
 fn dims_of(shape: &[usize]) -> Result<Dims3> {
     if shape.len() != 4 || shape[0] != 3 {
-        return Err(CoreError::AffinityShape {
-            shape: shape.to_vec(),
-        });
+        return Err(CoreError::AffinityShape { shape: shape.to_vec() });
     }
     if shape.contains(&0) {
-        return Err(CoreError::EmptyVolume {
-            shape: shape.to_vec(),
-        });
+        return Err(CoreError::EmptyVolume { shape: shape.to_vec() });
     }
-    Ok(Dims3::new(
-        shape[1] as u64,
-        shape[2] as u64,
-        shape[3] as u64,
-    ))
+    Ok(Dims3::new(shape[1] as u64, shape[2] as u64, shape[3] as u64))
 }
 
 impl<'a> AffinityGraph<'a> {
@@ -55,19 +47,13 @@ impl<'a> AffinityGraph<'a> {
     pub fn from_f32(view: ArrayView4<'a, f32>) -> Result<Self> {
         let dims = dims_of(view.shape())?;
         check_values(&view)?;
-        Ok(Self {
-            values: AffinityValues::F32(view),
-            dims,
-        })
+        Ok(Self { values: AffinityValues::F32(view), dims })
     }
 
     /// Wraps uint8 affinities (`k / 255`) after checking the shape.
     pub fn from_u8(view: ArrayView4<'a, u8>) -> Result<Self> {
         let dims = dims_of(view.shape())?;
-        Ok(Self {
-            values: AffinityValues::U8(view),
-            dims,
-        })
+        Ok(Self { values: AffinityValues::U8(view), dims })
     }
 
     /// The volume's extent.
@@ -108,36 +94,22 @@ impl<'a> AffinityGraph<'a> {
 
 fn check_values(view: &ArrayView4<'_, f32>) -> Result<()> {
     // Find the first bad value in C order, in parallel over z-sections.
-    let bad = view
-        .axis_iter(Axis(0))
-        .enumerate()
-        .find_map(|(c, channel)| {
-            channel
-                .axis_iter(Axis(0))
-                .into_par_iter()
-                .enumerate()
-                .find_map_first(|(z, section)| {
-                    section.indexed_iter().find_map(|((y, x), &value)| {
-                        let what = if value.is_nan() {
-                            "NaN"
-                        } else if value < 0.0 {
-                            "below 0"
-                        } else if value > 1.0 {
-                            "above 1"
-                        } else {
-                            return None;
-                        };
-                        Some(CoreError::AffinityValue {
-                            value,
-                            what,
-                            channel: c,
-                            z,
-                            y,
-                            x,
-                        })
-                    })
-                })
-        });
+    let bad = view.axis_iter(Axis(0)).enumerate().find_map(|(c, channel)| {
+        channel.axis_iter(Axis(0)).into_par_iter().enumerate().find_map_first(|(z, section)| {
+            section.indexed_iter().find_map(|((y, x), &value)| {
+                let what = if value.is_nan() {
+                    "NaN"
+                } else if value < 0.0 {
+                    "below 0"
+                } else if value > 1.0 {
+                    "above 1"
+                } else {
+                    return None;
+                };
+                Some(CoreError::AffinityValue { value, what, channel: c, z, y, x })
+            })
+        })
+    });
     match bad {
         Some(e) => Err(e),
         None => Ok(()),
@@ -164,10 +136,7 @@ mod tests {
         let mut a = Array4::<f32>::zeros((3, 2, 3, 4));
         a[[1, 1, 2, 3]] = f32::NAN;
         let e = AffinityGraph::from_f32(a.view()).unwrap_err().to_string();
-        assert!(
-            e.contains("NaN") && e.contains("channel 1") && e.contains("z=1, y=2, x=3"),
-            "{e}"
-        );
+        assert!(e.contains("NaN") && e.contains("channel 1") && e.contains("z=1, y=2, x=3"), "{e}");
         a[[1, 1, 2, 3]] = 1.5;
         let e = AffinityGraph::from_f32(a.view()).unwrap_err().to_string();
         assert!(e.contains("above 1"), "{e}");

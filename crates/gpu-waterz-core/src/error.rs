@@ -26,7 +26,9 @@ pub enum CoreError {
         max: u64,
     },
     /// An affinity is NaN or outside `[0, 1]`.
-    #[error("affinity {value} at channel {channel}, voxel (z={z}, y={y}, x={x}) is {what}; affinities must be in [0, 1]")]
+    #[error(
+        "affinity {value} at channel {channel}, voxel (z={z}, y={y}, x={x}) is {what}; affinities must be in [0, 1]"
+    )]
     AffinityValue {
         /// The offending value.
         value: f32,

@@ -4,9 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// A fragment (or segment) label. Label 0 is background: it is never a node
 /// of the region graph and never merged.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[repr(transparent)]
 pub struct FragmentId(pub u64);
 
@@ -21,8 +19,6 @@ impl FragmentId {
 }
 
 /// The index of an edge in a region graph's edge list.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[repr(transparent)]
 pub struct EdgeIdx(pub usize);

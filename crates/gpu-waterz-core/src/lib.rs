@@ -23,11 +23,7 @@ pub type Result<T, E = CoreError> = std::result::Result<T, E>;
 pub fn check_volume_shape(name: &'static str, shape: &[usize], dims: Dims3) -> Result<()> {
     let expected = [dims.z as usize, dims.y as usize, dims.x as usize];
     if shape != expected {
-        return Err(CoreError::ShapeMismatch {
-            name,
-            expected: expected.to_vec(),
-            found: shape.to_vec(),
-        });
+        return Err(CoreError::ShapeMismatch { name, expected: expected.to_vec(), found: shape.to_vec() });
     }
     Ok(())
 }

@@ -16,10 +16,7 @@ impl Thresholds {
     /// Validates thresholds in the order given: unsorted, duplicated,
     /// non-finite or out-of-range values are an error.
     pub fn new(thresholds: &[f64]) -> Result<Self> {
-        let err = |reason: String| CoreError::Thresholds {
-            thresholds: thresholds.to_vec(),
-            reason,
-        };
+        let err = |reason: String| CoreError::Thresholds { thresholds: thresholds.to_vec(), reason };
         if thresholds.is_empty() {
             return Err(err("at least one threshold is needed".into()));
         }
@@ -36,16 +33,11 @@ impl Thresholds {
                 return Err(err(format!("{} appears twice", pair[0])));
             }
             if pair[1] < pair[0] {
-                return Err(err(format!(
-                    "they must be ascending, but {} comes before {}",
-                    pair[0], pair[1]
-                )));
+                return Err(err(format!("they must be ascending, but {} comes before {}", pair[0], pair[1])));
             }
         }
         if thresholds.windows(2).any(|p| p[0] as f32 == p[1] as f32) {
-            return Err(err(
-                "two of them are equal in float32, waterz's precision".into()
-            ));
+            return Err(err("two of them are equal in float32, waterz's precision".into()));
         }
         Ok(Self(thresholds.to_vec()))
     }
@@ -81,14 +73,9 @@ pub fn check_watershed_thresholds(low: f64, high: f64) -> Result<crate::Watershe
         return Err(err("both must be in [0, 1]"));
     }
     if low >= high {
-        return Err(err(
-            "aff_threshold_low must be smaller than aff_threshold_high",
-        ));
+        return Err(err("aff_threshold_low must be smaller than aff_threshold_high"));
     }
-    Ok(crate::WatershedParams {
-        aff_threshold_low: low as f32,
-        aff_threshold_high: high as f32,
-    })
+    Ok(crate::WatershedParams { aff_threshold_low: low as f32, aff_threshold_high: high as f32 })
 }
 
 /// How edge statistics are accumulated and compared.
@@ -135,9 +122,7 @@ fn normalize(s: &str) -> String {
     let folded: Vec<&str> = s.split_whitespace().collect();
     let mut out = folded.join(" ");
     for punct in ["<", ">", ","] {
-        out = out
-            .replace(&format!(" {punct}"), punct)
-            .replace(&format!("{punct} "), punct);
+        out = out.replace(&format!(" {punct}"), punct).replace(&format!("{punct} "), punct);
     }
     out
 }
@@ -156,10 +141,7 @@ impl ScoringFunction {
     }
 
     fn unsupported(given: &str) -> CoreError {
-        CoreError::ScoringFunction {
-            given: given.to_string(),
-            supported: SUPPORTED,
-        }
+        CoreError::ScoringFunction { given: given.to_string(), supported: SUPPORTED }
     }
 
     fn parse_quantile(given: &str, q: &str, bins: &str, init: Option<&str>) -> Result<Self> {
@@ -173,11 +155,7 @@ impl ScoringFunction {
         if quantile > 100 || !(1..=65536).contains(&bins) {
             return Err(Self::unsupported(given));
         }
-        Ok(Self::HistogramQuantile {
-            quantile,
-            bins,
-            init_with_max,
-        })
+        Ok(Self::HistogramQuantile { quantile, bins, init_with_max })
     }
 }
 
@@ -212,9 +190,8 @@ impl FromStr for ScoringFunction {
             "OneMinus<MinAffinity<RegionGraphType,ScoreValue>>" => return Ok(Self::MinAffinity),
             _ => {}
         }
-        if let Some(inner) = s
-            .strip_prefix("OneMinus<HistogramQuantileAffinity<RegionGraphType,")
-            .and_then(|r| r.strip_suffix(">>"))
+        if let Some(inner) =
+            s.strip_prefix("OneMinus<HistogramQuantileAffinity<RegionGraphType,").and_then(|r| r.strip_suffix(">>"))
         {
             let parts: Vec<&str> = inner.split(',').collect();
             return match parts.as_slice() {
@@ -258,80 +235,36 @@ mod tests {
     #[test]
     fn watershed_thresholds() {
         assert!(check_watershed_thresholds(0.0001, 0.9999).is_ok());
-        assert!(check_watershed_thresholds(0.5, 0.5)
-            .unwrap_err()
-            .to_string()
-            .contains("smaller"));
-        assert!(check_watershed_thresholds(f64::NAN, 0.5)
-            .unwrap_err()
-            .to_string()
-            .contains("finite"));
-        assert!(check_watershed_thresholds(-1.0, 0.5)
-            .unwrap_err()
-            .to_string()
-            .contains("[0, 1]"));
+        assert!(check_watershed_thresholds(0.5, 0.5).unwrap_err().to_string().contains("smaller"));
+        assert!(check_watershed_thresholds(f64::NAN, 0.5).unwrap_err().to_string().contains("finite"));
+        assert!(check_watershed_thresholds(-1.0, 0.5).unwrap_err().to_string().contains("[0, 1]"));
     }
 
     #[test]
     fn parses_waterz_spellings() {
-        let mean: ScoringFunction = "OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>"
-            .parse()
-            .unwrap();
+        let mean: ScoringFunction = "OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>".parse().unwrap();
         assert_eq!(mean, ScoringFunction::MeanAffinity);
-        let mean: ScoringFunction = " OneMinus< MeanAffinity<RegionGraphType,ScoreValue> >"
-            .parse()
-            .unwrap();
+        let mean: ScoringFunction = " OneMinus< MeanAffinity<RegionGraphType,ScoreValue> >".parse().unwrap();
         assert_eq!(mean, ScoringFunction::MeanAffinity);
         let q: ScoringFunction =
-            "OneMinus<HistogramQuantileAffinity<RegionGraphType, 75, ScoreValue, 256, false>>"
-                .parse()
-                .unwrap();
-        assert_eq!(
-            q,
-            ScoringFunction::HistogramQuantile {
-                quantile: 75,
-                bins: 256,
-                init_with_max: false
-            }
-        );
+            "OneMinus<HistogramQuantileAffinity<RegionGraphType, 75, ScoreValue, 256, false>>".parse().unwrap();
+        assert_eq!(q, ScoringFunction::HistogramQuantile { quantile: 75, bins: 256, init_with_max: false });
         let q: ScoringFunction =
-            "OneMinus<HistogramQuantileAffinity<RegionGraphType, 50, ScoreValue, 256>>"
-                .parse()
-                .unwrap();
-        assert_eq!(
-            q,
-            ScoringFunction::HistogramQuantile {
-                quantile: 50,
-                bins: 256,
-                init_with_max: true
-            }
-        );
-        assert_eq!(
-            "max".parse::<ScoringFunction>().unwrap(),
-            ScoringFunction::MaxAffinity
-        );
+            "OneMinus<HistogramQuantileAffinity<RegionGraphType, 50, ScoreValue, 256>>".parse().unwrap();
+        assert_eq!(q, ScoringFunction::HistogramQuantile { quantile: 50, bins: 256, init_with_max: true });
+        assert_eq!("max".parse::<ScoringFunction>().unwrap(), ScoringFunction::MaxAffinity);
         assert_eq!(
             "quantile-90".parse::<ScoringFunction>().unwrap(),
-            ScoringFunction::HistogramQuantile {
-                quantile: 90,
-                bins: 256,
-                init_with_max: true
-            }
+            ScoringFunction::HistogramQuantile { quantile: 90, bins: 256, init_with_max: true }
         );
-        for s in [
-            ScoringFunction::MeanAffinity,
-            ScoringFunction::MinAffinity,
-            q,
-        ] {
+        for s in [ScoringFunction::MeanAffinity, ScoringFunction::MinAffinity, q] {
             assert_eq!(s.waterz_name().parse::<ScoringFunction>().unwrap(), s);
         }
     }
 
     #[test]
     fn rejects_unknown_functions_by_name() {
-        let e = "OneMinus<MeanMaxKAffinity<RegionGraphType, 10, ScoreValue>>"
-            .parse::<ScoringFunction>()
-            .unwrap_err();
+        let e = "OneMinus<MeanMaxKAffinity<RegionGraphType, 10, ScoreValue>>".parse::<ScoringFunction>().unwrap_err();
         assert!(e.to_string().contains("MeanMaxKAffinity"), "{e}");
         assert!("quantile-101".parse::<ScoringFunction>().is_err());
     }

@@ -44,29 +44,19 @@ pub fn random_affinities(seed: u64, shape: (usize, usize, usize)) -> Array4<f32>
 /// Affinities quantized to `levels + 1` values `k / levels` (many ties).
 pub fn quantized_affinities(seed: u64, shape: (usize, usize, usize), levels: u32) -> Array4<f32> {
     let mut rng = SplitMix64::new(seed);
-    Array4::from_shape_simple_fn((3, shape.0, shape.1, shape.2), || {
-        rng.below(levels as u64 + 1) as f32 / levels as f32
-    })
+    Array4::from_shape_simple_fn((3, shape.0, shape.1, shape.2), || rng.below(levels as u64 + 1) as f32 / levels as f32)
 }
 
 /// Voronoi-like cell labels `1..=n_cells` (cells stretched along z).
 pub fn cell_labels(seed: u64, shape: (usize, usize, usize), n_cells: usize) -> Array3<u32> {
     let mut rng = SplitMix64::new(seed);
     let seeds: Vec<[f32; 3]> = (0..n_cells.max(1))
-        .map(|_| {
-            [
-                rng.next_f32() * shape.0 as f32,
-                rng.next_f32() * shape.1 as f32,
-                rng.next_f32() * shape.2 as f32,
-            ]
-        })
+        .map(|_| [rng.next_f32() * shape.0 as f32, rng.next_f32() * shape.1 as f32, rng.next_f32() * shape.2 as f32])
         .collect();
     Array3::from_shape_fn(shape, |(z, y, x)| {
         let mut best = (f32::INFINITY, 0);
         for (k, s) in seeds.iter().enumerate() {
-            let d = (0.3 * (z as f32 - s[0])).powi(2)
-                + (y as f32 - s[1]).powi(2)
-                + (x as f32 - s[2]).powi(2);
+            let d = (0.3 * (z as f32 - s[0])).powi(2) + (y as f32 - s[1]).powi(2) + (x as f32 - s[2]).powi(2);
             if d < best.0 {
                 best = (d, k);
             }
@@ -75,46 +65,67 @@ pub fn cell_labels(seed: u64, shape: (usize, usize, usize), n_cells: usize) -> A
     })
 }
 
-/// Cell-like affinities for `labels`: high inside cells, low across their
-/// boundaries, with noise of amplitude `noise`, as `min(inside[v], inside[v - e_c])`.
-pub fn cell_affinities(seed: u64, labels: &Array3<u32>, noise: f32) -> Array4<f32> {
-    let (zd, yd, xd) = labels.dim();
-    let mut rng = SplitMix64::new(seed);
-    let inside = Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
-        let l = labels[[z, y, x]];
-        let mut boundary = false;
-        for (dz, dy, dx) in [
-            (1i64, 0i64, 0i64),
-            (0, 1, 0),
-            (0, 0, 1),
-            (-1, 0, 0),
-            (0, -1, 0),
-            (0, 0, -1),
-        ] {
-            let (nz, ny, nx) = (z as i64 + dz, y as i64 + dy, x as i64 + dx);
-            if nz >= 0
-                && ny >= 0
-                && nx >= 0
-                && (nz as usize) < zd
-                && (ny as usize) < yd
-                && (nx as usize) < xd
-            {
-                boundary |= labels[[nz as usize, ny as usize, nx as usize]] != l;
+/// Smooth value noise in `[0, 1)`: hashed values on a lattice of spacing
+/// `spacing`, interpolated trilinearly.
+pub fn value_noise(seed: u64, z: usize, y: usize, x: usize, spacing: usize) -> f32 {
+    let hash = |a: usize, b: usize, c: usize| {
+        let mut r = SplitMix64::new(
+            seed ^ (a as u64).wrapping_mul(0x9E37_79B9)
+                ^ (b as u64).wrapping_mul(0x85EB_CA6B) << 1
+                ^ (c as u64).wrapping_mul(0xC2B2_AE35) << 2,
+        );
+        r.next_f32()
+    };
+    let s = spacing.max(1);
+    let (fz, fy, fx) = ((z % s) as f32 / s as f32, (y % s) as f32 / s as f32, (x % s) as f32 / s as f32);
+    let (lz, ly, lx) = (z / s, y / s, x / s);
+    let mut v = 0.0;
+    for (dz, wz) in [(0, 1.0 - fz), (1, fz)] {
+        for (dy, wy) in [(0, 1.0 - fy), (1, fy)] {
+            for (dx, wx) in [(0, 1.0 - fx), (1, fx)] {
+                v += wz * wy * wx * hash(lz + dz, ly + dy, lx + dx);
             }
         }
-        let base = if boundary { 0.1 } else { 0.9 };
-        (base + noise * (rng.next_f32() - 0.5)).clamp(0.0, 1.0)
+    }
+    v
+}
+
+/// CNN-like affinities for `labels`: a membrane two voxels wide on each
+/// side of every boundary (0.1 at the boundary, 0.5 one voxel in, 0.9
+/// inside), plus smooth noise of amplitude `noise` ([`value_noise`],
+/// spacing 4), as `min(inside[v], inside[v - e_c])`.
+pub fn cell_affinities(seed: u64, labels: &Array3<u32>, noise: f32) -> Array4<f32> {
+    let (zd, yd, xd) = labels.dim();
+    let differs_within = |z: usize, y: usize, x: usize, r: i64| {
+        let l = labels[[z, y, x]];
+        for axis in 0..3 {
+            for step in [-r, r] {
+                let mut p = [z as i64, y as i64, x as i64];
+                p[axis] += step;
+                let dims = [zd as i64, yd as i64, xd as i64];
+                if p[axis] >= 0 && p[axis] < dims[axis] && labels[[p[0] as usize, p[1] as usize, p[2] as usize]] != l {
+                    return true;
+                }
+            }
+        }
+        false
+    };
+    let inside = Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+        let base = if differs_within(z, y, x, 1) {
+            0.1
+        } else if differs_within(z, y, x, 2) {
+            0.5
+        } else {
+            0.9
+        };
+        (base + noise * (value_noise(seed, z, y, x, 4) - 0.5)).clamp(0.0, 1.0)
     });
     Array4::from_shape_fn((3, zd, yd, xd), |(c, z, y, x)| {
         let p = [z, y, x];
         if p[c] == 0 {
             return 0.0;
         }
-        let (pz, py, px) = (
-            z - (c == 0) as usize,
-            y - (c == 1) as usize,
-            x - (c == 2) as usize,
-        );
+        let (pz, py, px) = (z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize);
         inside[[z, y, x]].min(inside[[pz, py, px]])
     })
 }
@@ -129,9 +140,7 @@ mod tests {
         assert_eq!(a, random_affinities(3, (2, 3, 4)));
         assert!(a.iter().all(|&v| (0.0..1.0).contains(&v)));
         let q = quantized_affinities(1, (2, 3, 4), 3);
-        assert!(q
-            .iter()
-            .all(|&v| [0.0, 1.0 / 3.0, 2.0 / 3.0, 1.0].contains(&v)));
+        assert!(q.iter().all(|&v| [0.0, 1.0 / 3.0, 2.0 / 3.0, 1.0].contains(&v)));
         let l = cell_labels(5, (4, 8, 8), 6);
         assert!(l.iter().all(|&v| (1..=6).contains(&v)));
         let c = cell_affinities(5, &l, 0.2);

@@ -51,18 +51,15 @@ where
     segmentation
         .par_chunks(CHUNK)
         .zip(ground_truth.par_chunks(CHUNK))
-        .fold(
-            HashMap::new,
-            |mut table: HashMap<(u64, u64), u64>, (s, g)| {
-                for (&s, &g) in s.iter().zip(g) {
-                    let g: u64 = g.into();
-                    if g != 0 {
-                        *table.entry((g, s.into())).or_insert(0) += 1;
-                    }
+        .fold(HashMap::new, |mut table: HashMap<(u64, u64), u64>, (s, g)| {
+            for (&s, &g) in s.iter().zip(g) {
+                let g: u64 = g.into();
+                if g != 0 {
+                    *table.entry((g, s.into())).or_insert(0) += 1;
                 }
-                table
-            },
-        )
+            }
+            table
+        })
         .reduce(HashMap::new, |mut a, b| {
             if a.len() < b.len() {
                 return merge_into(b, a);
@@ -74,10 +71,7 @@ where
         })
 }
 
-fn merge_into(
-    mut a: HashMap<(u64, u64), u64>,
-    b: HashMap<(u64, u64), u64>,
-) -> HashMap<(u64, u64), u64> {
+fn merge_into(mut a: HashMap<(u64, u64), u64>, b: HashMap<(u64, u64), u64>) -> HashMap<(u64, u64), u64> {
     for (k, v) in b {
         *a.entry(k).or_insert(0) += v;
     }
@@ -104,8 +98,7 @@ pub fn metrics_from_table(table: &HashMap<(u64, u64), u64>) -> Result<Metrics, E
     s_sorted.sort_unstable();
     let mut t_sorted: Vec<(u64, u64)> = t_j.into_iter().collect();
     t_sorted.sort_unstable();
-    let sum_sq =
-        |it: &mut dyn Iterator<Item = u64>| it.map(|c| (c as f64) * (c as f64)).sum::<f64>();
+    let sum_sq = |it: &mut dyn Iterator<Item = u64>| it.map(|c| (c as f64) * (c as f64)).sum::<f64>();
     let sum_p = sum_sq(&mut pairs.iter().map(|p| p.1));
     let sum_t = sum_sq(&mut t_sorted.iter().map(|p| p.1));
     let sum_s = sum_sq(&mut s_sorted.iter().map(|p| p.1));
@@ -123,19 +116,11 @@ pub fn metrics_from_table(table: &HashMap<(u64, u64), u64>) -> Result<Metrics, E
     let h_st = entropy(&mut pairs.iter().map(|p| p.1));
     let h_t = entropy(&mut t_sorted.iter().map(|p| p.1));
     let h_s = entropy(&mut s_sorted.iter().map(|p| p.1));
-    Ok(Metrics {
-        voi_split: h_st - h_t,
-        voi_merge: h_st - h_s,
-        rand_split: sum_p / sum_t,
-        rand_merge: sum_p / sum_s,
-    })
+    Ok(Metrics { voi_split: h_st - h_t, voi_merge: h_st - h_s, rand_split: sum_p / sum_t, rand_merge: sum_p / sum_s })
 }
 
 /// waterz's metrics of `segmentation` against `ground_truth` (0 ignored).
-pub fn evaluate<S, G>(
-    segmentation: ArrayView3<'_, S>,
-    ground_truth: ArrayView3<'_, G>,
-) -> Result<Metrics, EvalError>
+pub fn evaluate<S, G>(segmentation: ArrayView3<'_, S>, ground_truth: ArrayView3<'_, G>) -> Result<Metrics, EvalError>
 where
     S: Copy + Into<u64> + Sync,
     G: Copy + Into<u64> + Sync,
@@ -150,10 +135,7 @@ where
     }
     let seg = segmentation.as_standard_layout();
     let gt = ground_truth.as_standard_layout();
-    let table = contingency(
-        seg.as_slice().expect("standard layout"),
-        gt.as_slice().expect("standard layout"),
-    );
+    let table = contingency(seg.as_slice().expect("standard layout"), gt.as_slice().expect("standard layout"));
     metrics_from_table(&table)
 }
 
@@ -172,10 +154,7 @@ mod tests {
     #[test]
     fn identical_partitions_score_perfectly() {
         let m = eval(&[5, 5, 7, 7], &[1, 1, 2, 2]);
-        assert_eq!(
-            (m.voi_split, m.voi_merge, m.rand_split, m.rand_merge),
-            (0.0, 0.0, 1.0, 1.0)
-        );
+        assert_eq!((m.voi_split, m.voi_merge, m.rand_split, m.rand_merge), (0.0, 0.0, 1.0, 1.0));
     }
 
     #[test]
@@ -199,10 +178,7 @@ mod tests {
         let m = eval(&[1, 2, 9, 9], &[1, 1, 0, 0]);
         assert!((m.voi_split - 1.0).abs() < 1e-12);
         let s = Array3::<u64>::zeros((1, 1, 3));
-        assert!(matches!(
-            evaluate(s.view(), s.view()),
-            Err(EvalError::NoGroundTruth)
-        ));
+        assert!(matches!(evaluate(s.view(), s.view()), Err(EvalError::NoGroundTruth)));
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! The region graph on the GPU: boundary faces as `(u << 32 | v, fixed-point
-//! affinity)` pairs, a stable radix sort, a reduce-by-key with integer sums.
-//! Edges come out sorted by `(u, v)` (waterz's order) with exactly the
-//! statistics of [`crate::RegionGraph::contact_stats`], on every run.
+//! The region graph on the GPU: boundary faces, aggregated per warp of 32
+//! consecutive voxels into `(u << 32 | v, count and fixed-point sum)`
+//! entries, a radix sort by key, a reduce-by-key with integer sums. Edges
+//! come out sorted by `(u, v)` (waterz's order) with exactly the statistics
+//! of [`crate::RegionGraph::contact_stats`]: the entries' order varies
+//! between runs, but integer sums do not depend on it, so every run gives
+//! the same bytes.
 
 use gpu_waterz_core::ContactStats;
-use gpu_waterz_runtime::ops::graph::boundary_faces;
-use gpu_waterz_runtime::ops::primitives::{digit_shifts, radix_sort_pairs, reduce_by_key};
-use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, RuntimeError};
+use gpu_waterz_runtime::ops::graph::aggregated_faces;
+use gpu_waterz_runtime::ops::primitives::{digit_shifts, radix_sort_pairs, reduce_packed_by_key};
+use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, RuntimeError, StageTimer};
 
 /// A region graph in device memory.
 #[derive(Debug)]
@@ -19,8 +22,8 @@ pub struct DeviceRegionGraph {
     pub affinity_sums: DeviceBuffer<u64>,
     /// The number of edges.
     pub n_edges: u64,
-    /// The number of boundary faces.
-    pub n_faces: u64,
+    /// The number of warp-aggregated face entries that were sorted.
+    pub n_entries: u64,
 }
 
 /// A region graph downloaded to the host.
@@ -40,16 +43,8 @@ impl DeviceRegionGraph {
         let counts = gpu.download(&self.contact_counts)?;
         let sums = gpu.download(&self.affinity_sums)?;
         Ok(HostRegionGraph {
-            edges: keys[..n]
-                .iter()
-                .map(|&k| [k >> 32, k & 0xFFFF_FFFF])
-                .collect(),
-            stats: (0..n)
-                .map(|e| ContactStats {
-                    contact_count: counts[e],
-                    affinity_sum: sums[e],
-                })
-                .collect(),
+            edges: keys[..n].iter().map(|&k| [k >> 32, k & 0xFFFF_FFFF]).collect(),
+            stats: (0..n).map(|e| ContactStats { contact_count: counts[e], affinity_sum: sums[e] }).collect(),
         })
     }
 }
@@ -62,22 +57,20 @@ pub fn region_graph(
     labels: &DeviceBuffer<u32>,
     max_label: u64,
 ) -> Result<DeviceRegionGraph, RuntimeError> {
-    let (keys, values, n_faces) = boundary_faces(gpu, labels, affs)?;
+    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
+    let (keys, values, n_entries) = aggregated_faces(gpu, labels, affs)?;
+    timer.mark("face entries")?;
     let label_bits = 64 - max_label.leading_zeros();
-    let (keys, values) = radix_sort_pairs(
-        gpu,
-        keys,
-        values,
-        n_faces,
-        &digit_shifts(label_bits, label_bits),
-    )?;
-    let runs = reduce_by_key(gpu, &keys, &values, n_faces)?;
-    tracing::debug!(n_faces, n_edges = runs.n_runs, "GPU region graph");
+    let (keys, values) = radix_sort_pairs(gpu, keys, values, n_entries, &digit_shifts(label_bits, label_bits))?;
+    timer.mark("sort")?;
+    let runs = reduce_packed_by_key(gpu, &keys, &values, n_entries)?;
+    timer.mark("reduce")?;
+    tracing::debug!(n_entries, n_edges = runs.n_runs, stages_ms = ?timer.stages(), max_used_bytes = timer.max_used_bytes(), "GPU region graph");
     Ok(DeviceRegionGraph {
         edge_keys: runs.keys,
         contact_counts: runs.counts,
         affinity_sums: runs.sums,
         n_edges: runs.n_runs,
-        n_faces,
+        n_entries,
     })
 }

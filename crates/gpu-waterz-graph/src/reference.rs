@@ -33,11 +33,7 @@ impl RegionGraph {
     pub fn contact_stats(&self) -> Vec<ContactStats> {
         (0..self.n_edges())
             .into_par_iter()
-            .map(|e| {
-                self.faces(e).iter().fold(ContactStats::default(), |s, &a| {
-                    s.merged(ContactStats::of_face(a))
-                })
-            })
+            .map(|e| self.faces(e).iter().fold(ContactStats::default(), |s, &a| s.merged(ContactStats::of_face(a))))
             .collect()
     }
 }
@@ -70,13 +66,7 @@ impl DenseLabels {
         let dense = if identity {
             flat
         } else {
-            flat.par_iter()
-                .map(|l| {
-                    original
-                        .binary_search(l)
-                        .expect("every label is in the table") as u64
-                })
-                .collect()
+            flat.par_iter().map(|l| original.binary_search(l).expect("every label is in the table") as u64).collect()
         };
         Self { dense, original }
     }
@@ -89,18 +79,10 @@ impl DenseLabels {
 
 /// The region graph of dense `labels` (`0..n_nodes`, as [`DenseLabels`]
 /// gives them) over `affs`. Pairs that involve label 0 are left out.
-pub fn region_graph(
-    affs: &AffinityGraph<'_>,
-    labels: ArrayView3<'_, u64>,
-    n_nodes: u64,
-) -> RegionGraph {
+pub fn region_graph(affs: &AffinityGraph<'_>, labels: ArrayView3<'_, u64>, n_nodes: u64) -> RegionGraph {
     let dims = affs.dims();
     let shape = (dims.z as usize, dims.y as usize, dims.x as usize);
-    assert_eq!(
-        labels.dim(),
-        shape,
-        "labels must have the affinities' shape"
-    );
+    assert_eq!(labels.dim(), shape, "labels must have the affinities' shape");
     // (u, v, affinity) for every boundary face, in waterz's scan order.
     let mut faces: Vec<(u64, u64, f32)> = Vec::new();
     Zip::indexed(labels).for_each(|(z, y, x), &id1| {
@@ -109,11 +91,7 @@ pub fn region_graph(
             if p[d] == 0 {
                 continue;
             }
-            let id2 = labels[[
-                z - (d == 0) as usize,
-                y - (d == 1) as usize,
-                x - (d == 2) as usize,
-            ]];
+            let id2 = labels[[z - (d == 0) as usize, y - (d == 1) as usize, x - (d == 2) as usize]];
             if id1 != id2 {
                 let (u, v) = if id1 < id2 { (id1, id2) } else { (id2, id1) };
                 if u != 0 {
@@ -135,17 +113,8 @@ pub fn region_graph(
         face_affinities.push(a);
     }
     face_offsets.push(faces.len());
-    tracing::debug!(
-        n_edges = edges.len(),
-        n_faces = faces.len(),
-        "reference region graph"
-    );
-    RegionGraph {
-        n_nodes,
-        edges,
-        face_offsets,
-        face_affinities,
-    }
+    tracing::debug!(n_edges = edges.len(), n_faces = faces.len(), "reference region graph");
+    RegionGraph { n_nodes, edges, face_offsets, face_affinities }
 }
 
 #[cfg(test)]
@@ -169,13 +138,7 @@ mod tests {
         let rg = region_graph(&g, labels.view(), 3);
         assert_eq!(rg.edges, vec![[1, 2]]);
         assert_eq!(rg.faces(0), &[0.25]);
-        assert_eq!(
-            rg.contact_stats()[0],
-            ContactStats {
-                contact_count: 1,
-                affinity_sum: 1 << 30
-            }
-        );
+        assert_eq!(rg.contact_stats()[0], ContactStats { contact_count: 1, affinity_sum: 1 << 30 });
     }
 
     #[test]

@@ -115,10 +115,7 @@ pub fn discretize(value: f32, levels: u32) -> usize {
 impl BinQueue {
     /// A queue of `n_bins` bins (at least 1).
     pub fn new(n_bins: u32) -> Self {
-        Self {
-            bins: vec![Default::default(); n_bins.max(1) as usize],
-            min_bin: None,
-        }
+        Self { bins: vec![Default::default(); n_bins.max(1) as usize], min_bin: None }
     }
 }
 
@@ -191,9 +188,7 @@ mod tests {
         }
         assert_eq!(order, vec![0, 2, 4, 1, 3]);
 
-        let scores = [
-            3.0, 1.0, 2.0, 1.0, 3.0, 2.0, 1.0, 0.0, 3.0, 1.0, 2.0, 2.0, 0.0,
-        ];
+        let scores = [3.0, 1.0, 2.0, 1.0, 3.0, 2.0, 1.0, 0.0, 3.0, 1.0, 2.0, 2.0, 0.0];
         let mut q = BinaryHeapQueue::default();
         let mut order = Vec::new();
         for (i, &s) in scores.iter().enumerate() {

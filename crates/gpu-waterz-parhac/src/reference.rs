@@ -158,12 +158,7 @@ impl IterativeMerging {
             merged += 1;
             if let Some(h) = history.as_deref_mut() {
                 let [a, b] = self.edges[next];
-                h.push(Merge {
-                    a,
-                    b,
-                    c: new_region,
-                    score,
-                });
+                h.push(Merge { a, b, c: new_region, score });
             }
         }
         self.merged_until = threshold;
@@ -255,8 +250,7 @@ impl IterativeMerging {
     }
 
     fn root(&mut self, id: u64) -> u64 {
-        let is_root =
-            |paths: &[u64], id: u64| id as usize >= paths.len() || paths[id as usize] == id;
+        let is_root = |paths: &[u64], id: u64| id as usize >= paths.len() || paths[id as usize] == id;
         if is_root(&self.root_paths, id) {
             return id;
         }
@@ -294,11 +288,7 @@ impl IterativeMerging {
             if self.deleted[e] {
                 continue;
             }
-            let score = if self.stale[e] {
-                self.score_edge(e)
-            } else {
-                self.scores[e]
-            };
+            let score = if self.stale[e] { self.score_edge(e) } else { self.scores[e] };
             if score < self.merged_until as f64 {
                 continue;
             }
@@ -328,8 +318,7 @@ mod tests {
     fn merges_in_score_order_and_recomputes_means() {
         for arithmetic in [Arithmetic::Waterz, Arithmetic::Exact] {
             let g = triangle();
-            let mut m =
-                IterativeMerging::new(&g, ScoringFunction::MeanAffinity, arithmetic, 0).unwrap();
+            let mut m = IterativeMerging::new(&g, ScoringFunction::MeanAffinity, arithmetic, 0).unwrap();
             let mut history = Vec::new();
             assert_eq!(m.merge_until(0.3, Some(&mut history)), 1);
             assert_eq!((history[0].a, history[0].b, history[0].c), (1, 2, 1));
@@ -343,8 +332,7 @@ mod tests {
             m.extract_segmentation(&mut labels);
             assert_eq!(labels, vec![0, 1, 1, 3]);
 
-            let mut m =
-                IterativeMerging::new(&g, ScoringFunction::MeanAffinity, arithmetic, 0).unwrap();
+            let mut m = IterativeMerging::new(&g, ScoringFunction::MeanAffinity, arithmetic, 0).unwrap();
             assert_eq!(m.merge_until(0.3, None), 1);
             assert_eq!(m.merge_until(0.49, None), 0);
             assert_eq!(m.merge_until(0.51, None), 1);
@@ -360,8 +348,7 @@ mod tests {
         // then finds it twice and reports the merge twice. The reference
         // keeps that, so that its merge history equals waterz's.
         let g = triangle();
-        let mut m = IterativeMerging::new(&g, ScoringFunction::MeanAffinity, Arithmetic::Waterz, 0)
-            .unwrap();
+        let mut m = IterativeMerging::new(&g, ScoringFunction::MeanAffinity, Arithmetic::Waterz, 0).unwrap();
         assert_eq!(m.merge_until(0.3, None), 1);
         m.region_graph();
         let mut history = Vec::new();
@@ -372,8 +359,7 @@ mod tests {
     #[test]
     fn lower_thresholds_are_skipped() {
         let g = triangle();
-        let mut m = IterativeMerging::new(&g, ScoringFunction::MeanAffinity, Arithmetic::Waterz, 0)
-            .unwrap();
+        let mut m = IterativeMerging::new(&g, ScoringFunction::MeanAffinity, Arithmetic::Waterz, 0).unwrap();
         assert_eq!(m.merge_until(0.3, None), 1);
         assert_eq!(m.merge_until(0.2, None), 0);
         assert!(matches!(

@@ -59,37 +59,14 @@ impl EdgeStatistics {
                 }
                 Self::WaterzMean { count, mean }
             }
-            (ScoringFunction::MeanAffinity, Arithmetic::Exact) => {
-                Self::ExactMean(graph.contact_stats())
+            (ScoringFunction::MeanAffinity, Arithmetic::Exact) => Self::ExactMean(graph.contact_stats()),
+            (ScoringFunction::MaxAffinity, _) => {
+                Self::Max(edges.map(|e| graph.faces(e).iter().fold(0f32, |m, &a| if m < a { a } else { m })).collect())
             }
-            (ScoringFunction::MaxAffinity, _) => Self::Max(
-                edges
-                    .map(|e| {
-                        graph
-                            .faces(e)
-                            .iter()
-                            .fold(0f32, |m, &a| if m < a { a } else { m })
-                    })
-                    .collect(),
-            ),
             (ScoringFunction::MinAffinity, _) => Self::Min(
-                edges
-                    .map(|e| {
-                        graph
-                            .faces(e)
-                            .iter()
-                            .fold(f32::MAX, |m, &a| if a < m { a } else { m })
-                    })
-                    .collect(),
+                edges.map(|e| graph.faces(e).iter().fold(f32::MAX, |m, &a| if a < m { a } else { m })).collect(),
             ),
-            (
-                ScoringFunction::HistogramQuantile {
-                    quantile,
-                    bins,
-                    init_with_max,
-                },
-                _,
-            ) => {
+            (ScoringFunction::HistogramQuantile { quantile, bins, init_with_max }, _) => {
                 let b = bins as usize;
                 let mut counts = vec![0i32; n * b];
                 let mut sum = vec![0i32; n];
@@ -111,13 +88,7 @@ impl EdgeStatistics {
                         lowest[e] = lowest[e].min(bin);
                     }
                 }
-                Self::HistogramQuantile {
-                    quantile,
-                    bins,
-                    counts,
-                    sum,
-                    lowest,
-                }
+                Self::HistogramQuantile { quantile, bins, counts, sum, lowest }
             }
         }
     }
@@ -128,13 +99,7 @@ impl EdgeStatistics {
             Self::WaterzMean { mean, .. } => one_minus(mean[e]),
             Self::ExactMean(stats) => 1.0 - stats[e].mean(),
             Self::Max(v) | Self::Min(v) => one_minus(v[e]),
-            Self::HistogramQuantile {
-                quantile,
-                bins,
-                counts,
-                sum,
-                ..
-            } => {
+            Self::HistogramQuantile { quantile, bins, counts, sum, .. } => {
                 let b = *bins as usize;
                 let pivot = (*quantile as i32).wrapping_mul(sum[e]) / 100 + 1;
                 let mut acc = 0i32;
@@ -159,8 +124,7 @@ impl EdgeStatistics {
         match self {
             Self::WaterzMean { count, mean } => {
                 let (from_n, to_n) = (count[from], count[to]);
-                mean[to] =
-                    (mean[from] * from_n as f32 + mean[to] * to_n as f32) / (from_n + to_n) as f32;
+                mean[to] = (mean[from] * from_n as f32 + mean[to] * to_n as f32) / (from_n + to_n) as f32;
                 count[to] = from_n + to_n;
                 true
             }
@@ -182,13 +146,7 @@ impl EdgeStatistics {
                 v[to] = v[from];
                 true
             }
-            Self::HistogramQuantile {
-                bins,
-                counts,
-                sum,
-                lowest,
-                ..
-            } => {
+            Self::HistogramQuantile { bins, counts, sum, lowest, .. } => {
                 let b = *bins as usize;
                 for i in 0..b {
                     counts[to * b + i] += counts[from * b + i];

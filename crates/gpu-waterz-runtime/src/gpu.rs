@@ -1,9 +1,7 @@
 //! The device handle, typed buffers and the kernel module cache.
 
 use crate::{DriverContext, Result, RuntimeError, KERNELS_PTX, PTX_OVERRIDE_ENV};
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -20,9 +18,7 @@ pub struct Gpu {
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu")
-            .field("ordinal", &self.ctx.ordinal())
-            .finish_non_exhaustive()
+        f.debug_struct("Gpu").field("ordinal", &self.ctx.ordinal()).finish_non_exhaustive()
     }
 }
 
@@ -37,9 +33,7 @@ fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(RuntimeError::NoDriver {
-                detail: format!("{what}: {msg}"),
-            })
+            Err(RuntimeError::NoDriver { detail: format!("{what}: {msg}") })
         }
     }
 }
@@ -63,29 +57,18 @@ impl Gpu {
             let count = match CudaContext::device_count() {
                 Ok(n) => n.max(0) as usize,
                 Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
-                Err(source) => {
-                    return Err(RuntimeError::Driver {
-                        context: "counting CUDA devices".into(),
-                        source,
-                    })
-                }
+                Err(source) => return Err(RuntimeError::Driver { context: "counting CUDA devices".into(), source }),
             };
             if ordinal >= count {
                 return Err(RuntimeError::NoDevice { ordinal, count });
             }
-            let ctx = CudaContext::new(ordinal)
-                .context(|| format!("creating a context on device {ordinal}"))?;
+            let ctx = CudaContext::new(ordinal).context(|| format!("creating a context on device {ordinal}"))?;
             // SAFETY: gpu-waterz queues all work on one stream, so cudarc's
             // per-buffer event tracking (for multi-stream use) is not needed.
             unsafe { ctx.disable_event_tracking() };
             let stream = ctx.default_stream();
             tracing::debug!(ordinal, "opened CUDA device");
-            Ok(Self {
-                ctx,
-                stream,
-                module: OnceLock::new(),
-                functions: Mutex::new(HashMap::new()),
-            })
+            Ok(Self { ctx, stream, module: OnceLock::new(), functions: Mutex::new(HashMap::new()) })
         })
     }
 
@@ -96,17 +79,12 @@ impl Gpu {
 
     /// The device's compute capability `(major, minor)`.
     pub fn compute_capability(&self) -> Result<(i32, i32)> {
-        self.ctx
-            .compute_capability()
-            .context(|| "reading the compute capability".into())
+        self.ctx.compute_capability().context(|| "reading the compute capability".into())
     }
 
     /// Free and total device memory, in bytes.
     pub fn memory_info(&self) -> Result<(u64, u64)> {
-        let (free, total) = self
-            .ctx
-            .mem_get_info()
-            .context(|| "reading the memory info".into())?;
+        let (free, total) = self.ctx.mem_get_info().context(|| "reading the memory info".into())?;
         Ok((free as u64, total as u64))
     }
 
@@ -114,9 +92,7 @@ impl Gpu {
     pub fn multiprocessor_count(&self) -> Result<u32> {
         let n = self
             .ctx
-            .attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .context(|| "reading the multiprocessor count".into())?;
         Ok(n.max(1) as u32)
     }
@@ -125,54 +101,51 @@ impl Gpu {
     pub fn ensure_free_memory(&self, what: &str, bytes: u64) -> Result<()> {
         let (free, _) = self.memory_info()?;
         if bytes > free {
-            return Err(RuntimeError::OutOfMemory {
-                what: what.into(),
-                needed: bytes,
-                available: free,
-            });
+            return Err(RuntimeError::OutOfMemory { what: what.into(), needed: bytes, available: free });
         }
         Ok(())
     }
 
     /// Waits until all queued work has finished.
     pub fn synchronize(&self) -> Result<()> {
-        self.stream
-            .synchronize()
-            .context(|| "synchronizing the stream".into())
+        self.stream.synchronize().context(|| "synchronizing the stream".into())
     }
 
     /// Copies a host slice to a new device buffer.
     pub fn upload<T: DeviceElement>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {
-        let inner = self
-            .stream
-            .clone_htod(host)
-            .context(|| format!("uploading {} elements", host.len()))?;
+        let inner = self.stream.clone_htod(host).context(|| format!("uploading {} elements", host.len()))?;
         Ok(DeviceBuffer { inner })
     }
 
     /// A new device buffer of `len` zeroed elements.
     pub fn zeros<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
-        let inner = self
-            .stream
-            .alloc_zeros(len)
-            .context(|| format!("allocating {len} elements"))?;
+        let inner = self.stream.alloc_zeros(len).context(|| format!("allocating {len} elements"))?;
         Ok(DeviceBuffer { inner })
+    }
+
+    /// Element `index` of a device buffer (synchronizes).
+    pub fn download_element<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>, index: usize) -> Result<T> {
+        let view = buffer.inner.try_slice(index..index + 1).ok_or_else(|| RuntimeError::InvalidLaunch {
+            kernel: "download",
+            reason: format!("index {index} is outside a buffer of {} elements", buffer.len()),
+        })?;
+        Ok(self.stream.clone_dtoh(&view).context(|| format!("downloading element {index}"))?[0])
     }
 
     /// A device-side copy of a buffer.
     pub fn duplicate<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<DeviceBuffer<T>> {
-        let inner = self
-            .stream
-            .clone_dtod(&buffer.inner)
-            .context(|| format!("copying {} elements", buffer.len()))?;
+        let inner = self.stream.clone_dtod(&buffer.inner).context(|| format!("copying {} elements", buffer.len()))?;
         Ok(DeviceBuffer { inner })
+    }
+
+    /// Sets every element of `buffer` to zero.
+    pub fn memset_zero<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>) -> Result<()> {
+        self.stream.memset_zeros(&mut buffer.inner).context(|| "zeroing a buffer".into())
     }
 
     /// Copies a device buffer to a new host vector (synchronizes).
     pub fn download<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
-        self.stream
-            .clone_dtoh(&buffer.inner)
-            .context(|| format!("downloading {} elements", buffer.len()))
+        self.stream.clone_dtoh(&buffer.inner).context(|| format!("downloading {} elements", buffer.len()))
     }
 
     /// A new device buffer of `len` elements whose contents are unspecified
@@ -180,8 +153,7 @@ impl Gpu {
     pub(crate) fn uninit<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         // SAFETY: the buffer is only handed to kernels that write every
         // element they later read, or downloaded after such a kernel.
-        let inner = unsafe { self.stream.alloc::<T>(len) }
-            .context(|| format!("allocating {len} elements"))?;
+        let inner = unsafe { self.stream.alloc::<T>(len) }.context(|| format!("allocating {len} elements"))?;
         Ok(DeviceBuffer { inner })
     }
 
@@ -191,10 +163,7 @@ impl Gpu {
 
     /// The kernel `name` of the embedded module, loaded once and cached.
     pub(crate) fn function(&self, name: &'static str) -> Result<CudaFunction> {
-        let mut cache = self
-            .functions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut cache = self.functions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(f) = cache.get(name) {
             return Ok(f.clone());
         }
@@ -202,12 +171,10 @@ impl Gpu {
             Some(m) => m.clone(),
             None => {
                 let ptx = match std::env::var(PTX_OVERRIDE_ENV) {
-                    Ok(path) => std::fs::read_to_string(&path).map_err(|source| {
-                        RuntimeError::PtxOverride {
-                            path,
-                            env: PTX_OVERRIDE_ENV,
-                            source,
-                        }
+                    Ok(path) => std::fs::read_to_string(&path).map_err(|source| RuntimeError::PtxOverride {
+                        path,
+                        env: PTX_OVERRIDE_ENV,
+                        source,
                     })?,
                     Err(_) => KERNELS_PTX.to_string(),
                 };
@@ -219,9 +186,7 @@ impl Gpu {
                 m
             }
         };
-        let f = module
-            .load_function(name)
-            .context(|| format!("looking up kernel {name}"))?;
+        let f = module.load_function(name).context(|| format!("looking up kernel {name}"))?;
         cache.insert(name, f.clone());
         Ok(f)
     }
@@ -281,3 +246,48 @@ impl KernelParam for gpu_waterz_abi::watershed::WatershedParams {}
 // `Copy` structs of plain integers and floats, defined once in
 // `gpu-waterz-abi` and compiled identically into the kernels.
 unsafe impl<T: KernelParam> DeviceRepr for Param<T> {}
+
+/// Per-stage wall times of device work, for profiling: when enabled, each
+/// [`StageTimer::mark`] synchronizes the stream and records the time since
+/// the previous mark; when disabled it does nothing (and adds no sync).
+#[derive(Debug)]
+pub struct StageTimer<'a> {
+    gpu: &'a Gpu,
+    enabled: bool,
+    last: std::time::Instant,
+    stages: Vec<(&'static str, f64)>,
+    max_used_bytes: u64,
+}
+
+impl<'a> StageTimer<'a> {
+    /// A timer that records only when `enabled`.
+    pub fn new(gpu: &'a Gpu, enabled: bool) -> Result<Self> {
+        if enabled {
+            gpu.synchronize()?;
+        }
+        Ok(Self { gpu, enabled, last: std::time::Instant::now(), stages: Vec::new(), max_used_bytes: 0 })
+    }
+
+    /// Ends stage `name`.
+    pub fn mark(&mut self, name: &'static str) -> Result<()> {
+        if self.enabled {
+            self.gpu.synchronize()?;
+            let now = std::time::Instant::now();
+            self.stages.push((name, (now - self.last).as_secs_f64() * 1e3));
+            let (free, total) = self.gpu.memory_info()?;
+            self.max_used_bytes = self.max_used_bytes.max(total - free);
+            self.last = std::time::Instant::now();
+        }
+        Ok(())
+    }
+
+    /// The most device memory in use (all processes) seen at a mark.
+    pub fn max_used_bytes(&self) -> u64 {
+        self.max_used_bytes
+    }
+
+    /// The recorded stages and their milliseconds.
+    pub fn stages(&self) -> &[(&'static str, f64)] {
+        &self.stages
+    }
+}

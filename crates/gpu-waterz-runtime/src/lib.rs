@@ -15,7 +15,7 @@ mod gpu;
 pub mod ops;
 pub mod testing;
 
-pub use gpu::{DeviceBuffer, DeviceElement, Gpu, KernelParam, Param};
+pub use gpu::{DeviceBuffer, DeviceElement, Gpu, KernelParam, Param, StageTimer};
 pub use ops::watershed::{AffinityBuffer, DeviceAffinities};
 
 /// The PTX of `kernels-rs`, built for sm_90 by `cargo xtask kernels`.
@@ -91,9 +91,6 @@ pub(crate) trait DriverContext<T> {
 
 impl<T> DriverContext<T> for std::result::Result<T, cudarc::driver::DriverError> {
     fn context(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| RuntimeError::Driver {
-            context: what(),
-            source,
-        })
+        self.map_err(|source| RuntimeError::Driver { context: what(), source })
     }
 }

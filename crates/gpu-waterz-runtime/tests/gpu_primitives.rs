@@ -63,8 +63,7 @@ fn radix_sort_is_stable_and_sorted_for_64_and_32_bit_keys() {
             // Few distinct keys, so that stability matters.
             let keys: Vec<u64> = (0..n)
                 .map(|_| {
-                    let k: u64 =
-                        (rng.gen::<u64>() % 97 * 0x0101_0101_0101_0101) ^ rng.gen_range(0..4);
+                    let k: u64 = (rng.gen::<u64>() % 97 * 0x0101_0101_0101_0101) ^ rng.gen_range(0..4);
                     (k & mask(low)) | (((k >> 32) & mask(high)) << 32)
                 })
                 .collect();
@@ -77,16 +76,10 @@ fn radix_sort_is_stable_and_sorted_for_64_and_32_bit_keys() {
                 &digit_shifts(low, high),
             )
             .unwrap();
-            let mut expected: Vec<(u64, u64)> =
-                keys.iter().copied().zip(values.iter().copied()).collect();
+            let mut expected: Vec<(u64, u64)> = keys.iter().copied().zip(values.iter().copied()).collect();
             expected.sort_by_key(|p| p.0);
-            let got: Vec<(u64, u64)> = gpu
-                .download(&k)
-                .unwrap()
-                .into_iter()
-                .zip(gpu.download(&v).unwrap())
-                .take(n)
-                .collect();
+            let got: Vec<(u64, u64)> =
+                gpu.download(&k).unwrap().into_iter().zip(gpu.download(&v).unwrap()).take(n).collect();
             assert_eq!(got, expected, "n = {n}, bits = ({low}, {high})");
         }
     }
@@ -99,18 +92,10 @@ fn reduce_by_key_sums_runs_exactly() {
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
     for &n in SIZES {
-        let mut keys: Vec<u64> = (0..n)
-            .map(|_| rng.gen_range(0..(n as u64 / 3 + 2)))
-            .collect();
+        let mut keys: Vec<u64> = (0..n).map(|_| rng.gen_range(0..(n as u64 / 3 + 2))).collect();
         keys.sort_unstable();
         let values: Vec<u64> = (0..n).map(|_| rng.gen_range(0..1u64 << 33)).collect();
-        let runs = reduce_by_key(
-            &gpu,
-            &gpu.upload(&keys).unwrap(),
-            &gpu.upload(&values).unwrap(),
-            n as u64,
-        )
-        .unwrap();
+        let runs = reduce_by_key(&gpu, &gpu.upload(&keys).unwrap(), &gpu.upload(&values).unwrap(), n as u64).unwrap();
         let mut expected: Vec<(u64, u64, u64)> = Vec::new();
         for (&k, &v) in keys.iter().zip(&values) {
             match expected.last_mut() {

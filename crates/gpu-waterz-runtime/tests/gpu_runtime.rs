@@ -8,20 +8,14 @@ fn gpu_new_returns_a_clear_error_without_a_gpu() {
     match Gpu::new(0) {
         Ok(gpu) => {
             // On a GPU machine there is no error to check; say so visibly.
-            eprintln!(
-                "GPU present ({}): the no-GPU error path is checked on CPU-only machines",
-                gpu.name().unwrap()
-            );
+            eprintln!("GPU present ({}): the no-GPU error path is checked on CPU-only machines", gpu.name().unwrap());
             let e = Gpu::new(1 << 20).unwrap_err();
             assert!(matches!(e, RuntimeError::NoDevice { .. }), "{e}");
         }
         Err(e) => {
             let msg = e.to_string();
             assert!(
-                matches!(
-                    e,
-                    RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. }
-                ),
+                matches!(e, RuntimeError::NoDriver { .. } | RuntimeError::NoDevice { .. }),
                 "unexpected error kind: {msg}"
             );
             assert!(msg.contains("CUDA"), "the error should name CUDA: {msg}");

@@ -9,7 +9,7 @@
 
 use gpu_waterz_core::{Dims3, WatershedParams};
 use gpu_waterz_runtime::ops::{primitives, watershed as ws};
-use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu};
+use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, StageTimer};
 use ndarray::Array3;
 
 /// Fragments in device memory.
@@ -29,15 +29,8 @@ impl DeviceFragments {
     /// Copies the labels to the host as waterz's uint64 volume.
     pub fn download(&self, gpu: &Gpu) -> Result<Array3<u64>, gpu_waterz_runtime::RuntimeError> {
         let labels = gpu.download(&self.labels)?;
-        let shape = (
-            self.dims.z as usize,
-            self.dims.y as usize,
-            self.dims.x as usize,
-        );
-        Ok(
-            Array3::from_shape_vec(shape, labels.into_iter().map(u64::from).collect())
-                .expect("one label per voxel"),
-        )
+        let shape = (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize);
+        Ok(Array3::from_shape_vec(shape, labels.into_iter().map(u64::from).collect()).expect("one label per voxel"))
     }
 }
 
@@ -49,20 +42,24 @@ pub fn watershed(
 ) -> Result<DeviceFragments, gpu_waterz_runtime::RuntimeError> {
     let dims = affs.dims();
     let n = affs.n_voxels();
+    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
     let bits = ws::mask(gpu, affs, params)?;
+    timer.mark("edge masks")?;
     let corner_flags = ws::corner_flags(gpu, &bits, dims)?;
+    timer.mark("corner flags")?;
     let (mut frontier, mut f) = primitives::compact_indices(gpu, &corner_flags, n)?;
     drop(corner_flags);
+    timer.mark("corner compaction")?;
     let mut order = gpu.zeros::<u32>(n as usize)?;
     primitives::fill_u32(gpu, &mut order, n, u32::MAX)?;
     let mut best = gpu.zeros::<u32>(n as usize)?;
     primitives::fill_u32(gpu, &mut best, n, u32::MAX)?;
     ws::bfs_init(gpu, &frontier, f, &mut order)?;
+    timer.mark("queue init")?;
     let mut base = f;
     let mut plateau_levels = 0;
     while f > 0 {
-        let (next, next_f) =
-            ws::bfs_level(gpu, &frontier, f, &bits, dims, &mut order, &mut best, base)?;
+        let (next, next_f) = ws::bfs_level(gpu, &frontier, f, &bits, dims, &mut order, &mut best, base)?;
         base += next_f;
         frontier = next;
         f = next_f;
@@ -70,16 +67,27 @@ pub fn watershed(
     }
     drop(best);
     drop(frontier);
+    timer.mark("plateau search")?;
     let edges = ws::plateau_direction(gpu, &bits, dims, &order)?;
     drop(bits);
     drop(order);
-    let parent = ws::components(gpu, &edges, dims)?;
+    timer.mark("plateau directions")?;
+    // Components: initial links to the smallest neighbour, flatten, then
+    // hook and flatten until a hooking pass changes nothing.
+    let parent = ws::uf_init_min(gpu, &edges, dims)?;
+    let mut jump_passes = ws::uf_flatten(gpu, &parent, n)?;
+    let mut hook_passes = 0;
+    timer.mark("components: init")?;
+    loop {
+        hook_passes += 1;
+        if !ws::uf_hook_min(gpu, &edges, dims, &parent)? {
+            break;
+        }
+        jump_passes += ws::uf_flatten(gpu, &parent, n)?;
+    }
+    timer.mark("components: hook")?;
     let (labels, n_fragments) = ws::labels(gpu, &edges, &parent, n)?;
-    tracing::debug!(n_fragments, plateau_levels, queued = base, "GPU watershed");
-    Ok(DeviceFragments {
-        labels,
-        n_fragments,
-        dims,
-        plateau_levels,
-    })
+    timer.mark("labels")?;
+    tracing::debug!(n_fragments, plateau_levels, queued = base, hook_passes, jump_passes, stages_ms = ?timer.stages(), max_used_bytes = timer.max_used_bytes(), "GPU watershed");
+    Ok(DeviceFragments { labels, n_fragments, dims, plateau_levels })
 }

@@ -47,11 +47,7 @@ pub fn watershed(affs: &AffinityGraph<'_>, params: WatershedParams) -> Fragments
 pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fragments {
     let (zd, yd, xd) = (dims.z as usize, dims.y as usize, dims.x as usize);
     let n = zd * yd * xd;
-    assert_eq!(
-        affs.len(),
-        3 * n,
-        "affinities must hold 3 * z * y * x values"
-    );
+    assert_eq!(affs.len(), 3 * n, "affinities must hold 3 * z * y * x values");
     let low = params.aff_threshold_low;
     let high = params.aff_threshold_high;
     let mut seg = vec![0u64; n];
@@ -61,23 +57,14 @@ pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fra
     for z in 0..zd {
         for y in 0..yd {
             for x in 0..xd {
-                let faces = gpu_waterz_abi::watershed::face_affinities(
-                    affs, dims, z as u64, y as u64, x as u64, low,
-                );
+                let faces = gpu_waterz_abi::watershed::face_affinities(affs, dims, z as u64, y as u64, x as u64, low);
                 seg[idx] = steepest_mask(faces, low, high) as u64;
                 idx += 1;
             }
         }
     }
 
-    let offset: [isize; 6] = [
-        -((yd * xd) as isize),
-        -(xd as isize),
-        -1,
-        (yd * xd) as isize,
-        xd as isize,
-        1,
-    ];
+    let offset: [isize; 6] = [-((yd * xd) as isize), -(xd as isize), -1, (yd * xd) as isize, xd as isize, 1];
     let bit = |d: usize| DIRECTION_BITS[d] as u64;
     let neighbour = |i: usize, d: usize| (i as isize + offset[d]) as usize;
 
@@ -176,10 +163,7 @@ mod tests {
     use ndarray::Array4;
 
     fn params() -> WatershedParams {
-        WatershedParams {
-            aff_threshold_low: 0.0001,
-            aff_threshold_high: 0.9999,
-        }
+        WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 }
     }
 
     fn run(a: &Array4<f32>) -> Fragments {
@@ -232,10 +216,7 @@ mod tests {
         let f = run(&a);
         assert_eq!(f.sizes.iter().sum::<u64>(), 60);
         for l in 1..=f.n_fragments {
-            assert_eq!(
-                f.labels.iter().filter(|&&v| v == l).count() as u64,
-                f.sizes[l as usize]
-            );
+            assert_eq!(f.labels.iter().filter(|&&v| v == l).count() as u64, f.sizes[l as usize]);
         }
     }
 }
@@ -250,11 +231,7 @@ mod properties {
     fn volume() -> impl Strategy<Value = Array4<f32>> {
         (1usize..5, 1usize..6, 1usize..6, 1u32..5).prop_flat_map(|(z, y, x, levels)| {
             proptest::collection::vec(0..=levels, 3 * z * y * x).prop_map(move |v| {
-                Array4::from_shape_vec(
-                    (3, z, y, x),
-                    v.into_iter().map(|k| k as f32 / levels as f32).collect(),
-                )
-                .unwrap()
+                Array4::from_shape_vec((3, z, y, x), v.into_iter().map(|k| k as f32 / levels as f32).collect()).unwrap()
             })
         })
     }

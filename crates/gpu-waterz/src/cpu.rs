@@ -2,9 +2,7 @@
 
 use crate::Error;
 use gpu_waterz_core::params::check_watershed_thresholds;
-use gpu_waterz_core::{
-    check_volume_shape, AffinityGraph, Arithmetic, ScoringFunction, Thresholds, WatershedParams,
-};
+use gpu_waterz_core::{check_volume_shape, AffinityGraph, Arithmetic, ScoringFunction, Thresholds, WatershedParams};
 use gpu_waterz_eval::Metrics;
 use gpu_waterz_graph::{region_graph, DenseLabels};
 use gpu_waterz_parhac::{IterativeMerging, Merge, ScoredEdge};
@@ -123,22 +121,9 @@ impl<'a> Agglomeration<'a> {
         let shape = (dims.z as usize, dims.y as usize, dims.x as usize);
         let dense = Array3::from_shape_vec(shape, labels.dense).expect("one label per voxel");
         let graph = region_graph(affs, dense.view(), labels.original.len() as u64);
-        let merging = IterativeMerging::new(
-            &graph,
-            options.scoring,
-            options.arithmetic,
-            options.discretize_queue,
-        )?;
+        let merging = IterativeMerging::new(&graph, options.scoring, options.arithmetic, options.discretize_queue)?;
         timings.region_graph_s = secs(t.elapsed());
-        Ok(Self {
-            options: options.clone(),
-            merging,
-            dense,
-            original: labels.original,
-            ground_truth,
-            next: 0,
-            timings,
-        })
+        Ok(Self { options: options.clone(), merging, dense, original: labels.original, ground_truth, next: 0, timings })
     }
 
     /// Merges up to the next threshold and returns its result, or `None`
@@ -156,33 +141,20 @@ impl<'a> Agglomeration<'a> {
         let t = Instant::now();
         // The root of every dense id, mapped back to the original labels.
         let n_nodes = self.original.len();
-        let roots: Vec<u64> = (0..n_nodes as u64)
-            .map(|id| self.original[self.merging.region_of(id) as usize])
-            .collect();
+        let roots: Vec<u64> =
+            (0..n_nodes as u64).map(|id| self.original[self.merging.region_of(id) as usize]).collect();
         let segmentation = self.dense.mapv(|d| roots[d as usize]);
         self.timings.extraction_s += secs(t.elapsed());
 
         let original = &self.original;
         let map = |id: u64| original[id as usize];
-        let merge_history = history.map(|h| {
-            h.into_iter()
-                .map(|m| Merge {
-                    a: map(m.a),
-                    b: map(m.b),
-                    c: map(m.c),
-                    score: m.score,
-                })
-                .collect()
-        });
+        let merge_history = history
+            .map(|h| h.into_iter().map(|m| Merge { a: map(m.a), b: map(m.b), c: map(m.c), score: m.score }).collect());
         let region_graph = self.options.region_graph.then(|| {
             self.merging
                 .region_graph()
                 .into_iter()
-                .map(|e| ScoredEdge {
-                    u: map(e.u),
-                    v: map(e.v),
-                    score: e.score,
-                })
+                .map(|e| ScoredEdge { u: map(e.u), v: map(e.v), score: e.score })
                 .collect()
         });
         let t = Instant::now();
@@ -191,13 +163,7 @@ impl<'a> Agglomeration<'a> {
             None => None,
         };
         self.timings.evaluation_s += secs(t.elapsed());
-        Ok(Some(ThresholdResult {
-            threshold,
-            segmentation,
-            metrics,
-            merge_history,
-            region_graph,
-        }))
+        Ok(Some(ThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
     /// Time spent so far, per stage.

@@ -137,20 +137,13 @@ impl VolumeSource {
 }
 
 fn format_err(path: &Path, format: &'static str, reason: impl Into<String>) -> IoError {
-    IoError::Format {
-        path: path.to_path_buf(),
-        format,
-        reason: reason.into(),
-    }
+    IoError::Format { path: path.to_path_buf(), format, reason: reason.into() }
 }
 
 /// Reads a `.npy` file of float32, uint8, uint32 or uint64 (little-endian,
 /// C order).
 pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
-    let read_err = |source| IoError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
+    let read_err = |source| IoError::Read { path: path.to_path_buf(), source };
     let mut file = std::fs::File::open(path).map_err(read_err)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(read_err)?;
@@ -165,22 +158,16 @@ pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
             if bytes.len() < 12 {
                 return Err(bad("truncated header"));
             }
-            (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                12,
-            )
+            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
         }
         v => return Err(bad(&format!("unknown format version {v}"))),
     };
     if bytes.len() < start + header_len {
         return Err(bad("truncated header"));
     }
-    let header = std::str::from_utf8(&bytes[start..start + header_len])
-        .map_err(|_| bad("header is not text"))?;
+    let header = std::str::from_utf8(&bytes[start..start + header_len]).map_err(|_| bad("header is not text"))?;
     let field = |key: &str| -> Result<&str, IoError> {
-        let k = header
-            .find(&format!("'{key}'"))
-            .ok_or_else(|| bad(&format!("header has no '{key}'")))?;
+        let k = header.find(&format!("'{key}'")).ok_or_else(|| bad(&format!("header has no '{key}'")))?;
         let rest = &header[k + key.len() + 2..];
         let colon = rest.find(':').ok_or_else(|| bad("malformed header"))?;
         Ok(rest[colon + 1..].trim_start())
@@ -189,9 +176,7 @@ pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
     let descr = descr.trim_start_matches('\'');
     let descr = &descr[..descr.find('\'').ok_or_else(|| bad("malformed descr"))?];
     if field("fortran_order")?.starts_with("True") {
-        return Err(bad(
-            "Fortran-ordered arrays are not supported; save with np.ascontiguousarray",
-        ));
+        return Err(bad("Fortran-ordered arrays are not supported; save with np.ascontiguousarray"));
     }
     let shape_text = field("shape")?;
     let open = shape_text.find('(').ok_or_else(|| bad("malformed shape"))?;
@@ -202,29 +187,23 @@ pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<usize>().map_err(|_| bad("malformed shape")))
         .collect::<Result<_, _>>()?;
-    let n: usize = shape
-        .iter()
-        .try_fold(1usize, |a, &b| a.checked_mul(b))
-        .ok_or_else(|| bad("shape overflows"))?;
+    let n: usize = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).ok_or_else(|| bad("shape overflows"))?;
     let data = &bytes[start + header_len..];
-    let itemsize =
-        match descr {
-            "<f4" => 4,
-            "|u1" | "<u1" => 1,
-            "<u4" => 4,
-            "<u8" => 8,
-            other => return Err(IoError::Dtype {
+    let itemsize = match descr {
+        "<f4" => 4,
+        "|u1" | "<u1" => 1,
+        "<u4" => 4,
+        "<u8" => 8,
+        other => {
+            return Err(IoError::Dtype {
                 path: path.display().to_string(),
                 dtype: other.into(),
-                expected:
-                    "float32 (<f4) or uint8 (|u1) affinities, uint32 (<u4) or uint64 (<u8) labels",
-            }),
-        };
+                expected: "float32 (<f4) or uint8 (|u1) affinities, uint32 (<u4) or uint64 (<u8) labels",
+            })
+        }
+    };
     if data.len() < n * itemsize {
-        return Err(bad(&format!(
-            "truncated data: {} bytes for {n} elements of {itemsize} bytes",
-            data.len()
-        )));
+        return Err(bad(&format!("truncated data: {} bytes for {n} elements of {itemsize} bytes", data.len())));
     }
     let data = &data[..n * itemsize];
     let dim = IxDyn(&shape);
@@ -233,27 +212,21 @@ pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
         "<f4" => Volume::F32(
             ArrayD::from_shape_vec(
                 dim,
-                data.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
+                data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
             )
             .map_err(mk)?,
         ),
         "<u4" => Volume::U32(
             ArrayD::from_shape_vec(
                 dim,
-                data.chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
+                data.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect(),
             )
             .map_err(mk)?,
         ),
         "<u8" => Volume::U64(
             ArrayD::from_shape_vec(
                 dim,
-                data.chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
+                data.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect(),
             )
             .map_err(mk)?,
         ),
@@ -271,31 +244,16 @@ pub fn read_hdf5(file: &Path, dataset: &str) -> Result<Volume, IoError> {
     }
     let bad = |reason: String| format_err(file, "HDF5", reason);
     let h5 = hdf5_pure::File::open(file).map_err(|e| bad(e.to_string()))?;
-    let ds = h5
-        .dataset(dataset)
-        .map_err(|e| bad(format!("no dataset {dataset:?}: {e}")))?;
-    let shape: Vec<usize> = ds
-        .shape()
-        .map_err(|e| bad(e.to_string()))?
-        .into_iter()
-        .map(|s| s as usize)
-        .collect();
+    let ds = h5.dataset(dataset).map_err(|e| bad(format!("no dataset {dataset:?}: {e}")))?;
+    let shape: Vec<usize> = ds.shape().map_err(|e| bad(e.to_string()))?.into_iter().map(|s| s as usize).collect();
     let dim = IxDyn(&shape);
     let mk = |e: ndarray::ShapeError| bad(e.to_string());
     let read = |e: hdf5_pure::Error| bad(format!("reading {dataset:?}: {e}"));
     Ok(match ds.dtype().map_err(|e| bad(e.to_string()))? {
-        hdf5_pure::DType::F32 => {
-            Volume::F32(ArrayD::from_shape_vec(dim, ds.read_f32().map_err(read)?).map_err(mk)?)
-        }
-        hdf5_pure::DType::U8 => {
-            Volume::U8(ArrayD::from_shape_vec(dim, ds.read_u8().map_err(read)?).map_err(mk)?)
-        }
-        hdf5_pure::DType::U32 => {
-            Volume::U32(ArrayD::from_shape_vec(dim, ds.read_u32().map_err(read)?).map_err(mk)?)
-        }
-        hdf5_pure::DType::U64 => {
-            Volume::U64(ArrayD::from_shape_vec(dim, ds.read_u64().map_err(read)?).map_err(mk)?)
-        }
+        hdf5_pure::DType::F32 => Volume::F32(ArrayD::from_shape_vec(dim, ds.read_f32().map_err(read)?).map_err(mk)?),
+        hdf5_pure::DType::U8 => Volume::U8(ArrayD::from_shape_vec(dim, ds.read_u8().map_err(read)?).map_err(mk)?),
+        hdf5_pure::DType::U32 => Volume::U32(ArrayD::from_shape_vec(dim, ds.read_u32().map_err(read)?).map_err(mk)?),
+        hdf5_pure::DType::U64 => Volume::U64(ArrayD::from_shape_vec(dim, ds.read_u64().map_err(read)?).map_err(mk)?),
         other => {
             return Err(IoError::Dtype {
                 path: format!("{}:/{dataset}", file.display()),
@@ -309,14 +267,8 @@ pub fn read_hdf5(file: &Path, dataset: &str) -> Result<Volume, IoError> {
 /// Writes `bytes` to `path` atomically: a temporary file beside it, then a
 /// rename. On failure nothing is left at `path` or beside it.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let write_err = |source| IoError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let write_err = |source| IoError::Write { path: path.to_path_buf(), source };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -337,17 +289,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
 pub fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let shape_text = match shape.len() {
         1 => format!("({},)", shape[0]),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        _ => format!("({})", shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")),
     };
-    let mut header =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_text}, }}");
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_text}, }}");
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
@@ -371,10 +315,7 @@ pub fn npy_bytes_u64(shape: &[usize], data: &[u64]) -> Vec<u8> {
 /// Writes `array` as a uint64 `.npy`, atomically.
 pub fn write_npy_u64(path: &Path, array: &ndarray::ArrayView3<'_, u64>) -> Result<(), IoError> {
     let standard = array.as_standard_layout();
-    write_atomically(
-        path,
-        &npy_bytes_u64(array.shape(), standard.as_slice().expect("standard layout")),
-    )
+    write_atomically(path, &npy_bytes_u64(array.shape(), standard.as_slice().expect("standard layout")))
 }
 
 #[cfg(test)]
@@ -386,8 +327,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gpu-waterz-io-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("a.npy");
-        let a =
-            ndarray::Array3::from_shape_fn((2, 3, 4), |(z, y, x)| (z * 100 + y * 10 + x) as u64);
+        let a = ndarray::Array3::from_shape_fn((2, 3, 4), |(z, y, x)| (z * 100 + y * 10 + x) as u64);
         write_npy_u64(&path, &a.view()).unwrap();
         let back = read_npy(&path).unwrap();
         assert_eq!(back, Volume::U64(a.clone().into_dyn()));
@@ -404,23 +344,14 @@ mod tests {
 
     #[test]
     fn parses_sources() {
-        assert_eq!(
-            VolumeSource::parse("a/b.npy"),
-            VolumeSource::Npy("a/b.npy".into())
-        );
+        assert_eq!(VolumeSource::parse("a/b.npy"), VolumeSource::Npy("a/b.npy".into()));
         assert_eq!(
             VolumeSource::parse("d/x.h5:/volumes/labels"),
-            VolumeSource::Hdf5 {
-                file: "d/x.h5".into(),
-                dataset: "volumes/labels".into()
-            }
+            VolumeSource::Hdf5 { file: "d/x.h5".into(), dataset: "volumes/labels".into() }
         );
         assert_eq!(
             VolumeSource::parse("sample_A.hdf:volumes/raw"),
-            VolumeSource::Hdf5 {
-                file: "sample_A.hdf".into(),
-                dataset: "volumes/raw".into()
-            }
+            VolumeSource::Hdf5 { file: "sample_A.hdf".into(), dataset: "volumes/raw".into() }
         );
     }
 }

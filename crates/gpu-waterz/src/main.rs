@@ -11,11 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(
-    name = "gpu-waterz",
-    version,
-    about = "Affinity graphs to neuron segmentations, with waterz's semantics"
-)]
+#[command(name = "gpu-waterz", version, about = "Affinity graphs to neuron segmentations, with waterz's semantics")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -96,9 +92,7 @@ enum Command {
 }
 
 fn read_labels(spec: &str, what: &str) -> Result<ndarray::Array3<u64>> {
-    let volume = VolumeSource::parse(spec)
-        .read()
-        .with_context(|| format!("reading the {what}"))?;
+    let volume = VolumeSource::parse(spec).read().with_context(|| format!("reading the {what}"))?;
     let labels = volume.into_labels(spec)?;
     let shape = labels.shape().to_vec();
     labels
@@ -174,16 +168,11 @@ fn segment(
     }
 
     let t = Instant::now();
-    let volume = VolumeSource::parse(affinities)
-        .read()
-        .context("reading the affinities")?;
+    let volume = VolumeSource::parse(affinities).read().context("reading the affinities")?;
     let (f32_affs, u8_affs) = match volume {
         Volume::F32(a) => (Some(to_4d(a, affinities)?), None),
         Volume::U8(a) => (None, Some(to_4d(a, affinities)?)),
-        other => bail!(
-            "affinities {affinities} must be float32 (or uint8 meaning k/255), not {}",
-            other.dtype()
-        ),
+        other => bail!("affinities {affinities} must be float32 (or uint8 meaning k/255), not {}", other.dtype()),
     };
     let affs = match (&f32_affs, &u8_affs) {
         (Some(a), _) => AffinityGraph::from_f32(a.view())?,
@@ -191,18 +180,12 @@ fn segment(
         _ => unreachable!("one of the two is set"),
     };
     let fragments = fragments.map(|f| read_labels(f, "fragments")).transpose()?;
-    let gt = ground_truth
-        .map(|g| read_labels(g, "ground truth"))
-        .transpose()?;
+    let gt = ground_truth.map(|g| read_labels(g, "ground truth")).transpose()?;
     let read_s = t.elapsed().as_secs_f64();
 
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let mut run = Agglomeration::new(
-        &affs,
-        fragments.as_ref().map(|f| f.view()),
-        gt.as_ref().map(|g| g.view()),
-        &options,
-    )?;
+    let mut run =
+        Agglomeration::new(&affs, fragments.as_ref().map(|f| f.view()), gt.as_ref().map(|g| g.view()), &options)?;
     let mut outputs = Outputs(Vec::new());
     let mut per_threshold = Vec::new();
     let mut i = 0;
@@ -255,10 +238,7 @@ fn segment(
         },
     });
     let summary_path = out_dir.join("summary.json");
-    write_atomically(
-        &summary_path,
-        serde_json::to_string_pretty(&summary)?.as_bytes(),
-    )?;
+    write_atomically(&summary_path, serde_json::to_string_pretty(&summary)?.as_bytes())?;
     outputs.keep();
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
@@ -306,10 +286,7 @@ fn main() -> std::process::ExitCode {
             region_graph,
             epsilon,
         ),
-        Command::Evaluate {
-            segmentation,
-            ground_truth,
-        } => evaluate(&segmentation, &ground_truth),
+        Command::Evaluate { segmentation, ground_truth } => evaluate(&segmentation, &ground_truth),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

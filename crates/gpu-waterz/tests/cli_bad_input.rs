@@ -8,9 +8,7 @@ use std::process::Command;
 /// The CLI under test: `GPU_WATERZ_BIN` (set by the GPU test bundle, whose
 /// binaries run away from the build tree), else the one cargo built.
 fn cli() -> PathBuf {
-    std::env::var_os("GPU_WATERZ_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_gpu-waterz").into())
+    std::env::var_os("GPU_WATERZ_BIN").map(PathBuf::from).unwrap_or_else(|| env!("CARGO_BIN_EXE_gpu-waterz").into())
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -32,11 +30,7 @@ fn write_f32(path: &Path, shape: &[usize], values: &[f32]) {
 fn good_affs(dir: &Path) -> PathBuf {
     let p = dir.join("affs.npy");
     let n = 3 * 2 * 3 * 4;
-    write_f32(
-        &p,
-        &[3, 2, 3, 4],
-        &(0..n).map(|i| (i % 10) as f32 / 10.0).collect::<Vec<_>>(),
-    );
+    write_f32(&p, &[3, 2, 3, 4], &(0..n).map(|i| (i % 10) as f32 / 10.0).collect::<Vec<_>>());
     p
 }
 
@@ -54,10 +48,7 @@ fn segment(dir: &Path, affs: &Path, extra: &[&str]) -> (bool, String, Vec<String
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(!stderr.contains("panicked"), "the CLI panicked: {stderr}");
     let files = std::fs::read_dir(&out)
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
+        .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     (output.status.success(), stderr, files)
 }
@@ -66,29 +57,19 @@ fn expect_error(dir: &Path, affs: &Path, extra: &[&str], needle: &str) {
     let (ok, stderr, files) = segment(dir, affs, extra);
     assert!(!ok, "expected a failure with {needle:?}");
     assert!(stderr.contains(needle), "expected {needle:?} in: {stderr}");
-    assert!(
-        files.is_empty(),
-        "no output may be left behind, found {files:?}"
-    );
+    assert!(files.is_empty(), "no output may be left behind, found {files:?}");
 }
 
 #[test]
 fn good_input_writes_segmentations_and_summary() {
     let dir = scratch("good");
     let affs = good_affs(&dir);
-    let (ok, stderr, mut files) =
-        segment(&dir, &affs, &["--thresholds", "0.1,0.5", "--merge-history"]);
+    let (ok, stderr, mut files) = segment(&dir, &affs, &["--thresholds", "0.1,0.5", "--merge-history"]);
     assert!(ok, "{stderr}");
     files.sort();
     assert_eq!(
         files,
-        [
-            "merge_history_0.json",
-            "merge_history_1.json",
-            "segmentation_0.npy",
-            "segmentation_1.npy",
-            "summary.json"
-        ]
+        ["merge_history_0.json", "merge_history_1.json", "segmentation_0.npy", "segmentation_1.npy", "summary.json"]
     );
 }
 
@@ -121,18 +102,8 @@ fn shape_mismatch_of_fragments_and_ground_truth() {
     let labels = dir.join("labels.npy");
     write_atomically(&labels, &npy_bytes_u64(&[2, 3, 5], &[1; 30])).unwrap();
     let l = labels.to_str().unwrap();
-    expect_error(
-        &dir,
-        &affs,
-        &["--thresholds", "0.5", "--fragments", l],
-        "fragments must have the shape",
-    );
-    expect_error(
-        &dir,
-        &affs,
-        &["--thresholds", "0.5", "--ground-truth", l],
-        "ground truth must have the shape",
-    );
+    expect_error(&dir, &affs, &["--thresholds", "0.5", "--fragments", l], "fragments must have the shape");
+    expect_error(&dir, &affs, &["--thresholds", "0.5", "--ground-truth", l], "ground truth must have the shape");
 }
 
 #[test]
@@ -147,45 +118,18 @@ fn bad_thresholds() {
     expect_error(
         &dir,
         &affs,
-        &[
-            "--thresholds",
-            "0.5",
-            "--aff-threshold-low",
-            "0.9",
-            "--aff-threshold-high",
-            "0.1",
-        ],
+        &["--thresholds", "0.5", "--aff-threshold-low", "0.9", "--aff-threshold-high", "0.1"],
         "smaller",
     );
-    expect_error(
-        &dir,
-        &affs,
-        &["--thresholds", "0.5", "--scoring", "OneMinus<Foo>"],
-        "unsupported scoring function",
-    );
-    expect_error(
-        &dir,
-        &affs,
-        &["--thresholds", "0.5", "--epsilon=-1"],
-        "epsilon",
-    );
+    expect_error(&dir, &affs, &["--thresholds", "0.5", "--scoring", "OneMinus<Foo>"], "unsupported scoring function");
+    expect_error(&dir, &affs, &["--thresholds", "0.5", "--epsilon=-1"], "epsilon");
 }
 
 #[test]
 fn missing_truncated_and_wrong_dtype_files() {
     let dir = scratch("files");
-    expect_error(
-        &dir,
-        &dir.join("nope.npy"),
-        &["--thresholds", "0.5"],
-        "cannot read",
-    );
-    expect_error(
-        &dir,
-        &dir.join("nope.h5:/affs"),
-        &["--thresholds", "0.5"],
-        "cannot read",
-    );
+    expect_error(&dir, &dir.join("nope.npy"), &["--thresholds", "0.5"], "cannot read");
+    expect_error(&dir, &dir.join("nope.h5:/affs"), &["--thresholds", "0.5"], "cannot read");
     let affs = good_affs(&dir);
     let bytes = std::fs::read(&affs).unwrap();
     let truncated = dir.join("truncated.npy");
@@ -205,10 +149,7 @@ fn evaluate_prints_waterz_keys_and_rejects_mismatches() {
     write_atomically(&gt, &npy_bytes_u64(&[1, 2, 2], &[5, 5, 5, 5])).unwrap();
     let evaluate = || {
         let (s, g) = (seg.to_str().unwrap(), gt.to_str().unwrap());
-        Command::new(cli())
-            .args(["evaluate", "--segmentation", s, "--ground-truth", g])
-            .output()
-            .unwrap()
+        Command::new(cli()).args(["evaluate", "--segmentation", s, "--ground-truth", g]).output().unwrap()
     };
     let out = evaluate();
     assert!(out.status.success());

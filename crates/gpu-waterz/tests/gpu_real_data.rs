@@ -12,10 +12,7 @@ use ndarray::{s, Array3, Array4, ArrayD, Ix3, Ix4};
 use std::io::Write;
 use std::path::PathBuf;
 
-const PARAMS: WatershedParams = WatershedParams {
-    aff_threshold_low: 0.0001,
-    aff_threshold_high: 0.9999,
-};
+const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
 
 fn data_file(name: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("GPU_WATERZ_DATA")
@@ -25,11 +22,7 @@ fn data_file(name: &str) -> Option<PathBuf> {
     if path.exists() {
         Some(path)
     } else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED real-data test: {} is absent",
-            path.display()
-        );
+        let _ = writeln!(std::io::stderr(), "SKIPPED real-data test: {} is absent", path.display());
         None
     }
 }
@@ -49,13 +42,7 @@ fn affinities_from_inside(q: &Array3<f32>) -> Array4<f32> {
         if p[c] == 0 {
             0.0
         } else {
-            q[[z, y, x]].min(
-                q[[
-                    z - (c == 0) as usize,
-                    y - (c == 1) as usize,
-                    x - (c == 2) as usize,
-                ]],
-            )
+            q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]])
         }
     })
 }
@@ -65,22 +52,12 @@ fn compare(g: &Gpu, affs: &Array4<f32>, what: &str) {
     let expected = reference::watershed(&graph, PARAMS);
     let device = DeviceAffinities::upload_f32(g, affs.as_slice().unwrap(), graph.dims()).unwrap();
     let fragments = ws_gpu::watershed(g, &device, PARAMS).unwrap();
-    assert_eq!(
-        fragments.download(g).unwrap(),
-        expected.labels,
-        "{what}: watershed labels"
-    );
+    assert_eq!(fragments.download(g).unwrap(), expected.labels, "{what}: watershed labels");
     let expected_graph = region_graph(&graph, expected.labels.view(), expected.n_fragments + 1);
-    let got = graph_gpu::region_graph(g, &device, &fragments.labels, fragments.n_fragments)
-        .unwrap()
-        .download(g)
-        .unwrap();
+    let got =
+        graph_gpu::region_graph(g, &device, &fragments.labels, fragments.n_fragments).unwrap().download(g).unwrap();
     assert_eq!(got.edges, expected_graph.edges, "{what}: edges");
-    assert_eq!(
-        got.stats,
-        expected_graph.contact_stats(),
-        "{what}: statistics"
-    );
+    assert_eq!(got.stats, expected_graph.contact_stats(), "{what}: statistics");
     let _ = writeln!(
         std::io::stderr(),
         "{what}: {} fragments, {} edges, {} plateau levels: GPU = reference",
@@ -99,30 +76,20 @@ fn real_volumes_match_the_reference() {
         let Some(path) = data_file(name) else {
             continue;
         };
-        let p = f32_volume(read_hdf5(&path, "boundary_probability").unwrap())
-            .into_dimensionality::<Ix3>()
-            .unwrap();
+        let p = f32_volume(read_hdf5(&path, "boundary_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
         compare(&g, &affinities_from_inside(&p.mapv(|v| 1.0 - v)), name);
     }
     if let Some(path) = data_file("snemi-mini.h5") {
-        let q = f32_volume(read_hdf5(&path, "inside_probability").unwrap())
-            .into_dimensionality::<Ix3>()
-            .unwrap();
+        let q = f32_volume(read_hdf5(&path, "inside_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
         compare(&g, &affinities_from_inside(&q), "snemi-mini");
     }
     if let Some(path) = data_file("piriform-affinities.h5") {
-        let a = f32_volume(read_hdf5(&path, "affinities").unwrap())
-            .into_dimensionality::<Ix4>()
-            .unwrap();
+        let a = f32_volume(read_hdf5(&path, "affinities").unwrap()).into_dimensionality::<Ix4>().unwrap();
         compare(&g, &a.as_standard_layout().to_owned(), "piriform");
     }
     if let Some(path) = data_file("pinky40-labels-512.h5") {
-        let labels = read_hdf5(&path, "labels")
-            .unwrap()
-            .into_labels("pinky40")
-            .unwrap()
-            .into_dimensionality::<Ix3>()
-            .unwrap();
+        let labels =
+            read_hdf5(&path, "labels").unwrap().into_labels("pinky40").unwrap().into_dimensionality::<Ix3>().unwrap();
         let crop = labels.slice(s![..64, ..256, ..256]).mapv(|l| l as u32);
         let affs = gpu_waterz_core::synthetic::cell_affinities(40, &crop, 0.3);
         compare(&g, &affs, "pinky40 crop, cell-like affinities");

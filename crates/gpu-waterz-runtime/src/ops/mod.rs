@@ -36,48 +36,24 @@ pub(crate) use launch;
 pub(crate) fn grid_stride_config(gpu: &Gpu, n: u64) -> Result<LaunchConfig> {
     let blocks = n.div_ceil(BLOCK as u64).max(1);
     let max_blocks = gpu.multiprocessor_count()? as u64 * 32;
-    Ok(LaunchConfig {
-        grid_dim: (blocks.min(max_blocks) as u32, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
-    })
+    Ok(LaunchConfig { grid_dim: (blocks.min(max_blocks) as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 })
 }
 
 /// A launch of one block per tile of `tile` items.
-pub(crate) fn tiled_config(
-    n: u64,
-    tile: u64,
-    threads: u32,
-    shared_bytes: u32,
-) -> Result<LaunchConfig> {
+pub(crate) fn tiled_config(n: u64, tile: u64, threads: u32, shared_bytes: u32) -> Result<LaunchConfig> {
     let tiles = n.div_ceil(tile).max(1);
     if tiles > i32::MAX as u64 {
-        return Err(RuntimeError::InvalidLaunch {
-            kernel: "tiled",
-            reason: format!("{n} items need {tiles} blocks"),
-        });
+        return Err(RuntimeError::InvalidLaunch { kernel: "tiled", reason: format!("{n} items need {tiles} blocks") });
     }
-    Ok(LaunchConfig {
-        grid_dim: (tiles as u32, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: shared_bytes,
-    })
+    Ok(LaunchConfig { grid_dim: (tiles as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared_bytes })
 }
 
 /// Fails unless `buffer` holds at least `needed` elements.
-pub(crate) fn check_len<T>(
-    kernel: &'static str,
-    what: &str,
-    buffer: &DeviceBuffer<T>,
-    needed: u64,
-) -> Result<()> {
+pub(crate) fn check_len<T>(kernel: &'static str, what: &str, buffer: &DeviceBuffer<T>, needed: u64) -> Result<()> {
     if (buffer.len() as u64) < needed {
         return Err(RuntimeError::InvalidLaunch {
             kernel,
-            reason: format!(
-                "{what} holds {} elements, {needed} are needed",
-                buffer.len()
-            ),
+            reason: format!("{what} holds {} elements, {needed} are needed", buffer.len()),
         });
     }
     Ok(())

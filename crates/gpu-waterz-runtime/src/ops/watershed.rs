@@ -38,7 +38,9 @@ pub fn check_dims(dims: Dims3) -> Result<u64> {
     if n > MAX_VOXELS {
         return Err(RuntimeError::InvalidLaunch {
             kernel: "watershed",
-            reason: format!("the volume has {n} voxels; the GPU backend supports at most {MAX_VOXELS} (u32 indices) per volume"),
+            reason: format!(
+                "the volume has {n} voxels; the GPU backend supports at most {MAX_VOXELS} (u32 indices) per volume"
+            ),
         });
     }
     Ok(n)
@@ -49,20 +51,14 @@ impl DeviceAffinities {
     pub fn upload_f32(gpu: &Gpu, host: &[f32], dims: Dims3) -> Result<Self> {
         let n = check_dims(dims)?;
         Self::check_host_len(host.len(), n)?;
-        Ok(Self {
-            data: AffinityBuffer::F32(gpu.upload(host)?),
-            dims,
-        })
+        Ok(Self { data: AffinityBuffer::F32(gpu.upload(host)?), dims })
     }
 
     /// Uploads C-ordered uint8 affinities (`k / 255`).
     pub fn upload_u8(gpu: &Gpu, host: &[u8], dims: Dims3) -> Result<Self> {
         let n = check_dims(dims)?;
         Self::check_host_len(host.len(), n)?;
-        Ok(Self {
-            data: AffinityBuffer::U8(gpu.upload(host)?),
-            dims,
-        })
+        Ok(Self { data: AffinityBuffer::U8(gpu.upload(host)?), dims })
     }
 
     /// Wraps affinities already on the device.
@@ -103,11 +99,7 @@ impl DeviceAffinities {
 }
 
 /// waterz's edge mask of every voxel.
-pub fn mask(
-    gpu: &Gpu,
-    affs: &DeviceAffinities,
-    params: WatershedParams,
-) -> Result<DeviceBuffer<u8>> {
+pub fn mask(gpu: &Gpu, affs: &DeviceAffinities, params: WatershedParams) -> Result<DeviceBuffer<u8>> {
     let n = affs.n_voxels();
     let bits = gpu.uninit::<u8>(n as usize)?;
     let cfg = grid_stride_config(gpu, n)?;
@@ -115,25 +107,9 @@ pub fn mask(
     match &affs.data {
         // SAFETY: the affinities hold 3 n values (checked at construction),
         // `bits` n bytes.
-        AffinityBuffer::F32(a) => launch!(
-            gpu,
-            "ws_mask_f32",
-            cfg,
-            &a.inner,
-            &dims,
-            &params,
-            &bits.inner
-        ),
+        AffinityBuffer::F32(a) => launch!(gpu, "ws_mask_f32", cfg, &a.inner, &dims, &params, &bits.inner),
         // SAFETY: as above.
-        AffinityBuffer::U8(a) => launch!(
-            gpu,
-            "ws_mask_u8",
-            cfg,
-            &a.inner,
-            &dims,
-            &params,
-            &bits.inner
-        ),
+        AffinityBuffer::U8(a) => launch!(gpu, "ws_mask_u8", cfg, &a.inner, &dims, &params, &bits.inner),
     }
     Ok(bits)
 }
@@ -145,38 +121,19 @@ pub fn corner_flags(gpu: &Gpu, bits: &DeviceBuffer<u8>, dims: Dims3) -> Result<D
     check_len("ws_corner_flags", "bits", bits, n)?;
     let flags = gpu.uninit::<u32>(n as usize)?;
     // SAFETY: `bits` and `flags` hold n entries.
-    launch!(
-        gpu,
-        "ws_corner_flags",
-        grid_stride_config(gpu, n)?,
-        &bits.inner,
-        &p_dims,
-        &flags.inner
-    );
+    launch!(gpu, "ws_corner_flags", grid_stride_config(gpu, n)?, &bits.inner, &p_dims, &flags.inner);
     Ok(flags)
 }
 
 /// `order[frontier[k]] = k` for the first frontier.
-pub fn bfs_init(
-    gpu: &Gpu,
-    frontier: &DeviceBuffer<u32>,
-    f: u64,
-    order: &mut DeviceBuffer<u32>,
-) -> Result<()> {
+pub fn bfs_init(gpu: &Gpu, frontier: &DeviceBuffer<u32>, f: u64, order: &mut DeviceBuffer<u32>) -> Result<()> {
     check_len("ws_bfs_init", "frontier", frontier, f)?;
     if f == 0 {
         return Ok(());
     }
     // SAFETY: `frontier` holds f voxel indices from a compaction over the
     // voxels of the volume `order` covers.
-    launch!(
-        gpu,
-        "ws_bfs_init",
-        grid_stride_config(gpu, f)?,
-        &frontier.inner,
-        &f,
-        &order.inner
-    );
+    launch!(gpu, "ws_bfs_init", grid_stride_config(gpu, f)?, &frontier.inner, &f, &order.inner);
     Ok(())
 }
 
@@ -204,17 +161,7 @@ pub fn bfs_level(
     let cfg = grid_stride_config(gpu, f)?;
     let p_dims = Param(dims);
     // SAFETY: lengths checked above; frontier entries are voxels of `dims`.
-    launch!(
-        gpu,
-        "ws_bfs_propose",
-        cfg,
-        &frontier.inner,
-        &f,
-        &bits.inner,
-        &p_dims,
-        &order.inner,
-        &best.inner
-    );
+    launch!(gpu, "ws_bfs_propose", cfg, &frontier.inner, &f, &bits.inner, &p_dims, &order.inner, &best.inner);
     let flags = gpu.uninit::<u32>((6 * f) as usize)?;
     // SAFETY: as above; `flags` holds 6 f u32s.
     launch!(
@@ -251,11 +198,7 @@ pub fn bfs_level(
     Ok((next, next_f))
 }
 
-fn exclusive_scan_flags(
-    gpu: &Gpu,
-    flags: &DeviceBuffer<u32>,
-    n: u64,
-) -> Result<(DeviceBuffer<u64>, u64)> {
+fn exclusive_scan_flags(gpu: &Gpu, flags: &DeviceBuffer<u32>, n: u64) -> Result<(DeviceBuffer<u64>, u64)> {
     super::primitives::exclusive_scan(gpu, flags, n)
 }
 
@@ -272,34 +215,53 @@ pub fn plateau_direction(
     check_len("ws_plateau_direction", "order", order, n)?;
     let out = gpu.uninit::<u8>(n as usize)?;
     // SAFETY: all three hold n entries.
-    launch!(
-        gpu,
-        "ws_plateau_direction",
-        grid_stride_config(gpu, n)?,
-        &bits.inner,
-        &p_dims,
-        &order.inner,
-        &out.inner
-    );
+    launch!(gpu, "ws_plateau_direction", grid_stride_config(gpu, n)?, &bits.inner, &p_dims, &order.inner, &out.inner);
     Ok(out)
 }
 
-/// The union-find forest of the remaining edges, compressed: each voxel's
-/// entry is the smallest voxel of its component.
-pub fn components(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3) -> Result<DeviceBuffer<u32>> {
+/// Starts the union-find forest of the remaining edges: each voxel points
+/// at the smallest of itself and its edges' neighbours.
+pub fn uf_init_min(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3) -> Result<DeviceBuffer<u32>> {
     let n = check_dims(dims)?;
-    let p_dims = Param(dims);
-    check_len("uf_hook", "edges", edges, n)?;
+    check_len("uf_init_min", "edges", edges, n)?;
     let parent = gpu.uninit::<u32>(n as usize)?;
-    let cfg = grid_stride_config(gpu, n)?;
-    // SAFETY: `parent` holds n u32s.
-    launch!(gpu, "uf_init", cfg, &parent.inner, &n);
+    let p_dims = Param(dims);
     // SAFETY: `edges` and `parent` hold n entries; marked directions stay
     // inside the volume.
-    launch!(gpu, "uf_hook", cfg, &edges.inner, &p_dims, &parent.inner);
-    // SAFETY: `parent` is a forest over n voxels.
-    launch!(gpu, "uf_compress", cfg, &parent.inner, &n);
+    launch!(gpu, "uf_init_min", grid_stride_config(gpu, n)?, &edges.inner, &p_dims, &parent.inner);
     Ok(parent)
+}
+
+/// One hooking pass over the remaining edges (see the kernel
+/// `uf_hook_min`); returns whether any pointer was lowered.
+pub fn uf_hook_min(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3, parent: &DeviceBuffer<u32>) -> Result<bool> {
+    let n = check_dims(dims)?;
+    check_len("uf_hook_min", "edges", edges, n)?;
+    check_len("uf_hook_min", "parent", parent, n)?;
+    let p_dims = Param(dims);
+    let changed = gpu.zeros::<u32>(1)?;
+    // SAFETY: `edges` and `parent` hold n entries, `parent` is a forest over
+    // them; marked directions stay inside the volume; `changed` one u32.
+    launch!(gpu, "uf_hook_min", grid_stride_config(gpu, n)?, &edges.inner, &p_dims, &parent.inner, &changed.inner);
+    Ok(gpu.download(&changed)?[0] != 0)
+}
+
+/// Pointer jumping until every voxel points at its root; returns the
+/// number of passes.
+pub fn uf_flatten(gpu: &Gpu, parent: &DeviceBuffer<u32>, n: u64) -> Result<u32> {
+    check_len("uf_jump", "parent", parent, n)?;
+    let cfg = grid_stride_config(gpu, n)?;
+    let mut changed = gpu.zeros::<u32>(1)?;
+    let mut passes = 0;
+    loop {
+        gpu.memset_zero(&mut changed)?;
+        // SAFETY: `parent` is a forest over n voxels; `changed` one u32.
+        launch!(gpu, "uf_jump", cfg, &parent.inner, &n, &changed.inner);
+        passes += 1;
+        if gpu.download(&changed)?[0] == 0 {
+            return Ok(passes);
+        }
+    }
 }
 
 /// Labels from the compressed forest: 0 for background, else 1 + the rank
@@ -315,28 +277,37 @@ pub fn labels(
     let flags = gpu.uninit::<u32>(n as usize)?;
     let cfg = grid_stride_config(gpu, n)?;
     // SAFETY: all hold n entries.
-    launch!(
-        gpu,
-        "ws_root_flags",
-        cfg,
-        &edges.inner,
-        &parent.inner,
-        &n,
-        &flags.inner
-    );
-    let (ranks, n_fragments) = super::primitives::exclusive_scan(gpu, &flags, n)?;
+    launch!(gpu, "ws_root_flags", cfg, &edges.inner, &parent.inner, &n, &flags.inner);
+    let (roots, n_fragments) = super::primitives::compact_indices(gpu, &flags, n)?;
     drop(flags);
     let labels = gpu.uninit::<u32>(n as usize)?;
-    // SAFETY: all hold n entries; parents index voxels.
-    launch!(
-        gpu,
-        "ws_labels",
-        cfg,
-        &edges.inner,
-        &parent.inner,
-        &ranks.inner,
-        &n,
-        &labels.inner
-    );
+    if n_fragments > 0 {
+        // SAFETY: `roots` holds n_fragments voxel indices; `labels` n u32s.
+        launch!(
+            gpu,
+            "ws_root_labels",
+            grid_stride_config(gpu, n_fragments)?,
+            &roots.inner,
+            &n_fragments,
+            &labels.inner
+        );
+    }
+    // SAFETY: all hold n entries; the roots' labels are written.
+    launch!(gpu, "ws_labels", cfg, &edges.inner, &parent.inner, &n, &labels.inner);
     Ok((labels, n_fragments))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volumes_beyond_u32_indices_fail_before_any_allocation() {
+        let e = check_dims(Dims3::new(2048, 2048, 1024)).unwrap_err().to_string();
+        assert!(e.contains("4294967296 voxels") && e.contains("at most"), "{e}");
+        let e = check_dims(Dims3::new(u64::MAX, 2, 2)).unwrap_err().to_string();
+        assert!(e.contains("at most"), "{e}");
+        assert!(check_dims(Dims3::new(0, 5, 5)).unwrap_err().to_string().contains("empty"));
+        assert_eq!(check_dims(Dims3::new(1024, 1024, 1024)).unwrap(), 1 << 30);
+    }
 }
