@@ -243,30 +243,6 @@ pub unsafe extern "ptx-kernel" fn compact_tiles(flags: *const u32, n: u64, tile_
     }
 }
 
-/// Order-preserving compaction of indices: writes `i` to
-/// `out[offsets[i]]` for every `i < n` with `flags[i] != 0`.
-///
-/// # Safety
-/// `flags` holds `n` u32s, `offsets` their exclusive scan (`n` u64s), `out`
-/// at least the number of set flags u32s.
-///
-/// # Parameters
-/// - `flags`, `offsets`, `n`: the selection; `out`: the selected indices.
-///
-/// # Thread mapping
-/// Grid-stride loop, one element per iteration.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn compact_indices(flags: *const u32, offsets: *const u64, n: u64, out: *mut u32) {
-    grid_stride(n, |i| {
-        // SAFETY: `i < n`; the offset of a set flag is below the count.
-        unsafe {
-            if *flags.add(i as usize) != 0 {
-                *out.add(*offsets.add(i as usize) as usize) = i as u32;
-            }
-        }
-    });
-}
-
 /// Digit histogram of one radix pass: `hist[digit * n_tiles + tile]`.
 ///
 /// # Safety

@@ -5,56 +5,6 @@ use super::{check_len, grid_stride_config, launch};
 use crate::gpu::{DeviceBuffer, Gpu, Param};
 use crate::Result;
 
-/// Every boundary face between two non-zero labels, in scan order: key
-/// `u << 32 | v` (`u < v`) and fixed-point affinity. Returns the number of
-/// faces too.
-pub fn boundary_faces(
-    gpu: &Gpu,
-    labels: &DeviceBuffer<u32>,
-    affs: &DeviceAffinities,
-) -> Result<(DeviceBuffer<u64>, DeviceBuffer<u64>, u64)> {
-    let dims = affs.dims();
-    let n = check_dims(dims)?;
-    let p_dims = Param(dims);
-    check_len("rg_count_faces", "labels", labels, n)?;
-    let counts = gpu.uninit::<u32>(n as usize)?;
-    let cfg = grid_stride_config(gpu, n)?;
-    // SAFETY: `labels` and `counts` hold n entries.
-    launch!(gpu, "rg_count_faces", cfg, &labels.inner, &p_dims, &counts.inner);
-    let (offsets, n_faces) = super::primitives::exclusive_scan(gpu, &counts, n)?;
-    drop(counts);
-    let keys = gpu.uninit::<u64>(n_faces.max(1) as usize)?;
-    let values = gpu.uninit::<u64>(n_faces.max(1) as usize)?;
-    match affs.data() {
-        // SAFETY: `labels` holds n u32s, the affinities 3 n values, `offsets`
-        // the scan of the face counts, `keys`/`values` one slot per face.
-        AffinityBuffer::F32(a) => launch!(
-            gpu,
-            "rg_emit_faces_f32",
-            cfg,
-            &labels.inner,
-            &a.inner,
-            &p_dims,
-            &offsets.inner,
-            &keys.inner,
-            &values.inner
-        ),
-        // SAFETY: as above.
-        AffinityBuffer::U8(a) => launch!(
-            gpu,
-            "rg_emit_faces_u8",
-            cfg,
-            &labels.inner,
-            &a.inner,
-            &p_dims,
-            &offsets.inner,
-            &keys.inner,
-            &values.inner
-        ),
-    }
-    Ok((keys, values, n_faces))
-}
-
 /// The boundary faces aggregated per warp of 32 consecutive voxels and per
 /// axis: one entry per distinct fragment pair, key `u << 32 | v` and value
 /// `count << 40 | fixed-point sum`, in no particular order. Returns the
