@@ -11,6 +11,7 @@
 // `!(a > b)` is deliberate: it is waterz's test, and it is true for NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod cpu;
 pub mod queue;
 pub mod reference;
 pub mod stats;

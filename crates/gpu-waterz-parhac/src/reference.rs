@@ -95,15 +95,31 @@ impl IterativeMerging {
         if discretize_queue > 65536 {
             return Err(ParhacError::QueueBins(discretize_queue));
         }
-        let n_nodes = graph.n_nodes as usize;
+        Ok(Self::with_statistics(
+            graph.n_nodes,
+            graph.edges.clone(),
+            EdgeStatistics::new(graph, scoring, arithmetic),
+            discretize_queue,
+        ))
+    }
+
+    /// Prepares merging of a graph given by its edges and their exact
+    /// contact statistics (the GPU region graph's output), with the mean
+    /// score in exact arithmetic and waterz's priority queue.
+    pub fn from_contact_stats(n_nodes: u64, edges: Vec<[u64; 2]>, stats: Vec<gpu_waterz_core::ContactStats>) -> Self {
+        Self::with_statistics(n_nodes, edges, EdgeStatistics::ExactMean(stats), 0)
+    }
+
+    fn with_statistics(n_nodes: u64, edges: Vec<[u64; 2]>, stats: EdgeStatistics, discretize_queue: u64) -> Self {
+        let n_nodes = n_nodes as usize;
         let mut incident = vec![Vec::new(); n_nodes];
-        for (e, &[u, v]) in graph.edges.iter().enumerate() {
+        for (e, &[u, v]) in edges.iter().enumerate() {
             incident[u as usize].push(e);
             incident[v as usize].push(e);
         }
-        let n_edges = graph.n_edges();
-        Ok(Self {
-            edges: graph.edges.clone(),
+        let n_edges = edges.len();
+        Self {
+            edges,
             incident,
             scores: vec![0.0; n_edges],
             stale: vec![false; n_edges],
@@ -115,8 +131,8 @@ impl IterativeMerging {
             },
             root_paths: (0..n_nodes as u64).collect(),
             merged_until: f32::MIN,
-            stats: EdgeStatistics::new(graph, scoring, arithmetic),
-        })
+            stats,
+        }
     }
 
     fn score_edge(&mut self, e: usize) -> f64 {
