@@ -1,4 +1,7 @@
-//! `cargo xtask test`: every test that runs without a GPU.
+//! `cargo xtask test`: every test that runs without a GPU: the Rust tests,
+//! then, in a virtualenv with stock waterz 0.10.1 from PyPI and the
+//! `gpu_waterz` Python package built from this tree, the equivalence suites
+//! of the CLI and of the Python package against stock waterz.
 
 use crate::{no_more_args, project_root, run_command};
 use anyhow::{Context, Result};
@@ -21,6 +24,14 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     run_command(Command::new(&python).args(["-m", "pip", "install", "--quiet"]).args(COMPAT_PACKAGES))
         .context("installing stock waterz from PyPI")?;
+    // The Python package, built by maturin as users build it (README).
+    run_command(
+        Command::new(&python)
+            .current_dir(&root)
+            .args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", "./crates/gpu-waterz-python"])
+            .env("CARGO_TARGET_DIR", root.join("target")),
+    )
+    .context("building and installing the gpu_waterz Python package")?;
     run_command(
         Command::new(&python)
             .current_dir(&root)

@@ -13,7 +13,7 @@ use gpu_waterz_core::{AffinityGraph, WatershedParams};
 use gpu_waterz_graph::{region_graph, DenseLabels};
 use gpu_waterz_parhac::cpu::{Edge, Parhac};
 use ndarray::{s, Array3, Array4, Ix3};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const THRESHOLDS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
@@ -38,7 +38,10 @@ fn f32_3d(v: Volume) -> Result<Array3<f32>> {
     }
 }
 
-fn volumes(dir: &PathBuf) -> Result<Vec<(String, Array4<f32>, Array3<u64>)>> {
+/// A named volume: affinities and ground truth.
+type Labelled = (String, Array4<f32>, Array3<u64>);
+
+fn volumes(dir: &Path) -> Result<Vec<Labelled>> {
     let mut out = Vec::new();
     for name in ["gala-em-train.h5", "gala-em-test.h5"] {
         let path = dir.join(name);
@@ -69,7 +72,7 @@ fn main() -> Result<()> {
     for (name, affs, gt) in volumes(&dir).context("reading ../shared/data")? {
         let graph = AffinityGraph::from_f32(affs.view())?;
         let options = Options::new(&THRESHOLDS)?;
-        let mut waterz = Agglomeration::new(&graph, None, Some(gt.view()), &options)?;
+        let mut waterz = Agglomeration::new(&graph, None, Some(gt.clone()), &options)?;
         let mut reference = Vec::new();
         let t = Instant::now();
         while let Some(r) = waterz.next_threshold()? {
@@ -78,7 +81,12 @@ fn main() -> Result<()> {
         let fmt = |v: &[f64]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" / ");
         let split: Vec<f64> = reference.iter().map(|m| m.voi_split).collect();
         let merge: Vec<f64> = reference.iter().map(|m| m.voi_merge).collect();
-        println!("| {name} | stock waterz (reference) | - | {:.3} s | {} | {} | - |", t.elapsed().as_secs_f64(), fmt(&split), fmt(&merge));
+        println!(
+            "| {name} | stock waterz (reference) | - | {:.3} s | {} | {} | - |",
+            t.elapsed().as_secs_f64(),
+            fmt(&split),
+            fmt(&merge)
+        );
 
         let fragments = gpu_waterz_watershed::watershed(&graph, params);
         let dense = DenseLabels::new(fragments.labels.view());

@@ -76,14 +76,14 @@ pub struct StageTimings {
 }
 
 /// waterz's agglomeration, one threshold at a time (as waterz's generator).
-pub struct Agglomeration<'a> {
+pub struct Agglomeration {
     options: Options,
     merging: IterativeMerging,
     /// Dense node ids per voxel, `(z, y, x)`.
     dense: Array3<u64>,
     /// Dense id to original label.
     original: Vec<u64>,
-    ground_truth: Option<ArrayView3<'a, u64>>,
+    ground_truth: Option<Array3<u64>>,
     next: usize,
     timings: StageTimings,
 }
@@ -92,12 +92,12 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-impl<'a> Agglomeration<'a> {
+impl Agglomeration {
     /// Runs the watershed (or takes `fragments`) and builds the region graph.
     pub fn new(
         affs: &AffinityGraph<'_>,
         fragments: Option<ArrayView3<'_, u64>>,
-        ground_truth: Option<ArrayView3<'a, u64>>,
+        ground_truth: Option<Array3<u64>>,
         options: &Options,
     ) -> Result<Self, Error> {
         let dims = affs.dims();

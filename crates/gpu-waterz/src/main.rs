@@ -184,8 +184,7 @@ fn segment(
     let read_s = t.elapsed().as_secs_f64();
 
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let mut run =
-        Agglomeration::new(&affs, fragments.as_ref().map(|f| f.view()), gt.as_ref().map(|g| g.view()), &options)?;
+    let mut run = Agglomeration::new(&affs, fragments.as_ref().map(|f| f.view()), gt, &options)?;
     let mut outputs = Outputs(Vec::new());
     let mut per_threshold = Vec::new();
     let mut i = 0;

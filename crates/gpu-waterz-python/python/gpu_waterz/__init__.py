@@ -1,0 +1,204 @@
+"""gpu-waterz: waterz's watershed and agglomeration, in Rust.
+
+A drop-in for `waterz`: ``import gpu_waterz as waterz``. ``agglomerate``
+yields waterz's tuples in waterz's order; ``backend='cpu'`` runs the exact
+CPU reference, which gives the same segmentations, metrics and merge
+histories as stock waterz 0.10.1.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from . import _native
+
+__all__ = ["agglomerate", "evaluate"]
+
+_DEFAULT_SCORING = "OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>"
+_BACKENDS = ("gpu", "cpu")
+
+
+def _affinities(affs):
+    """The first three channels of `affs`, as C-contiguous float32 or uint8."""
+    if not hasattr(affs, "shape") or not hasattr(affs, "dtype"):
+        raise TypeError(f"affs must be a numpy array, not {type(affs).__name__}")
+    affs = np.asarray(affs)
+    if affs.ndim != 4 or affs.shape[0] < 3:
+        raise ValueError(
+            f"affs must have the shape (channels, z, y, x), with at least 3 channels, not {affs.shape}"
+        )
+    affs = affs[:3]
+    if affs.dtype == np.float32:
+        return np.ascontiguousarray(affs), None
+    if affs.dtype == np.uint8:
+        return None, np.ascontiguousarray(affs)
+    raise TypeError(f"affs must be float32 (or uint8 meaning k/255), not {affs.dtype}")
+
+
+def _labels(name, volume, shape):
+    if volume is None:
+        return None
+    volume = np.asarray(volume)
+    if volume.shape != shape:
+        raise ValueError(
+            f"{name} must have the shape of the affinities without the channels, {shape}, not {volume.shape}"
+        )
+    if not np.issubdtype(volume.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer labels, not {volume.dtype}")
+    if np.issubdtype(volume.dtype, np.signedinteger) and volume.size and volume.min() < 0:
+        raise ValueError(f"{name} must not hold negative labels")
+    return np.ascontiguousarray(volume, dtype=np.uint64)
+
+
+def agglomerate(
+    affs,
+    thresholds: Sequence[float],
+    gt=None,
+    fragments=None,
+    aff_threshold_low: float = 0.0001,
+    aff_threshold_high: float = 0.9999,
+    return_merge_history: bool = False,
+    return_region_graph: bool = False,
+    scoring_function: str = _DEFAULT_SCORING,
+    discretize_queue: int = 0,
+    force_rebuild: bool = False,
+    *,
+    epsilon: float | None = None,
+    backend: str = "gpu",
+) -> Iterator:
+    """Compute segmentations from an affinity graph for several thresholds.
+
+    Parameters
+    ----------
+
+        affs: numpy array, float32 (or uint8 meaning k/255), 4 dimensional
+
+            The affinities as an array with affs[channel][z][y][x]; channel
+            c is the face to the previous voxel along z, y, x.
+
+        thresholds: list of float
+
+            The thresholds to compute segmentations for, in [0, 1]. They are
+            sorted; one segmentation is returned per threshold, ascending.
+
+        gt: numpy array, integer, 3 dimensional (optional)
+
+            Ground truth; if given, metrics are returned (label 0 ignored).
+
+        fragments: numpy array, integer, 3 dimensional (optional)
+
+            Fragments to use instead of the watershed.
+
+        aff_threshold_low, aff_threshold_high: float
+
+            The watershed's thresholds (unused with fragments).
+
+        return_merge_history, return_region_graph: bool
+
+            Also return the merges since the previous threshold (dicts with
+            'a', 'b', 'c', 'score') and the remaining region graph (dicts
+            with 'u', 'v', 'score').
+
+        scoring_function: str
+
+            waterz's C++ spelling; supported: OneMinus of MeanAffinity,
+            MaxAffinity, MinAffinity and HistogramQuantileAffinity.
+
+        discretize_queue: int
+
+            0 for waterz's priority queue, else its bin queue's bin count.
+
+        force_rebuild: bool
+
+            Accepted for compatibility; nothing is compiled at run time.
+
+        epsilon: float (keyword only)
+
+            ParHAC's ε for the GPU backend's parallel merging.
+
+        backend: 'gpu' or 'cpu' (keyword only)
+
+            'cpu' runs the exact reference. The GPU pipeline is not part of
+            this build yet: 'gpu' raises RuntimeError.
+
+    Returns
+    -------
+
+        A generator of waterz's results, one per threshold: the segmentation
+        (uint64), then the metrics ('V_Rand_split', 'V_Rand_merge',
+        'V_Info_split', 'V_Info_merge') if gt is given, then the merge history
+        and the region graph if asked for; a lone segmentation is yielded
+        bare, several items as a tuple.
+    """
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, not {backend!r}")
+    if not isinstance(scoring_function, str):
+        raise TypeError(f"scoring_function must be a string, not {type(scoring_function).__name__}")
+    try:
+        bins = int(discretize_queue)
+    except (TypeError, ValueError):
+        raise ValueError(f"discretize_queue must be 0 or a number of bins, not {discretize_queue!r}") from None
+    if bins != discretize_queue or not 0 <= bins <= 65536 or isinstance(discretize_queue, bool):
+        raise ValueError(f"discretize_queue must be 0 (no bins) or a number of bins of at most 65536, not {discretize_queue!r}")
+    if epsilon is not None and not (np.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, not {epsilon!r}")
+    affs_f32, affs_u8 = _affinities(affs)
+    shape = (affs_f32 if affs_f32 is not None else affs_u8).shape[1:]
+    gt = _labels("gt", gt, shape)
+    fragments = _labels("fragments", fragments, shape)
+    try:
+        wanted = sorted(float(t) for t in thresholds)
+    except TypeError:
+        raise TypeError("thresholds must be an iterable of numbers") from None
+    if not wanted:
+        return iter(())
+    if backend == "gpu":
+        raise RuntimeError(
+            "gpu_waterz: the GPU pipeline is not part of this build yet; pass backend='cpu' for the exact CPU reference"
+        )
+    if epsilon is not None:
+        raise ValueError("epsilon sets the GPU backend's parallel merging; the CPU reference merges serially")
+    # waterz merges once per distinct float32 threshold and yields again for
+    # repeats: run the distinct ones, repeat results for the others.
+    distinct = sorted(set(np.float32(t).item() for t in wanted))
+    run = _native.cpu_agglomerate(
+        affs_f32, affs_u8, distinct, gt, fragments, float(aff_threshold_low), float(aff_threshold_high),
+        scoring_function, bins, bool(return_merge_history), bool(return_region_graph),
+    )
+    return _results(run, wanted, gt is not None, return_merge_history, return_region_graph)
+
+
+def _results(run, wanted, has_gt, history, graph):
+    current = None
+    current_threshold = None
+    for t in wanted:
+        t32 = np.float32(t).item()
+        repeat = current is not None and t32 == current_threshold
+        if not repeat:
+            current = run.next_threshold()
+            current_threshold = t32
+        _, seg, metrics, merges, rg = current
+        result = (seg.copy(),)
+        if has_gt:
+            result += (dict(metrics),)
+        if history:
+            result += ([] if repeat else list(merges),)
+        if graph:
+            result += (list(rg),)
+        yield result[0] if len(result) == 1 else result
+
+
+def evaluate(segmentation, gt):
+    """waterz's metrics: 'voi_split', 'voi_merge', 'rand_split', 'rand_merge' (gt label 0 ignored)."""
+    for name, array in (("segmentation", segmentation), ("gt", gt)):
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"Argument '{name}' has incorrect type (expected numpy.ndarray, got {type(array).__name__})")
+        if array.ndim != 3:
+            raise ValueError(f"{name} must be 3-dimensional, not {array.ndim}-dimensional")
+    if segmentation.shape != gt.shape:
+        raise ValueError(f"Shapes do not match: segmentation {segmentation.shape}, gt {gt.shape}")
+    return _native.evaluate(
+        np.ascontiguousarray(segmentation, dtype=np.uint64), np.ascontiguousarray(gt, dtype=np.uint64)
+    )

@@ -1,0 +1,28 @@
+from typing import Iterator, Sequence, TypedDict
+
+import numpy as np
+from numpy.typing import NDArray
+
+class Metrics(TypedDict):
+    voi_split: float
+    voi_merge: float
+    rand_split: float
+    rand_merge: float
+
+def agglomerate(
+    affs: NDArray[np.float32] | NDArray[np.uint8],
+    thresholds: Sequence[float],
+    gt: NDArray[np.integer] | None = None,
+    fragments: NDArray[np.integer] | None = None,
+    aff_threshold_low: float = 0.0001,
+    aff_threshold_high: float = 0.9999,
+    return_merge_history: bool = False,
+    return_region_graph: bool = False,
+    scoring_function: str = "OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>",
+    discretize_queue: int = 0,
+    force_rebuild: bool = False,
+    *,
+    epsilon: float | None = None,
+    backend: str = "gpu",
+) -> Iterator[tuple | NDArray[np.uint64]]: ...
+def evaluate(segmentation: NDArray[np.uint64], gt: NDArray[np.uint64]) -> Metrics: ...
