@@ -51,18 +51,24 @@ def run_reference(tmp_path, affs, thresholds, gt=None, fragments=None, scoring="
     return results
 
 
-def run_waterz(affs, thresholds, gt=None, fragments=None, scoring=None, history=True, region_graph=False):
-    import waterz
+def run_waterz(affs, thresholds, gt=None, fragments=None, scoring=None, history=True, region_graph=False,
+               module=None, **extra):
+    """Runs `module.agglomerate` (stock waterz unless another module, such as
+    gpu_waterz, is given) and collects its results per threshold."""
+    if module is None:
+        import waterz as module
 
-    kwargs = {}
+    kwargs = dict(extra)
     if scoring is not None:
         kwargs["scoring_function"] = scoring
-    affs = np.ascontiguousarray(affs, dtype=np.float32)
+    if affs.dtype != np.uint8:
+        affs = np.ascontiguousarray(affs, dtype=np.float32)
     results = []
-    for out in waterz.agglomerate(affs, list(thresholds), gt=None if gt is None else gt.astype(np.uint32),
+    for out in module.agglomerate(affs, list(thresholds), gt=None if gt is None else gt.astype(np.uint32),
                                   fragments=None if fragments is None else fragments.astype(np.uint64).copy(),
                                   return_merge_history=history, return_region_graph=region_graph, **kwargs):
         out = out if isinstance(out, tuple) else (out,)
+        # waterz yields one array, changed in place for each threshold.
         r = {"seg": out[0].copy()}
         i = 1
         if gt is not None:

@@ -13,25 +13,8 @@ gpu_waterz = pytest.importorskip("gpu_waterz")
 THRESHOLDS = [0.1, 0.3, 0.5, 0.7, 0.9]
 
 
-def run_ours(affs, thresholds, gt=None, fragments=None, scoring=None, history=True, region_graph=False):
-    kwargs = {} if scoring is None else {"scoring_function": scoring}
-    results = []
-    for out in gpu_waterz.agglomerate(affs, list(thresholds), gt=gt, fragments=fragments,
-                                      return_merge_history=history, return_region_graph=region_graph,
-                                      backend="cpu", **kwargs):
-        out = out if isinstance(out, tuple) else (out,)
-        r = {"seg": out[0]}
-        i = 1
-        if gt is not None:
-            r["metrics"] = out[i]
-            i += 1
-        if history:
-            r["history"] = out[i]
-            i += 1
-        if region_graph:
-            r["region_graph"] = out[i]
-        results.append(r)
-    return results
+def run_ours(affs, thresholds, **kwargs):
+    return run_waterz(affs, thresholds, module=gpu_waterz, backend="cpu", **kwargs)
 
 
 def assert_same(ours, theirs):

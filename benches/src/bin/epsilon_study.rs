@@ -8,6 +8,7 @@
 use anyhow::{Context, Result};
 use gpu_waterz::cpu::{Agglomeration, Options};
 use gpu_waterz::io::{read_hdf5, Volume};
+use gpu_waterz_core::affinities::from_inside_probability;
 use gpu_waterz_core::synthetic::cell_affinities;
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
 use gpu_waterz_graph::{region_graph, DenseLabels};
@@ -18,18 +19,6 @@ use std::time::Instant;
 
 const THRESHOLDS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
 const EPSILONS: [f64; 7] = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5];
-
-fn affinities_from_inside(q: &Array3<f32>) -> Array4<f32> {
-    let (zd, yd, xd) = q.dim();
-    Array4::from_shape_fn((3, zd, yd, xd), |(c, z, y, x)| {
-        let p = [z, y, x];
-        if p[c] == 0 {
-            0.0
-        } else {
-            q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]])
-        }
-    })
-}
 
 fn f32_3d(v: Volume) -> Result<Array3<f32>> {
     match v {
@@ -47,12 +36,12 @@ fn volumes(dir: &Path) -> Result<Vec<Labelled>> {
         let path = dir.join(name);
         let p = f32_3d(read_hdf5(&path, "boundary_probability")?)?;
         let gt = read_hdf5(&path, "gt")?.into_labels(name)?.into_dimensionality::<Ix3>()?;
-        out.push((name.to_string(), affinities_from_inside(&p.mapv(|v| 1.0 - v)), gt));
+        out.push((name.to_string(), from_inside_probability(&p.mapv(|v| 1.0 - v)), gt));
     }
     let path = dir.join("snemi-mini.h5");
     let q = f32_3d(read_hdf5(&path, "inside_probability")?)?;
     let gt = read_hdf5(&path, "gt")?.into_labels("snemi")?.into_dimensionality::<Ix3>()?;
-    out.push(("snemi-mini.h5".into(), affinities_from_inside(&q), gt));
+    out.push(("snemi-mini.h5".into(), from_inside_probability(&q), gt));
     let path = dir.join("pinky40-labels-512.h5");
     let labels = read_hdf5(&path, "labels")?.into_labels("pinky40")?.into_dimensionality::<Ix3>()?;
     let crop = labels.slice(s![..64, ..256, ..256]).to_owned();

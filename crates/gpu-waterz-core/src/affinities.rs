@@ -92,6 +92,21 @@ impl<'a> AffinityGraph<'a> {
     }
 }
 
+/// Affinities in waterz's layout from an "inside" probability map `q`
+/// (high inside cells): `aff[c][v] = min(q[v], q[v - e_c])`, and 0 for the
+/// faces at index 0 along their axis. For a boundary map `p`, pass `1 - p`.
+pub fn from_inside_probability(q: &ndarray::Array3<f32>) -> ndarray::Array4<f32> {
+    let (zd, yd, xd) = q.dim();
+    ndarray::Array4::from_shape_fn((3, zd, yd, xd), |(c, z, y, x)| {
+        let p = [z, y, x];
+        if p[c] == 0 {
+            0.0
+        } else {
+            q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]])
+        }
+    })
+}
+
 fn check_values(view: &ArrayView4<'_, f32>) -> Result<()> {
     // Find the first bad value in C order, in parallel over z-sections.
     let bad = view.axis_iter(Axis(0)).enumerate().find_map(|(c, channel)| {
@@ -142,6 +157,16 @@ mod tests {
         assert!(e.contains("above 1"), "{e}");
         a[[1, 1, 2, 3]] = -0.0;
         assert!(AffinityGraph::from_f32(a.view()).is_ok());
+    }
+
+    #[test]
+    fn affinities_from_an_inside_map() {
+        let q = ndarray::Array3::from_shape_vec((1, 2, 2), vec![0.9, 0.2, 0.5, 0.7]).unwrap();
+        let a = from_inside_probability(&q);
+        assert_eq!(a[[2, 0, 0, 1]], 0.2); // min(q[0,0,1], q[0,0,0])
+        assert_eq!(a[[1, 0, 1, 1]], 0.2); // min(q[0,1,1], q[0,0,1])
+        assert_eq!(a[[2, 0, 1, 0]], 0.0); // x = 0: outside
+        assert_eq!(a[[0, 0, 1, 1]], 0.0); // z = 0: outside
     }
 
     #[test]

@@ -21,6 +21,25 @@ fn to_py_err(e: gpu_waterz::Error) -> PyErr {
     }
 }
 
+/// A list of dicts with the given integer items and a float `score` each,
+/// as waterz returns merge histories and region graphs.
+fn dict_list<'py>(
+    py: Python<'py>,
+    ids: impl Iterator<Item = Vec<(&'static str, u64)>>,
+    scores: impl Iterator<Item = f64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let list = PyList::empty(py);
+    for (items, score) in ids.zip(scores) {
+        let d = PyDict::new(py);
+        for (key, value) in items {
+            d.set_item(key, value)?;
+        }
+        d.set_item("score", score)?;
+        list.append(d)?;
+    }
+    Ok(list.into_any())
+}
+
 /// One agglomeration run on the CPU reference, advanced one threshold at a time.
 #[pyclass(module = "gpu_waterz._native")]
 struct CpuAgglomeration {
@@ -50,31 +69,12 @@ impl CpuAgglomeration {
         };
         let history = match r.merge_history {
             Some(h) => {
-                let list = PyList::empty(py);
-                for m in h {
-                    let d = PyDict::new(py);
-                    d.set_item("a", m.a)?;
-                    d.set_item("b", m.b)?;
-                    d.set_item("c", m.c)?;
-                    d.set_item("score", m.score)?;
-                    list.append(d)?;
-                }
-                list.into_any()
+                dict_list(py, h.iter().map(|m| vec![("a", m.a), ("b", m.b), ("c", m.c)]), h.iter().map(|m| m.score))?
             }
             None => py.None().into_bound(py),
         };
         let graph = match r.region_graph {
-            Some(g) => {
-                let list = PyList::empty(py);
-                for e in g {
-                    let d = PyDict::new(py);
-                    d.set_item("u", e.u)?;
-                    d.set_item("v", e.v)?;
-                    d.set_item("score", e.score)?;
-                    list.append(d)?;
-                }
-                list.into_any()
-            }
+            Some(g) => dict_list(py, g.iter().map(|e| vec![("u", e.u), ("v", e.v)]), g.iter().map(|e| e.score))?,
             None => py.None().into_bound(py),
         };
         let items: Vec<Bound<'py, PyAny>> =

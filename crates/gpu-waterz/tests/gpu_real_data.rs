@@ -2,49 +2,26 @@
 //! volumes in `../shared/data` (or `GPU_WATERZ_DATA`), skipped visibly when
 //! the data or the GPU is absent.
 
+mod common;
+
+use common::data_file;
 use gpu_waterz::io::{read_hdf5, Volume};
+use gpu_waterz_core::affinities::from_inside_probability;
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
 use gpu_waterz_graph::{gpu as graph_gpu, region_graph};
 use gpu_waterz_runtime::testing::gpu_or_skip;
 use gpu_waterz_runtime::{DeviceAffinities, Gpu};
 use gpu_waterz_watershed::{gpu as ws_gpu, reference};
-use ndarray::{s, Array3, Array4, ArrayD, Ix3, Ix4};
+use ndarray::{s, Array4, ArrayD, Ix3, Ix4};
 use std::io::Write;
-use std::path::PathBuf;
 
 const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
-
-fn data_file(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("GPU_WATERZ_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
-    let path = dir.join(name);
-    if path.exists() {
-        Some(path)
-    } else {
-        let _ = writeln!(std::io::stderr(), "SKIPPED real-data test: {} is absent", path.display());
-        None
-    }
-}
 
 fn f32_volume(v: Volume) -> ArrayD<f32> {
     match v {
         Volume::F32(a) => a,
         other => panic!("expected float32, got {}", other.dtype()),
     }
-}
-
-/// `aff[c][v] = min(q[v], q[v - e_c])`, 0 at index 0 along `c`.
-fn affinities_from_inside(q: &Array3<f32>) -> Array4<f32> {
-    let (zd, yd, xd) = q.dim();
-    Array4::from_shape_fn((3, zd, yd, xd), |(c, z, y, x)| {
-        let p = [z, y, x];
-        if p[c] == 0 {
-            0.0
-        } else {
-            q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]])
-        }
-    })
 }
 
 fn compare(g: &Gpu, affs: &Array4<f32>, what: &str) {
@@ -77,11 +54,11 @@ fn real_volumes_match_the_reference() {
             continue;
         };
         let p = f32_volume(read_hdf5(&path, "boundary_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
-        compare(&g, &affinities_from_inside(&p.mapv(|v| 1.0 - v)), name);
+        compare(&g, &from_inside_probability(&p.mapv(|v| 1.0 - v)), name);
     }
     if let Some(path) = data_file("snemi-mini.h5") {
         let q = f32_volume(read_hdf5(&path, "inside_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
-        compare(&g, &affinities_from_inside(&q), "snemi-mini");
+        compare(&g, &from_inside_probability(&q), "snemi-mini");
     }
     if let Some(path) = data_file("piriform-affinities.h5") {
         let a = f32_volume(read_hdf5(&path, "affinities").unwrap()).into_dimensionality::<Ix4>().unwrap();

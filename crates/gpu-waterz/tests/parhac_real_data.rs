@@ -6,7 +6,11 @@
 //! the test measures the difference as VOI between the two segmentations
 //! and bounds it.
 
+mod common;
+
+use common::data_file;
 use gpu_waterz::io::{read_hdf5, Volume};
+use gpu_waterz_core::affinities::from_inside_probability;
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels};
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
 use gpu_waterz_graph::{region_graph, DenseLabels};
@@ -14,34 +18,8 @@ use gpu_waterz_parhac::cpu::{Edge, Parhac};
 use gpu_waterz_parhac::IterativeMerging;
 use ndarray::{Array3, Array4, Ix3};
 use std::io::Write;
-use std::path::PathBuf;
 
 const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
-
-fn data_file(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("GPU_WATERZ_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
-    let path = dir.join(name);
-    if path.exists() {
-        Some(path)
-    } else {
-        let _ = writeln!(std::io::stderr(), "SKIPPED real-data test: {} is absent", path.display());
-        None
-    }
-}
-
-fn affinities_from_inside(q: &Array3<f32>) -> Array4<f32> {
-    let (zd, yd, xd) = q.dim();
-    Array4::from_shape_fn((3, zd, yd, xd), |(c, z, y, x)| {
-        let p = [z, y, x];
-        if p[c] == 0 {
-            0.0
-        } else {
-            q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]])
-        }
-    })
-}
 
 /// Runs both at thresholds 0.1 to 0.9; returns the largest VOI (split +
 /// merge, bits) between their segmentations.
@@ -89,12 +67,12 @@ fn epsilon_zero_equals_the_serial_order_on_real_volumes() {
     for name in ["gala-em-train.h5", "gala-em-test.h5"] {
         let Some(path) = data_file(name) else { continue };
         let p = f32_3d(read_hdf5(&path, "boundary_probability").unwrap());
-        let voi = compare(&affinities_from_inside(&p.mapv(|v| 1.0 - v)), name);
+        let voi = compare(&from_inside_probability(&p.mapv(|v| 1.0 - v)), name);
         assert!(voi < 0.05, "{name}: ParHAC at ε = 0 is {voi} bits from the serial order");
     }
     if let Some(path) = data_file("snemi-mini.h5") {
         let q = f32_3d(read_hdf5(&path, "inside_probability").unwrap());
-        let voi = compare(&affinities_from_inside(&q), "snemi-mini");
+        let voi = compare(&from_inside_probability(&q), "snemi-mini");
         assert!(voi < 0.05, "snemi-mini: ParHAC at ε = 0 is {voi} bits from the serial order");
     }
 }
