@@ -302,14 +302,49 @@ pub fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     out
 }
 
-/// The bytes of a `.npy` file holding `data` as uint64.
-pub fn npy_bytes_u64(shape: &[usize], data: &[u64]) -> Vec<u8> {
-    let mut out = npy_header("<u8", shape);
-    out.reserve(data.len() * 8);
+/// Element types written to `.npy` files.
+pub trait NpyElement: Copy {
+    /// numpy's type string.
+    const DESCR: &'static str;
+    /// Appends the little-endian bytes of `self`.
+    fn extend_le(self, out: &mut Vec<u8>);
+}
+
+macro_rules! npy_element {
+    ($t:ty, $descr:literal) => {
+        impl NpyElement for $t {
+            const DESCR: &'static str = $descr;
+            fn extend_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    };
+}
+npy_element!(u8, "|u1");
+npy_element!(u32, "<u4");
+npy_element!(u64, "<u8");
+npy_element!(f32, "<f4");
+
+/// The bytes of a `.npy` file holding `data` (C order) of `shape`.
+pub fn npy_bytes<T: NpyElement>(shape: &[usize], data: impl IntoIterator<Item = T>) -> Vec<u8> {
+    let mut out = npy_header(T::DESCR, shape);
     for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
+        v.extend_le(&mut out);
     }
     out
+}
+
+/// The bytes of a `.npy` file holding `data` as uint64.
+pub fn npy_bytes_u64(shape: &[usize], data: &[u64]) -> Vec<u8> {
+    npy_bytes(shape, data.iter().copied())
+}
+
+/// Writes `array` as a `.npy` of its element type, atomically.
+pub fn write_npy<T: NpyElement, D: ndarray::Dimension>(
+    path: &Path,
+    array: &ndarray::ArrayView<'_, T, D>,
+) -> Result<(), IoError> {
+    write_atomically(path, &npy_bytes(array.shape(), array.iter().copied()))
 }
 
 /// Writes `array` as a uint64 `.npy`, atomically.

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod cpu;
+pub mod generate;
 pub mod io;
 
 pub use gpu_waterz_core as core;

@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use gpu_waterz::cpu::{count_segments, Agglomeration, Options};
-use gpu_waterz::io::{write_atomically, write_npy_u64, Volume, VolumeSource};
+use gpu_waterz::io::{write_atomically, write_npy, write_npy_u64, Volume, VolumeSource};
 use gpu_waterz_core::params::check_watershed_thresholds;
 use gpu_waterz_core::{AffinityGraph, Arithmetic, ScoringFunction};
 use ndarray::{ArrayD, Ix3, Ix4};
@@ -79,6 +79,32 @@ enum Command {
         /// ParHAC's epsilon (GPU backend).
         #[arg(long)]
         epsilon: Option<f64>,
+    },
+    /// Generate CNN-like affinities with ground truth (seeded, deterministic).
+    Generate {
+        /// Volume shape z,y,x.
+        #[arg(long, value_delimiter = ',', required = true)]
+        shape: Vec<usize>,
+        /// Where to write the affinities (.npy, float32 or with --uint8 uint8).
+        #[arg(long)]
+        out_affinities: PathBuf,
+        /// Where to write the ground-truth labels (.npy, uint64).
+        #[arg(long)]
+        out_ground_truth: PathBuf,
+        /// Real labels to use (e.g. ../shared/data/pinky40-labels-512.h5:/labels),
+        /// cropped from the origin and mirrored where the shape is larger;
+        /// drifting-Voronoi neurites otherwise.
+        #[arg(long)]
+        labels: Option<String>,
+        /// Number of neurites when no labels are given.
+        #[arg(long, default_value_t = 60)]
+        cells: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write uint8 affinities (k/255).
+        #[arg(long)]
+        uint8: bool,
     },
     /// Compare a segmentation with ground truth; prints JSON.
     Evaluate {
@@ -243,6 +269,56 @@ fn segment(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
+fn generate(
+    shape: &[usize],
+    out_affinities: &Path,
+    out_ground_truth: &Path,
+    labels: Option<&str>,
+    cells: usize,
+    seed: u64,
+    uint8: bool,
+) -> Result<()> {
+    let &[zd, yd, xd] = shape else { bail!("--shape takes three sizes z,y,x, not {shape:?}") };
+    if zd == 0 || yd == 0 || xd == 0 {
+        bail!("--shape {shape:?} has no voxels");
+    }
+    let labels = match labels {
+        Some(spec) => {
+            let source = read_labels(spec, "labels")?;
+            let (sz, sy, sx) = source.dim();
+            // A centred crop; mirrored where the shape is larger than the
+            // source (0, 1, ..., n-1, n-1, ..., 0, 0, 1, ...).
+            let offset = |want: usize, have: usize| have.saturating_sub(want) / 2;
+            let (oz, oy, ox) = (offset(zd, sz), offset(yd, sy), offset(xd, sx));
+            let mirror = |i: usize, n: usize| {
+                let k = i % (2 * n);
+                if k < n {
+                    k
+                } else {
+                    2 * n - 1 - k
+                }
+            };
+            ndarray::Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+                source[[mirror(z + oz, sz), mirror(y + oy, sy), mirror(x + ox, sx)]] as u32
+            })
+        }
+        None => gpu_waterz::generate::neurite_labels(seed, (zd, yd, xd), cells),
+    };
+    let params = gpu_waterz::generate::GeneratorParams { seed, ..Default::default() };
+    let affs = gpu_waterz::generate::affinities(&labels, &params);
+    let mut written = Outputs(Vec::new());
+    if uint8 {
+        write_npy(out_affinities, &gpu_waterz::generate::quantize(&affs).view())?;
+    } else {
+        write_npy(out_affinities, &affs.view())?;
+    }
+    written.0.push(out_affinities.to_path_buf());
+    write_npy(out_ground_truth, &labels.mapv(u64::from).view())?;
+    written.keep();
+    Ok(())
+}
+
 fn evaluate(segmentation: &str, ground_truth: &str) -> Result<()> {
     let seg = read_labels(segmentation, "segmentation")?;
     let gt = read_labels(ground_truth, "ground truth")?;
@@ -286,6 +362,9 @@ fn main() -> std::process::ExitCode {
             epsilon,
         ),
         Command::Evaluate { segmentation, ground_truth } => evaluate(&segmentation, &ground_truth),
+        Command::Generate { shape, out_affinities, out_ground_truth, labels, cells, seed, uint8 } => {
+            generate(&shape, &out_affinities, &out_ground_truth, labels.as_deref(), cells, seed, uint8)
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

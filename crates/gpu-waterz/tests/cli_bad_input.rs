@@ -163,3 +163,32 @@ fn evaluate_prints_waterz_keys_and_rejects_mismatches() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("shape"));
 }
+
+#[test]
+fn generate_rejects_bad_shapes_and_missing_labels() {
+    let dir = scratch("generate");
+    let run = |extra: &[&str]| {
+        let out = Command::new(cli())
+            .arg("generate")
+            .arg("--out-affinities")
+            .arg(dir.join("a.npy"))
+            .arg("--out-ground-truth")
+            .arg(dir.join("g.npy"))
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        (out.status.success(), stderr)
+    };
+    let (ok, e) = run(&["--shape", "4,5"]);
+    assert!(!ok && e.contains("three sizes"), "{e}");
+    let (ok, e) = run(&["--shape", "4,0,5"]);
+    assert!(!ok && e.contains("no voxels"), "{e}");
+    let (ok, e) = run(&["--shape", "4,5,6", "--labels", dir.join("missing.h5:/labels").to_str().unwrap()]);
+    assert!(!ok && e.contains("cannot read"), "{e}");
+    assert!(!dir.join("a.npy").exists() && !dir.join("g.npy").exists());
+    let (ok, e) = run(&["--shape", "4,16,16", "--cells", "3"]);
+    assert!(ok, "{e}");
+    assert!(dir.join("a.npy").exists() && dir.join("g.npy").exists());
+}
