@@ -347,12 +347,6 @@ pub fn write_npy<T: NpyElement, D: ndarray::Dimension>(
     write_atomically(path, &npy_bytes(array.shape(), array.iter().copied()))
 }
 
-/// Writes `array` as a uint64 `.npy`, atomically.
-pub fn write_npy_u64(path: &Path, array: &ndarray::ArrayView3<'_, u64>) -> Result<(), IoError> {
-    let standard = array.as_standard_layout();
-    write_atomically(path, &npy_bytes_u64(array.shape(), standard.as_slice().expect("standard layout")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,7 +357,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("a.npy");
         let a = ndarray::Array3::from_shape_fn((2, 3, 4), |(z, y, x)| (z * 100 + y * 10 + x) as u64);
-        write_npy_u64(&path, &a.view()).unwrap();
+        write_npy(&path, &a.view()).unwrap();
         let back = read_npy(&path).unwrap();
         assert_eq!(back, Volume::U64(a.clone().into_dyn()));
         let bytes = std::fs::read(&path).unwrap();

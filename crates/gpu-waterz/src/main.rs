@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use gpu_waterz::cpu::{count_segments, Agglomeration, Options};
-use gpu_waterz::io::{write_atomically, write_npy, write_npy_u64, Volume, VolumeSource};
+use gpu_waterz::io::{write_atomically, write_npy, Volume, VolumeSource};
 use gpu_waterz_core::params::check_watershed_thresholds;
 use gpu_waterz_core::{AffinityGraph, Arithmetic, ScoringFunction};
 use ndarray::{ArrayD, Ix3, Ix4};
@@ -217,7 +217,7 @@ fn segment(
     while let Some(result) = run.next_threshold()? {
         let file = format!("segmentation_{i}.npy");
         let path = out_dir.join(&file);
-        write_npy_u64(&path, &result.segmentation.view())?;
+        write_npy(&path, &result.segmentation.view())?;
         outputs.0.push(path);
         let mut entry = serde_json::json!({
             "threshold": result.threshold,
