@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use std::process::Command;
 
 /// The stock waterz the reference is checked against, and what its suite needs.
-const COMPAT_PACKAGES: &[&str] = &["waterz==0.10.1", "numpy", "h5py", "pytest"];
+const COMPAT_PACKAGES: &[&str] = &["waterz==0.10.1", "numpy", "h5py", "zarr", "pytest"];
 
 pub fn run(args: &[String]) -> Result<()> {
     no_more_args(args)?;

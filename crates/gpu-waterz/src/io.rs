@@ -1,5 +1,6 @@
-//! Reading and writing volumes: `.npy`, and HDF5 datasets as
-//! `file.h5:/dataset`. Outputs are written atomically (a temporary file in
+//! Reading and writing volumes: `.npy`, HDF5 datasets as
+//! `file.h5:/dataset`, and zarr (v2 or v3) arrays as `dir.zarr/array`
+//! (`dir.zarr` alone for an array at the root). Outputs are written atomically (a temporary file in
 //! the same folder, then a rename), so a failure leaves no partial file.
 
 use ndarray::{ArrayD, IxDyn};
@@ -110,11 +111,24 @@ pub enum VolumeSource {
         /// The dataset's path inside it.
         dataset: String,
     },
+    /// `dir.zarr/array`: a zarr v2 or v3 hierarchy and an array in it.
+    Zarr {
+        /// The hierarchy's root folder.
+        root: PathBuf,
+        /// The array's path inside it (`/` for the root).
+        array: String,
+    },
 }
 
 impl VolumeSource {
-    /// Parses `path.npy` or `file.h5:/dataset` (also `.hdf`, `.hdf5`).
+    /// Parses `path.npy`, `file.h5:/dataset` (also `.hdf`, `.hdf5`) or
+    /// `dir.zarr/array` (also `.zarr:/array`, or `.n5`-free `.zarr` alone).
     pub fn parse(spec: &str) -> Self {
+        if let Some(pos) = spec.find(".zarr") {
+            let (root, rest) = spec.split_at(pos + 5);
+            let array = rest.trim_start_matches(':').trim_start_matches('/');
+            return VolumeSource::Zarr { root: root.into(), array: format!("/{array}") };
+        }
         for ext in [".h5:", ".hdf5:", ".hdf:"] {
             if let Some(pos) = spec.rfind(ext) {
                 let (file, dataset) = spec.split_at(pos + ext.len() - 1);
@@ -132,6 +146,7 @@ impl VolumeSource {
         match self {
             VolumeSource::Npy(path) => read_npy(path),
             VolumeSource::Hdf5 { file, dataset } => read_hdf5(file, dataset),
+            VolumeSource::Zarr { root, array } => read_zarr(root, array),
         }
     }
 }
@@ -264,6 +279,42 @@ pub fn read_hdf5(file: &Path, dataset: &str) -> Result<Volume, IoError> {
     })
 }
 
+/// Reads array `array` (e.g. `/volumes/affs`) of the zarr v2 or v3
+/// hierarchy at `root`.
+pub fn read_zarr(root: &Path, array: &str) -> Result<Volume, IoError> {
+    if !root.is_dir() {
+        return Err(IoError::Read {
+            path: root.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such zarr folder"),
+        });
+    }
+    let bad = |reason: String| format_err(root, "zarr", reason);
+    let store = std::sync::Arc::new(zarrs::filesystem::FilesystemStore::new(root).map_err(|e| bad(e.to_string()))?);
+    let handle = zarrs::array::Array::open(store, array).map_err(|e| bad(format!("no array {array:?}: {e}")))?;
+    let subset = handle.subset_all();
+    let shape: Vec<usize> = handle.shape().iter().map(|&s| s as usize).collect();
+    let dim = IxDyn(&shape);
+    let mk = |e: ndarray::ShapeError| format_err(root, "zarr", e.to_string());
+    // The element type decides which read succeeds; try the supported ones.
+    if let Ok(v) = handle.retrieve_array_subset::<Vec<f32>>(&subset) {
+        return Ok(Volume::F32(ArrayD::from_shape_vec(dim, v).map_err(mk)?));
+    }
+    if let Ok(v) = handle.retrieve_array_subset::<Vec<u8>>(&subset) {
+        return Ok(Volume::U8(ArrayD::from_shape_vec(dim, v).map_err(mk)?));
+    }
+    if let Ok(v) = handle.retrieve_array_subset::<Vec<u32>>(&subset) {
+        return Ok(Volume::U32(ArrayD::from_shape_vec(dim, v).map_err(mk)?));
+    }
+    match handle.retrieve_array_subset::<Vec<u64>>(&subset) {
+        Ok(v) => Ok(Volume::U64(ArrayD::from_shape_vec(dim, v).map_err(mk)?)),
+        Err(e) => Err(IoError::Dtype {
+            path: format!("{}{array}", root.display()),
+            dtype: format!("{} ({e})", handle.data_type()),
+            expected: "float32, uint8, uint32 or uint64",
+        }),
+    }
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file beside it, then a
 /// rename. On failure nothing is left at `path` or beside it.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
@@ -378,6 +429,11 @@ mod tests {
             VolumeSource::parse("d/x.h5:/volumes/labels"),
             VolumeSource::Hdf5 { file: "d/x.h5".into(), dataset: "volumes/labels".into() }
         );
+        assert_eq!(
+            VolumeSource::parse("out/seg.zarr/volumes/affs"),
+            VolumeSource::Zarr { root: "out/seg.zarr".into(), array: "/volumes/affs".into() }
+        );
+        assert_eq!(VolumeSource::parse("a.zarr"), VolumeSource::Zarr { root: "a.zarr".into(), array: "/".into() });
         assert_eq!(
             VolumeSource::parse("sample_A.hdf:volumes/raw"),
             VolumeSource::Hdf5 { file: "sample_A.hdf".into(), dataset: "volumes/raw".into() }

@@ -1,0 +1,57 @@
+"""The same volume as .npy, HDF5 (`file.h5:/dataset`) and zarr v2/v3
+(`dir.zarr/array`) gives the same segmentations and metrics."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from volumes import cnn_like, voronoi_labels
+
+zarr = pytest.importorskip("zarr")
+
+
+def segment(tmp_path, name, affs, gt):
+    out = tmp_path / name
+    run_cli("segment", "--affinities", affs, "--ground-truth", gt, "--thresholds", "0.3,0.5", "--out-dir", out)
+    summary = json.loads((out / "summary.json").read_text())
+    return [np.load(out / t["file"]) for t in summary["thresholds"]], [t["metrics"] for t in summary["thresholds"]]
+
+
+def test_npy_hdf5_and_zarr_agree(tmp_path):
+    import h5py
+
+    rng = np.random.default_rng(5)
+    gt = voronoi_labels(rng, (8, 32, 32), 10)
+    affs = cnn_like(rng, gt)
+    np.save(tmp_path / "affs.npy", affs)
+    np.save(tmp_path / "gt.npy", gt)
+    with h5py.File(tmp_path / "data.h5", "w") as f:
+        f.create_dataset("volumes/affs", data=affs, chunks=(3, 4, 16, 16), compression="gzip")
+        f.create_dataset("volumes/gt", data=gt.astype(np.uint64))
+    for fmt in (2, 3):
+        root = zarr.open_group(tmp_path / f"v{fmt}.zarr", mode="w", zarr_format=fmt)
+        root.create_array("volumes/affs", data=affs, chunks=(3, 4, 16, 16))
+        root.create_array("volumes/gt", data=gt, chunks=(4, 16, 16))
+    expected = segment(tmp_path, "npy", tmp_path / "affs.npy", tmp_path / "gt.npy")
+    sources = {
+        "h5": (f"{tmp_path}/data.h5:/volumes/affs", f"{tmp_path}/data.h5:/volumes/gt"),
+        "zarr2": (f"{tmp_path}/v2.zarr/volumes/affs", f"{tmp_path}/v2.zarr/volumes/gt"),
+        "zarr3": (f"{tmp_path}/v3.zarr/volumes/affs", f"{tmp_path}/v3.zarr/volumes/gt"),
+    }
+    for name, (affs_src, gt_src) in sources.items():
+        segs, metrics = segment(tmp_path, name, affs_src, gt_src)
+        for a, b in zip(segs, expected[0]):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+        assert metrics == expected[1], name
+
+
+def test_missing_zarr_array_is_a_clear_error(tmp_path):
+    zarr.open_group(tmp_path / "empty.zarr", mode="w", zarr_format=3)
+    proc = run_cli("segment", "--affinities", f"{tmp_path}/empty.zarr/nothing", "--thresholds", "0.5",
+                   "--out-dir", tmp_path / "out", check=False)
+    assert proc.returncode != 0 and "no array" in proc.stderr and "panicked" not in proc.stderr
+    proc = run_cli("segment", "--affinities", f"{tmp_path}/absent.zarr/affs", "--thresholds", "0.5",
+                   "--out-dir", tmp_path / "out", check=False)
+    assert proc.returncode != 0 and "cannot read" in proc.stderr
