@@ -33,53 +33,60 @@ enum ArithmeticArg {
     Exact,
 }
 
+/// The arguments of `gpu-waterz segment`.
+#[derive(clap::Args)]
+struct SegmentArgs {
+    /// Affinities (3, z, y, x): a .npy (float32, or uint8 meaning k/255) or file.h5:/dataset.
+    #[arg(long)]
+    affinities: String,
+    /// Merge thresholds, comma-separated, ascending, in [0, 1].
+    #[arg(long, value_delimiter = ',', required = true)]
+    thresholds: Vec<f64>,
+    /// Output folder for segmentation_<i>.npy and summary.json.
+    #[arg(long)]
+    out_dir: PathBuf,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// Fragments (uint32/uint64 labels) to use instead of the watershed.
+    #[arg(long)]
+    fragments: Option<String>,
+    /// Ground truth (uint32/uint64 labels, 0 ignored) for metrics in summary.json.
+    #[arg(long)]
+    ground_truth: Option<String>,
+    /// Watershed: affinities at or below this never connect voxels.
+    #[arg(long, default_value_t = 0.0001)]
+    aff_threshold_low: f64,
+    /// Watershed: affinities at or above this always connect voxels.
+    #[arg(long, default_value_t = 0.9999)]
+    aff_threshold_high: f64,
+    /// Edge score: mean, max, min, quantile-<Q>[-<bins>][-noinit], or waterz's C++ spelling.
+    #[arg(long, default_value = "mean")]
+    scoring: String,
+    /// Statistics arithmetic of the CPU reference.
+    #[arg(long, value_enum, default_value = "waterz")]
+    arithmetic: ArithmeticArg,
+    /// Use waterz's bin queue with this many bins (0: its priority queue).
+    #[arg(long, default_value_t = 0)]
+    discretize_queue: u64,
+    /// Also write merge_history_<i>.json per threshold.
+    #[arg(long)]
+    merge_history: bool,
+    /// Also write region_graph_<i>.json (the remaining edges) per threshold.
+    #[arg(long)]
+    region_graph: bool,
+    /// ParHAC's epsilon (GPU backend).
+    #[arg(long)]
+    epsilon: Option<f64>,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Segment an affinity graph at one or more thresholds.
-    Segment {
-        /// Affinities (3, z, y, x): a .npy (float32, or uint8 meaning k/255) or file.h5:/dataset.
-        #[arg(long)]
-        affinities: String,
-        /// Merge thresholds, comma-separated, ascending, in [0, 1].
-        #[arg(long, value_delimiter = ',', required = true)]
-        thresholds: Vec<f64>,
-        /// Output folder for segmentation_<i>.npy and summary.json.
-        #[arg(long)]
-        out_dir: PathBuf,
-        /// Where to run.
-        #[arg(long, value_enum, default_value = "cpu")]
-        backend: Backend,
-        /// Fragments (uint32/uint64 labels) to use instead of the watershed.
-        #[arg(long)]
-        fragments: Option<String>,
-        /// Ground truth (uint32/uint64 labels, 0 ignored) for metrics in summary.json.
-        #[arg(long)]
-        ground_truth: Option<String>,
-        /// Watershed: affinities at or below this never connect voxels.
-        #[arg(long, default_value_t = 0.0001)]
-        aff_threshold_low: f64,
-        /// Watershed: affinities at or above this always connect voxels.
-        #[arg(long, default_value_t = 0.9999)]
-        aff_threshold_high: f64,
-        /// Edge score: mean, max, min, quantile-<Q>[-<bins>][-noinit], or waterz's C++ spelling.
-        #[arg(long, default_value = "mean")]
-        scoring: String,
-        /// Statistics arithmetic of the CPU reference.
-        #[arg(long, value_enum, default_value = "waterz")]
-        arithmetic: ArithmeticArg,
-        /// Use waterz's bin queue with this many bins (0: its priority queue).
-        #[arg(long, default_value_t = 0)]
-        discretize_queue: u64,
-        /// Also write merge_history_<i>.json per threshold.
-        #[arg(long)]
-        merge_history: bool,
-        /// Also write region_graph_<i>.json (the remaining edges) per threshold.
-        #[arg(long)]
-        region_graph: bool,
-        /// ParHAC's epsilon (GPU backend).
-        #[arg(long)]
-        epsilon: Option<f64>,
-    },
+    Segment(SegmentArgs),
     /// Generate CNN-like affinities with ground truth (seeded, deterministic).
     Generate {
         /// Volume shape z,y,x.
@@ -132,6 +139,30 @@ fn to_4d<T>(a: ArrayD<T>, spec: &str) -> Result<ndarray::Array4<T>> {
         .map_err(|_| anyhow!("affinities {spec} must have the shape (3, z, y, x), not {shape:?}"))
 }
 
+/// Stage progress on stderr: a line per stage, completed in place with its
+/// time, when stderr is a terminal and `--quiet` is not given.
+struct Progress {
+    enabled: bool,
+}
+
+impl Progress {
+    fn new(quiet: bool) -> Self {
+        use std::io::IsTerminal;
+        Self { enabled: !quiet && std::io::stderr().is_terminal() }
+    }
+
+    fn stage<T>(&self, name: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
+        if !self.enabled {
+            return work();
+        }
+        eprint!("gpu-waterz: {name} ...");
+        let start = Instant::now();
+        let result = work();
+        eprintln!("\rgpu-waterz: {name} ... {:.2} s", start.elapsed().as_secs_f64());
+        result
+    }
+}
+
 /// Removes the files written so far when dropped without `keep`.
 struct Outputs(Vec<PathBuf>);
 
@@ -149,23 +180,26 @@ impl Drop for Outputs {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn segment(
-    affinities: &str,
-    thresholds: &[f64],
-    out_dir: &Path,
-    backend: Backend,
-    fragments: Option<&str>,
-    ground_truth: Option<&str>,
-    low: f64,
-    high: f64,
-    scoring: &str,
-    arithmetic: ArithmeticArg,
-    discretize_queue: u64,
-    merge_history: bool,
-    region_graph: bool,
-    epsilon: Option<f64>,
-) -> Result<()> {
+fn segment(args: &SegmentArgs) -> Result<()> {
+    let SegmentArgs {
+        affinities,
+        thresholds,
+        out_dir,
+        backend,
+        fragments,
+        ground_truth,
+        aff_threshold_low: low,
+        aff_threshold_high: high,
+        scoring,
+        arithmetic,
+        discretize_queue,
+        merge_history,
+        region_graph,
+        epsilon,
+        quiet,
+    } = args;
+    let (low, high, backend, arithmetic, epsilon) = (*low, *high, *backend, *arithmetic, *epsilon);
+    let progress = Progress::new(*quiet);
     let start = Instant::now();
     let mut options = Options::new(thresholds)?;
     options.watershed = check_watershed_thresholds(low, high)?;
@@ -174,9 +208,9 @@ fn segment(
         ArithmeticArg::Waterz => Arithmetic::Waterz,
         ArithmeticArg::Exact => Arithmetic::Exact,
     };
-    options.discretize_queue = discretize_queue;
-    options.merge_history = merge_history;
-    options.region_graph = region_graph;
+    options.discretize_queue = *discretize_queue;
+    options.merge_history = *merge_history;
+    options.region_graph = *region_graph;
     if let Some(e) = epsilon {
         if !e.is_finite() || e < 0.0 {
             return Err(gpu_waterz_core::CoreError::Epsilon(e).into());
@@ -194,7 +228,8 @@ fn segment(
     }
 
     let t = Instant::now();
-    let volume = VolumeSource::parse(affinities).read().context("reading the affinities")?;
+    let volume = progress
+        .stage("reading the affinities", || VolumeSource::parse(affinities).read().context("reading the affinities"))?;
     let (f32_affs, u8_affs) = match volume {
         Volume::F32(a) => (Some(to_4d(a, affinities)?), None),
         Volume::U8(a) => (None, Some(to_4d(a, affinities)?)),
@@ -205,16 +240,20 @@ fn segment(
         (_, Some(a)) => AffinityGraph::from_u8(a.view())?,
         _ => unreachable!("one of the two is set"),
     };
-    let fragments = fragments.map(|f| read_labels(f, "fragments")).transpose()?;
-    let gt = ground_truth.map(|g| read_labels(g, "ground truth")).transpose()?;
+    let fragments = fragments.as_deref().map(|f| read_labels(f, "fragments")).transpose()?;
+    let gt = ground_truth.as_deref().map(|g| read_labels(g, "ground truth")).transpose()?;
     let read_s = t.elapsed().as_secs_f64();
 
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let mut run = Agglomeration::new(&affs, fragments.as_ref().map(|f| f.view()), gt, &options)?;
+    let mut run = progress.stage("watershed and region graph", || {
+        Ok(Agglomeration::new(&affs, fragments.as_ref().map(|f| f.view()), gt, &options)?)
+    })?;
     let mut outputs = Outputs(Vec::new());
     let mut per_threshold = Vec::new();
-    let mut i = 0;
-    while let Some(result) = run.next_threshold()? {
+    let n_thresholds = thresholds.len();
+    for (i, threshold) in thresholds.iter().enumerate() {
+        let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
+        let Some(result) = progress.stage(&stage, || Ok(run.next_threshold()?))? else { break };
         let file = format!("segmentation_{i}.npy");
         let path = out_dir.join(&file);
         write_npy(&path, &result.segmentation.view())?;
@@ -243,7 +282,6 @@ fn segment(
             entry["region_graph_file"] = gfile.into();
         }
         per_threshold.push(entry);
-        i += 1;
     }
     let dims = affs.dims();
     let summary = serde_json::json!({
@@ -330,37 +368,7 @@ fn evaluate(segmentation: &str, ground_truth: &str) -> Result<()> {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Segment {
-            affinities,
-            thresholds,
-            out_dir,
-            backend,
-            fragments,
-            ground_truth,
-            aff_threshold_low,
-            aff_threshold_high,
-            scoring,
-            arithmetic,
-            discretize_queue,
-            merge_history,
-            region_graph,
-            epsilon,
-        } => segment(
-            &affinities,
-            &thresholds,
-            &out_dir,
-            backend,
-            fragments.as_deref(),
-            ground_truth.as_deref(),
-            aff_threshold_low,
-            aff_threshold_high,
-            &scoring,
-            arithmetic,
-            discretize_queue,
-            merge_history,
-            region_graph,
-            epsilon,
-        ),
+        Command::Segment(args) => segment(&args),
         Command::Evaluate { segmentation, ground_truth } => evaluate(&segmentation, &ground_truth),
         Command::Generate { shape, out_affinities, out_ground_truth, labels, cells, seed, uint8 } => {
             generate(&shape, &out_affinities, &out_ground_truth, labels.as_deref(), cells, seed, uint8)

@@ -192,3 +192,14 @@ fn generate_rejects_bad_shapes_and_missing_labels() {
     assert!(ok, "{e}");
     assert!(dir.join("a.npy").exists() && dir.join("g.npy").exists());
 }
+
+#[test]
+fn quiet_or_not_a_terminal_keeps_stderr_empty() {
+    let dir = scratch("quiet");
+    let affs = good_affs(&dir);
+    for extra in [&["--thresholds", "0.5"][..], &["--thresholds", "0.5", "--quiet"][..]] {
+        let (ok, stderr, _) = segment(&dir, &affs, extra);
+        assert!(ok, "{stderr}");
+        assert!(stderr.is_empty(), "progress goes only to a terminal: {stderr:?}");
+    }
+}
