@@ -1,14 +1,14 @@
 //! Per-stage benchmarks of the CPU reference, throughput in voxels.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use gpu_waterz_benches::synthetic_affinities;
+use gpu_waterz_core::synthetic::{cell_affinities, cell_labels};
 use gpu_waterz_core::{AffinityGraph, Arithmetic, ScoringFunction, WatershedParams};
 use gpu_waterz_graph::{region_graph, DenseLabels};
 use gpu_waterz_parhac::IterativeMerging;
 
 fn cpu_reference(c: &mut Criterion) {
     let n = 64;
-    let affs = synthetic_affinities(n, 8);
+    let affs = cell_affinities(1, &cell_labels(1, (n, n, n), 64), 0.3);
     let graph_in = AffinityGraph::from_f32(affs.view()).unwrap();
     let params = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
     let fragments = gpu_waterz_watershed::watershed(&graph_in, params);

@@ -6,10 +6,11 @@
 //! between runs, but integer sums do not depend on it, so every run gives
 //! the same bytes.
 
+use crate::GraphError;
 use gpu_waterz_core::ContactStats;
 use gpu_waterz_runtime::ops::graph::aggregated_faces;
 use gpu_waterz_runtime::ops::primitives::{digit_shifts, radix_sort_pairs, reduce_packed_by_key};
-use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, RuntimeError, StageTimer};
+use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, StageTimer};
 
 /// A region graph in device memory.
 #[derive(Debug)]
@@ -37,7 +38,7 @@ pub struct HostRegionGraph {
 
 impl DeviceRegionGraph {
     /// Copies the graph to the host.
-    pub fn download(&self, gpu: &Gpu) -> Result<HostRegionGraph, RuntimeError> {
+    pub fn download(&self, gpu: &Gpu) -> Result<HostRegionGraph, GraphError> {
         let n = self.n_edges as usize;
         let keys = gpu.download(&self.edge_keys)?;
         let counts = gpu.download(&self.contact_counts)?;
@@ -56,7 +57,7 @@ pub fn region_graph(
     affs: &DeviceAffinities,
     labels: &DeviceBuffer<u32>,
     max_label: u64,
-) -> Result<DeviceRegionGraph, RuntimeError> {
+) -> Result<DeviceRegionGraph, GraphError> {
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
     let (keys, values, n_entries) = aggregated_faces(gpu, labels, affs)?;
     timer.mark("face entries")?;

@@ -18,4 +18,7 @@ pub enum GraphError {
     /// Bad input.
     #[error(transparent)]
     Input(#[from] gpu_waterz_core::CoreError),
+    /// The GPU failed, or the volume does not fit its limits.
+    #[error("GPU region graph: {0}")]
+    Gpu(#[from] gpu_waterz_runtime::RuntimeError),
 }

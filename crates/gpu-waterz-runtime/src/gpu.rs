@@ -14,6 +14,8 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     module: OnceLock<Arc<CudaModule>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    /// Streaming multiprocessors, read once: launch configurations use it.
+    multiprocessors: u32,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -68,7 +70,11 @@ impl Gpu {
             unsafe { ctx.disable_event_tracking() };
             let stream = ctx.default_stream();
             tracing::debug!(ordinal, "opened CUDA device");
-            Ok(Self { ctx, stream, module: OnceLock::new(), functions: Mutex::new(HashMap::new()) })
+            let multiprocessors = ctx
+                .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .context(|| "reading the multiprocessor count".into())?
+                .max(1) as u32;
+            Ok(Self { ctx, stream, module: OnceLock::new(), functions: Mutex::new(HashMap::new()), multiprocessors })
         })
     }
 
@@ -89,21 +95,8 @@ impl Gpu {
     }
 
     /// The number of streaming multiprocessors.
-    pub fn multiprocessor_count(&self) -> Result<u32> {
-        let n = self
-            .ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .context(|| "reading the multiprocessor count".into())?;
-        Ok(n.max(1) as u32)
-    }
-
-    /// Fails with [`RuntimeError::OutOfMemory`] unless `bytes` are free.
-    pub fn ensure_free_memory(&self, what: &str, bytes: u64) -> Result<()> {
-        let (free, _) = self.memory_info()?;
-        if bytes > free {
-            return Err(RuntimeError::OutOfMemory { what: what.into(), needed: bytes, available: free });
-        }
-        Ok(())
+    pub fn multiprocessor_count(&self) -> u32 {
+        self.multiprocessors
     }
 
     /// Waits until all queued work has finished.

@@ -62,16 +62,6 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
-    /// The device has too little free memory for a request.
-    #[error("not enough GPU memory for {what}: {needed} bytes needed, {available} bytes free")]
-    OutOfMemory {
-        /// What the memory is for.
-        what: String,
-        /// Bytes needed.
-        needed: u64,
-        /// Bytes free on the device.
-        available: u64,
-    },
     /// A kernel's input violates what the kernel assumes.
     #[error("invalid launch of {kernel}: {reason}")]
     InvalidLaunch {

@@ -7,6 +7,7 @@
 //! positions, plateau directions, union-find components, labels by the
 //! smallest voxel of each component.
 
+use crate::WatershedError;
 use gpu_waterz_core::{Dims3, WatershedParams};
 use gpu_waterz_runtime::ops::{primitives, watershed as ws};
 use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, StageTimer};
@@ -27,7 +28,7 @@ pub struct DeviceFragments {
 
 impl DeviceFragments {
     /// Copies the labels to the host as waterz's uint64 volume.
-    pub fn download(&self, gpu: &Gpu) -> Result<Array3<u64>, gpu_waterz_runtime::RuntimeError> {
+    pub fn download(&self, gpu: &Gpu) -> Result<Array3<u64>, WatershedError> {
         let labels = gpu.download(&self.labels)?;
         let shape = (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize);
         Ok(Array3::from_shape_vec(shape, labels.into_iter().map(u64::from).collect()).expect("one label per voxel"))
@@ -39,7 +40,7 @@ pub fn watershed(
     gpu: &Gpu,
     affs: &DeviceAffinities,
     params: WatershedParams,
-) -> Result<DeviceFragments, gpu_waterz_runtime::RuntimeError> {
+) -> Result<DeviceFragments, WatershedError> {
     let dims = affs.dims();
     let n = affs.n_voxels();
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;

@@ -15,4 +15,7 @@ pub enum WatershedError {
     /// Bad input.
     #[error(transparent)]
     Input(#[from] gpu_waterz_core::CoreError),
+    /// The GPU failed, or the volume does not fit its limits.
+    #[error("GPU watershed: {0}")]
+    Gpu(#[from] gpu_waterz_runtime::RuntimeError),
 }

@@ -35,7 +35,7 @@ pub(crate) use launch;
 /// A grid-stride launch over `n` items.
 pub(crate) fn grid_stride_config(gpu: &Gpu, n: u64) -> Result<LaunchConfig> {
     let blocks = n.div_ceil(BLOCK as u64).max(1);
-    let max_blocks = gpu.multiprocessor_count()? as u64 * 32;
+    let max_blocks = gpu.multiprocessor_count() as u64 * 32;
     Ok(LaunchConfig { grid_dim: (blocks.min(max_blocks) as u32, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 })
 }
 
@@ -73,7 +73,7 @@ pub fn sum_u32(gpu: &Gpu, input: &DeviceBuffer<u32>) -> Result<u64> {
     }
     let output = gpu.zeros::<u64>(1)?;
     let blocks_needed = n.div_ceil(REDUCE_BLOCK as u64);
-    let max_blocks = gpu.multiprocessor_count()? as u64 * 8;
+    let max_blocks = gpu.multiprocessor_count() as u64 * 8;
     let cfg = LaunchConfig {
         grid_dim: (blocks_needed.min(max_blocks) as u32, 1, 1),
         block_dim: (REDUCE_BLOCK, 1, 1),

@@ -176,7 +176,7 @@ pub fn bfs_level(
         &best.inner,
         &flags.inner
     );
-    let (offsets, next_f) = exclusive_scan_flags(gpu, &flags, 6 * f)?;
+    let (offsets, next_f) = super::primitives::exclusive_scan(gpu, &flags, 6 * f)?;
     let next = gpu.uninit::<u32>(next_f.max(1) as usize)?;
     if next_f > 0 {
         // SAFETY: `offsets` is the scan of `flags`; `next` has one slot per
@@ -196,10 +196,6 @@ pub fn bfs_level(
         );
     }
     Ok((next, next_f))
-}
-
-fn exclusive_scan_flags(gpu: &Gpu, flags: &DeviceBuffer<u32>, n: u64) -> Result<(DeviceBuffer<u64>, u64)> {
-    super::primitives::exclusive_scan(gpu, flags, n)
 }
 
 /// The edges left after plateau division.
