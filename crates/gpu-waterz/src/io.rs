@@ -10,23 +10,22 @@ use std::path::{Path, PathBuf};
 /// Errors of reading and writing volumes.
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {
-    /// The file could not be opened or read.
-    #[error("cannot read {path}: {source}")]
+    /// The file could not be opened or read. (The cause is part of the
+    /// message, not a separate source, so that it is printed once.)
+    #[error("cannot read {path}: {cause}")]
     Read {
         /// The path.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {cause}")]
     Write {
         /// The path.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file's content is not what its format promises.
     #[error("{path} is not a valid {format} file: {reason}")]
@@ -158,7 +157,7 @@ fn format_err(path: &Path, format: &'static str, reason: impl Into<String>) -> I
 /// Reads a `.npy` file of float32, uint8, uint32 or uint64 (little-endian,
 /// C order).
 pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
-    let read_err = |source| IoError::Read { path: path.to_path_buf(), source };
+    let read_err = |source| IoError::Read { path: path.to_path_buf(), cause: source };
     let mut file = std::fs::File::open(path).map_err(read_err)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(read_err)?;
@@ -254,7 +253,7 @@ pub fn read_hdf5(file: &Path, dataset: &str) -> Result<Volume, IoError> {
     if !file.exists() {
         return Err(IoError::Read {
             path: file.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+            cause: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         });
     }
     let bad = |reason: String| format_err(file, "HDF5", reason);
@@ -285,7 +284,7 @@ pub fn read_zarr(root: &Path, array: &str) -> Result<Volume, IoError> {
     if !root.is_dir() {
         return Err(IoError::Read {
             path: root.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such zarr folder"),
+            cause: std::io::Error::new(std::io::ErrorKind::NotFound, "no such zarr folder"),
         });
     }
     let bad = |reason: String| format_err(root, "zarr", reason);
@@ -318,7 +317,7 @@ pub fn read_zarr(root: &Path, array: &str) -> Result<Volume, IoError> {
 /// Writes `bytes` to `path` atomically: a temporary file beside it, then a
 /// rename. On failure nothing is left at `path` or beside it.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let write_err = |source| IoError::Write { path: path.to_path_buf(), source };
+    let write_err = |source| IoError::Write { path: path.to_path_buf(), cause: source };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
