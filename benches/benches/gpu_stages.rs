@@ -5,6 +5,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use gpu_waterz_benches::tiled_cell_affinities;
 use gpu_waterz_core::WatershedParams;
+use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::ops::primitives::{digit_shifts, exclusive_scan, radix_sort_pairs};
 use gpu_waterz_runtime::{DeviceAffinities, Gpu};
 use std::io::Write;
@@ -95,12 +96,41 @@ fn gpu_stages(c: &mut Criterion) {
         rg.n_entries,
         rg.n_edges
     );
-    drop(rg);
     group.bench_function(format!("region-graph/{n}"), |b| {
         b.iter(|| {
             gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments.labels, fragments.n_fragments).unwrap()
         })
     });
+    // ParHAC at ε = 0 over thresholds 0.1 to 0.9 on this region graph; the
+    // three device copies of the graph are part of the timed work.
+    let thresholds = [0.1f32, 0.3, 0.5, 0.7, 0.9];
+    let copy = |rg: &gpu_waterz_graph::gpu::DeviceRegionGraph| gpu_waterz_graph::gpu::DeviceRegionGraph {
+        edge_keys: gpu.duplicate(&rg.edge_keys).unwrap(),
+        contact_counts: gpu.duplicate(&rg.contact_counts).unwrap(),
+        affinity_sums: gpu.duplicate(&rg.affinity_sums).unwrap(),
+        n_edges: rg.n_edges,
+        n_entries: rg.n_entries,
+    };
+    let run_parhac = |rg: &gpu_waterz_graph::gpu::DeviceRegionGraph, epsilon: f64| {
+        let mut p = GpuParhac::new(&gpu, copy(rg), fragments.n_fragments + 1, epsilon, false).unwrap();
+        let merges: Vec<u64> = thresholds.iter().map(|&t| p.merge_until(t).unwrap()).collect();
+        (merges, p.rounds().to_vec())
+    };
+    for epsilon in [0.0, 0.05] {
+        let (merges, rounds) = run_parhac(&rg, epsilon);
+        let total: f64 = rounds.iter().map(|r| r.seconds).sum();
+        let _ = writeln!(
+            std::io::stderr(),
+            "ParHAC ε {epsilon} on {} edges: merges per threshold {merges:?}, {} rounds, {:.1} ms (mean {:.1} µs per round)",
+            rg.n_edges,
+            rounds.len(),
+            total * 1e3,
+            total * 1e6 / rounds.len().max(1) as f64
+        );
+    }
+    group.throughput(Throughput::Elements(rg.n_edges));
+    group.bench_function(format!("parhac-eps0-5-thresholds/{}-edges", rg.n_edges), |b| b.iter(|| run_parhac(&rg, 0.0)));
+    drop(rg);
     group.finish();
 }
 

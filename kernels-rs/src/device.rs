@@ -130,6 +130,75 @@ pub unsafe fn atomic_min_u32(address: *mut u32, value: u32) {
     }
 }
 
+/// Atomically sets `*address` to the minimum of it and `value` (GPU scope).
+///
+/// # Safety
+/// `address` must point to a valid, 8-byte aligned `u64` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_min_u64(address: *mut u64, value: u64) {
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.gpu.global.min.u64 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg64) value,
+            options(nostack)
+        );
+    }
+}
+
+/// Atomically sets `*address` to the maximum of it and `value` (GPU scope).
+///
+/// # Safety
+/// `address` must point to a valid, 8-byte aligned `u64` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_max_u64(address: *mut u64, value: u64) {
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.gpu.global.max.u64 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg64) value,
+            options(nostack)
+        );
+    }
+}
+
+/// Compare-and-swap on a global `u64` at GPU scope; returns the old value.
+///
+/// # Safety
+/// `address` must point to a valid, 8-byte aligned `u64` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_cas_u64(address: *mut u64, compare: u64, value: u64) -> u64 {
+    let old: u64;
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.gpu.global.cas.b64 {o}, [{a}], {c}, {v};",
+            o = out(reg64) old,
+            a = in(reg64) address,
+            c = in(reg64) compare,
+            v = in(reg64) value,
+            options(nostack)
+        );
+    }
+    old
+}
+
+/// Adds the number of lanes for which `predicate` holds to `*counter`,
+/// with one atomic per warp (all lanes of the warp call it).
+///
+/// # Safety
+/// `counter` must point to a valid, 8-byte aligned `u64` in global memory.
+#[inline(always)]
+pub unsafe fn warp_count(counter: *mut u64, predicate: bool) {
+    let lanes = ballot(predicate);
+    if (thread_idx_x() & 31) == 0 && lanes != 0 {
+        // SAFETY: as the caller guarantees.
+        unsafe { atomic_add_u64(counter, lanes.count_ones() as u64) };
+    }
+}
+
 /// Compare-and-swap on a global `u32` at GPU scope; returns the old value.
 ///
 /// # Safety

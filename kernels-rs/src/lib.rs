@@ -15,6 +15,7 @@
 
 pub mod device;
 pub mod graph;
+pub mod parhac;
 pub mod primitives;
 pub mod reduce;
 pub mod watershed;

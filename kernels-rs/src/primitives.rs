@@ -39,6 +39,22 @@ pub unsafe extern "ptx-kernel" fn fill_u32(out: *mut u32, n: u64, value: u32) {
     grid_stride(n, |i| unsafe { *out.add(i as usize) = value });
 }
 
+/// Sets `n` `u64`s to `value`.
+///
+/// # Safety
+/// `out` holds `n` writable `u64`s.
+///
+/// # Parameters
+/// - `out`, `n`: the buffer; `value`: the fill value.
+///
+/// # Thread mapping
+/// Grid-stride loop, one element per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn fill_u64(out: *mut u64, n: u64, value: u64) {
+    // SAFETY: `i < n`.
+    grid_stride(n, |i| unsafe { *out.add(i as usize) = value });
+}
+
 /// Block-wide exclusive scan of one `u64` per thread in shared memory
 /// (`SCAN_THREADS` entries); returns this thread's exclusive prefix and
 /// the block total.

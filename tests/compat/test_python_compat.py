@@ -94,7 +94,6 @@ def test_bad_input_raises_python_errors():
         (ValueError, "discretize_queue", dict(discretize_queue=70000)),
         (ValueError, "smaller", dict(aff_threshold_low=0.9, aff_threshold_high=0.1)),
         (ValueError, "epsilon", dict(epsilon=-1.0)),
-        (RuntimeError, "GPU pipeline", dict(backend="gpu")),
     ]
     for error, needle, override in cases:
         kwargs = dict(affs=affs, thresholds=[0.5], backend="cpu")

@@ -110,9 +110,19 @@ fn bundle(dir: &Path) -> Result<()> {
     copy_binaries(&benches, &dir.join("bench"))?;
     // The CLI, for the CLI's integration tests (GPU_WATERZ_BIN in run.sh).
     run_command(Command::new("cargo").current_dir(project_root()).args(["build", "--release", "-p", "gpu-waterz"]))?;
+    // The end-to-end benchmark, prebuilt: the GPU machine has no cargo.
+    run_command(Command::new("cargo").current_dir(project_root()).args([
+        "build",
+        "--release",
+        "-p",
+        "gpu-waterz-benches",
+        "--bin",
+        "bench-cremi",
+    ]))?;
     let tools = dir.join("tools");
     std::fs::create_dir_all(&tools)?;
     std::fs::copy(project_root().join("target/release/gpu-waterz"), tools.join("gpu-waterz"))?;
+    std::fs::copy(project_root().join("target/release/bench-cremi"), tools.join("bench-cremi"))?;
     let data_src = project_root().join("../shared/data");
     let data_dst = dir.join("data");
     if data_src.is_dir() {

@@ -15,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod bench_cremi;
 mod gpu_test;
 mod kernels;
 mod test;
@@ -25,6 +26,7 @@ tasks:
   kernels [--check] [--arch sm_90]   build kernels-rs to PTX (kernels-rs/ptx/)
   test                               all CPU tests: cargo test + the waterz equivalence suite
   gpu-test [--bundle DIR]            run the GPU tests, or bundle them into DIR
+  bench-cremi [--waterz] [args...]   the end-to-end GPU benchmark (bench-cremi --help)
 ";
 
 fn main() -> Result<()> {
@@ -36,6 +38,7 @@ fn main() -> Result<()> {
     match task.as_str() {
         "kernels" => kernels::run(rest),
         "gpu-test" => gpu_test::run(rest),
+        "bench-cremi" => bench_cremi::run(rest),
         "test" => test::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

@@ -10,12 +10,9 @@ use std::process::Command;
 /// The stock waterz the reference is checked against, and what its suite needs.
 const COMPAT_PACKAGES: &[&str] = &["waterz==0.10.1", "numpy", "h5py", "zarr", "pytest"];
 
-pub fn run(args: &[String]) -> Result<()> {
-    no_more_args(args)?;
-    let root = project_root();
-    run_command(Command::new("cargo").current_dir(&root).args(["test", "--workspace"]))?;
-    run_command(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "gpu-waterz"]))?;
-
+/// The virtualenv with stock waterz and the suite's packages (made or
+/// updated here); returns its Python.
+pub fn compat_venv(root: &std::path::Path) -> Result<std::path::PathBuf> {
     let venv = root.join("target/compat-venv");
     let python = venv.join("bin/python");
     if !python.exists() {
@@ -24,6 +21,16 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     run_command(Command::new(&python).args(["-m", "pip", "install", "--quiet"]).args(COMPAT_PACKAGES))
         .context("installing stock waterz from PyPI")?;
+    Ok(python)
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    no_more_args(args)?;
+    let root = project_root();
+    run_command(Command::new("cargo").current_dir(&root).args(["test", "--workspace"]))?;
+    run_command(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "gpu-waterz"]))?;
+
+    let python = compat_venv(&root)?;
     // The Python package, built by maturin as users build it (README).
     run_command(
         Command::new(&python)

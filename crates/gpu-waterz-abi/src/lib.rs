@@ -62,4 +62,5 @@ pub struct ReduceParams {
     pub n: u64,
 }
 
+pub mod parhac;
 pub mod stats;

@@ -4,8 +4,9 @@
 //! 1. every node finds its best incident edge: the lowest score
 //!    `1 - sum / count`, ties broken by the smaller then the larger endpoint;
 //! 2. an edge below the threshold is eligible when its mean affinity times
-//!    `1 + ε` reaches the best mean at both endpoints (at ε = 0: it is the
-//!    best edge of both, a mutual best);
+//!    `1 + ε` reaches the best mean at both endpoints; at ε = 0, when it is
+//!    the best edge of both (a mutual best, ties of the mean broken by the
+//!    endpoints as in step 1);
 //! 3. every node prefers the eligible incident edge with the highest
 //!    pseudo-random priority ([`edge_priority`], a fixed hash of the
 //!    endpoints and the round: deterministic, but free of the score order,
@@ -45,7 +46,7 @@ pub struct Edge {
 impl Edge {
     /// waterz's score of the edge: one minus the mean affinity.
     pub fn score(&self) -> f64 {
-        1.0 - self.stats.mean()
+        gpu_waterz_abi::parhac::edge_score(self.stats.contact_count, self.stats.affinity_sum)
     }
 
     /// The order edges are preferred in: score, then endpoints.
@@ -58,15 +59,7 @@ fn better(a: &Edge, b: &Edge) -> bool {
     a.rank_key() < b.rank_key()
 }
 
-/// The matching priority of edge `(u, v)` in round `round`: SplitMix64 of
-/// the three, so that it is the same on every run and every device.
-pub fn edge_priority(u: u64, v: u64, round: u64) -> u64 {
-    let mut z = (u << 32 | v) ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub use gpu_waterz_abi::parhac::edge_priority;
 
 /// What happened in one round.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -169,8 +162,14 @@ impl Parhac {
             }
             let mean = e.stats.mean();
             let heavy = [e.u, e.v].iter().all(|&x| {
-                let b = &self.edges[best[x as usize].expect("an endpoint has an edge")];
-                mean * factor >= b.stats.mean()
+                let b = best[x as usize].expect("an endpoint has an edge");
+                if self.epsilon == 0.0 {
+                    // Exactly the best edge, ties broken by the endpoints:
+                    // equal means do not make two edges eligible.
+                    b == i
+                } else {
+                    mean * factor >= self.edges[b].stats.mean()
+                }
             });
             if !heavy {
                 continue;

@@ -12,6 +12,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod cpu;
+pub mod gpu;
 pub mod queue;
 pub mod reference;
 pub mod stats;
@@ -27,4 +28,16 @@ pub enum ParhacError {
     /// waterz's bin queue takes at most 65536 bins.
     #[error("discretize_queue must be 0 (no bins) or a number of bins of at most 65536, not {0}")]
     QueueBins(u64),
+    /// The GPU failed.
+    #[error(transparent)]
+    Runtime(#[from] gpu_waterz_runtime::RuntimeError),
+    /// Node ids are 32-bit on the GPU.
+    #[error("the GPU ParHAC takes at most 2^32 - 1 nodes (fragments + 1), not {n_nodes}")]
+    TooManyNodes {
+        /// The number of nodes asked for.
+        n_nodes: u64,
+    },
+    /// The history was asked for but not recorded.
+    #[error("the merge history was not recorded: start ParHAC with the history enabled")]
+    NoHistory,
 }

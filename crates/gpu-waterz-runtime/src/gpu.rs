@@ -94,6 +94,44 @@ impl Gpu {
         Ok((free as u64, total as u64))
     }
 
+    /// The most device memory the stream-ordered allocator (which every
+    /// gpu-waterz buffer comes from) has held at once since the last
+    /// [`Gpu::reset_peak_pool_bytes`], in bytes; `None` where the device
+    /// has no memory pools.
+    pub fn peak_pool_bytes(&self) -> Result<Option<u64>> {
+        self.pool_attribute(false)
+    }
+
+    /// Restarts [`Gpu::peak_pool_bytes`] from the memory held now.
+    pub fn reset_peak_pool_bytes(&self) -> Result<()> {
+        self.pool_attribute(true).map(|_| ())
+    }
+
+    fn pool_attribute(&self, reset: bool) -> Result<Option<u64>> {
+        use cudarc::driver::sys::{
+            cuDeviceGetDefaultMemPool, cuMemPoolGetAttribute, cuMemPoolSetAttribute, CUmemPool_attribute, CUresult,
+        };
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: writes one pool handle to a live local; the device handle
+        // is this context's.
+        if unsafe { cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()) } != CUresult::CUDA_SUCCESS {
+            return Ok(None);
+        }
+        let mut value = 0u64;
+        let attribute = CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+        // SAFETY: the attribute is a cuuint64_t, read from or written to a
+        // live local; the pool handle came from the driver above.
+        let result = unsafe {
+            if reset {
+                cuMemPoolSetAttribute(pool, attribute, (&mut value as *mut u64).cast())
+            } else {
+                cuMemPoolGetAttribute(pool, attribute, (&mut value as *mut u64).cast())
+            }
+        };
+        Ok((result == CUresult::CUDA_SUCCESS).then_some(value))
+    }
+
     /// The number of streaming multiprocessors.
     pub fn multiprocessor_count(&self) -> u32 {
         self.multiprocessors
@@ -104,15 +142,118 @@ impl Gpu {
         self.stream.synchronize().context(|| "synchronizing the stream".into())
     }
 
+    /// Fails with [`RuntimeError::OutOfMemory`] unless `needed` bytes are
+    /// free on the device, before anything is allocated for `what`.
+    pub fn check_free_memory(&self, needed: u64, what: &str) -> Result<()> {
+        let (free, total) = self.memory_info()?;
+        if needed > free {
+            return Err(RuntimeError::OutOfMemory { what: what.to_string(), needed, free, total });
+        }
+        Ok(())
+    }
+
+    /// Maps an allocation failure to [`RuntimeError::OutOfMemory`] (with the
+    /// bytes asked for and free) or to a driver error with context.
+    fn allocation<T>(
+        &self,
+        r: std::result::Result<T, cudarc::driver::DriverError>,
+        bytes: usize,
+        what: &str,
+    ) -> Result<T> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                let (free, total) = self.memory_info().unwrap_or((0, 0));
+                Err(RuntimeError::OutOfMemory { what: what.to_string(), needed: bytes as u64, free, total })
+            }
+            Err(source) => Err(RuntimeError::Driver { context: format!("{what} ({bytes} bytes)"), source }),
+        }
+    }
+
     /// Copies a host slice to a new device buffer.
     pub fn upload<T: DeviceElement>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {
-        let inner = self.stream.clone_htod(host).context(|| format!("uploading {} elements", host.len()))?;
+        let bytes = std::mem::size_of_val(host);
+        let inner = self.allocation(self.stream.clone_htod(host), bytes, "uploading a buffer")?;
         Ok(DeviceBuffer { inner })
+    }
+
+    /// Views `len` elements of type `T` at device address `ptr`, memory that
+    /// something else allocated (a torch tensor, a cupy array). The driver
+    /// must confirm that the whole range lies inside one allocation on this
+    /// device, suitably aligned, else this fails. The returned buffer must
+    /// not be dropped as an owner: [`crate::DeviceAffinities`] leaks it.
+    pub(crate) fn borrow_device_memory<T: DeviceElement>(&self, ptr: u64, len: usize) -> Result<DeviceBuffer<T>> {
+        use cudarc::driver::sys::{cuPointerGetAttribute, CUpointer_attribute};
+        let bytes = (len as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+        let invalid = |reason: String| RuntimeError::InvalidLaunch { kernel: "borrowed device memory", reason };
+        if ptr == 0 || !ptr.is_multiple_of(std::mem::align_of::<T>() as u64) {
+            return Err(invalid(format!("the device pointer {ptr:#x} is null or misaligned")));
+        }
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let (mut start, mut size, mut ordinal) = (0u64, 0u64, -1i32);
+        // SAFETY: each call writes one value of the attribute's documented
+        // type (a CUdeviceptr, a size_t, an int) to a live local.
+        let results = unsafe {
+            [
+                cuPointerGetAttribute(
+                    (&mut start as *mut u64).cast(),
+                    CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                    ptr,
+                ),
+                cuPointerGetAttribute(
+                    (&mut size as *mut u64).cast(),
+                    CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                    ptr,
+                ),
+                cuPointerGetAttribute(
+                    (&mut ordinal as *mut i32).cast(),
+                    CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    ptr,
+                ),
+            ]
+        };
+        if let Some(bad) = results.iter().find(|r| **r != cudarc::driver::sys::CUresult::CUDA_SUCCESS) {
+            return Err(invalid(format!("{ptr:#x} is not device memory the driver knows ({bad:?})")));
+        }
+        if ordinal as i64 != self.ctx.ordinal() as i64 {
+            return Err(invalid(format!("the memory is on device {ordinal}, this is device {}", self.ctx.ordinal())));
+        }
+        if ptr < start || ptr.saturating_add(bytes) > start.saturating_add(size) {
+            return Err(invalid(format!(
+                "{bytes} bytes at {ptr:#x} overrun the allocation [{start:#x}, +{size}) that holds them"
+            )));
+        }
+        // SAFETY: the driver confirmed that [ptr, ptr + bytes) lies inside
+        // one live allocation of this device, aligned for `T`; `T` is a
+        // plain number type valid for any bits. The caller never frees it.
+        let inner = unsafe { self.stream.upgrade_device_ptr::<T>(ptr, len) };
+        Ok(DeviceBuffer { inner })
+    }
+
+    /// The device address of `buffer`'s first element (for handing the
+    /// memory to another library that reads it while `buffer` lives).
+    pub fn device_address<T>(&self, buffer: &DeviceBuffer<T>) -> u64 {
+        use cudarc::driver::DevicePtr;
+        let (ptr, _sync) = buffer.inner.device_ptr(&self.stream);
+        ptr
+    }
+
+    /// Copies `host` into `buffer` starting at element `offset`.
+    pub fn upload_into<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>, offset: usize, host: &[T]) -> Result<()> {
+        let end = offset.checked_add(host.len()).filter(|&e| e <= buffer.len()).ok_or_else(|| {
+            RuntimeError::InvalidLaunch {
+                kernel: "upload_into",
+                reason: format!("{} elements at {offset} do not fit a buffer of {}", host.len(), buffer.len()),
+            }
+        })?;
+        let mut view = buffer.inner.slice_mut(offset..end);
+        self.stream.memcpy_htod(host, &mut view).context(|| format!("uploading {} elements", host.len()))
     }
 
     /// A new device buffer of `len` zeroed elements.
     pub fn zeros<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
-        let inner = self.stream.alloc_zeros(len).context(|| format!("allocating {len} elements"))?;
+        let bytes = len * std::mem::size_of::<T>();
+        let inner = self.allocation(self.stream.alloc_zeros(len), bytes, "allocating a buffer")?;
         Ok(DeviceBuffer { inner })
     }
 
@@ -146,7 +287,8 @@ impl Gpu {
     pub(crate) fn uninit<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         // SAFETY: the buffer is only handed to kernels that write every
         // element they later read, or downloaded after such a kernel.
-        let inner = unsafe { self.stream.alloc::<T>(len) }.context(|| format!("allocating {len} elements"))?;
+        let r = unsafe { self.stream.alloc::<T>(len) };
+        let inner = self.allocation(r, len * std::mem::size_of::<T>(), "allocating a buffer")?;
         Ok(DeviceBuffer { inner })
     }
 
@@ -230,10 +372,12 @@ mod private {
     impl Sealed for gpu_waterz_abi::ReduceParams {}
     impl Sealed for gpu_waterz_abi::Dims3 {}
     impl Sealed for gpu_waterz_abi::watershed::WatershedParams {}
+    impl Sealed for gpu_waterz_abi::parhac::RoundParams {}
 }
 impl KernelParam for gpu_waterz_abi::ReduceParams {}
 impl KernelParam for gpu_waterz_abi::Dims3 {}
 impl KernelParam for gpu_waterz_abi::watershed::WatershedParams {}
+impl KernelParam for gpu_waterz_abi::parhac::RoundParams {}
 
 // SAFETY: `Param` is `repr(transparent)` over a sealed set of `#[repr(C)]`,
 // `Copy` structs of plain integers and floats, defined once in

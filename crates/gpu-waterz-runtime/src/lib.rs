@@ -62,6 +62,18 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+    /// The device has too little free memory.
+    #[error("not enough GPU memory for {what}: {needed} bytes needed, {free} bytes free of {total}; crop or split the volume (blockwise processing is not implemented yet)")]
+    OutOfMemory {
+        /// What needed the memory.
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes free when it was checked.
+        free: u64,
+        /// The device's memory.
+        total: u64,
+    },
     /// A kernel's input violates what the kernel assumes.
     #[error("invalid launch of {kernel}: {reason}")]
     InvalidLaunch {

@@ -37,3 +37,42 @@ fn sum_u32_matches_the_cpu_on_random_input() {
         assert_eq!(got, expected, "n = {n}");
     }
 }
+
+#[test]
+fn too_little_memory_is_a_clear_error_not_a_panic() {
+    let Some(gpu) = gpu_or_skip("too_little_memory_is_a_clear_error_not_a_panic") else {
+        return;
+    };
+    let (free, total) = gpu.memory_info().unwrap();
+    let e = gpu.check_free_memory(total + 1, "a test volume").unwrap_err();
+    assert!(matches!(e, RuntimeError::OutOfMemory { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("bytes needed") && msg.contains("free"), "{msg}");
+    assert!(gpu.check_free_memory(free / 2, "half").is_ok());
+    // An allocation past the device's memory fails the same way.
+    let e = gpu.zeros::<u8>((total as usize).saturating_mul(2)).unwrap_err();
+    assert!(matches!(e, RuntimeError::OutOfMemory { .. }), "{e}");
+    // The device still works afterwards.
+    let ones = gpu.upload(&[1u32; 1000]).unwrap();
+    assert_eq!(ops::sum_u32(&gpu, &ones).unwrap(), 1000);
+}
+
+#[test]
+fn borrowed_device_memory_is_checked_by_the_driver() {
+    let Some(gpu) = gpu_or_skip("borrowed_device_memory_is_checked_by_the_driver") else {
+        return;
+    };
+    let dims = gpu_waterz_abi::Dims3::new(2, 3, 4);
+    let owned = gpu.upload(&vec![0.5f32; 3 * 24]).unwrap();
+    let address = gpu.device_address(&owned);
+    let borrowed = gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, address, dims).unwrap();
+    drop(borrowed);
+    // Dropping the view did not free the memory: the owner still reads it.
+    assert_eq!(gpu.download(&owned).unwrap(), vec![0.5f32; 72]);
+    // Past the allocation's end, misaligned, or not device memory: errors.
+    assert!(
+        gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, address, gpu_waterz_abi::Dims3::new(4, 3, 4)).is_err()
+    );
+    assert!(gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, address + 2, dims).is_err());
+    assert!(gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, 0x1000, dims).is_err());
+}

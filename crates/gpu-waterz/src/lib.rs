@@ -8,7 +8,9 @@
 //!
 //! [`cpu::Agglomeration`] is the CPU reference: it reproduces stock
 //! `waterz.agglomerate` (waterz 0.10.1) bit for bit, merge order and ties
-//! included. The GPU backend builds on [`gpu_waterz_runtime`].
+//! included. [`gpu::Agglomeration`] is the same pipeline on the GPU
+//! (exact integer statistics, ParHAC rounds), built on
+//! [`gpu_waterz_runtime`].
 //!
 //! ```
 //! use gpu_waterz::cpu::{Agglomeration, Options};
@@ -31,6 +33,7 @@
 
 pub mod cpu;
 pub mod generate;
+pub mod gpu;
 pub mod io;
 
 pub use gpu_waterz_core as core;
@@ -55,4 +58,13 @@ pub enum Error {
     /// The GPU failed.
     #[error(transparent)]
     Runtime(#[from] gpu_waterz_runtime::RuntimeError),
+    /// The GPU watershed failed.
+    #[error(transparent)]
+    Watershed(#[from] gpu_waterz_watershed::WatershedError),
+    /// The GPU region graph failed.
+    #[error(transparent)]
+    Graph(#[from] gpu_waterz_graph::GraphError),
+    /// The backend cannot do what was asked.
+    #[error("{0}")]
+    Unsupported(String),
 }

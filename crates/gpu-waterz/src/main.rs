@@ -113,6 +113,17 @@ enum Command {
         #[arg(long)]
         uint8: bool,
     },
+    /// The main job on a fresh machine: decode a generated CNN-like volume
+    /// with ground truth on the GPU and print the time and VOI; without a
+    /// GPU, say so and run the CPU reference on a smaller volume.
+    Demo {
+        /// Volume shape z,y,x for the GPU (the CPU fallback halves each side).
+        #[arg(long, value_delimiter = ',', default_value = "64,512,512")]
+        shape: Vec<usize>,
+        /// Merge thresholds.
+        #[arg(long, value_delimiter = ',', default_value = "0.3,0.5")]
+        thresholds: Vec<f64>,
+    },
     /// Compare a segmentation with ground truth; prints JSON.
     Evaluate {
         /// The segmentation (uint32/uint64 labels).
@@ -164,6 +175,28 @@ impl Progress {
 }
 
 /// Removes the files written so far when dropped without `keep`.
+/// The CPU reference or the GPU pipeline, driven the same way.
+enum Run<'g> {
+    Cpu(Box<Agglomeration>),
+    Gpu(Box<gpu_waterz::gpu::Agglomeration<'g>>),
+}
+
+impl Run<'_> {
+    fn next_threshold(&mut self) -> Result<Option<gpu_waterz::cpu::ThresholdResult>, gpu_waterz::Error> {
+        match self {
+            Run::Cpu(r) => r.next_threshold(),
+            Run::Gpu(r) => r.next_threshold(),
+        }
+    }
+
+    fn timings(&self) -> &gpu_waterz::cpu::StageTimings {
+        match self {
+            Run::Cpu(r) => r.timings(),
+            Run::Gpu(r) => r.timings(),
+        }
+    }
+}
+
 struct Outputs(Vec<PathBuf>);
 
 impl Outputs {
@@ -216,16 +249,15 @@ fn segment(args: &SegmentArgs) -> Result<()> {
             return Err(gpu_waterz_core::CoreError::Epsilon(e).into());
         }
     }
-    match backend {
-        Backend::Cpu => {
-            if epsilon.is_some() {
-                bail!("--epsilon sets ParHAC's parallel merging on the GPU; the CPU reference merges serially (leave --epsilon out, or use --backend gpu)");
-            }
-        }
-        Backend::Gpu => {
-            bail!("--backend gpu: the GPU pipeline is not part of this build yet; use --backend cpu (the reference) for now")
-        }
+    if backend == Backend::Cpu && epsilon.is_some() {
+        bail!("--epsilon sets ParHAC's parallel merging on the GPU; the CPU reference merges serially (leave --epsilon out, or use --backend gpu)");
     }
+    // Open the device before reading anything, so that a machine without
+    // one fails at once.
+    let device = match backend {
+        Backend::Gpu => Some(gpu_waterz_runtime::Gpu::new(0).context("--backend gpu needs a CUDA GPU")?),
+        Backend::Cpu => None,
+    };
 
     let t = Instant::now();
     let volume = progress
@@ -246,7 +278,18 @@ fn segment(args: &SegmentArgs) -> Result<()> {
 
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut run = progress.stage("watershed and region graph", || {
-        Ok(Agglomeration::new(&affs, fragments.as_ref().map(|f| f.view()), gt, &options)?)
+        let fragments = fragments.as_ref().map(|f| f.view());
+        Ok(match &device {
+            None => Run::Cpu(Box::new(Agglomeration::new(&affs, fragments, gt, &options)?)),
+            Some(g) => Run::Gpu(Box::new(gpu_waterz::gpu::Agglomeration::from_host(
+                g,
+                &affs,
+                fragments,
+                gt,
+                &options,
+                epsilon.unwrap_or(0.0),
+            )?)),
+        })
     })?;
     let mut outputs = Outputs(Vec::new());
     let mut per_threshold = Vec::new();
@@ -284,13 +327,17 @@ fn segment(args: &SegmentArgs) -> Result<()> {
         per_threshold.push(entry);
     }
     let dims = affs.dims();
-    let summary = serde_json::json!({
-        "backend": "cpu",
+    let arithmetic = match &run {
+        Run::Cpu(_) => format!("{:?}", options.arithmetic).to_lowercase(),
+        Run::Gpu(_) => "exact".to_string(),
+    };
+    let mut summary = serde_json::json!({
+        "backend": if device.is_some() { "gpu" } else { "cpu" },
         "affinities": affinities,
         "shape": [dims.z, dims.y, dims.x],
         "n_voxels": affs.n_voxels(),
         "scoring_function": options.scoring.waterz_name(),
-        "arithmetic": format!("{:?}", options.arithmetic).to_lowercase(),
+        "arithmetic": arithmetic,
         "aff_threshold_low": low,
         "aff_threshold_high": high,
         "thresholds": per_threshold,
@@ -300,6 +347,15 @@ fn segment(args: &SegmentArgs) -> Result<()> {
             "total": start.elapsed().as_secs_f64(),
         },
     });
+    if let (Run::Gpu(r), Some(g)) = (&run, &device) {
+        summary["gpu"] = serde_json::json!({
+            "device": g.name()?,
+            "epsilon": epsilon.unwrap_or(0.0),
+            "n_fragments": r.n_fragments(),
+            "n_edges": r.n_edges(),
+            "parhac_rounds": r.rounds().len(),
+        });
+    }
     let summary_path = out_dir.join("summary.json");
     write_atomically(&summary_path, serde_json::to_string_pretty(&summary)?.as_bytes())?;
     outputs.keep();
@@ -357,6 +413,75 @@ fn generate(
     Ok(())
 }
 
+fn demo(shape: &[usize], thresholds: &[f64]) -> Result<()> {
+    let &[zd, yd, xd] = shape else { bail!("--shape takes three sizes z,y,x, not {shape:?}") };
+    if zd == 0 || yd == 0 || xd == 0 {
+        bail!("--shape {shape:?} has no voxels");
+    }
+    let options = Options::new(thresholds)?;
+    let gpu = gpu_waterz_runtime::Gpu::new(0);
+    let shape = match &gpu {
+        Ok(_) => (zd, yd, xd),
+        Err(e) => {
+            println!("No GPU: {e}");
+            let half = |n: usize| (n / 2).max(1);
+            println!("Running the CPU reference (stock waterz's exact algorithm) on a smaller volume instead.");
+            (half(zd), half(yd), half(xd))
+        }
+    };
+    let t = Instant::now();
+    let labels = gpu_waterz::generate::neurite_labels(1, shape, (shape.0 * shape.1 * shape.2 / 20_000).max(8));
+    let params = gpu_waterz::generate::GeneratorParams::default();
+    let affs = gpu_waterz::generate::affinities(&labels, &params);
+    let gt = labels.mapv(u64::from);
+    let n = gt.len();
+    println!(
+        "Generated {}×{}×{} = {n} voxels of CNN-like affinities with ground truth in {:.1} s.",
+        shape.0,
+        shape.1,
+        shape.2,
+        t.elapsed().as_secs_f64()
+    );
+    let graph = AffinityGraph::from_f32(affs.view())?;
+    let t = Instant::now();
+    let (backend, mut run) = match &gpu {
+        Ok(g) => (
+            format!("GPU ({})", g.name()?),
+            Run::Gpu(Box::new(gpu_waterz::gpu::Agglomeration::from_host(g, &graph, None, Some(gt), &options, 0.0)?)),
+        ),
+        Err(_) => {
+            ("CPU reference".to_string(), Run::Cpu(Box::new(Agglomeration::new(&graph, None, Some(gt), &options)?)))
+        }
+    };
+    let mut lines = Vec::new();
+    while let Some(r) = run.next_threshold()? {
+        let m = r.metrics.expect("ground truth was given");
+        lines.push(format!(
+            "  threshold {}: {} segments, VOI split {:.4}, merge {:.4} (bits)",
+            r.threshold,
+            count_segments(&r.segmentation.view()),
+            m.voi_split,
+            m.voi_merge
+        ));
+    }
+    let total = t.elapsed().as_secs_f64();
+    let s = run.timings();
+    let decode = s.watershed_s + s.region_graph_s + s.merging_s + s.extraction_s;
+    println!(
+        "{backend}: decoded {n} voxels at {} thresholds in {decode:.3} s ({:.1} Mvoxel/s; watershed {:.3} s, region graph {:.3} s, merging {:.3} s, segmentations {:.3} s); {total:.2} s with uploads and metrics.",
+        thresholds.len(),
+        n as f64 / decode / 1e6,
+        s.watershed_s,
+        s.region_graph_s,
+        s.merging_s,
+        s.extraction_s
+    );
+    for l in lines {
+        println!("{l}");
+    }
+    Ok(())
+}
+
 fn evaluate(segmentation: &str, ground_truth: &str) -> Result<()> {
     let seg = read_labels(segmentation, "segmentation")?;
     let gt = read_labels(ground_truth, "ground truth")?;
@@ -370,6 +495,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Segment(args) => segment(&args),
         Command::Evaluate { segmentation, ground_truth } => evaluate(&segmentation, &ground_truth),
+        Command::Demo { shape, thresholds } => demo(&shape, &thresholds),
         Command::Generate { shape, out_affinities, out_ground_truth, labels, cells, seed, uint8 } => {
             generate(&shape, &out_affinities, &out_ground_truth, labels.as_deref(), cells, seed, uint8)
         }

@@ -203,3 +203,15 @@ fn quiet_or_not_a_terminal_keeps_stderr_empty() {
         assert!(stderr.is_empty(), "progress goes only to a terminal: {stderr:?}");
     }
 }
+
+#[test]
+fn demo_decodes_a_generated_volume_and_reports_voi() {
+    let output = Command::new(cli()).args(["demo", "--shape", "8,48,48", "--thresholds", "0.3,0.5"]).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(text.contains("No GPU") || text.contains("GPU ("), "{text}");
+    assert_eq!(text.matches("VOI split").count(), 2, "{text}");
+    let bad = Command::new(cli()).args(["demo", "--shape", "0,4,4"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no voxels"));
+}

@@ -1,9 +1,10 @@
 """gpu-waterz: waterz's watershed and agglomeration, in Rust.
 
 A drop-in for `waterz`: ``import gpu_waterz as waterz``. ``agglomerate``
-yields waterz's tuples in waterz's order; ``backend='cpu'`` runs the exact
-CPU reference, which gives the same segmentations, metrics and merge
-histories as stock waterz 0.10.1.
+yields waterz's tuples in waterz's order. ``backend='gpu'`` (the default)
+runs the GPU pipeline; ``backend='cpu'`` runs the exact CPU reference,
+which gives the same segmentations, metrics and merge histories as stock
+waterz 0.10.1.
 """
 
 from __future__ import annotations
@@ -120,8 +121,14 @@ def agglomerate(
 
         backend: 'gpu' or 'cpu' (keyword only)
 
-            'cpu' runs the exact reference. The GPU pipeline is not part of
-            this build yet: 'gpu' raises RuntimeError.
+            'cpu' runs the exact CPU reference (stock waterz's results, bit
+            for bit). 'gpu' runs the GPU pipeline: the same watershed, exact
+            integer statistics and ParHAC's parallel merging (at ε = 0 equal
+            to waterz's order on tie-free input). CUDA tensors and arrays
+            (torch, cupy, ``__cuda_array_interface__``) are read in place,
+            and segmentations come back on the same device: int64 torch
+            tensors, uint64 cupy arrays. numpy in gives numpy (uint64) out.
+            Without a GPU, 'gpu' raises RuntimeError.
 
     Returns
     -------
@@ -144,33 +151,128 @@ def agglomerate(
         raise ValueError(f"discretize_queue must be 0 (no bins) or a number of bins of at most 65536, not {discretize_queue!r}")
     if epsilon is not None and not (np.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number >= 0, not {epsilon!r}")
-    affs_f32, affs_u8 = _affinities(affs)
-    shape = (affs_f32 if affs_f32 is not None else affs_u8).shape[1:]
-    gt = _labels("gt", gt, shape)
-    fragments = _labels("fragments", fragments, shape)
+    cuda = _cuda_affinities(affs) if backend == "gpu" else None
+    if cuda is None:
+        affs_f32, affs_u8 = _affinities(affs)
+        shape = (affs_f32 if affs_f32 is not None else affs_u8).shape[1:]
+    else:
+        affs_f32 = affs_u8 = None
+        shape = cuda["shape"]
+    gt = _labels("gt", _host(gt), shape)
+    fragments = _labels("fragments", _host(fragments), shape)
     try:
         wanted = sorted(float(t) for t in thresholds)
     except TypeError:
         raise TypeError("thresholds must be an iterable of numbers") from None
     if not wanted:
         return iter(())
-    if backend == "gpu":
-        raise RuntimeError(
-            "gpu_waterz: the GPU pipeline is not part of this build yet; pass backend='cpu' for the exact CPU reference"
-        )
-    if epsilon is not None:
+    if backend == "cpu" and epsilon is not None:
         raise ValueError("epsilon sets the GPU backend's parallel merging; the CPU reference merges serially")
     # waterz merges once per distinct float32 threshold and yields again for
     # repeats: run the distinct ones, repeat results for the others.
     distinct = sorted(set(np.float32(t).item() for t in wanted))
-    run = _native.cpu_agglomerate(
-        affs_f32, affs_u8, distinct, gt, fragments, float(aff_threshold_low), float(aff_threshold_high),
-        scoring_function, bins, bool(return_merge_history), bool(return_region_graph),
-    )
-    return _results(run, wanted, gt is not None, return_merge_history, return_region_graph)
+    common = (float(aff_threshold_low), float(aff_threshold_high), scoring_function, bins,
+              bool(return_merge_history), bool(return_region_graph))
+    if backend == "cpu":
+        run = _native.cpu_agglomerate(affs_f32, affs_u8, distinct, gt, fragments, *common)
+        convert = None
+    else:
+        if cuda is not None:
+            cuda["synchronize"]()
+            cuda_affs = (cuda["address"], cuda["dtype"], cuda["shape"])
+            ordinal = cuda["device"]
+            convert = cuda["convert"]
+        else:
+            cuda_affs, ordinal, convert = None, 0, None
+        run = _native.gpu_agglomerate(
+            affs_f32, affs_u8, cuda_affs, ordinal, distinct, gt, fragments, *common,
+            0.0 if epsilon is None else float(epsilon),
+        )
+    return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert)
 
 
-def _results(run, wanted, has_gt, history, graph):
+def _host(volume):
+    """A CUDA tensor or array (gt, fragments) copied to numpy; others as given."""
+    if volume is None or not hasattr(volume, "__cuda_array_interface__"):
+        return volume
+    if hasattr(volume, "cpu"):
+        return volume.cpu().numpy()
+    if hasattr(volume, "get"):
+        return volume.get()
+    raise TypeError(f"cannot copy {type(volume).__name__} to the host")
+
+
+class _Int64View:
+    """The same device memory, described as int64 (torch's label type)."""
+
+    def __init__(self, volume):
+        self._volume = volume
+        cai = dict(volume.__cuda_array_interface__)
+        cai["typestr"] = "<i8"
+        self.__cuda_array_interface__ = cai
+
+
+def _cuda_affinities(affs):
+    """Describes CUDA affinities (torch tensor, cupy array, anything with
+    ``__cuda_array_interface__``) for zero-copy use, or None for host data."""
+    cai = getattr(affs, "__cuda_array_interface__", None)
+    if cai is None:
+        return None
+    shape = tuple(int(d) for d in cai["shape"])
+    if len(shape) != 4 or shape[0] < 3:
+        raise ValueError(f"affs must have the shape (channels, z, y, x), with at least 3 channels, not {shape}")
+    dtypes = {"<f4": "f4", "|u1": "u1", "<u1": "u1"}
+    if cai["typestr"] not in dtypes:
+        raise TypeError(f"CUDA affs must be float32 (or uint8 meaning k/255), not {cai['typestr']}")
+    itemsize = 4 if dtypes[cai["typestr"]] == "f4" else 1
+    strides = cai.get("strides")
+    if strides is not None:
+        expected, step = [], itemsize
+        for d in reversed(shape):
+            expected.append(step)
+            step *= d
+        if tuple(strides) != tuple(reversed(expected)) and any(d > 1 for d in shape):
+            raise ValueError("CUDA affs must be C-contiguous (call .contiguous() first)")
+    module = type(affs).__module__.split(".")[0]
+    if module == "torch":
+        import torch
+
+        device = affs.device.index if affs.device.index is not None else torch.cuda.current_device()
+
+        def synchronize():
+            torch.cuda.synchronize(affs.device)
+
+        def convert(volume):
+            return torch.as_tensor(_Int64View(volume), device=affs.device)
+    elif module == "cupy":
+        import cupy
+
+        device = affs.device.id
+
+        def synchronize():
+            cupy.cuda.Device(device).synchronize()
+
+        def convert(volume):
+            return cupy.asarray(volume)
+    else:
+        device = 0
+
+        def synchronize():
+            pass
+
+        def convert(volume):
+            return volume
+    return {
+        "address": int(cai["data"][0]),
+        "dtype": dtypes[cai["typestr"]],
+        "shape": shape[1:],
+        "device": int(device),
+        "synchronize": synchronize,
+        "convert": convert,
+    }
+
+
+def _results(run, wanted, has_gt, history, graph, convert=None):
     current = None
     current_threshold = None
     for t in wanted:
@@ -180,7 +282,14 @@ def _results(run, wanted, has_gt, history, graph):
             current = run.next_threshold()
             current_threshold = t32
         _, seg, metrics, merges, rg = current
-        result = (seg.copy(),)
+        if convert is None:
+            result = (seg.copy(),)
+        else:
+            # A fresh device volume for each distinct threshold; repeats
+            # share it (as views of one tensor, like waterz's copies).
+            if not repeat:
+                current = (current[0], convert(seg)) + tuple(current[2:])
+            result = (current[1],)
         if has_gt:
             result += (dict(metrics),)
         if history:

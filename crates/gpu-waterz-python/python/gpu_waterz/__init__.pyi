@@ -1,4 +1,4 @@
-from typing import Iterator, Sequence, TypedDict
+from typing import Any, Iterator, Sequence, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -9,8 +9,15 @@ class Metrics(TypedDict):
     rand_split: float
     rand_merge: float
 
+class CudaVolume:
+    """A uint64 segmentation in device memory (``__cuda_array_interface__``)."""
+
+    __cuda_array_interface__: dict[str, Any]
+    device: int
+    def numpy(self) -> NDArray[np.uint64]: ...
+
 def agglomerate(
-    affs: NDArray[np.float32] | NDArray[np.uint8],
+    affs: NDArray[np.float32] | NDArray[np.uint8] | Any,
     thresholds: Sequence[float],
     gt: NDArray[np.integer] | None = None,
     fragments: NDArray[np.integer] | None = None,
@@ -24,5 +31,8 @@ def agglomerate(
     *,
     epsilon: float | None = None,
     backend: str = "gpu",
-) -> Iterator[tuple | NDArray[np.uint64]]: ...
+) -> Iterator[tuple | NDArray[np.uint64] | Any]:
+    """waterz's generator; with CUDA input (torch, cupy) the segmentations
+    are device arrays of the same library (torch: int64)."""
+    ...
 def evaluate(segmentation: NDArray[np.uint64], gt: NDArray[np.uint64]) -> Metrics: ...

@@ -8,6 +8,7 @@ use cudarc::driver::LaunchConfig;
 use gpu_waterz_abi::ReduceParams;
 
 pub mod graph;
+pub mod parhac;
 pub mod primitives;
 pub mod watershed;
 

@@ -21,6 +21,17 @@ pub fn fill_u32(gpu: &Gpu, buffer: &mut DeviceBuffer<u32>, n: u64, value: u32) -
     Ok(())
 }
 
+/// Sets the first `n` elements of `buffer` to `value`.
+pub fn fill_u64(gpu: &Gpu, buffer: &mut DeviceBuffer<u64>, n: u64, value: u64) -> Result<()> {
+    check_len("fill_u64", "buffer", buffer, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    // SAFETY: `buffer` holds at least `n` u64s.
+    launch!(gpu, "fill_u64", grid_stride_config(gpu, n)?, &buffer.inner, &n, &value);
+    Ok(())
+}
+
 /// Scans the first `n` u64s of `values` in place (exclusive), in levels of
 /// `SCAN_TILE`.
 fn scan_u64_in_place(gpu: &Gpu, values: &mut DeviceBuffer<u64>, n: u64) -> Result<()> {

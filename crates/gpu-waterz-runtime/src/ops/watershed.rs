@@ -19,11 +19,31 @@ pub enum AffinityBuffer {
     U8(DeviceBuffer<u8>),
 }
 
-/// An affinity graph `(3, z, y, x)` in device memory.
+/// An affinity graph `(3, z, y, x)` in device memory, owned or borrowed
+/// from another library (see [`DeviceAffinities::borrow_f32`]).
 #[derive(Debug)]
 pub struct DeviceAffinities {
-    data: AffinityBuffer,
+    data: std::mem::ManuallyDrop<AffinityBuffer>,
     dims: Dims3,
+    /// Borrowed memory is not freed on drop.
+    borrowed: bool,
+}
+
+impl Drop for DeviceAffinities {
+    fn drop(&mut self) {
+        // SAFETY: `data` is taken once, here, and not used afterwards.
+        let data = unsafe { std::mem::ManuallyDrop::take(&mut self.data) };
+        if self.borrowed {
+            match data {
+                AffinityBuffer::F32(b) => {
+                    b.inner.leak();
+                }
+                AffinityBuffer::U8(b) => {
+                    b.inner.leak();
+                }
+            }
+        }
+    }
 }
 
 /// Checks `dims` against [`MAX_VOXELS`] before anything is allocated.
@@ -51,14 +71,14 @@ impl DeviceAffinities {
     pub fn upload_f32(gpu: &Gpu, host: &[f32], dims: Dims3) -> Result<Self> {
         let n = check_dims(dims)?;
         Self::check_host_len(host.len(), n)?;
-        Ok(Self { data: AffinityBuffer::F32(gpu.upload(host)?), dims })
+        Ok(Self::owned(AffinityBuffer::F32(gpu.upload(host)?), dims))
     }
 
     /// Uploads C-ordered uint8 affinities (`k / 255`).
     pub fn upload_u8(gpu: &Gpu, host: &[u8], dims: Dims3) -> Result<Self> {
         let n = check_dims(dims)?;
         Self::check_host_len(host.len(), n)?;
-        Ok(Self { data: AffinityBuffer::U8(gpu.upload(host)?), dims })
+        Ok(Self::owned(AffinityBuffer::U8(gpu.upload(host)?), dims))
     }
 
     /// Wraps affinities already on the device.
@@ -69,7 +89,29 @@ impl DeviceAffinities {
             AffinityBuffer::U8(b) => b.len(),
         };
         Self::check_host_len(len, n)?;
-        Ok(Self { data, dims })
+        Ok(Self::owned(data, dims))
+    }
+
+    fn owned(data: AffinityBuffer, dims: Dims3) -> Self {
+        Self { data: std::mem::ManuallyDrop::new(data), dims, borrowed: false }
+    }
+
+    /// Views C-ordered float32 affinities `(3, z, y, x)` that another
+    /// library owns (a CUDA torch tensor, a cupy array), at device address
+    /// `ptr` on this device, without a copy. The driver checks that the
+    /// range is one allocation of this device; the owner must keep it alive
+    /// and unchanged while the returned value lives (it is never freed here).
+    pub fn borrow_f32(gpu: &Gpu, ptr: u64, dims: Dims3) -> Result<Self> {
+        let n = check_dims(dims)?;
+        let buffer = gpu.borrow_device_memory::<f32>(ptr, 3 * n as usize)?;
+        Ok(Self { data: std::mem::ManuallyDrop::new(AffinityBuffer::F32(buffer)), dims, borrowed: true })
+    }
+
+    /// As [`DeviceAffinities::borrow_f32`], for uint8 affinities (`k / 255`).
+    pub fn borrow_u8(gpu: &Gpu, ptr: u64, dims: Dims3) -> Result<Self> {
+        let n = check_dims(dims)?;
+        let buffer = gpu.borrow_device_memory::<u8>(ptr, 3 * n as usize)?;
+        Ok(Self { data: std::mem::ManuallyDrop::new(AffinityBuffer::U8(buffer)), dims, borrowed: true })
     }
 
     fn check_host_len(len: usize, n: u64) -> Result<()> {
@@ -104,7 +146,7 @@ pub fn mask(gpu: &Gpu, affs: &DeviceAffinities, params: WatershedParams) -> Resu
     let bits = gpu.uninit::<u8>(n as usize)?;
     let cfg = grid_stride_config(gpu, n)?;
     let (dims, params) = (Param(affs.dims), Param(params));
-    match &affs.data {
+    match affs.data() {
         // SAFETY: the affinities hold 3 n values (checked at construction),
         // `bits` n bytes.
         AffinityBuffer::F32(a) => launch!(gpu, "ws_mask_f32", cfg, &a.inner, &dims, &params, &bits.inner),

@@ -1,0 +1,472 @@
+//! `bench-cremi`: the seed's end-to-end benchmark (`cargo xtask bench-cremi`
+//! builds and runs it; on a machine without cargo, run the prebuilt binary).
+//!
+//! Labels come from a CREMI HDF5 (`--cremi sample_A.hdf`,
+//! `volumes/labels/neuron_ids`, with affinities from `--cremi-affinities
+//! DATASET` when it has them), else from the pinky40 segmentation in the
+//! data directory, else from synthetic neurites. A tile of CNN-like
+//! affinities is generated from them (`gpu_waterz::generate`) and stacked
+//! along z on the GPU to `--voxels` (default 2.16e9, the seed's size). The
+//! decode (watershed, region graph, ParHAC at `--threshold`, the
+//! segmentation on the device) is timed with the affinities resident, at
+//! every size of `--sizes`. VOI against ground truth is measured on one
+//! tile, where `--waterz` also runs stock waterz (PyPI, through
+//! `--python`) on the same data for the side-by-side figures.
+
+use anyhow::{anyhow, bail, Context, Result};
+use gpu_waterz::cpu::Options;
+use gpu_waterz::gpu::Agglomeration;
+use gpu_waterz::io::{read_hdf5, write_atomically, write_npy, Volume};
+use gpu_waterz_core::{AffinityGraph, Dims3};
+use gpu_waterz_runtime::{AffinityBuffer, DeviceAffinities, Gpu};
+use ndarray::{s, Array3, Array4, Ix3, Ix4};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+struct Args {
+    voxels: u64,
+    threshold: f64,
+    epsilon: f64,
+    cremi: Option<PathBuf>,
+    cremi_affinities: Option<String>,
+    tile: (usize, usize, usize),
+    sizes: Vec<u64>,
+    repeats: usize,
+    waterz: bool,
+    python: String,
+    json: PathBuf,
+    markdown: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: bench-cremi [--voxels N] [--threshold T] [--epsilon E] [--cremi FILE.hdf [--cremi-affinities DATASET]] [--tile Z,Y,X] [--sizes N1,N2,...] [--repeats R] [--waterz [--python PYTHON]] [--json OUT.json] [--markdown docs/BENCHMARKS.md]";
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        voxels: 2_160_000_000,
+        threshold: 0.3,
+        epsilon: 0.0,
+        cremi: None,
+        cremi_affinities: None,
+        tile: (64, 512, 512),
+        sizes: Vec::new(),
+        repeats: 3,
+        waterz: false,
+        python: "python3".into(),
+        json: PathBuf::from("bench-cremi.json"),
+        markdown: None,
+    };
+    let mut it = std::env::args().skip(1);
+    let number = |v: Option<String>, name: &str| -> Result<f64> {
+        let v = v.ok_or_else(|| anyhow!("{name} needs a value\n{USAGE}"))?;
+        v.parse::<f64>().map_err(|_| anyhow!("{name} takes a number, not {v:?}"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--voxels" => args.voxels = number(it.next(), "--voxels")? as u64,
+            "--threshold" => args.threshold = number(it.next(), "--threshold")?,
+            "--epsilon" => args.epsilon = number(it.next(), "--epsilon")?,
+            "--cremi" => args.cremi = Some(it.next().ok_or_else(|| anyhow!("--cremi needs a file"))?.into()),
+            "--cremi-affinities" => args.cremi_affinities = it.next(),
+            "--tile" => {
+                let v = it.next().ok_or_else(|| anyhow!("--tile needs Z,Y,X"))?;
+                let p: Vec<usize> = v.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
+                let &[z, y, x] = &p[..] else { bail!("--tile takes three sizes Z,Y,X, not {v:?}") };
+                if z == 0 || y == 0 || x == 0 {
+                    bail!("--tile {v} has no voxels");
+                }
+                args.tile = (z, y, x);
+            }
+            "--sizes" => {
+                let v = it.next().ok_or_else(|| anyhow!("--sizes needs a list"))?;
+                args.sizes =
+                    v.split(',').map(|x| x.trim().parse::<f64>().map(|f| f as u64)).collect::<Result<_, _>>()?;
+            }
+            "--repeats" => args.repeats = (number(it.next(), "--repeats")? as usize).max(1),
+            "--waterz" => args.waterz = true,
+            "--python" => args.python = it.next().ok_or_else(|| anyhow!("--python needs a path"))?,
+            "--json" => args.json = it.next().ok_or_else(|| anyhow!("--json needs a path"))?.into(),
+            "--markdown" => args.markdown = Some(it.next().ok_or_else(|| anyhow!("--markdown needs a path"))?.into()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    if !(0.0..=1.0).contains(&args.threshold) {
+        bail!("--threshold must lie in [0, 1], not {}", args.threshold);
+    }
+    if args.voxels == 0 {
+        bail!("--voxels must be positive");
+    }
+    if args.sizes.is_empty() {
+        args.sizes = [100_000_000, 500_000_000, 1_000_000_000].into_iter().filter(|&s| s < args.voxels).collect();
+    }
+    args.sizes.push(args.voxels);
+    args.sizes.sort_unstable();
+    args.sizes.dedup();
+    Ok(args)
+}
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("GPU_WATERZ_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("../shared/data"))
+}
+
+/// The ground-truth tile and its affinities, and where they came from.
+fn make_tile(args: &Args) -> Result<(Array3<u32>, Array4<f32>, String)> {
+    let (tz, ty, tx) = args.tile;
+    let crop = |labels: &Array3<u64>, what: &str| -> Result<Array3<u32>> {
+        let (z, y, x) = labels.dim();
+        if z < tz || y < ty || x < tx {
+            bail!("{what} is {:?}, smaller than the tile {:?}; pass a smaller --tile", labels.dim(), args.tile);
+        }
+        let (oz, oy, ox) = ((z - tz) / 2, (y - ty) / 2, (x - tx) / 2);
+        let c = labels.slice(s![oz..oz + tz, oy..oy + ty, ox..ox + tx]);
+        if c.iter().any(|&l| l > u32::MAX as u64) {
+            bail!("{what} holds labels above 2^32");
+        }
+        Ok(c.mapv(|l| l as u32))
+    };
+    let params = gpu_waterz::generate::GeneratorParams { seed: 1, ..Default::default() };
+    if let Some(path) = &args.cremi {
+        let labels = read_hdf5(path, "volumes/labels/neuron_ids")
+            .with_context(|| format!("reading volumes/labels/neuron_ids from {}", path.display()))?
+            .into_labels("neuron_ids")?
+            .into_dimensionality::<Ix3>()
+            .map_err(|_| anyhow!("volumes/labels/neuron_ids must be 3-dimensional"))?;
+        let tile = crop(&labels, "the CREMI labels")?;
+        let affs = match &args.cremi_affinities {
+            Some(dataset) => {
+                let a = match read_hdf5(path, dataset)? {
+                    Volume::F32(a) => a,
+                    other => bail!("{dataset} must be float32, not {}", other.dtype()),
+                };
+                let a = a.into_dimensionality::<Ix4>().map_err(|_| anyhow!("{dataset} must be (3, z, y, x)"))?;
+                let (_, z, y, x) = a.dim();
+                let (oz, oy, ox) = ((z - tz) / 2, (y - ty) / 2, (x - tx) / 2);
+                a.slice(s![..3, oz..oz + tz, oy..oy + ty, ox..ox + tx]).as_standard_layout().to_owned()
+            }
+            None => gpu_waterz::generate::affinities(&tile, &params),
+        };
+        return Ok((tile, affs, format!("CREMI {}", path.display())));
+    }
+    let pinky = data_dir().join("pinky40-labels-512.h5");
+    if pinky.exists() {
+        let labels = read_hdf5(&pinky, "labels")?
+            .into_labels("pinky40")?
+            .into_dimensionality::<Ix3>()
+            .map_err(|_| anyhow!("pinky40 labels must be 3-dimensional"))?;
+        let tile = crop(&labels, "pinky40")?;
+        let affs = gpu_waterz::generate::affinities(&tile, &params);
+        return Ok((tile, affs, "pinky40 labels (512³ crop), generated CNN-like affinities".into()));
+    }
+    eprintln!("bench-cremi: {} is absent; using synthetic neurites", pinky.display());
+    let tile = gpu_waterz::generate::neurite_labels(1, args.tile, 200);
+    let affs = gpu_waterz::generate::affinities(&tile, &params);
+    Ok((tile, affs, "synthetic drifting-Voronoi neurites, generated affinities".into()))
+}
+
+/// The tile's affinities stacked `n_tiles` times along z, on the device.
+fn stacked(gpu: &Gpu, tile: &Array4<f32>, n_tiles: u64) -> Result<DeviceAffinities> {
+    let (_, tz, ty, tx) = tile.dim();
+    let tile_voxels = tz * ty * tx;
+    let dims = Dims3::new(tz as u64 * n_tiles, ty as u64, tx as u64);
+    let n = tile_voxels * n_tiles as usize;
+    let mut buffer = gpu.zeros::<f32>(3 * n)?;
+    let flat = tile.as_slice().expect("standard layout");
+    for c in 0..3 {
+        for k in 0..n_tiles as usize {
+            gpu.upload_into(&mut buffer, c * n + k * tile_voxels, &flat[c * tile_voxels..(c + 1) * tile_voxels])?;
+        }
+    }
+    Ok(DeviceAffinities::from_buffer(AffinityBuffer::F32(buffer), dims)?)
+}
+
+#[derive(serde::Serialize)]
+struct SizeResult {
+    voxels: u64,
+    shape: [u64; 3],
+    n_fragments: u64,
+    n_edges: u64,
+    parhac_rounds: usize,
+    median_s: f64,
+    times_s: Vec<f64>,
+    gvoxels_per_s: f64,
+    stages_s: serde_json::Value,
+    peak_device_bytes: u64,
+    affinity_bytes: u64,
+    slots_per_round_quantiles: [u64; 5],
+}
+
+/// One decode; returns its seconds, and the run for its figures.
+fn decode<'g>(
+    gpu: &'g Gpu,
+    affs: &DeviceAffinities,
+    options: &Options,
+    epsilon: f64,
+) -> Result<(f64, Agglomeration<'g>)> {
+    gpu.synchronize()?;
+    let t = Instant::now();
+    let mut run = Agglomeration::new(gpu, affs, None, None, options, epsilon)?;
+    let (_, seg) = run.next_threshold_on_device()?.ok_or_else(|| anyhow!("no threshold"))?;
+    gpu.synchronize()?;
+    let seconds = t.elapsed().as_secs_f64();
+    drop(seg);
+    Ok((seconds, run))
+}
+
+/// ParHAC alone at thresholds 0.1 to 0.9 on the volume's region graph:
+/// the median merging time over `repeats` runs, the rounds and the graph.
+fn parhac_five_thresholds(
+    gpu: &Gpu,
+    affs: &DeviceAffinities,
+    epsilon: f64,
+    repeats: usize,
+) -> Result<serde_json::Value> {
+    let mut options = Options::new(&[0.1, 0.3, 0.5, 0.7, 0.9])?;
+    options.arithmetic = gpu_waterz_core::Arithmetic::Exact;
+    let mut times = Vec::new();
+    let mut summary = serde_json::Value::Null;
+    for _ in 0..repeats.max(1) {
+        let mut run = Agglomeration::new(gpu, affs, None, None, &options, epsilon)?;
+        while let Some((_, seg)) = run.next_threshold_on_device()? {
+            drop(seg);
+        }
+        let merging = run.timings().merging_s;
+        times.push(merging);
+        let rounds = run.rounds().len();
+        summary = serde_json::json!({
+            "n_fragments": run.n_fragments(),
+            "n_edges": run.n_edges(),
+            "rounds": rounds,
+            "merging_s": merging,
+            "mean_round_us": merging * 1e6 / rounds.max(1) as f64,
+        });
+    }
+    times.sort_by(f64::total_cmp);
+    summary["median_merging_s"] = times[times.len() / 2].into();
+    summary["times_s"] = serde_json::to_value(&times)?;
+    eprintln!("bench-cremi: ParHAC at 0.1..0.9 on the largest volume: {summary}");
+    Ok(summary)
+}
+
+/// Runs `f` while a thread samples the device's free memory every 0.2 ms;
+/// returns `f`'s result and the least free memory seen.
+fn with_memory_sampling<T>(gpu: &Gpu, f: impl FnOnce() -> Result<T>) -> Result<(T, u64)> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let min_free = std::sync::atomic::AtomicU64::new(u64::MAX);
+    let result = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok((free, _)) = gpu.memory_info() {
+                    min_free.fetch_min(free, std::sync::atomic::Ordering::Relaxed);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        let r = f();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    })?;
+    Ok((result, min_free.load(std::sync::atomic::Ordering::Relaxed)))
+}
+
+const WATERZ_SCRIPT: &str = r#"
+import json, sys, time
+import numpy as np
+import waterz
+affs = np.load(sys.argv[1]); gt = np.load(sys.argv[2]).astype(np.uint32); t = float(sys.argv[3])
+def timed(thresholds):
+    start = time.perf_counter()
+    segs = [s.copy() for s in waterz.agglomerate(affs, thresholds)]
+    return time.perf_counter() - start, segs
+seconds, (seg,) = timed([t])
+metrics = waterz.evaluate(seg.astype(np.uint64), gt.astype(np.uint64))
+ws_rg, _ = timed([0.0])
+five, _ = timed([0.1, 0.3, 0.5, 0.7, 0.9])
+print(json.dumps({"seconds": seconds, "voi_split": metrics["voi_split"], "voi_merge": metrics["voi_merge"],
+                  "watershed_and_graph_seconds": ws_rg, "five_thresholds_seconds": five,
+                  "merging_five_thresholds_seconds": five - ws_rg}))
+"#;
+
+fn run_waterz(args: &Args, tile: &Array4<f32>, gt: &Array3<u64>) -> Result<serde_json::Value> {
+    let dir = std::env::temp_dir().join(format!("bench-cremi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (a, g) = (dir.join("affs.npy"), dir.join("gt.npy"));
+    write_npy(&a, &tile.view())?;
+    write_npy(&g, &gt.view())?;
+    let out = std::process::Command::new(&args.python)
+        .args(["-c", WATERZ_SCRIPT])
+        .arg(&a)
+        .arg(&g)
+        .arg(args.threshold.to_string())
+        .output()
+        .with_context(|| format!("running {} (stock waterz)", args.python))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() {
+        bail!("stock waterz failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().ok_or_else(|| anyhow!("stock waterz printed nothing"))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+fn main() -> Result<()> {
+    let args = parse_args()?;
+    let gpu = Gpu::new(0).context("bench-cremi measures the GPU pipeline and needs a CUDA GPU")?;
+    let device = gpu.name()?;
+    let (_, total_memory) = gpu.memory_info()?;
+    let t = Instant::now();
+    let (tile_labels, tile_affs, source) = make_tile(&args)?;
+    eprintln!("bench-cremi: tile {:?} from {source} in {:.1} s", args.tile, t.elapsed().as_secs_f64());
+    let tile_voxels = (args.tile.0 * args.tile.1 * args.tile.2) as u64;
+    let mut options = Options::new(&[args.threshold])?;
+    options.arithmetic = gpu_waterz_core::Arithmetic::Exact;
+
+    let mut sizes = Vec::new();
+    let mut parhac = None;
+    for &target in &args.sizes {
+        let n_tiles = (target as f64 / tile_voxels as f64).round().max(1.0) as u64;
+        let (free_before, _) = gpu.memory_info()?;
+        let affs = stacked(&gpu, &tile_affs, n_tiles)?;
+        let dims = affs.dims();
+        let n = affs.n_voxels();
+        // The first decode warms up and measures the memory: the pool's high
+        // watermark (affinities included), else sampled free memory.
+        gpu.reset_peak_pool_bytes()?;
+        let ((warm_s, run), min_free) = with_memory_sampling(&gpu, || decode(&gpu, &affs, &options, args.epsilon))?;
+        let pool_peak = gpu.peak_pool_bytes()?;
+        let (n_fragments, n_edges, parhac_rounds) = (run.n_fragments(), run.n_edges(), run.rounds().len());
+        let slots: Vec<u64> = run.rounds().iter().map(|r| r.n_edges).collect();
+        let at = |q: f64| slots.get(((slots.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
+        let slot_profile = [at(0.0), at(0.1), at(0.5), at(0.9), at(1.0)];
+        drop(run);
+        let mut times = Vec::new();
+        let mut stages = serde_json::Value::Null;
+        for _ in 0..args.repeats {
+            let (s, run) = decode(&gpu, &affs, &options, args.epsilon)?;
+            times.push(s);
+            stages = serde_json::to_value(run.timings())?;
+        }
+        eprintln!("bench-cremi: stages of the last run (s): {stages}; edge slots per round at 0/10/50/90/100 % of the rounds: {slot_profile:?}");
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted[sorted.len() / 2];
+        let peak = pool_peak.unwrap_or_else(|| free_before.saturating_sub(min_free));
+        eprintln!(
+            "bench-cremi: {n} voxels {dims:?}: median {median:.3} s ({:.2} Gvoxel/s; warm-up {warm_s:.3} s), {n_fragments} fragments, {n_edges} edges, {parhac_rounds} rounds, peak {:.1} GB ({:.1} B/voxel with the affinities)",
+            n as f64 / median / 1e9,
+            peak as f64 / 1e9,
+            peak as f64 / n as f64
+        );
+        if target == *args.sizes.last().expect("sizes") {
+            parhac = Some(parhac_five_thresholds(&gpu, &affs, args.epsilon, args.repeats)?);
+        }
+        sizes.push(SizeResult {
+            voxels: n,
+            shape: [dims.z, dims.y, dims.x],
+            n_fragments,
+            n_edges,
+            parhac_rounds,
+            median_s: median,
+            times_s: times,
+            gvoxels_per_s: n as f64 / median / 1e9,
+            stages_s: stages,
+            peak_device_bytes: peak,
+            affinity_bytes: 12 * n,
+            slots_per_round_quantiles: slot_profile,
+        });
+        drop(affs);
+    }
+
+    // VOI on one tile, where stock waterz can run too.
+    let gt = tile_labels.mapv(u64::from);
+    let graph = AffinityGraph::from_f32(tile_affs.view())?;
+    let mut crop_run = Agglomeration::from_host(&gpu, &graph, None, Some(gt.clone()), &options, args.epsilon)?;
+    let crop_result = crop_run.next_threshold()?.ok_or_else(|| anyhow!("no threshold"))?;
+    let crop_metrics = crop_result.metrics.ok_or_else(|| anyhow!("no metrics"))?;
+    let waterz = if args.waterz { Some(run_waterz(&args, &tile_affs, &gt)?) } else { None };
+    let largest = sizes.last().expect("at least one size");
+    let gpu_rate = largest.voxels as f64 / largest.median_s;
+    let mut summary = serde_json::json!({
+        "device": device,
+        "device_memory_bytes": total_memory,
+        "source": source,
+        "tile": [args.tile.0, args.tile.1, args.tile.2],
+        "threshold": args.threshold,
+        "epsilon": args.epsilon,
+        "sizes": sizes,
+        "parhac_five_thresholds": parhac,
+        "crop": {
+            "voxels": tile_voxels,
+            "gpu_voi_split": crop_metrics.voi_split,
+            "gpu_voi_merge": crop_metrics.voi_merge,
+        },
+    });
+    let mut waterz_cell = "not run (pass --waterz)".to_string();
+    if let Some(w) = &waterz {
+        let seconds = w["seconds"].as_f64().unwrap_or(f64::NAN);
+        let rate = tile_voxels as f64 / seconds;
+        summary["crop"]["waterz"] = w.clone();
+        summary["crop"]["waterz_mvoxels_per_s"] = (rate / 1e6).into();
+        summary["speedup_per_voxel"] = (gpu_rate / rate).into();
+        waterz_cell = format!(
+            "{:.2} Mvoxel/s ({seconds:.2} s on the tile); VOI split/merge {:.4}/{:.4}; GPU {:.0}× per voxel; merging at 0.1..0.9 {:.2} s on the tile",
+            rate / 1e6,
+            w["voi_split"].as_f64().unwrap_or(f64::NAN),
+            w["voi_merge"].as_f64().unwrap_or(f64::NAN),
+            gpu_rate / rate,
+            w["merging_five_thresholds_seconds"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    let text = serde_json::to_string_pretty(&summary)?;
+    write_atomically(&args.json, text.as_bytes())?;
+    println!("{text}");
+    if let Some(p) = &summary["parhac_five_thresholds"].as_object() {
+        waterz_cell.push_str(&format!(
+            "; GPU ParHAC at 0.1..0.9 on the largest graph ({} edges): {:.3} s, {} rounds",
+            p["n_edges"],
+            p["median_merging_s"].as_f64().unwrap_or(f64::NAN),
+            p["rounds"]
+        ));
+    }
+    if let Some(md) = &args.markdown {
+        append_row(md, &device, &args, &sizes, &crop_metrics, &waterz_cell)?;
+    }
+    Ok(())
+}
+
+fn append_row(
+    md: &Path,
+    device: &str,
+    args: &Args,
+    sizes: &[SizeResult],
+    crop: &gpu_waterz::Metrics,
+    waterz_cell: &str,
+) -> Result<()> {
+    let times: Vec<String> = sizes
+        .iter()
+        .map(|s| {
+            format!(
+                "{:.2} G: {:.3} s ({:.2} Gvox/s, {:.1} B/vox peak)",
+                s.voxels as f64 / 1e9,
+                s.median_s,
+                s.gvoxels_per_s,
+                s.peak_device_bytes as f64 / s.voxels as f64
+            )
+        })
+        .collect();
+    let row = format!(
+        "| bench-cremi | {device} | threshold {}, ε {}, tile {:?} | {} | GPU VOI split/merge {:.4}/{:.4} on one tile | {waterz_cell} |\n",
+        args.threshold,
+        args.epsilon,
+        args.tile,
+        times.join("; "),
+        crop.voi_split,
+        crop.voi_merge
+    );
+    let mut text = std::fs::read_to_string(md).unwrap_or_default();
+    text.push_str(&row);
+    write_atomically(md, text.as_bytes())?;
+    Ok(())
+}

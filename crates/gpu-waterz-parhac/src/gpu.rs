@@ -1,0 +1,260 @@
+//! ParHAC on the GPU: the rounds of [`crate::cpu::Parhac`], on a region
+//! graph in device memory.
+//!
+//! Every round runs over the current edge slots: best incident edges and
+//! the matching with integer atomics of a total order (the kernels in
+//! `kernels-rs/src/parhac.rs`), the merges into the smaller id, then the
+//! contraction in place: the edges of merged nodes get their new
+//! endpoints and meet their parallel edges in a hash table, where exact
+//! integer sums combine them; the others stay where they are. A round
+//! costs a few passes over the slots; rounds are queued in batches with
+//! one synchronization (the merge counts) per batch. When holes and edges of nodes that can no longer merge at this
+//! threshold (no incident edge below it: their edges only ever combine
+//! into means between theirs) make up half the slots, the slots are
+//! compacted and those edges parked until the threshold's end, so late
+//! rounds, which merge few pairs, touch few edges.
+//!
+//! The merges, rounds and segmentations equal the CPU ParHAC's (same
+//! arithmetic, from `gpu_waterz_abi::parhac`), and so, at ε = 0, waterz's
+//! serial order on tie-free input.
+
+/// Compact only when at least this many slots are in use: below it a
+/// compaction costs more than the passes it saves.
+const MIN_SLOTS_TO_COMPACT: u64 = 1 << 14;
+
+/// Rounds queued between two synchronizations: one while rounds are
+/// expensive (large graphs, where compactions pay off early), more as they
+/// get cheap and the launch and synchronization latency dominates. A round
+/// after the first without merges changes nothing, so queuing a few too
+/// many is harmless.
+fn batch_size(n_slots: u64) -> usize {
+    match n_slots {
+        0..=65_535 => 32,
+        65_536..=1_048_575 => 8,
+        1_048_576..=8_388_607 => 2,
+        _ => 1,
+    }
+}
+
+use crate::{Merge, ParhacError, ScoredEdge};
+use gpu_waterz_abi::parhac::{edge_score, RoundParams};
+use gpu_waterz_core::CoreError;
+use gpu_waterz_graph::gpu::DeviceRegionGraph;
+use gpu_waterz_runtime::ops::parhac::{self as ops, DeviceEdges, EdgeSlots, NodeState, ParkedEdges};
+use gpu_waterz_runtime::{DeviceBuffer, Gpu};
+use std::time::Instant;
+
+/// What happened in one GPU round.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuRoundInfo {
+    /// Edge slots (edges and holes) the round ran over.
+    pub n_edges: u64,
+    /// Pairs merged.
+    pub n_merged: u64,
+    /// Wall time of the round, contraction (and compaction) included, in
+    /// seconds (the end of a threshold, after its last round, not included).
+    pub seconds: f64,
+}
+
+/// The merge history on the device: keys `a << 32 | b` and scores.
+struct DeviceHistory {
+    keys: DeviceBuffer<u64>,
+    scores: DeviceBuffer<f64>,
+    len: u64,
+    /// Where each round's merges start, to sort them by `(a, b)` as the
+    /// CPU ParHAC lists them.
+    round_starts: Vec<u64>,
+}
+
+/// ParHAC's state on the GPU: the contracted graph and the merge forest.
+pub struct GpuParhac<'g> {
+    gpu: &'g Gpu,
+    epsilon: f64,
+    slots: EdgeSlots,
+    parked: ParkedEdges,
+    /// Holes in the slots, as counted so far.
+    holes: u64,
+    state: NodeState,
+    history: Option<DeviceHistory>,
+    rounds: Vec<GpuRoundInfo>,
+    merged_until: f64,
+}
+
+impl<'g> GpuParhac<'g> {
+    /// Starts from `graph` over nodes `0..n_nodes` (fragment ids; 0 is the
+    /// background and has no edges), merging with `epsilon`; keeps the
+    /// merge history on the device when `with_history`.
+    pub fn new(
+        gpu: &'g Gpu,
+        graph: DeviceRegionGraph,
+        n_nodes: u64,
+        epsilon: f64,
+        with_history: bool,
+    ) -> Result<Self, ParhacError> {
+        if !epsilon.is_finite() || epsilon < 0.0 {
+            return Err(CoreError::Epsilon(epsilon).into());
+        }
+        if n_nodes > u32::MAX as u64 {
+            return Err(ParhacError::TooManyNodes { n_nodes });
+        }
+        let state = NodeState::new(gpu, n_nodes, epsilon > 0.0)?;
+        let history = if with_history {
+            Some(DeviceHistory { keys: gpu.zeros(1)?, scores: gpu.zeros(1)?, len: 0, round_starts: Vec::new() })
+        } else {
+            None
+        };
+        let edges = DeviceEdges {
+            keys: graph.edge_keys,
+            counts: graph.contact_counts,
+            sums: graph.affinity_sums,
+            n_edges: graph.n_edges,
+        };
+        Ok(Self {
+            gpu,
+            epsilon,
+            slots: EdgeSlots::new(gpu, edges, epsilon > 0.0)?,
+            parked: ParkedEdges::new(gpu)?,
+            holes: 0,
+            state,
+            history,
+            rounds: Vec::new(),
+            merged_until: f64::NEG_INFINITY,
+        })
+    }
+
+    /// The rounds run so far.
+    pub fn rounds(&self) -> &[GpuRoundInfo] {
+        &self.rounds
+    }
+
+    /// The number of edges of the current graph (between thresholds).
+    pub fn n_edges(&self) -> u64 {
+        self.slots.n_slots()
+    }
+
+    /// Runs rounds until no edge scores below `threshold` (compared in
+    /// float32, as waterz); returns the number of merges. A threshold at or
+    /// below the last one does nothing.
+    pub fn merge_until(&mut self, threshold: f32) -> Result<u64, ParhacError> {
+        let t = threshold as f64;
+        if t <= self.merged_until {
+            return Ok(0);
+        }
+        self.merged_until = t;
+        let mut total = 0;
+        loop {
+            let start = Instant::now();
+            let first_round = self.rounds.len() as u64;
+            let n_slots = self.slots.n_slots();
+            let batch = if self.history.is_some() { 1 } else { batch_size(n_slots) };
+            for i in 0..batch {
+                let round = first_round + i as u64;
+                let params = RoundParams {
+                    n_edges: n_slots,
+                    threshold: t,
+                    factor: 1.0 + self.epsilon,
+                    round,
+                    tag: (round + 1) as u32,
+                    pad: 0,
+                };
+                ops::match_round(self.gpu, &mut self.slots, params, &mut self.state, i)?;
+                if let Some(h) = &mut self.history {
+                    let start = h.len;
+                    h.len += ops::record_merges(self.gpu, &self.slots, h.len, &mut h.keys, &mut h.scores)?;
+                    if h.len > start {
+                        h.round_starts.push(start);
+                    }
+                }
+                ops::contract(self.gpu, &mut self.slots, params, &self.state, i)?;
+            }
+            let counts = ops::read_counts(self.gpu, &mut self.slots, batch)?;
+            let seconds = start.elapsed().as_secs_f64() / batch as f64;
+            for (i, c) in counts.iter().enumerate() {
+                tracing::trace!(
+                    round = first_round + i as u64,
+                    n_slots,
+                    n_merged = c.n_merged,
+                    seconds,
+                    "ParHAC round"
+                );
+                self.rounds.push(GpuRoundInfo { n_edges: n_slots, n_merged: c.n_merged, seconds });
+                self.holes += c.n_removed;
+                if c.n_merged == 0 {
+                    // No edge is below the threshold: the batch's later
+                    // rounds changed nothing, and do not count.
+                    let roots = ops::find_roots(self.gpu, &self.state)?;
+                    ops::finish_threshold(self.gpu, &mut self.slots, &mut self.parked, &self.state, &roots)?;
+                    self.holes = 0;
+                    tracing::debug!(
+                        threshold,
+                        rounds = self.rounds.len(),
+                        merged = total,
+                        n_edges = self.slots.n_slots(),
+                        "ParHAC threshold done"
+                    );
+                    return Ok(total);
+                }
+                total += c.n_merged;
+            }
+            let parkable = counts.last().map_or(0, |c| c.n_parkable);
+            if n_slots >= MIN_SLOTS_TO_COMPACT && 2 * (self.holes + parkable) > n_slots {
+                ops::compact(self.gpu, &mut self.slots, &self.state, &mut self.parked)?;
+                self.holes = 0;
+            }
+        }
+    }
+
+    /// The merges recorded since merge `start` (0: all), as waterz lists
+    /// them: `b` merged into `a`, which stays the region's id (`c = a`).
+    /// Within a round they are in `(a, b)` order, as the CPU ParHAC's.
+    pub fn history_since(&self, start: u64) -> Result<Vec<Merge>, ParhacError> {
+        let Some(h) = &self.history else {
+            return Err(ParhacError::NoHistory);
+        };
+        let keys = self.gpu.download(&h.keys)?;
+        let scores = self.gpu.download(&h.scores)?;
+        let mut merges: Vec<Merge> = (0..h.len as usize)
+            .map(|i| Merge { a: keys[i] >> 32, b: keys[i] & 0xFFFF_FFFF, c: keys[i] >> 32, score: scores[i] })
+            .collect();
+        let mut bounds = h.round_starts.clone();
+        bounds.push(h.len);
+        for w in bounds.windows(2) {
+            merges[w[0] as usize..w[1] as usize].sort_by_key(|m| (m.a, m.b));
+        }
+        Ok(merges.split_off(start.min(h.len) as usize))
+    }
+
+    /// The number of merges recorded so far.
+    pub fn history_len(&self) -> u64 {
+        self.history.as_ref().map_or(0, |h| h.len)
+    }
+
+    /// The region of every node (the smallest node id of its region), on
+    /// the device.
+    pub fn roots(&self) -> Result<DeviceBuffer<u32>, ParhacError> {
+        Ok(ops::find_roots(self.gpu, &self.state)?)
+    }
+
+    /// The current segmentation of `labels` (`n` fragment ids below the
+    /// node count), on the device.
+    pub fn segmentation(&self, labels: &DeviceBuffer<u32>, n: u64) -> Result<DeviceBuffer<u32>, ParhacError> {
+        let roots = self.roots()?;
+        Ok(ops::segment(self.gpu, labels, n, &roots)?)
+    }
+
+    /// The current region graph, downloaded: edges between regions (by
+    /// their ids) with their scores, sorted by `(u, v)`.
+    pub fn region_graph(&self) -> Result<Vec<ScoredEdge>, ParhacError> {
+        let edges = self.slots.edges();
+        let n = edges.n_edges as usize;
+        let keys = self.gpu.download(&edges.keys)?;
+        let counts = self.gpu.download(&edges.counts)?;
+        let sums = self.gpu.download(&edges.sums)?;
+        let mut edges: Vec<ScoredEdge> = (0..n)
+            .filter(|&e| keys[e] != gpu_waterz_abi::parhac::EMPTY_KEY)
+            .map(|e| ScoredEdge { u: keys[e] >> 32, v: keys[e] & 0xFFFF_FFFF, score: edge_score(counts[e], sums[e]) })
+            .collect();
+        edges.sort_by_key(|e| (e.u, e.v));
+        Ok(edges)
+    }
+}

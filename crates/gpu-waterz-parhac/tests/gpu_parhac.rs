@@ -1,0 +1,186 @@
+//! The GPU ParHAC against the CPU ParHAC (and so, at ε = 0, against
+//! waterz's serial order, which the CPU ParHAC's own tests tie it to):
+//! the same regions, merges, rounds and remaining graph at every
+//! threshold, ties included, every rerun.
+
+use gpu_waterz_core::synthetic::SplitMix64;
+use gpu_waterz_core::ContactStats;
+use gpu_waterz_graph::gpu::DeviceRegionGraph;
+use gpu_waterz_parhac::cpu::{Edge, Parhac};
+use gpu_waterz_parhac::gpu::GpuParhac;
+use gpu_waterz_parhac::{IterativeMerging, Merge};
+use gpu_waterz_runtime::testing::gpu_or_skip;
+use gpu_waterz_runtime::Gpu;
+
+const THRESHOLDS: [f32; 6] = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0];
+
+/// A random graph over nodes `1..n_nodes`; `levels` > 0 draws every face
+/// affinity from `levels` values, which makes tied means common.
+fn random_graph(seed: u64, n_nodes: u64, n_edges: usize, levels: u64) -> Vec<Edge> {
+    let mut rng = SplitMix64::new(seed);
+    let mut pairs = std::collections::BTreeMap::new();
+    for _ in 0..n_edges {
+        let u = 1 + rng.below(n_nodes - 1);
+        let v = 1 + rng.below(n_nodes - 1);
+        if u == v {
+            continue;
+        }
+        let count = 1 + rng.below(20);
+        let sum = (0..count)
+            .map(|_| if levels == 0 { rng.below(1 << 32) } else { rng.below(levels + 1) * ((1 << 32) / levels) })
+            .sum();
+        pairs.insert((u.min(v), u.max(v)), ContactStats { contact_count: count, affinity_sum: sum });
+    }
+    pairs.into_iter().map(|((u, v), stats)| Edge { u, v, stats }).collect()
+}
+
+fn upload(g: &Gpu, edges: &[Edge]) -> DeviceRegionGraph {
+    let keys: Vec<u64> = edges.iter().map(|e| e.u << 32 | e.v).collect();
+    let counts: Vec<u64> = edges.iter().map(|e| e.stats.contact_count).collect();
+    let sums: Vec<u64> = edges.iter().map(|e| e.stats.affinity_sum).collect();
+    let pad = |v: Vec<u64>| if v.is_empty() { vec![0] } else { v };
+    DeviceRegionGraph {
+        edge_keys: g.upload(&pad(keys)).unwrap(),
+        contact_counts: g.upload(&pad(counts)).unwrap(),
+        affinity_sums: g.upload(&pad(sums)).unwrap(),
+        n_edges: edges.len() as u64,
+        n_entries: edges.len() as u64,
+    }
+}
+
+/// Everything observable after each threshold.
+type Trace = Vec<(Vec<u32>, Vec<Merge>, Vec<(u64, u64, u64)>)>;
+
+fn gpu_trace(g: &Gpu, n_nodes: u64, edges: &[Edge], epsilon: f64) -> (Trace, usize) {
+    let mut parhac = GpuParhac::new(g, upload(g, edges), n_nodes, epsilon, true).unwrap();
+    let mut trace = Vec::new();
+    for t in THRESHOLDS {
+        let start = parhac.history_len();
+        parhac.merge_until(t).unwrap();
+        let roots = g.download(&parhac.roots().unwrap()).unwrap();
+        let graph = parhac.region_graph().unwrap().iter().map(|e| (e.u, e.v, e.score.to_bits())).collect();
+        trace.push((roots[..n_nodes as usize].to_vec(), parhac.history_since(start).unwrap(), graph));
+    }
+    (trace, parhac.rounds().len())
+}
+
+fn cpu_trace(n_nodes: u64, edges: &[Edge], epsilon: f64) -> (Trace, usize) {
+    let mut parhac = Parhac::new(n_nodes, edges.to_vec(), epsilon).unwrap();
+    let mut trace = Vec::new();
+    for t in THRESHOLDS {
+        let mut history = Vec::new();
+        parhac.merge_until(t, Some(&mut history));
+        let roots = (0..n_nodes).map(|i| parhac.region_of(i) as u32).collect();
+        let graph = parhac.edges().iter().map(|e| (e.u, e.v, e.score().to_bits())).collect();
+        trace.push((roots, history, graph));
+    }
+    (trace, parhac.rounds().len())
+}
+
+#[test]
+fn random_graphs_equal_the_cpu_parhac() {
+    let Some(g) = gpu_or_skip("random_graphs_equal_the_cpu_parhac") else {
+        return;
+    };
+    let mut cases = 0;
+    for seed in 0..120u64 {
+        let n_nodes = 3 + seed % 60;
+        let density = 1 + (seed % 5) as usize;
+        let levels = [0, 2, 7, 255][(seed % 4) as usize];
+        let edges = random_graph(seed, n_nodes, n_nodes as usize * density, levels);
+        for epsilon in [0.0, 0.05, 0.5] {
+            let (expected, cpu_rounds) = cpu_trace(n_nodes, &edges, epsilon);
+            let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon);
+            assert_eq!(gpu_rounds, cpu_rounds, "seed {seed}, ε {epsilon}: rounds");
+            for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
+                assert_eq!(a.0, b.0, "seed {seed}, ε {epsilon}, threshold {}: regions", THRESHOLDS[i]);
+                assert_eq!(a.1, b.1, "seed {seed}, ε {epsilon}, threshold {}: merges", THRESHOLDS[i]);
+                assert_eq!(a.2, b.2, "seed {seed}, ε {epsilon}, threshold {}: region graph", THRESHOLDS[i]);
+            }
+            cases += 1;
+        }
+    }
+    eprintln!("{cases} graphs × {} thresholds: GPU ParHAC = CPU ParHAC", THRESHOLDS.len());
+}
+
+/// Graphs large enough for the slots to be compacted and edges parked
+/// (from 2^14 slots), with ties and without.
+#[test]
+fn large_graphs_with_compaction_equal_the_cpu_parhac() {
+    let Some(g) = gpu_or_skip("large_graphs_with_compaction_equal_the_cpu_parhac") else {
+        return;
+    };
+    for (seed, levels, epsilon) in [(1u64, 0u64, 0.0), (2, 7, 0.0), (3, 0, 0.05), (4, 255, 0.0)] {
+        let n_nodes = 12_000;
+        let edges = random_graph(seed, n_nodes, 60_000, levels);
+        let (expected, cpu_rounds) = cpu_trace(n_nodes, &edges, epsilon);
+        let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon);
+        assert_eq!(gpu_rounds, cpu_rounds, "seed {seed}: rounds");
+        assert!(got == expected, "seed {seed}, levels {levels}, ε {epsilon}: GPU differs from the CPU ParHAC");
+        eprintln!("{} edges, {levels} levels, ε {epsilon}: {gpu_rounds} rounds, GPU = CPU ParHAC", edges.len());
+    }
+}
+
+#[test]
+fn epsilon_zero_equals_the_serial_order_on_tie_free_graphs() {
+    let Some(g) = gpu_or_skip("epsilon_zero_equals_the_serial_order_on_tie_free_graphs") else {
+        return;
+    };
+    for seed in 0..40u64 {
+        let n_nodes = 10 + seed * 7;
+        let edges = random_graph(1000 + seed, n_nodes, n_nodes as usize * 3, 0);
+        let mut parhac = GpuParhac::new(&g, upload(&g, &edges), n_nodes, 0.0, false).unwrap();
+        let mut serial = IterativeMerging::from_contact_stats(
+            n_nodes,
+            edges.iter().map(|e| [e.u, e.v]).collect(),
+            edges.iter().map(|e| e.stats).collect(),
+        );
+        for t in THRESHOLDS {
+            parhac.merge_until(t).unwrap();
+            serial.merge_until(t, None);
+            let roots = g.download(&parhac.roots().unwrap()).unwrap();
+            let serial_roots: Vec<u32> = (0..n_nodes).map(|i| serial.region_of(i) as u32).collect();
+            // Both merge into the smaller id, so equal partitions have equal ids.
+            assert_eq!(&roots[..n_nodes as usize], &serial_roots[..], "seed {seed}, threshold {t}");
+        }
+    }
+}
+
+#[test]
+fn reruns_are_identical_and_segmentations_follow_the_regions() {
+    let Some(g) = gpu_or_skip("reruns_are_identical_and_segmentations_follow_the_regions") else {
+        return;
+    };
+    let n_nodes = 5000;
+    let edges = random_graph(7, n_nodes, 20_000, 7);
+    let first = gpu_trace(&g, n_nodes, &edges, 0.0);
+    for _ in 0..4 {
+        assert_eq!(gpu_trace(&g, n_nodes, &edges, 0.0), first);
+    }
+    // A "volume" that holds every node id once, the background twice.
+    let labels: Vec<u32> = [0].into_iter().chain(0..n_nodes as u32).chain([0]).collect();
+    let device_labels = g.upload(&labels).unwrap();
+    let mut parhac = GpuParhac::new(&g, upload(&g, &edges), n_nodes, 0.0, false).unwrap();
+    parhac.merge_until(0.5).unwrap();
+    let roots = g.download(&parhac.roots().unwrap()).unwrap();
+    let seg = g.download(&parhac.segmentation(&device_labels, labels.len() as u64).unwrap()).unwrap();
+    let expected: Vec<u32> = labels.iter().map(|&l| roots[l as usize]).collect();
+    assert_eq!(&seg[..labels.len()], &expected[..]);
+    assert_eq!((seg[0], seg[labels.len() - 1]), (0, 0), "the background stays 0");
+    // A label outside the graph's nodes is an error, not a wild read.
+    let bad = g.upload(&[n_nodes as u32 + 5]).unwrap();
+    assert!(parhac.segmentation(&bad, 1).is_err());
+}
+
+#[test]
+fn rejects_bad_epsilon_and_empty_graphs_work() {
+    let Some(g) = gpu_or_skip("rejects_bad_epsilon_and_empty_graphs_work") else {
+        return;
+    };
+    assert!(GpuParhac::new(&g, upload(&g, &[]), 3, -1.0, false).is_err());
+    assert!(GpuParhac::new(&g, upload(&g, &[]), 3, f64::NAN, false).is_err());
+    let mut parhac = GpuParhac::new(&g, upload(&g, &[]), 3, 0.0, true).unwrap();
+    assert_eq!(parhac.merge_until(0.5).unwrap(), 0);
+    assert!(parhac.history_since(0).unwrap().is_empty());
+    assert!(parhac.region_graph().unwrap().is_empty());
+}

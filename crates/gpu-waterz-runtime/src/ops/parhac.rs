@@ -1,0 +1,690 @@
+//! The ParHAC kernels (see `kernels-rs/src/parhac.rs`): one round's best
+//! edges and matching, the in-place contraction of the edge slots, the
+//! compaction that parks edges of nodes that cannot merge any more, and
+//! segmentations from the merge forest.
+
+use super::primitives::compact_indices;
+use super::{check_len, grid_stride_config, launch};
+use crate::gpu::{DeviceBuffer, Gpu, Param};
+use crate::{DriverContext, Result, RuntimeError};
+use gpu_waterz_abi::parhac::{RoundParams, EMPTY_KEY};
+
+/// A region graph's edges in device memory: keys `u << 32 | v` (`u < v`),
+/// contact counts and fixed-point affinity sums; the first `n_edges` of
+/// each buffer are valid.
+#[derive(Debug)]
+pub struct DeviceEdges {
+    /// Edge keys.
+    pub keys: DeviceBuffer<u64>,
+    /// Contact counts.
+    pub counts: DeviceBuffer<u64>,
+    /// Fixed-point affinity sums.
+    pub sums: DeviceBuffer<u64>,
+    /// The number of edges.
+    pub n_edges: u64,
+}
+
+impl DeviceEdges {
+    fn check(&self, kernel: &'static str) -> Result<()> {
+        check_len(kernel, "keys", &self.keys, self.n_edges)?;
+        check_len(kernel, "counts", &self.counts, self.n_edges)?;
+        check_len(kernel, "sums", &self.sums, self.n_edges)
+    }
+
+    fn empty(gpu: &Gpu) -> Result<Self> {
+        Ok(Self { keys: gpu.zeros(1)?, counts: gpu.zeros(1)?, sums: gpu.zeros(1)?, n_edges: 0 })
+    }
+
+    fn with_capacity(gpu: &Gpu, n: u64) -> Result<Self> {
+        let len = n.max(1) as usize;
+        Ok(Self { keys: gpu.uninit(len)?, counts: gpu.uninit(len)?, sums: gpu.uninit(len)?, n_edges: n })
+    }
+}
+
+/// Per-node state of the rounds, for nodes `0..n_nodes`.
+#[derive(Debug)]
+pub struct NodeState {
+    /// The merge forest: `parent[v] = u` once `v` merged into `u`.
+    pub parent: DeviceBuffer<u32>,
+    /// The tag of the last round each node merged in (0: never).
+    pub touched: DeviceBuffer<u32>,
+    best_score: DeviceBuffer<u64>,
+    best_key: DeviceBuffer<u64>,
+    /// Only for ε > 0: best means, priorities and preferred keys.
+    heavy: Option<(DeviceBuffer<f64>, DeviceBuffer<u64>, DeviceBuffer<u64>)>,
+    n_nodes: u64,
+}
+
+impl NodeState {
+    /// Singleton regions for nodes `0..n_nodes`; `with_epsilon` allocates
+    /// the scratch of (1+ε)-heavy matchings.
+    pub fn new(gpu: &Gpu, n_nodes: u64, with_epsilon: bool) -> Result<Self> {
+        let n = n_nodes.max(1) as usize;
+        let parent = gpu.upload(&(0..n as u64).map(|x| x as u32).collect::<Vec<_>>())?;
+        let heavy = if with_epsilon { Some((gpu.zeros(n)?, gpu.zeros(n)?, gpu.zeros(n)?)) } else { None };
+        Ok(Self { parent, touched: gpu.zeros(n)?, best_score: gpu.zeros(n)?, best_key: gpu.zeros(n)?, heavy, n_nodes })
+    }
+
+    /// The number of nodes.
+    pub fn n_nodes(&self) -> u64 {
+        self.n_nodes
+    }
+}
+
+/// The current graph as edge slots, with the scratch of the rounds: the
+/// first `n_slots` slots hold edges or holes ([`EMPTY_KEY`]).
+#[derive(Debug)]
+pub struct EdgeSlots {
+    edges: DeviceEdges,
+    slot_of: DeviceBuffer<u32>,
+    matched: DeviceBuffer<u32>,
+    eligible: Option<DeviceBuffer<u32>>,
+    table_keys: DeviceBuffer<u64>,
+    table_rep: DeviceBuffer<u32>,
+    table_mask: u64,
+    /// Merges and parkable edges of the round, holes made by contractions.
+    counters: DeviceBuffer<u64>,
+}
+
+/// The most rounds [`match_round`] and [`contract`] may queue before
+/// [`read_counts`] collects their counts.
+pub const MAX_BATCH: usize = 64;
+
+/// What a round's matching found and what its contraction removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoundCounts {
+    /// Pairs merged.
+    pub n_merged: u64,
+    /// Edges with an endpoint that can no longer merge at this threshold.
+    pub n_parkable: u64,
+    /// Holes made by the round's contraction.
+    pub n_removed: u64,
+}
+
+/// Edges set aside during a threshold: an endpoint can no longer merge,
+/// so they wait, with their keys as they were, for the threshold's end.
+#[derive(Debug)]
+pub struct ParkedEdges {
+    edges: DeviceEdges,
+}
+
+impl ParkedEdges {
+    /// No edges.
+    pub fn new(gpu: &Gpu) -> Result<Self> {
+        Ok(Self { edges: DeviceEdges::empty(gpu)? })
+    }
+
+    /// The number of parked edges.
+    pub fn len(&self) -> u64 {
+        self.edges.n_edges
+    }
+
+    /// Whether no edge is parked.
+    pub fn is_empty(&self) -> bool {
+        self.edges.n_edges == 0
+    }
+}
+
+impl EdgeSlots {
+    /// Takes `edges` (without holes) as the slots; the hash table holds
+    /// twice as many slots as edges. `with_epsilon` allocates the
+    /// eligibility flags of (1+ε)-heavy matchings.
+    pub fn new(gpu: &Gpu, edges: DeviceEdges, with_epsilon: bool) -> Result<Self> {
+        edges.check("ph_best_score")?;
+        if edges.n_edges >= u32::MAX as u64 {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "ParHAC",
+                reason: format!("{} edges: slot indices are u32", edges.n_edges),
+            });
+        }
+        let capacity = edges.n_edges.max(1) as usize;
+        let table_len = (2 * capacity).next_power_of_two().max(1024);
+        let mut table_keys = gpu.uninit::<u64>(table_len)?;
+        super::primitives::fill_u64(gpu, &mut table_keys, table_len as u64, EMPTY_KEY)?;
+        let mut table_rep = gpu.uninit::<u32>(table_len)?;
+        super::primitives::fill_u32(gpu, &mut table_rep, table_len as u64, u32::MAX)?;
+        Ok(Self {
+            edges,
+            slot_of: gpu.uninit(capacity)?,
+            matched: gpu.uninit(capacity)?,
+            eligible: if with_epsilon { Some(gpu.uninit(capacity)?) } else { None },
+            table_keys,
+            table_rep,
+            table_mask: table_len as u64 - 1,
+            counters: gpu.zeros(3 * MAX_BATCH)?,
+        })
+    }
+
+    /// The number of slots in use (edges and holes).
+    pub fn n_slots(&self) -> u64 {
+        self.edges.n_edges
+    }
+
+    /// The edge slots (keys, counts, sums).
+    pub fn edges(&self) -> &DeviceEdges {
+        &self.edges
+    }
+}
+
+/// Queues one round's matching (no synchronization): finds every node's
+/// best edge below `params.threshold` (`params.n_edges` must be the slot
+/// count), picks a matching among the (1+ε)-heavy edges (mutual best edges
+/// when `state` has no ε scratch), records the merges in `state`, flags the
+/// matched slots, and counts into the batch's entry `batch_index` (below
+/// [`MAX_BATCH`]; see [`read_counts`]).
+pub fn match_round(
+    gpu: &Gpu,
+    slots: &mut EdgeSlots,
+    params: RoundParams,
+    state: &mut NodeState,
+    batch_index: usize,
+) -> Result<()> {
+    let n = slots.n_slots();
+    if batch_index >= MAX_BATCH {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "ph_match_mutual",
+            reason: format!("batch index {batch_index} is not below {MAX_BATCH}"),
+        });
+    }
+    if params.n_edges != n {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "ph_best_score",
+            reason: format!("the round covers {} slots, the graph has {n}", params.n_edges),
+        });
+    }
+    if n > 0 {
+        let cfg = grid_stride_config(gpu, n)?;
+        let p = Param(params);
+        let e = &slots.edges;
+        let (keys, counts, sums) = (&e.keys.inner, &e.counts.inner, &e.sums.inner);
+        let counters = slots.counters.inner.slice(3 * batch_index..3 * batch_index + 3);
+        let counters = &counters;
+        // SAFETY (this and the launches below): the slots hold `n` edges or
+        // holes whose endpoints are below `n_nodes`, the length of every
+        // per-node buffer; `matched`, `eligible` and `slot_of` hold one u32
+        // per slot; `counters` three u64s.
+        launch!(
+            gpu,
+            "ph_reset_endpoints",
+            cfg,
+            keys,
+            &n,
+            &state.best_score.inner,
+            &u64::MAX,
+            &state.best_key.inner,
+            &u64::MAX
+        );
+        // SAFETY: as above; the endpoints' best scores were reset.
+        launch!(gpu, "ph_best_score", cfg, keys, counts, sums, &p, &state.best_score.inner);
+        // SAFETY: as above; the endpoints' best keys were reset.
+        launch!(gpu, "ph_best_key", cfg, keys, counts, sums, &p, &state.best_score.inner, &state.best_key.inner);
+        let (parent, touched, matched) = (&state.parent.inner, &state.touched.inner, &slots.matched.inner);
+        match (&mut state.heavy, &slots.eligible) {
+            (Some((best_mean, best_priority, preferred_key)), Some(eligible)) => {
+                // SAFETY: as above.
+                launch!(
+                    gpu,
+                    "ph_reset_endpoints",
+                    cfg,
+                    keys,
+                    &n,
+                    &best_priority.inner,
+                    &0u64,
+                    &preferred_key.inner,
+                    &u64::MAX
+                );
+                // SAFETY: as above; `best_mean` holds one f64 per node.
+                launch!(
+                    gpu,
+                    "ph_best_mean",
+                    cfg,
+                    keys,
+                    counts,
+                    sums,
+                    &p,
+                    &state.best_score.inner,
+                    &state.best_key.inner,
+                    &best_mean.inner
+                );
+                // SAFETY: as above; the priorities were reset to 0.
+                launch!(
+                    gpu,
+                    "ph_eligible",
+                    cfg,
+                    keys,
+                    counts,
+                    sums,
+                    &p,
+                    &state.best_score.inner,
+                    &best_mean.inner,
+                    &eligible.inner,
+                    &best_priority.inner,
+                    counters
+                );
+                // SAFETY: as above; the preferred keys were reset.
+                launch!(
+                    gpu,
+                    "ph_preferred_key",
+                    cfg,
+                    keys,
+                    &p,
+                    &eligible.inner,
+                    &best_priority.inner,
+                    &preferred_key.inner
+                );
+                // SAFETY: as above.
+                launch!(
+                    gpu,
+                    "ph_match_preferred",
+                    cfg,
+                    keys,
+                    &p,
+                    &eligible.inner,
+                    &best_priority.inner,
+                    &preferred_key.inner,
+                    parent,
+                    touched,
+                    matched,
+                    counters
+                );
+            }
+            (None, _) => {
+                // SAFETY: as above.
+                launch!(
+                    gpu,
+                    "ph_match_mutual",
+                    cfg,
+                    keys,
+                    counts,
+                    sums,
+                    &p,
+                    &state.best_score.inner,
+                    &state.best_key.inner,
+                    parent,
+                    touched,
+                    matched,
+                    counters
+                );
+            }
+            (Some(_), None) => {
+                return Err(RuntimeError::InvalidLaunch {
+                    kernel: "ph_eligible",
+                    reason: "the edge slots were made without ε scratch".into(),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The counts of the first `k` rounds queued since the last call
+/// (downloaded, so this synchronizes), then resets them.
+pub fn read_counts(gpu: &Gpu, slots: &mut EdgeSlots, k: usize) -> Result<Vec<RoundCounts>> {
+    let c = gpu.download(&slots.counters)?;
+    gpu.memset_zero(&mut slots.counters)?;
+    let rounds = c.chunks(3).take(k.min(MAX_BATCH));
+    Ok(rounds.map(|c| RoundCounts { n_merged: c[0], n_parkable: c[1], n_removed: c[2] }).collect())
+}
+
+/// Appends the matched slots' merges to the history at `offset`: keys
+/// `u << 32 | v` (`v` merged into `u`) and scores. The history buffers grow
+/// as needed. Returns the number written.
+pub fn record_merges(
+    gpu: &Gpu,
+    slots: &EdgeSlots,
+    offset: u64,
+    history_keys: &mut DeviceBuffer<u64>,
+    history_scores: &mut DeviceBuffer<f64>,
+) -> Result<u64> {
+    let (indices, n) = compact_indices(gpu, &slots.matched, slots.n_slots())?;
+    let needed = (offset + n) as usize;
+    if history_keys.len() < needed {
+        let capacity = needed.max(2 * history_keys.len());
+        *history_keys = grow(gpu, history_keys, offset, capacity)?;
+        *history_scores = grow(gpu, history_scores, offset, capacity)?;
+    }
+    if n > 0 {
+        let e = &slots.edges;
+        // SAFETY: `indices` holds `n` slots of edges below `n_slots`; the
+        // history holds at least `offset + n` elements.
+        launch!(
+            gpu,
+            "ph_history",
+            grid_stride_config(gpu, n)?,
+            &e.keys.inner,
+            &e.counts.inner,
+            &e.sums.inner,
+            &indices.inner,
+            &n,
+            &offset,
+            &history_keys.inner,
+            &history_scores.inner
+        );
+    }
+    Ok(n)
+}
+
+/// A buffer of `capacity` elements starting with the first `len` of `old`.
+fn grow<T: crate::DeviceElement>(
+    gpu: &Gpu,
+    old: &DeviceBuffer<T>,
+    len: u64,
+    capacity: usize,
+) -> Result<DeviceBuffer<T>> {
+    let mut new = gpu.zeros::<T>(capacity.max(1))?;
+    if len > 0 {
+        let src = old.inner.slice(..len as usize);
+        let mut dst = new.inner.slice_mut(..len as usize);
+        gpu.stream().memcpy_dtod(&src, &mut dst).context(|| "growing a buffer".into())?;
+    }
+    Ok(new)
+}
+
+/// Runs the hash-table deduplication over the slots: with `all`, every
+/// edge with its key; otherwise the edges touched by the round `params.tag`
+/// with their new keys. Parallel edges end up as one edge with the sum of
+/// their statistics; the others become holes (counted).
+fn deduplicate(
+    gpu: &Gpu,
+    slots: &mut EdgeSlots,
+    params: RoundParams,
+    state: &NodeState,
+    all: bool,
+    batch_index: usize,
+) -> Result<()> {
+    let n = slots.n_slots();
+    if n == 0 {
+        return Ok(());
+    }
+    if batch_index >= MAX_BATCH {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "ph_relabel_insert",
+            reason: format!("batch index {batch_index} is not below {MAX_BATCH}"),
+        });
+    }
+    let counters = slots.counters.inner.slice(3 * batch_index..3 * batch_index + 3);
+    let cfg = grid_stride_config(gpu, n)?;
+    let p = Param(RoundParams { n_edges: n, ..params });
+    let e = &slots.edges;
+    let all = all as u32;
+    // SAFETY: the slots hold `n` edges or holes whose endpoints index the
+    // per-node buffers; the table holds `table_mask + 1` empty slots, at
+    // least twice the number of edges; `slot_of` holds one u32 per slot;
+    // `counters` three u64s.
+    launch!(
+        gpu,
+        "ph_relabel_insert",
+        cfg,
+        &e.keys.inner,
+        &p,
+        &state.parent.inner,
+        &state.touched.inner,
+        &all,
+        &slots.table_keys.inner,
+        &slots.table_rep.inner,
+        &slots.table_mask,
+        &slots.slot_of.inner,
+        &counters
+    );
+    // SAFETY: as above, after the insertion.
+    launch!(
+        gpu,
+        "ph_resolve",
+        cfg,
+        &e.keys.inner,
+        &e.counts.inner,
+        &e.sums.inner,
+        &n,
+        &slots.table_rep.inner,
+        &slots.slot_of.inner,
+        &counters
+    );
+    // SAFETY: as above; empties exactly the table slots used.
+    launch!(gpu, "ph_clear_table", cfg, &slots.slot_of.inner, &n, &slots.table_keys.inner, &slots.table_rep.inner);
+    Ok(())
+}
+
+/// Queues the in-place contraction after a round (no synchronization):
+/// edges touched by the round `params.tag` get their new endpoints,
+/// parallel edges merge (exact integer sums), edges inside merged pairs
+/// become holes, counted into the batch's entry `batch_index`.
+pub fn contract(
+    gpu: &Gpu,
+    slots: &mut EdgeSlots,
+    params: RoundParams,
+    state: &NodeState,
+    batch_index: usize,
+) -> Result<()> {
+    deduplicate(gpu, slots, params, state, false, batch_index)
+}
+
+/// Compacts the slots: edges whose endpoints can both still merge at this
+/// threshold (per this round's best scores) stay, in order; edges with an
+/// endpoint that cannot are appended to `parked`; holes go. Resets the
+/// counts. Synchronizes.
+pub fn compact(gpu: &Gpu, slots: &mut EdgeSlots, state: &NodeState, parked: &mut ParkedEdges) -> Result<()> {
+    let n = slots.n_slots();
+    let active = gpu.uninit::<u32>(n.max(1) as usize)?;
+    let parked_flags = gpu.uninit::<u32>(n.max(1) as usize)?;
+    if n > 0 {
+        // SAFETY: the slots' endpoints index `best_score`; the flags hold
+        // one u32 per slot.
+        launch!(
+            gpu,
+            "ph_classify",
+            grid_stride_config(gpu, n)?,
+            &slots.edges.keys.inner,
+            &n,
+            &state.best_score.inner,
+            &active.inner,
+            &parked_flags.inner
+        );
+    }
+    let (active_idx, n_active) = compact_indices(gpu, &active, n)?;
+    let (parked_idx, n_parked) = compact_indices(gpu, &parked_flags, n)?;
+    let kept = DeviceEdges::with_capacity(gpu, n_active)?;
+    gather(gpu, &slots.edges, &active_idx, n_active, None, &kept, 0)?;
+    if n_parked > 0 {
+        let old = parked.len();
+        let total = old + n_parked;
+        let mut grown = DeviceEdges::with_capacity(gpu, total)?;
+        for (dst, src) in [
+            (&mut grown.keys, &parked.edges.keys),
+            (&mut grown.counts, &parked.edges.counts),
+            (&mut grown.sums, &parked.edges.sums),
+        ] {
+            if old > 0 {
+                let from = src.inner.slice(..old as usize);
+                let mut to = dst.inner.slice_mut(..old as usize);
+                gpu.stream().memcpy_dtod(&from, &mut to).context(|| "growing the parked edges".into())?;
+            }
+        }
+        gather(gpu, &slots.edges, &parked_idx, n_parked, None, &grown, old)?;
+        parked.edges = grown;
+    }
+    slots.edges = kept;
+    gpu.memset_zero(&mut slots.counters)?;
+    Ok(())
+}
+
+/// Copies the edges `indices[0..n]` of `src` into `dst` at `offset`,
+/// relabelling their keys through `roots` when given.
+fn gather(
+    gpu: &Gpu,
+    src: &DeviceEdges,
+    indices: &DeviceBuffer<u32>,
+    n: u64,
+    roots: Option<&DeviceBuffer<u32>>,
+    dst: &DeviceEdges,
+    offset: u64,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    check_len("ph_gather_edges", "indices", indices, n)?;
+    check_len("ph_gather_edges", "destination", &dst.keys, offset + n)?;
+    let n_bad = gpu.zeros::<u32>(1)?;
+    let (relabel, roots_buffer) = match roots {
+        Some(r) => (1u32, &r.inner),
+        None => (0u32, &indices.inner),
+    };
+    // SAFETY: `indices` holds `n` slot indices of `src`'s edges; `roots`,
+    // when used, holds one region per node (the endpoints are node ids);
+    // `dst` holds `offset + n` elements and is a different allocation.
+    launch!(
+        gpu,
+        "ph_gather_edges",
+        grid_stride_config(gpu, n)?,
+        &src.keys.inner,
+        &src.counts.inner,
+        &src.sums.inner,
+        &indices.inner,
+        &n,
+        &relabel,
+        roots_buffer,
+        &offset,
+        &dst.keys.inner,
+        &dst.counts.inner,
+        &dst.sums.inner,
+        &n_bad.inner
+    );
+    if roots.is_some() {
+        check_no_bad(gpu, &n_bad, "ph_gather_edges", 0)?;
+    }
+    Ok(())
+}
+
+/// The edges (non-empty slots) of `edges`, compacted in order.
+fn live_edges(gpu: &Gpu, edges: &DeviceEdges) -> Result<DeviceEdges> {
+    let n = edges.n_edges;
+    let live = gpu.uninit::<u32>(n.max(1) as usize)?;
+    if n > 0 {
+        // SAFETY: the keys hold `n` u64s, `live` `n` u32s.
+        launch!(gpu, "ph_live_flags", grid_stride_config(gpu, n)?, &edges.keys.inner, &n, &live.inner);
+    }
+    let (live_idx, n_live) = compact_indices(gpu, &live, n)?;
+    let out = DeviceEdges::with_capacity(gpu, n_live)?;
+    gather(gpu, edges, &live_idx, n_live, None, &out, 0)?;
+    Ok(out)
+}
+
+/// Ends a threshold: the slots' edges and the parked ones (their endpoints
+/// through `roots`) become one graph without holes or parallel edges, in
+/// no particular order: the slots' new content. Resets the counts.
+/// Synchronizes.
+pub fn finish_threshold(
+    gpu: &Gpu,
+    slots: &mut EdgeSlots,
+    parked: &mut ParkedEdges,
+    state: &NodeState,
+    roots: &DeviceBuffer<u32>,
+) -> Result<()> {
+    let live = live_edges(gpu, &slots.edges)?;
+    let n_parked = parked.len();
+    if n_parked > 0 {
+        let (n_live, total) = (live.n_edges, live.n_edges + n_parked);
+        if slots.table_mask + 1 < 2 * total || (slots.slot_of.len() as u64) < total {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "ph_relabel_insert",
+                reason: format!("{total} edges exceed the capacity the slots were made for"),
+            });
+        }
+        let merged = DeviceEdges::with_capacity(gpu, total)?;
+        let all = gpu.upload(&(0..n_live.max(n_parked) as u32).collect::<Vec<_>>())?;
+        gather(gpu, &live, &all, n_live, None, &merged, 0)?;
+        gather(gpu, &parked.edges, &all, n_parked, Some(roots), &merged, n_live)?;
+        *parked = ParkedEdges::new(gpu)?;
+        // Parallel edges between the two parts merge in the hash table.
+        slots.edges = merged;
+        let params = RoundParams { n_edges: total, threshold: 0.0, factor: 1.0, round: 0, tag: 0, pad: 0 };
+        deduplicate(gpu, slots, params, state, true, 0)?;
+        slots.edges = live_edges(gpu, &slots.edges)?;
+    } else {
+        slots.edges = live;
+    }
+    gpu.memset_zero(&mut slots.counters)?;
+    Ok(())
+}
+
+/// The region of every node (the root of its merge tree).
+pub fn find_roots(gpu: &Gpu, state: &NodeState) -> Result<DeviceBuffer<u32>> {
+    let n = state.n_nodes;
+    let roots = gpu.uninit::<u32>(n.max(1) as usize)?;
+    if n > 0 {
+        // SAFETY: `parent` holds `n` node ids forming a forest; `roots` `n` u32s.
+        launch!(gpu, "ph_find_roots", grid_stride_config(gpu, n)?, &state.parent.inner, &n, &roots.inner);
+    }
+    Ok(roots)
+}
+
+/// The segmentation of the first `n` `labels`: each replaced by
+/// `roots[label]`. A label outside `roots` is an error (checked on the
+/// device; this synchronizes).
+pub fn segment(gpu: &Gpu, labels: &DeviceBuffer<u32>, n: u64, roots: &DeviceBuffer<u32>) -> Result<DeviceBuffer<u32>> {
+    check_len("ph_segment", "labels", labels, n)?;
+    let out = gpu.uninit::<u32>(n.max(1) as usize)?;
+    let n_roots = roots.len() as u64;
+    let n_bad = gpu.zeros::<u32>(1)?;
+    if n > 0 {
+        // SAFETY: `labels` holds `n` u32s, `out` as many; the kernel checks
+        // every label against `n_roots`, the length of `roots`; `n_bad` is
+        // one zeroed u32.
+        launch!(
+            gpu,
+            "ph_segment",
+            grid_stride_config(gpu, n)?,
+            &labels.inner,
+            &n,
+            &roots.inner,
+            &n_roots,
+            &out.inner,
+            &n_bad.inner
+        );
+    }
+    check_no_bad(gpu, &n_bad, "ph_segment", n_roots)?;
+    Ok(out)
+}
+
+/// The segmentation of the first `n` `labels` in u64 ids: each label `k`
+/// replaced by `table[k]`. A label outside `table` is an error (checked on
+/// the device; this synchronizes).
+pub fn segment_u64(
+    gpu: &Gpu,
+    labels: &DeviceBuffer<u32>,
+    n: u64,
+    table: &DeviceBuffer<u64>,
+) -> Result<DeviceBuffer<u64>> {
+    check_len("ph_segment_u64", "labels", labels, n)?;
+    let out = gpu.uninit::<u64>(n.max(1) as usize)?;
+    let n_table = table.len() as u64;
+    let n_bad = gpu.zeros::<u32>(1)?;
+    if n > 0 {
+        // SAFETY: `labels` holds `n` u32s, `out` `n` u64s; the kernel checks
+        // every label against `n_table`, the length of `table`; `n_bad` is
+        // one zeroed u32.
+        launch!(
+            gpu,
+            "ph_segment_u64",
+            grid_stride_config(gpu, n)?,
+            &labels.inner,
+            &n,
+            &table.inner,
+            &n_table,
+            &out.inner,
+            &n_bad.inner
+        );
+    }
+    check_no_bad(gpu, &n_bad, "ph_segment_u64", n_table)?;
+    Ok(out)
+}
+
+fn check_no_bad(gpu: &Gpu, n_bad: &DeviceBuffer<u32>, kernel: &'static str, n_table: u64) -> Result<()> {
+    let bad = gpu.download(n_bad)?[0];
+    if bad > 0 {
+        return Err(crate::RuntimeError::InvalidLaunch {
+            kernel,
+            reason: format!("{bad} voxels hold fragment ids outside the {n_table} nodes of the graph"),
+        });
+    }
+    Ok(())
+}

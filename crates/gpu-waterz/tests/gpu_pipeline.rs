@@ -1,0 +1,188 @@
+//! The GPU pipeline against the CPU: on every volume its regions, merges
+//! and remaining graphs equal the CPU ParHAC's on the same fragments and
+//! graph (ties included); on tie-free volumes its segmentations equal the
+//! reference's serial order in exact arithmetic, label for label; on the
+//! real volumes (8-bit data, exact ties) the VOI to stock waterz's order is
+//! measured and bounded. Skipped visibly without a GPU or data.
+
+mod common;
+
+use common::data_file;
+use gpu_waterz::cpu::{Agglomeration as CpuRun, Options};
+use gpu_waterz::gpu::Agglomeration as GpuRun;
+use gpu_waterz::io::{read_hdf5, Volume};
+use gpu_waterz_core::affinities::from_inside_probability;
+use gpu_waterz_core::synthetic::{cell_affinities, cell_labels};
+use gpu_waterz_core::{AffinityGraph, Arithmetic, ScoringFunction, WatershedParams};
+use gpu_waterz_graph::{region_graph, DenseLabels};
+use gpu_waterz_parhac::cpu::{Edge, Parhac};
+use gpu_waterz_runtime::testing::gpu_or_skip;
+use gpu_waterz_runtime::Gpu;
+use ndarray::{Array3, Array4, Ix3, Ix4};
+use std::io::Write;
+
+const THRESHOLDS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
+const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
+
+fn options(history: bool) -> Options {
+    let mut o = Options::new(&THRESHOLDS).unwrap();
+    o.arithmetic = Arithmetic::Exact;
+    o.merge_history = history;
+    o.region_graph = history;
+    o
+}
+
+/// The GPU pipeline against the CPU ParHAC on the reference's fragments and
+/// graph: equal segmentations, merges and graphs at every threshold.
+/// Returns the GPU's segmentations.
+fn against_cpu_parhac(g: &Gpu, affs: &Array4<f32>, epsilon: f64, what: &str) -> Vec<Array3<u64>> {
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let fragments = gpu_waterz_watershed::watershed(&graph, PARAMS);
+    let dense = DenseLabels::new(fragments.labels.view());
+    let rg = region_graph(&graph, fragments.labels.view(), dense.n_nodes());
+    let edges: Vec<Edge> =
+        rg.edges.iter().zip(rg.contact_stats()).map(|(&[u, v], stats)| Edge { u, v, stats }).collect();
+    let mut cpu = Parhac::new(rg.n_nodes, edges, epsilon).unwrap();
+    let mut gpu = GpuRun::from_host(g, &graph, None, None, &options(true), epsilon).unwrap();
+    let mut segmentations = Vec::new();
+    for t in THRESHOLDS {
+        let got = gpu.next_threshold().unwrap().unwrap();
+        let mut history = Vec::new();
+        cpu.merge_until(t as f32, Some(&mut history));
+        let roots: Vec<u64> = (0..rg.n_nodes).map(|i| cpu.region_of(i)).collect();
+        let expected = fragments.labels.mapv(|l| roots[l as usize]);
+        assert_eq!(got.segmentation, expected, "{what}, ε {epsilon}, threshold {t}: segmentation");
+        assert_eq!(got.merge_history.unwrap(), history, "{what}, ε {epsilon}, threshold {t}: merges");
+        let graph_now: Vec<(u64, u64, u64)> = cpu.edges().iter().map(|e| (e.u, e.v, e.score().to_bits())).collect();
+        let got_graph: Vec<(u64, u64, u64)> =
+            got.region_graph.unwrap().iter().map(|e| (e.u, e.v, e.score.to_bits())).collect();
+        assert_eq!(got_graph, graph_now, "{what}, ε {epsilon}, threshold {t}: region graph");
+        segmentations.push(got.segmentation);
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "{what}, ε {epsilon}: {} fragments, {} edges, {} GPU rounds: GPU = CPU ParHAC at {THRESHOLDS:?}",
+        gpu.n_fragments(),
+        gpu.n_edges(),
+        gpu.rounds().len()
+    );
+    segmentations
+}
+
+#[test]
+fn tie_free_volumes_equal_the_serial_reference() {
+    let Some(g) = gpu_or_skip("tie_free_volumes_equal_the_serial_reference") else {
+        return;
+    };
+    for seed in 0..3 {
+        let labels = cell_labels(seed, (16, 64, 64), 30);
+        let affs = cell_affinities(seed, &labels, 0.3);
+        let gpu_segs = against_cpu_parhac(&g, &affs, 0.0, &format!("cells seed {seed}"));
+        let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+        let mut serial = CpuRun::new(&graph, None, None, &options(false)).unwrap();
+        for (t, seg) in THRESHOLDS.iter().zip(&gpu_segs) {
+            let expected = serial.next_threshold().unwrap().unwrap();
+            assert_eq!(seg, &expected.segmentation, "seed {seed}, threshold {t}: GPU = serial reference");
+        }
+        against_cpu_parhac(&g, &affs, 0.1, &format!("cells seed {seed}"));
+    }
+}
+
+#[test]
+fn user_fragments_uint8_and_reruns() {
+    let Some(g) = gpu_or_skip("user_fragments_uint8_and_reruns") else {
+        return;
+    };
+    let labels = cell_labels(4, (12, 48, 48), 25);
+    let affs = cell_affinities(4, &labels, 0.3);
+    let affs_u8 = affs.mapv(|v| (v * 255.0).round() as u8);
+    let graph = AffinityGraph::from_u8(affs_u8.view()).unwrap();
+    // User fragments with sparse ids: results come back in those ids.
+    let fragments = labels.mapv(|l| if l == 0 { 0 } else { 1000 + 7 * l as u64 });
+    let gt = labels.mapv(u64::from);
+    let run = |fragments: Option<&Array3<u64>>| {
+        let mut r =
+            GpuRun::from_host(&g, &graph, fragments.map(|f| f.view()), Some(gt.clone()), &options(true), 0.0).unwrap();
+        std::iter::from_fn(|| r.next_threshold().unwrap()).collect::<Vec<_>>()
+    };
+    let first = run(Some(&fragments));
+    for r in &first {
+        assert!(r.segmentation.iter().all(|&l| l == 0 || (l >= 1000 && (l - 1000) % 7 == 0)), "ids are the user's");
+        assert!(r.metrics.is_some());
+    }
+    let mut cpu = CpuRun::new(&graph, Some(fragments.view()), Some(gt.clone()), &options(false)).unwrap();
+    let cpu_first = cpu.next_threshold().unwrap().unwrap();
+    assert_eq!(first[0].segmentation, cpu_first.segmentation, "user fragments at 0.1");
+    // Reruns, watershed included, give the same bytes.
+    let a = run(None);
+    for _ in 0..4 {
+        let b = run(None);
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.segmentation, y.segmentation);
+            assert_eq!(x.merge_history, y.merge_history);
+        }
+    }
+}
+
+#[test]
+fn unsupported_options_are_errors() {
+    let Some(g) = gpu_or_skip("unsupported_options_are_errors") else {
+        return;
+    };
+    let affs = Array4::<f32>::from_elem((3, 2, 3, 4), 0.5);
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let mut o = options(false);
+    o.scoring = ScoringFunction::MaxAffinity;
+    assert!(GpuRun::from_host(&g, &graph, None, None, &o, 0.0).is_err());
+    let mut o = options(false);
+    o.discretize_queue = 256;
+    assert!(GpuRun::from_host(&g, &graph, None, None, &o, 0.0).is_err());
+    assert!(GpuRun::from_host(&g, &graph, None, None, &options(false), -1.0).is_err());
+    let bad_gt = Array3::<u64>::zeros((2, 3, 5));
+    assert!(GpuRun::from_host(&g, &graph, None, Some(bad_gt), &options(false), 0.0).is_err());
+}
+
+fn f32_volume(v: Volume) -> ndarray::ArrayD<f32> {
+    match v {
+        Volume::F32(a) => a,
+        other => panic!("expected float32, got {}", other.dtype()),
+    }
+}
+
+#[test]
+fn real_volumes_equal_the_cpu_parhac_and_stay_close_to_waterz() {
+    let Some(g) = gpu_or_skip("real_volumes_equal_the_cpu_parhac_and_stay_close_to_waterz") else {
+        return;
+    };
+    let mut volumes: Vec<(String, Array4<f32>)> = Vec::new();
+    for name in ["gala-em-train.h5", "gala-em-test.h5"] {
+        if let Some(path) = data_file(name) {
+            let p = f32_volume(read_hdf5(&path, "boundary_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
+            volumes.push((name.into(), from_inside_probability(&p.mapv(|v| 1.0 - v))));
+        }
+    }
+    if let Some(path) = data_file("snemi-mini.h5") {
+        let q = f32_volume(read_hdf5(&path, "inside_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
+        volumes.push(("snemi-mini".into(), from_inside_probability(&q)));
+    }
+    if let Some(path) = data_file("piriform-affinities.h5") {
+        let a = f32_volume(read_hdf5(&path, "affinities").unwrap()).into_dimensionality::<Ix4>().unwrap();
+        volumes.push(("piriform".into(), a.as_standard_layout().to_owned()));
+    }
+    for (name, affs) in volumes {
+        let gpu_segs = against_cpu_parhac(&g, &affs, 0.0, &name);
+        // Stock waterz's order (the reference in waterz arithmetic).
+        let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+        let mut o = options(false);
+        o.arithmetic = Arithmetic::Waterz;
+        let mut waterz = CpuRun::new(&graph, None, None, &o).unwrap();
+        let mut worst = 0.0f64;
+        for seg in &gpu_segs {
+            let w = waterz.next_threshold().unwrap().unwrap();
+            let m = gpu_waterz_eval::evaluate(seg.view(), w.segmentation.view()).unwrap();
+            worst = worst.max(m.voi_split + m.voi_merge);
+        }
+        let _ = writeln!(std::io::stderr(), "{name}: largest VOI between the GPU and waterz's order {worst:.2e} bits");
+        assert!(worst < 0.05, "{name}: the GPU is {worst} bits from waterz's order");
+    }
+}
