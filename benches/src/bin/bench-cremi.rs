@@ -239,6 +239,7 @@ fn parhac_five_thresholds(
             "n_fragments": run.n_fragments(),
             "n_edges": run.n_edges(),
             "rounds": rounds,
+            "compactions": run.n_compactions(),
             "merging_s": merging,
             "mean_round_us": merging * 1e6 / rounds.max(1) as f64,
         });

@@ -74,6 +74,7 @@ pub struct GpuParhac<'g> {
     parked: ParkedEdges,
     /// Holes in the slots, as counted so far.
     holes: u64,
+    compactions: u64,
     state: NodeState,
     history: Option<DeviceHistory>,
     rounds: Vec<GpuRoundInfo>,
@@ -115,6 +116,7 @@ impl<'g> GpuParhac<'g> {
             slots: EdgeSlots::new(gpu, edges, epsilon > 0.0)?,
             parked: ParkedEdges::new(gpu)?,
             holes: 0,
+            compactions: 0,
             state,
             history,
             rounds: Vec::new(),
@@ -125,6 +127,11 @@ impl<'g> GpuParhac<'g> {
     /// The rounds run so far.
     pub fn rounds(&self) -> &[GpuRoundInfo] {
         &self.rounds
+    }
+
+    /// The compactions of the edge slots so far.
+    pub fn n_compactions(&self) -> u64 {
+        self.compactions
     }
 
     /// The number of edges of the current graph (between thresholds).
@@ -200,6 +207,7 @@ impl<'g> GpuParhac<'g> {
             if n_slots >= MIN_SLOTS_TO_COMPACT && 2 * (self.holes + parkable) > n_slots {
                 ops::compact(self.gpu, &mut self.slots, &self.state, &mut self.parked)?;
                 self.holes = 0;
+                self.compactions += 1;
             }
         }
     }

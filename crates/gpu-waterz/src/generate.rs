@@ -11,6 +11,7 @@
 
 use gpu_waterz_core::synthetic::{value_noise, SplitMix64};
 use ndarray::{Array3, Array4, Axis, Zip};
+use rayon::prelude::*;
 
 /// The generator's knobs; [`GeneratorParams::default`] gives stock waterz
 /// VOIs in the range of real data (about 1 to 3 bits at mid thresholds).
@@ -52,18 +53,22 @@ pub fn neurite_labels(seed: u64, shape: (usize, usize, usize), n_cells: usize) -
         })
         .collect();
     let mut labels = Array3::<u32>::zeros(shape);
+    let flat = labels.as_slice_mut().expect("a new array is in standard layout");
     for z in 0..zd {
-        let mut section = labels.index_axis_mut(Axis(0), z);
-        for ((y, x), l) in section.indexed_iter_mut() {
-            let mut best = (f32::INFINITY, 0usize);
-            for (k, s) in seeds.iter().enumerate() {
-                let d = (y as f32 - s[0]).powi(2) + (x as f32 - s[1]).powi(2);
-                if d < best.0 {
-                    best = (d, k);
+        let section = &mut flat[z * yd * xd..(z + 1) * yd * xd];
+        // Rows in parallel: each voxel's label depends only on the seeds.
+        section.par_chunks_mut(xd.max(1)).enumerate().for_each(|(y, row)| {
+            for (x, l) in row.iter_mut().enumerate() {
+                let mut best = (f32::INFINITY, 0usize);
+                for (k, s) in seeds.iter().enumerate() {
+                    let d = (y as f32 - s[0]).powi(2) + (x as f32 - s[1]).powi(2);
+                    if d < best.0 {
+                        best = (d, k);
+                    }
                 }
+                *l = best.1 as u32 + 1;
             }
-            *l = best.1 as u32 + 1;
-        }
+        });
         for s in seeds.iter_mut() {
             s[2] = (s[2] + (rng.next_f32() - 0.5) * 0.1).clamp(-0.5, 0.5);
             s[3] = (s[3] + (rng.next_f32() - 0.5) * 0.1).clamp(-0.5, 0.5);

@@ -328,6 +328,11 @@ impl<'g> Agglomeration<'g> {
         self.parhac.rounds()
     }
 
+    /// The compactions of ParHAC's edge slots so far.
+    pub fn n_compactions(&self) -> u64 {
+        self.parhac.n_compactions()
+    }
+
     /// The number of fragments.
     pub fn n_fragments(&self) -> u64 {
         self.n_fragments

@@ -15,7 +15,9 @@ import numpy as np
 
 from . import _native
 
-__all__ = ["agglomerate", "evaluate"]
+__all__ = ["agglomerate", "evaluate", "CudaVolume"]
+
+CudaVolume = _native.CudaVolume
 
 _DEFAULT_SCORING = "OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>"
 _BACKENDS = ("gpu", "cpu")

@@ -103,15 +103,18 @@ pub struct RoundCounts {
 
 /// Edges set aside during a threshold: an endpoint can no longer merge,
 /// so they wait, with their keys as they were, for the threshold's end.
+/// The buffers grow to the graph's size once and are reused.
 #[derive(Debug)]
 pub struct ParkedEdges {
+    /// The first `n_edges` are parked edges; the buffers hold `capacity`.
     edges: DeviceEdges,
+    capacity: u64,
 }
 
 impl ParkedEdges {
     /// No edges.
     pub fn new(gpu: &Gpu) -> Result<Self> {
-        Ok(Self { edges: DeviceEdges::empty(gpu)? })
+        Ok(Self { edges: DeviceEdges::empty(gpu)?, capacity: 1 })
     }
 
     /// The number of parked edges.
@@ -122,6 +125,21 @@ impl ParkedEdges {
     /// Whether no edge is parked.
     pub fn is_empty(&self) -> bool {
         self.edges.n_edges == 0
+    }
+
+    /// Room for `needed` edges, keeping the parked ones; grows to at least
+    /// `hint` (the graph's size, which parked edges never exceed).
+    fn reserve(&mut self, gpu: &Gpu, needed: u64, hint: u64) -> Result<()> {
+        if needed <= self.capacity {
+            return Ok(());
+        }
+        let capacity = needed.max(hint);
+        let len = self.edges.n_edges;
+        self.edges.keys = grow(gpu, &self.edges.keys, len, capacity as usize)?;
+        self.edges.counts = grow(gpu, &self.edges.counts, len, capacity as usize)?;
+        self.edges.sums = grow(gpu, &self.edges.sums, len, capacity as usize)?;
+        self.capacity = capacity;
+        Ok(())
     }
 }
 
@@ -486,21 +504,9 @@ pub fn compact(gpu: &Gpu, slots: &mut EdgeSlots, state: &NodeState, parked: &mut
     gather(gpu, &slots.edges, &active_idx, n_active, None, &kept, 0)?;
     if n_parked > 0 {
         let old = parked.len();
-        let total = old + n_parked;
-        let mut grown = DeviceEdges::with_capacity(gpu, total)?;
-        for (dst, src) in [
-            (&mut grown.keys, &parked.edges.keys),
-            (&mut grown.counts, &parked.edges.counts),
-            (&mut grown.sums, &parked.edges.sums),
-        ] {
-            if old > 0 {
-                let from = src.inner.slice(..old as usize);
-                let mut to = dst.inner.slice_mut(..old as usize);
-                gpu.stream().memcpy_dtod(&from, &mut to).context(|| "growing the parked edges".into())?;
-            }
-        }
-        gather(gpu, &slots.edges, &parked_idx, n_parked, None, &grown, old)?;
-        parked.edges = grown;
+        parked.reserve(gpu, old + n_parked, slots.slot_of.len() as u64)?;
+        gather(gpu, &slots.edges, &parked_idx, n_parked, None, &parked.edges, old)?;
+        parked.edges.n_edges = old + n_parked;
     }
     slots.edges = kept;
     gpu.memset_zero(&mut slots.counters)?;
@@ -593,7 +599,7 @@ pub fn finish_threshold(
         let all = gpu.upload(&(0..n_live.max(n_parked) as u32).collect::<Vec<_>>())?;
         gather(gpu, &live, &all, n_live, None, &merged, 0)?;
         gather(gpu, &parked.edges, &all, n_parked, Some(roots), &merged, n_live)?;
-        *parked = ParkedEdges::new(gpu)?;
+        parked.edges.n_edges = 0;
         // Parallel edges between the two parts merge in the hash table.
         slots.edges = merged;
         let params = RoundParams { n_edges: total, threshold: 0.0, factor: 1.0, round: 0, tag: 0, pad: 0 };
