@@ -466,8 +466,9 @@ unsafe fn insert_key(table_keys: *mut u64, mask: u64, key: u64) -> u64 {
 /// smallest slot index with that key, and `slot_of[e]` the edge's table
 /// slot (`u32::MAX` for edges that did not change).
 ///
-/// With `all` set, every edge is inserted with its current key (the
-/// deduplication at the end of a threshold).
+/// With `all` set, every edge at a node that merged since the round tagged
+/// `params.tag` (the threshold's first) is inserted with its current key
+/// (the deduplication at the end of a threshold).
 ///
 /// # Safety
 /// The edge slots hold `params.n_edges` elements; `parent`, `touched` one
@@ -505,7 +506,12 @@ pub unsafe extern "ptx-kernel" fn ph_relabel_insert(
                 if key != EMPTY_KEY {
                     let (u, v) = (key >> 32, key & 0xFFFF_FFFF);
                     if all != 0 {
-                        slot = insert_key(table_keys, mask, key) as u32;
+                        // Two edges can share a key at the end of a
+                        // threshold only if one of them changed, that is,
+                        // only at nodes that merged during the threshold.
+                        if *touched.add(u as usize) >= params.tag || *touched.add(v as usize) >= params.tag {
+                            slot = insert_key(table_keys, mask, key) as u32;
+                        }
                     } else if *touched.add(u as usize) == params.tag || *touched.add(v as usize) == params.tag {
                         // Nodes are roots, and merge targets did not merge
                         // away in the same round: one step of `parent` is

@@ -39,6 +39,22 @@ pub unsafe extern "ptx-kernel" fn fill_u32(out: *mut u32, n: u64, value: u32) {
     grid_stride(n, |i| unsafe { *out.add(i as usize) = value });
 }
 
+/// Writes `0, 1, ..., n - 1`.
+///
+/// # Safety
+/// `out` holds `n` writable `u32`s, `n <= 2^32`.
+///
+/// # Parameters
+/// - `out`, `n`: the buffer.
+///
+/// # Thread mapping
+/// Grid-stride loop, one element per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn iota_u32(out: *mut u32, n: u64) {
+    // SAFETY: `i < n`.
+    grid_stride(n, |i| unsafe { *out.add(i as usize) = i as u32 });
+}
+
 /// Sets `n` `u64`s to `value`.
 ///
 /// # Safety

@@ -149,6 +149,7 @@ impl<'g> GpuParhac<'g> {
         }
         self.merged_until = t;
         let mut total = 0;
+        let first_tag = (self.rounds.len() + 1) as u32;
         loop {
             let start = Instant::now();
             let first_round = self.rounds.len() as u64;
@@ -190,7 +191,7 @@ impl<'g> GpuParhac<'g> {
                     // No edge is below the threshold: the batch's later
                     // rounds changed nothing, and do not count.
                     let roots = ops::find_roots(self.gpu, &self.state)?;
-                    ops::finish_threshold(self.gpu, &mut self.slots, &mut self.parked, &self.state, &roots)?;
+                    ops::finish_threshold(self.gpu, &mut self.slots, &mut self.parked, &self.state, &roots, first_tag)?;
                     self.holes = 0;
                     tracing::debug!(
                         threshold,

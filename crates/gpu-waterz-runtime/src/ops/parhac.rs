@@ -60,7 +60,7 @@ impl NodeState {
     /// the scratch of (1+ε)-heavy matchings.
     pub fn new(gpu: &Gpu, n_nodes: u64, with_epsilon: bool) -> Result<Self> {
         let n = n_nodes.max(1) as usize;
-        let parent = gpu.upload(&(0..n as u64).map(|x| x as u32).collect::<Vec<_>>())?;
+        let parent = super::primitives::iota_u32(gpu, n as u64)?;
         let heavy = if with_epsilon { Some((gpu.zeros(n)?, gpu.zeros(n)?, gpu.zeros(n)?)) } else { None };
         Ok(Self { parent, touched: gpu.zeros(n)?, best_score: gpu.zeros(n)?, best_key: gpu.zeros(n)?, heavy, n_nodes })
     }
@@ -574,16 +574,17 @@ fn live_edges(gpu: &Gpu, edges: &DeviceEdges) -> Result<DeviceEdges> {
     Ok(out)
 }
 
-/// Ends a threshold: the slots' edges and the parked ones (their endpoints
-/// through `roots`) become one graph without holes or parallel edges, in
-/// no particular order: the slots' new content. Resets the counts.
-/// Synchronizes.
+/// Ends a threshold whose first round had tag `first_tag`: the slots'
+/// edges and the parked ones (their endpoints through `roots`) become one
+/// graph without holes or parallel edges, in no particular order: the
+/// slots' new content. Resets the counts. Synchronizes.
 pub fn finish_threshold(
     gpu: &Gpu,
     slots: &mut EdgeSlots,
     parked: &mut ParkedEdges,
     state: &NodeState,
     roots: &DeviceBuffer<u32>,
+    first_tag: u32,
 ) -> Result<()> {
     let live = live_edges(gpu, &slots.edges)?;
     let n_parked = parked.len();
@@ -596,13 +597,13 @@ pub fn finish_threshold(
             });
         }
         let merged = DeviceEdges::with_capacity(gpu, total)?;
-        let all = gpu.upload(&(0..n_live.max(n_parked) as u32).collect::<Vec<_>>())?;
+        let all = super::primitives::iota_u32(gpu, n_live.max(n_parked))?;
         gather(gpu, &live, &all, n_live, None, &merged, 0)?;
         gather(gpu, &parked.edges, &all, n_parked, Some(roots), &merged, n_live)?;
         parked.edges.n_edges = 0;
         // Parallel edges between the two parts merge in the hash table.
         slots.edges = merged;
-        let params = RoundParams { n_edges: total, threshold: 0.0, factor: 1.0, round: 0, tag: 0, pad: 0 };
+        let params = RoundParams { n_edges: total, threshold: 0.0, factor: 1.0, round: 0, tag: first_tag, pad: 0 };
         deduplicate(gpu, slots, params, state, true, 0)?;
         slots.edges = live_edges(gpu, &slots.edges)?;
     } else {

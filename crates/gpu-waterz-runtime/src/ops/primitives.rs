@@ -21,6 +21,22 @@ pub fn fill_u32(gpu: &Gpu, buffer: &mut DeviceBuffer<u32>, n: u64, value: u32) -
     Ok(())
 }
 
+/// A new buffer holding `0, 1, ..., n - 1` (`n < 2^32`).
+pub fn iota_u32(gpu: &Gpu, n: u64) -> Result<DeviceBuffer<u32>> {
+    if n > u32::MAX as u64 {
+        return Err(crate::RuntimeError::InvalidLaunch {
+            kernel: "iota_u32",
+            reason: format!("{n} indices do not fit u32"),
+        });
+    }
+    let out = gpu.uninit::<u32>(n.max(1) as usize)?;
+    if n > 0 {
+        // SAFETY: `out` holds at least `n` u32s.
+        launch!(gpu, "iota_u32", grid_stride_config(gpu, n)?, &out.inner, &n);
+    }
+    Ok(out)
+}
+
 /// Sets the first `n` elements of `buffer` to `value`.
 pub fn fill_u64(gpu: &Gpu, buffer: &mut DeviceBuffer<u64>, n: u64, value: u64) -> Result<()> {
     check_len("fill_u64", "buffer", buffer, n)?;
