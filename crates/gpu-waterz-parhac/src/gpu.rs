@@ -10,7 +10,7 @@
 //! costs a few passes over the slots; rounds are queued in batches with
 //! one synchronization (the merge counts) per batch. When holes and edges of nodes that can no longer merge at this
 //! threshold (no incident edge below it: their edges only ever combine
-//! into means between theirs) make up half the slots, the slots are
+//! into means between theirs) make up a quarter of the slots, the slots are
 //! compacted and those edges parked until the threshold's end, so late
 //! rounds, which merge few pairs, touch few edges.
 //!
@@ -205,7 +205,7 @@ impl<'g> GpuParhac<'g> {
                 total += c.n_merged;
             }
             let parkable = counts.last().map_or(0, |c| c.n_parkable);
-            if n_slots >= MIN_SLOTS_TO_COMPACT && 2 * (self.holes + parkable) > n_slots {
+            if n_slots >= MIN_SLOTS_TO_COMPACT && 4 * (self.holes + parkable) > n_slots {
                 ops::compact(self.gpu, &mut self.slots, &self.state, &mut self.parked)?;
                 self.holes = 0;
                 self.compactions += 1;
