@@ -10,16 +10,15 @@ use crate::{project_root, run_command};
 use anyhow::{Context, Result};
 use std::process::Command;
 
+/// Builds `target/release/bench-cremi`.
+pub fn build() -> Result<()> {
+    let args = ["build", "--release", "-p", "gpu-waterz-benches", "--bin", "bench-cremi"];
+    run_command(Command::new("cargo").current_dir(project_root()).args(args))
+}
+
 pub fn run(args: &[String]) -> Result<()> {
     let root = project_root();
-    run_command(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "-p",
-        "gpu-waterz-benches",
-        "--bin",
-        "bench-cremi",
-    ]))?;
+    build()?;
     let mut args = args.to_vec();
     let has = |args: &[String], name: &str| args.iter().any(|a| a == name);
     if !has(&args, "--markdown") {

@@ -111,14 +111,7 @@ fn bundle(dir: &Path) -> Result<()> {
     // The CLI, for the CLI's integration tests (GPU_WATERZ_BIN in run.sh).
     run_command(Command::new("cargo").current_dir(project_root()).args(["build", "--release", "-p", "gpu-waterz"]))?;
     // The end-to-end benchmark, prebuilt: the GPU machine has no cargo.
-    run_command(Command::new("cargo").current_dir(project_root()).args([
-        "build",
-        "--release",
-        "-p",
-        "gpu-waterz-benches",
-        "--bin",
-        "bench-cremi",
-    ]))?;
+    crate::bench_cremi::build()?;
     let tools = dir.join("tools");
     std::fs::create_dir_all(&tools)?;
     std::fs::copy(project_root().join("target/release/gpu-waterz"), tools.join("gpu-waterz"))?;

@@ -193,7 +193,8 @@ struct SizeResult {
     times_s: Vec<f64>,
     gvoxels_per_s: f64,
     stages_s: serde_json::Value,
-    peak_device_bytes: u64,
+    /// The pool's high watermark; `None` on devices without memory pools.
+    peak_device_bytes: Option<u64>,
     affinity_bytes: u64,
     slots_per_round_quantiles: [u64; 5],
 }
@@ -251,25 +252,12 @@ fn parhac_five_thresholds(
     Ok(summary)
 }
 
-/// Runs `f` while a thread samples the device's free memory every 0.2 ms;
-/// returns `f`'s result and the least free memory seen.
-fn with_memory_sampling<T>(gpu: &Gpu, f: impl FnOnce() -> Result<T>) -> Result<(T, u64)> {
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let min_free = std::sync::atomic::AtomicU64::new(u64::MAX);
-    let result = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok((free, _)) = gpu.memory_info() {
-                    min_free.fetch_min(free, std::sync::atomic::Ordering::Relaxed);
-                }
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        });
-        let r = f();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        r
-    })?;
-    Ok((result, min_free.load(std::sync::atomic::Ordering::Relaxed)))
+/// A peak in GB and bytes per voxel (affinities included), or "unknown".
+fn peak_text(peak: Option<u64>, n_voxels: u64) -> String {
+    match peak {
+        Some(p) => format!("{:.1} GB, {:.1} B/voxel", p as f64 / 1e9, p as f64 / n_voxels as f64),
+        None => "unknown (no memory pool)".into(),
+    }
 }
 
 const WATERZ_SCRIPT: &str = r#"
@@ -328,15 +316,15 @@ fn main() -> Result<()> {
     let mut parhac = None;
     for &target in &args.sizes {
         let n_tiles = (target as f64 / tile_voxels as f64).round().max(1.0) as u64;
-        let (free_before, _) = gpu.memory_info()?;
         let affs = stacked(&gpu, &tile_affs, n_tiles)?;
         let dims = affs.dims();
         let n = affs.n_voxels();
-        // The first decode warms up and measures the memory: the pool's high
-        // watermark (affinities included), else sampled free memory.
+        // The first decode warms up and measures the memory: the high
+        // watermark of the stream-ordered pool every buffer comes from
+        // (affinities included).
         gpu.reset_peak_pool_bytes()?;
-        let ((warm_s, run), min_free) = with_memory_sampling(&gpu, || decode(&gpu, &affs, &options, args.epsilon))?;
-        let pool_peak = gpu.peak_pool_bytes()?;
+        let (warm_s, run) = decode(&gpu, &affs, &options, args.epsilon)?;
+        let peak = gpu.peak_pool_bytes()?;
         let (n_fragments, n_edges, parhac_rounds) = (run.n_fragments(), run.n_edges(), run.rounds().len());
         let slots: Vec<u64> = run.rounds().iter().map(|r| r.n_edges).collect();
         let at = |q: f64| slots.get(((slots.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
@@ -353,12 +341,10 @@ fn main() -> Result<()> {
         let mut sorted = times.clone();
         sorted.sort_by(f64::total_cmp);
         let median = sorted[sorted.len() / 2];
-        let peak = pool_peak.unwrap_or_else(|| free_before.saturating_sub(min_free));
         eprintln!(
-            "bench-cremi: {n} voxels {dims:?}: median {median:.3} s ({:.2} Gvoxel/s; warm-up {warm_s:.3} s), {n_fragments} fragments, {n_edges} edges, {parhac_rounds} rounds, peak {:.1} GB ({:.1} B/voxel with the affinities)",
+            "bench-cremi: {n} voxels {dims:?}: median {median:.3} s ({:.2} Gvoxel/s; warm-up {warm_s:.3} s), {n_fragments} fragments, {n_edges} edges, {parhac_rounds} rounds, peak device memory {}",
             n as f64 / median / 1e9,
-            peak as f64 / 1e9,
-            peak as f64 / n as f64
+            peak_text(peak, n)
         );
         if target == *args.sizes.last().expect("sizes") {
             parhac = Some(parhac_five_thresholds(&gpu, &affs, args.epsilon, args.repeats)?);
@@ -449,11 +435,11 @@ fn append_row(
         .iter()
         .map(|s| {
             format!(
-                "{:.2} G: {:.3} s ({:.2} Gvox/s, {:.1} B/vox peak)",
+                "{:.2} G: {:.3} s ({:.2} Gvox/s, peak {})",
                 s.voxels as f64 / 1e9,
                 s.median_s,
                 s.gvoxels_per_s,
-                s.peak_device_bytes as f64 / s.voxels as f64
+                peak_text(s.peak_device_bytes, s.voxels)
             )
         })
         .collect();

@@ -244,19 +244,14 @@ fn gpu_agglomerate(
     let gt = gt.map(|g| g.as_array().to_owned());
     let fragments = fragments.map(|f| f.as_array().to_owned());
     let frag_view = fragments.as_ref().map(|f| f.view());
-    let start = |graph: AffinityGraph<'_>| {
-        py.detach(|| gpu_waterz::gpu::Agglomeration::from_host(gpu, &graph, frag_view, gt.clone(), &options, epsilon))
-    };
-    let (run, on_device, shape) = match (&affs_f32, &affs_u8, &cuda_affs) {
-        (Some(a), _, _) => {
-            let shape = a.as_array().shape().to_vec();
-            (start(AffinityGraph::from_f32(a.as_array()).map_err(value_error)?), false, (shape[1], shape[2], shape[3]))
+    let (run, on_device, shape) = match (host_graph(&affs_f32, &affs_u8)?, &cuda_affs) {
+        (Some(graph), _) => {
+            let d = graph.dims();
+            let run =
+                py.detach(|| gpu_waterz::gpu::Agglomeration::from_host(gpu, &graph, frag_view, gt, &options, epsilon));
+            (run, false, (d.z as usize, d.y as usize, d.x as usize))
         }
-        (None, Some(a), _) => {
-            let shape = a.as_array().shape().to_vec();
-            (start(AffinityGraph::from_u8(a.as_array()).map_err(value_error)?), false, (shape[1], shape[2], shape[3]))
-        }
-        (None, None, Some((address, dtype, (z, y, x)))) => {
+        (None, Some((address, dtype, (z, y, x)))) => {
             let dims = gpu_waterz_core::Dims3::new(*z, *y, *x);
             let run = py.detach(|| -> Result<_, gpu_waterz::Error> {
                 let affs = match dtype.as_str() {
@@ -268,14 +263,28 @@ fn gpu_agglomerate(
                         )))
                     }
                 };
-                gpu_waterz::gpu::Agglomeration::new(gpu, &affs, frag_view, gt.clone(), &options, epsilon)
+                gpu_waterz::gpu::Agglomeration::new(gpu, &affs, frag_view, gt, &options, epsilon)
             });
             (run, true, (*z as usize, *y as usize, *x as usize))
         }
-        (None, None, None) => return Err(value_error("no affinities given")),
+        (None, None) => return Err(value_error("no affinities given")),
     };
     let run = run.map_err(to_py_err)?;
     Ok(GpuAgglomeration { run, ordinal, on_device, shape })
+}
+
+/// The affinity graph of numpy affinities, float32 or uint8 (`None`
+/// when neither is given).
+fn host_graph<'a>(
+    affs_f32: &'a Option<PyReadonlyArray4<'_, f32>>,
+    affs_u8: &'a Option<PyReadonlyArray4<'_, u8>>,
+) -> PyResult<Option<AffinityGraph<'a>>> {
+    let graph = match (affs_f32, affs_u8) {
+        (Some(a), _) => AffinityGraph::from_f32(a.as_array()),
+        (None, Some(a)) => AffinityGraph::from_u8(a.as_array()),
+        (None, None) => return Ok(None),
+    };
+    graph.map(Some).map_err(value_error)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -331,20 +340,10 @@ fn cpu_agglomerate(
     )?;
     let gt = gt.map(|g| g.as_array().to_owned());
     let fragments = fragments.map(|f| f.as_array().to_owned());
-    let run = match (&affs_f32, &affs_u8) {
-        (Some(a), _) => {
-            let view = a.as_array();
-            let graph = AffinityGraph::from_f32(view).map_err(value_error)?;
-            py.detach(|| Agglomeration::new(&graph, fragments.as_ref().map(|f| f.view()), gt, &options))
-        }
-        (None, Some(a)) => {
-            let view = a.as_array();
-            let graph = AffinityGraph::from_u8(view).map_err(value_error)?;
-            py.detach(|| Agglomeration::new(&graph, fragments.as_ref().map(|f| f.view()), gt, &options))
-        }
-        (None, None) => return Err(value_error("no affinities given")),
-    }
-    .map_err(to_py_err)?;
+    let graph = host_graph(&affs_f32, &affs_u8)?.ok_or_else(|| value_error("no affinities given"))?;
+    let run = py
+        .detach(|| Agglomeration::new(&graph, fragments.as_ref().map(|f| f.view()), gt, &options))
+        .map_err(to_py_err)?;
     Ok(CpuAgglomeration { run })
 }
 

@@ -35,7 +35,7 @@ use gpu_waterz_graph::DenseLabels;
 use gpu_waterz_parhac::gpu::{GpuParhac, GpuRoundInfo};
 use gpu_waterz_parhac::{Merge, ScoredEdge};
 use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu};
-use ndarray::{Array3, ArrayView3};
+use ndarray::{Array3, ArrayView3, ArrayView4};
 use std::time::Instant;
 
 /// Device bytes per voxel that the watershed and the region graph need
@@ -86,6 +86,14 @@ fn secs(t: Instant) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
+/// The values of `v` in C order, borrowed when they already are.
+fn contiguous<'a, T: Copy>(v: &'a ArrayView4<'_, T>) -> std::borrow::Cow<'a, [T]> {
+    match v.as_slice() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(v.iter().copied().collect()),
+    }
+}
+
 fn check_options(options: &Options) -> Result<(), Error> {
     if options.scoring != ScoringFunction::MeanAffinity {
         return Err(Error::Unsupported(format!(
@@ -122,14 +130,8 @@ impl<'g> Agglomeration<'g> {
         };
         gpu.check_free_memory(bytes_needed(n, affinity_bytes), &format!("decoding {n} voxels on the GPU"))?;
         let device = match affs.values() {
-            AffinityValues::F32(v) => match v.as_slice() {
-                Some(s) => DeviceAffinities::upload_f32(gpu, s, dims)?,
-                None => DeviceAffinities::upload_f32(gpu, &v.iter().copied().collect::<Vec<_>>(), dims)?,
-            },
-            AffinityValues::U8(v) => match v.as_slice() {
-                Some(s) => DeviceAffinities::upload_u8(gpu, s, dims)?,
-                None => DeviceAffinities::upload_u8(gpu, &v.iter().copied().collect::<Vec<_>>(), dims)?,
-            },
+            AffinityValues::F32(v) => DeviceAffinities::upload_f32(gpu, &contiguous(v), dims)?,
+            AffinityValues::U8(v) => DeviceAffinities::upload_u8(gpu, &contiguous(v), dims)?,
         };
         Self::new(gpu, &device, fragments, ground_truth, options, epsilon)
     }
