@@ -267,6 +267,49 @@ pub fn lanemask_lt() -> u32 {
     mask
 }
 
+/// Atomically sets `*address` to the minimum of it and `value` at GPU
+/// scope; returns the old value.
+///
+/// # Safety
+/// `address` must point to a valid, 4-byte aligned `u32` (generic address).
+#[inline(always)]
+pub unsafe fn atomic_fetch_min_u32(address: *mut u32, value: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees a valid address.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.gpu.min.u32 {o}, [{a}], {v};",
+            o = out(reg32) old,
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+    old
+}
+
+/// Atomically sets a shared-memory `*address` to the minimum of it and
+/// `value` at block scope; returns the old value.
+///
+/// # Safety
+/// `address` must point into the block's shared memory (generic address).
+#[inline(always)]
+pub unsafe fn shared_atomic_fetch_min_u32(address: *mut u32, value: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees a shared-memory address; generic
+    // atomics accept it.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.cta.min.u32 {o}, [{a}], {v};",
+            o = out(reg32) old,
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+    old
+}
+
 /// Reads a `u32` that other threads may change during the kernel.
 ///
 /// # Safety

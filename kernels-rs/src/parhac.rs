@@ -75,14 +75,20 @@ pub unsafe extern "ptx-kernel" fn ph_reset_endpoints(
 }
 
 /// Every node's lowest score among its incident edges below the threshold:
-/// `best_score[x] = min(bits of score)`.
+/// `best_score[x] = min(bits of score)`. With `clear`, also empties the
+/// hash-table slots the previous contraction used (`slot_of`), which saves
+/// a launch of [`ph_clear_table`].
 ///
 /// # Safety
 /// `keys`, `counts`, `sums` hold `params.n_edges` slots; endpoints index
-/// `best_score`, which [`ph_reset_endpoints`] set to `u64::MAX`.
+/// `best_score`, which [`ph_reset_endpoints`] or [`ph_resolve`] set to
+/// `u64::MAX`; with `clear`, `slot_of` holds one table slot (or
+/// `u32::MAX`) per edge slot, written by the previous contraction over the
+/// same slots, and the table `mask + 1` entries.
 ///
 /// # Parameters
-/// - the edge slots; `params`: the round; `best_score`: per-node minimum.
+/// - the edge slots; `params`: the round; `best_score`: per-node minimum;
+///   `clear`, `slot_of`, `table_keys`, `table_rep`: the table to empty.
 ///
 /// # Thread mapping
 /// Grid-stride loop, one slot per iteration, two atomics per edge below
@@ -94,14 +100,34 @@ pub unsafe extern "ptx-kernel" fn ph_best_score(
     sums: *const u64,
     params: RoundParams,
     best_score: *mut u64,
+    clear: u32,
+    slot_of: *const u32,
+    table_keys: *mut u64,
+    table_rep: *mut u32,
 ) {
     grid_stride(params.n_edges, |e| {
-        // SAFETY: `e < n_edges`; endpoints are node ids.
+        // SAFETY: `e < n_edges`; endpoints are node ids; table slots are
+        // below the table's length.
         unsafe {
+            if clear != 0 {
+                let slot = *slot_of.add(e as usize);
+                if slot != u32::MAX {
+                    *table_keys.add(slot as usize) = EMPTY_KEY;
+                    *table_rep.add(slot as usize) = u32::MAX;
+                }
+            }
             if let Some((u, v, _, score)) = load_edge(keys, counts, sums, e) {
                 if score < params.threshold {
-                    atomic_min_u64(best_score.add(u as usize), score.to_bits());
-                    atomic_min_u64(best_score.add(v as usize), score.to_bits());
+                    let bits = score.to_bits();
+                    for x in [u, v] {
+                        // Values only fall during the launch, so a stale
+                        // read only costs an atomic: most edges of a node
+                        // with many (a large region) skip theirs.
+                        let best = best_score.add(x as usize);
+                        if bits < core::ptr::read_volatile(best) {
+                            atomic_min_u64(best, bits);
+                        }
+                    }
                 }
             }
         }
@@ -175,17 +201,19 @@ unsafe fn parkable(u: u64, v: u64, best_score: *const u64) -> bool {
 
 /// ε = 0: merges every mutual best edge below the threshold (the best edge
 /// of both endpoints; such edges share no node, so they are a matching).
-/// Flags matched slots in `matched` (every slot is written) and counts
-/// merges in `counters[0]`, parkable edges in `counters[1]`.
+/// Flags matched slots in `matched` and parkable ones ([`parkable`]) in
+/// `park_flags` (every slot is written), and counts merges in
+/// `counters[0]`, parkable edges in `counters[1]`.
 ///
 /// # Safety
 /// As [`ph_best_key`], which ran before. `parent` and `touched` hold one
-/// u32 per node, `matched` one u32 per slot, `counters` two u64s.
+/// u32 per node, `matched` and `park_flags` one u32 per slot, `counters`
+/// two u64s.
 ///
 /// # Parameters
 /// - the edge slots; `params`; `best_score`, `best_key`: the best edges;
-///   `parent`: the merge forest; `touched`: round tags; `matched`: flags;
-///   `counters`: merges and parkable edges.
+///   `parent`: the merge forest; `touched`: round tags; `matched`,
+///   `park_flags`: flags; `counters`: merges and parkable edges.
 ///
 /// # Thread mapping
 /// Warp-uniform grid-stride loop, one slot per lane; counts are added once
@@ -201,6 +229,7 @@ pub unsafe extern "ptx-kernel" fn ph_match_mutual(
     parent: *mut u32,
     touched: *mut u32,
     matched: *mut u32,
+    park_flags: *mut u32,
     counters: *mut u64,
 ) {
     warp_uniform_stride(params.n_edges, |e, valid| {
@@ -219,6 +248,7 @@ pub unsafe extern "ptx-kernel" fn ph_match_mutual(
             }
             if valid {
                 *matched.add(e as usize) = is_match as u32;
+                *park_flags.add(e as usize) = park as u32;
             }
             warp_count(counters, is_match);
             warp_count(counters.add(1), park);
@@ -406,14 +436,18 @@ pub unsafe extern "ptx-kernel" fn ph_match_preferred(
 }
 
 /// Writes the merges of the matched slots `indices[0..n]` to the history
-/// at `offset`: `(a, b) = (u, v)` (`v` merged into `u`) and the score.
+/// at `offset`: `(a, b) = (u, v)` (`v` merged into `u`) and the score;
+/// with `relabel`, the endpoints are node ids of a renumbering and are
+/// written as `original[u]`, `original[v]`.
 ///
 /// # Safety
 /// `indices` holds `n` slot indices of edges; `out_keys` and `out_scores`
-/// hold at least `offset + n` elements.
+/// hold at least `offset + n` elements; with `relabel`, `original` holds
+/// one id per node.
 ///
 /// # Parameters
-/// - the edge slots; `indices`, `n`: the matched slots; `offset`; outputs.
+/// - the edge slots; `indices`, `n`: the matched slots; `relabel`,
+///   `original`: the renumbering; `offset`; outputs.
 ///
 /// # Thread mapping
 /// Grid-stride loop, one merge per iteration.
@@ -424,16 +458,23 @@ pub unsafe extern "ptx-kernel" fn ph_history(
     sums: *const u64,
     indices: *const u32,
     n: u64,
+    relabel: u32,
+    original: *const u32,
     offset: u64,
     out_keys: *mut u64,
     out_scores: *mut f64,
 ) {
     grid_stride(n, |i| {
         // SAFETY: `i < n`; the indices are slots of edges; the outputs hold
-        // `offset + n` elements.
+        // `offset + n` elements; endpoints index `original` when relabelling.
         unsafe {
             let e = *indices.add(i as usize) as u64;
-            if let Some((_, _, key, score)) = load_edge(keys, counts, sums, e) {
+            if let Some((u, v, key, score)) = load_edge(keys, counts, sums, e) {
+                let key = if relabel != 0 {
+                    edge_key(*original.add(u as usize) as u64, *original.add(v as usize) as u64)
+                } else {
+                    key
+                };
                 *out_keys.add((offset + i) as usize) = key;
                 *out_scores.add((offset + i) as usize) = score;
             }
@@ -539,18 +580,130 @@ pub unsafe extern "ptx-kernel" fn ph_relabel_insert(
     });
 }
 
-/// Contraction, step 2: every inserted edge that is not its key's
-/// representative adds its statistics to the representative's (integer
-/// atomics) and becomes a hole (counted in `counters[2]`).
+/// ε = 0, one launch for [`ph_match_mutual`] and [`ph_relabel_insert`]:
+/// merges every mutual best edge below the threshold and starts the
+/// contraction. A node `x` merges this round exactly when its best edge
+/// (`best_key[x]`) is also its partner's, and its new id is then the
+/// smaller of the two, so every slot finds its endpoints' new ids from the
+/// best keys alone, without waiting for the merges to be written. Edges
+/// inside a merged pair become holes (counted in `counters[2]`); the
+/// others with a merged endpoint (even one that keeps its id) get their
+/// new key and meet their parallel edges in the hash table, as in
+/// [`ph_relabel_insert`]. Records parkable
+/// slots in `park_flags` and counts merges and parkable edges in
+/// `counters[0]` and `counters[1]`. No merge history is kept.
 ///
 /// # Safety
-/// As [`ph_relabel_insert`], which ran before.
+/// As [`ph_match_mutual`] and [`ph_relabel_insert`] together: the best
+/// edges of this round are complete; the table is empty.
 ///
 /// # Parameters
-/// - the edge slots (updated); `n_slots`; `table_rep`; `slot_of`; `counters`.
+/// - the edge slots (keys updated); `params`; `best_key`; `parent`,
+///   `touched`; `park_flags`; the table; `slot_of`; `counters`.
 ///
 /// # Thread mapping
-/// Warp-uniform grid-stride loop, one slot per lane.
+/// Warp-uniform grid-stride loop, one slot per lane; counts are added once
+/// per warp.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn ph_match_contract(
+    keys: *mut u64,
+    params: RoundParams,
+    best_key: *const u64,
+    parent: *mut u32,
+    touched: *mut u32,
+    park_flags: *mut u32,
+    table_keys: *mut u64,
+    table_rep: *mut u32,
+    mask: u64,
+    slot_of: *mut u32,
+    counters: *mut u64,
+) {
+    warp_uniform_stride(params.n_edges, |e, valid| {
+        // SAFETY: valid lanes hold slots below `n_edges`; endpoints and the
+        // endpoints of best keys are node ids; table slots are below
+        // `mask + 1`.
+        unsafe {
+            let (mut is_match, mut park, mut removed) = (false, false, false);
+            if valid {
+                let key = *keys.add(e as usize);
+                let mut slot = u32::MAX;
+                if key != EMPTY_KEY {
+                    let (u, v) = (key >> 32, key & 0xFFFF_FFFF);
+                    let (best_u, best_v) = (*best_key.add(u as usize), *best_key.add(v as usize));
+                    // A best key exists exactly for nodes with an edge below
+                    // the threshold, and is one of those edges.
+                    is_match = best_u == key && best_v == key;
+                    park = best_u == u64::MAX || best_v == u64::MAX;
+                    if is_match {
+                        merge_pair(u, v, params.tag, parent, touched);
+                    }
+                    // `(new id, merged this round)`; a node that merged
+                    // keeps its id when it is the smaller of its pair, but
+                    // its edges still meet those of its partner.
+                    let new_id = |x: u64, best: u64| -> (u64, bool) {
+                        if best == u64::MAX {
+                            return (x, false);
+                        }
+                        let partner = if best >> 32 == x { best & 0xFFFF_FFFF } else { best >> 32 };
+                        let partner_best = if best == key {
+                            if partner == v {
+                                best_v
+                            } else {
+                                best_u
+                            }
+                        } else {
+                            *best_key.add(partner as usize)
+                        };
+                        if partner_best == best {
+                            (x.min(partner), true)
+                        } else {
+                            (x, false)
+                        }
+                    };
+                    let ((a, merged_u), (b, merged_v)) = (new_id(u, best_u), new_id(v, best_v));
+                    if merged_u || merged_v {
+                        match relabelled(a, b) {
+                            Some((a, b)) => {
+                                let new_key = edge_key(a, b);
+                                *keys.add(e as usize) = new_key;
+                                slot = insert_key(table_keys, mask, new_key) as u32;
+                                atomic_min_u32(table_rep.add(slot as usize), e as u32);
+                            }
+                            None => {
+                                *keys.add(e as usize) = EMPTY_KEY;
+                                removed = true;
+                            }
+                        }
+                    }
+                }
+                *slot_of.add(e as usize) = slot;
+                *park_flags.add(e as usize) = park as u32;
+            }
+            warp_count(counters, is_match);
+            warp_count(counters.add(1), park);
+            warp_count(counters.add(2), removed);
+        }
+    });
+}
+
+/// Contraction, step 2: every inserted edge that is not its key's
+/// representative adds its statistics to the representative's (integer
+/// atomics) and becomes a hole (counted in `counters[2]`). At ε = 0 it
+/// also sets the best score and key of nodes `0..n_reset` to `u64::MAX`,
+/// ready for the next round's [`ph_best_score`], which saves a launch of
+/// [`ph_reset_endpoints`].
+///
+/// # Safety
+/// As [`ph_relabel_insert`], which ran before; `best_score` and `best_key`
+/// hold at least `n_reset` u64s.
+///
+/// # Parameters
+/// - the edge slots (updated); `n_slots`; `table_rep`; `slot_of`;
+///   `n_reset`, `best_score`, `best_key`; `counters`.
+///
+/// # Thread mapping
+/// A grid-stride loop over the nodes to reset, then a warp-uniform
+/// grid-stride loop, one slot per lane.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn ph_resolve(
     keys: *mut u64,
@@ -559,8 +712,21 @@ pub unsafe extern "ptx-kernel" fn ph_resolve(
     n_slots: u64,
     table_rep: *const u32,
     slot_of: *const u32,
+    n_reset: u64,
+    best_score: *mut u64,
+    best_key: *mut u64,
     counters: *mut u64,
 ) {
+    // The next round's best edges start from nothing: nodes `0..n_reset`
+    // are reset along the way (their arrays are dense after a renumbering,
+    // so this writes whole lines instead of two random entries per edge).
+    grid_stride(n_reset, |x| {
+        // SAFETY: `x < n_reset`, within the per-node arrays.
+        unsafe {
+            *best_score.add(x as usize) = u64::MAX;
+            *best_key.add(x as usize) = u64::MAX;
+        }
+    });
     warp_uniform_stride(n_slots, |e, valid| {
         // SAFETY: valid lanes hold slots below `n_slots`; representatives
         // are slot indices; a representative's own statistics are only read
@@ -615,15 +781,18 @@ pub unsafe extern "ptx-kernel" fn ph_clear_table(
 
 /// Sorts the edge slots for a compaction: `active[e] = 1` for edges
 /// between two nodes that can still merge at this threshold, `parked[e] =
-/// 1` for edges with an endpoint that cannot ([`parkable`]); holes get 0
-/// in both.
+/// 1` for edges with an endpoint that cannot ([`parkable`], from the last
+/// round's best scores or, with `use_flags`, from the flags
+/// [`ph_match_mutual`] recorded with them); holes get 0 in both.
 ///
 /// # Safety
-/// The keys hold `n_slots` u64s whose endpoints index `best_score` (set this
-/// round); `active` and `parked` hold `n_slots` u32s.
+/// The keys hold `n_slots` u64s; with `use_flags`, `park_flags` holds
+/// `n_slots` u32s written by the last round, otherwise the endpoints index
+/// `best_score` (set by the last round); `active` and `parked` hold
+/// `n_slots` u32s.
 ///
 /// # Parameters
-/// - `keys`, `n_slots`; `best_score`; outputs.
+/// - `keys`, `n_slots`; `use_flags`, `park_flags`; `best_score`; outputs.
 ///
 /// # Thread mapping
 /// Grid-stride loop, one slot per iteration.
@@ -631,6 +800,8 @@ pub unsafe extern "ptx-kernel" fn ph_clear_table(
 pub unsafe extern "ptx-kernel" fn ph_classify(
     keys: *const u64,
     n_slots: u64,
+    use_flags: u32,
+    park_flags: *const u32,
     best_score: *const u64,
     active: *mut u32,
     parked: *mut u32,
@@ -641,7 +812,11 @@ pub unsafe extern "ptx-kernel" fn ph_classify(
             let key = *keys.add(e as usize);
             let (is_active, is_parked) = if key == EMPTY_KEY {
                 (0, 0)
-            } else if parkable(key >> 32, key & 0xFFFF_FFFF, best_score) {
+            } else if if use_flags != 0 {
+                *park_flags.add(e as usize) != 0
+            } else {
+                parkable(key >> 32, key & 0xFFFF_FFFF, best_score)
+            } {
                 (0, 1)
             } else {
                 (1, 0)
@@ -824,6 +999,118 @@ pub unsafe extern "ptx-kernel" fn ph_segment_u64(
                 0
             };
             *out.add(i as usize) = id;
+        }
+    });
+}
+
+/// Sets `flags[x] = 1` for both endpoints `x` of every edge (holes
+/// skipped): the nodes a renumbering keeps.
+///
+/// # Safety
+/// `keys` holds `n_slots` keys whose endpoints index `flags`.
+///
+/// # Parameters
+/// - `keys`, `n_slots`: the edge slots; `flags`: zeroed, one per node.
+///
+/// # Thread mapping
+/// Grid-stride loop, one slot per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn ph_mark_endpoints(keys: *const u64, n_slots: u64, flags: *mut u32) {
+    grid_stride(n_slots, |e| {
+        // SAFETY: `e < n_slots`; endpoints index `flags`.
+        unsafe {
+            let key = *keys.add(e as usize);
+            if key != EMPTY_KEY {
+                *flags.add((key >> 32) as usize) = 1;
+                *flags.add((key & 0xFFFF_FFFF) as usize) = 1;
+            }
+        }
+    });
+}
+
+/// The inverse of a renumbering: `new_of_old[old_of_new[k]] = k`.
+///
+/// # Safety
+/// `old_of_new` holds `m` distinct ids below the length of `new_of_old`.
+///
+/// # Parameters
+/// - `old_of_new`, `m`: the kept nodes in order; `new_of_old`: output
+///   (entries of nodes not kept are left as they were).
+///
+/// # Thread mapping
+/// Grid-stride loop, one kept node per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn ph_scatter_ids(old_of_new: *const u32, m: u64, new_of_old: *mut u32) {
+    // SAFETY: `k < m`; the ids index `new_of_old`.
+    grid_stride(m, |k| unsafe { *new_of_old.add(*old_of_new.add(k as usize) as usize) = k as u32 });
+}
+
+/// Renumbers the edges' endpoints in place: key `u << 32 | v` becomes
+/// `new_of_old[u] << 32 | new_of_old[v]` (holes stay holes). The
+/// renumbering is increasing, so `u < v` still holds and every comparison
+/// of ids or keys is unchanged.
+///
+/// # Safety
+/// `keys` holds `n_slots` keys whose endpoints index `new_of_old`, where
+/// they have been set.
+///
+/// # Parameters
+/// - `keys`, `n_slots`: the edge slots; `new_of_old`: the renumbering.
+///
+/// # Thread mapping
+/// Grid-stride loop, one slot per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn ph_translate_keys(keys: *mut u64, n_slots: u64, new_of_old: *const u32) {
+    grid_stride(n_slots, |e| {
+        // SAFETY: `e < n_slots`; endpoints index `new_of_old`.
+        unsafe {
+            let key = *keys.add(e as usize);
+            if key != EMPTY_KEY {
+                let u = *new_of_old.add((key >> 32) as usize) as u64;
+                let v = *new_of_old.add((key & 0xFFFF_FFFF) as usize) as u64;
+                *keys.add(e as usize) = edge_key(u, v);
+            }
+        }
+    });
+}
+
+/// Copies the merges of renumbered nodes `0..n` into the merge forest and
+/// merge tags of all nodes: for a node `x` that merged into `parent[x]`,
+/// `all_parent[original[x]] = original[parent[x]]`; a node's non-zero tag
+/// goes to `all_touched[original[x]]`.
+///
+/// # Safety
+/// `parent`, `touched` and `original` hold `n` entries; `original` holds
+/// distinct ids below the length of `all_parent` and `all_touched`.
+///
+/// # Parameters
+/// - `parent`, `touched`, `original`, `n`: the renumbered nodes;
+///   `all_parent`, `all_touched`: the state of all nodes.
+///
+/// # Thread mapping
+/// Grid-stride loop, one renumbered node per iteration.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn ph_commit(
+    parent: *const u32,
+    touched: *const u32,
+    original: *const u32,
+    n: u64,
+    all_parent: *mut u32,
+    all_touched: *mut u32,
+) {
+    grid_stride(n, |x| {
+        // SAFETY: `x < n`; parents are renumbered ids below `n`; original
+        // ids index the full arrays.
+        unsafe {
+            let id = *original.add(x as usize) as usize;
+            let p = *parent.add(x as usize);
+            if p != x as u32 {
+                *all_parent.add(id) = *original.add(p as usize);
+            }
+            let tag = *touched.add(x as usize);
+            if tag != 0 {
+                *all_touched.add(id) = tag;
+            }
         }
     });
 }

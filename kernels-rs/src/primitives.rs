@@ -116,19 +116,67 @@ unsafe fn block_exclusive_scan(shared: *mut u64, value: u64) -> (u64, u64) {
 /// of it, then the block reduces in shared memory.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn scan_tile_sums(input: *const u32, n: u64, tile_sums: *mut u64) {
+    // SAFETY: launched as documented; `i < n`.
+    unsafe { tile_sum(n, |i| *input.add(i as usize) as u64, tile_sums) }
+}
+
+/// The body of a per-tile sum: block `b` adds `value(i)` over its tile
+/// (`SCAN_TILE` consecutive indices below `n`) and writes the total to
+/// `tile_sums[b]`. Kernels that count a predicate computed on the fly
+/// (instead of reading stored flags) share it.
+///
+/// # Safety
+/// All `SCAN_THREADS` threads of a block call it, with `SCAN_THREADS * 8`
+/// bytes of dynamic shared memory; `tile_sums` holds one u64 per block.
+#[inline(always)]
+pub unsafe fn tile_sum(n: u64, mut value: impl FnMut(u64) -> u64, tile_sums: *mut u64) {
     let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
     let mut sum = 0u64;
     for k in 0..SCAN_ITEMS as u64 {
         if base + k < n {
-            // SAFETY: in bounds.
-            sum += unsafe { *input.add((base + k) as usize) } as u64;
+            sum += value(base + k);
         }
     }
-    // SAFETY: launched as documented.
+    // SAFETY: the caller launched the block as documented.
     let (_, total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
     if thread_idx_x() == 0 {
         // SAFETY: one entry per block.
         unsafe { *tile_sums.add(block_idx_x() as usize) = total };
+    }
+}
+
+/// The body of an order-preserving compaction: block `b` ranks the indices
+/// of its tile for which `keep(i)` holds and calls `emit(i, position)` with
+/// `position` counted from `tile_offsets[b]` (the exclusive scan of
+/// [`tile_sum`] over the same predicate).
+///
+/// # Safety
+/// As [`tile_sum`]; `keep` must give the values that were summed.
+#[inline(always)]
+pub unsafe fn tile_compact(
+    n: u64,
+    mut keep: impl FnMut(u64) -> bool,
+    tile_offsets: *const u64,
+    mut emit: impl FnMut(u64, u64),
+) {
+    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
+    let mut set = [false; SCAN_ITEMS as usize];
+    let mut count = 0u64;
+    for k in 0..SCAN_ITEMS as u64 {
+        if base + k < n && keep(base + k) {
+            set[k as usize] = true;
+            count += 1;
+        }
+    }
+    // SAFETY: the caller launched the block as documented.
+    let (prefix, _) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), count) };
+    // SAFETY: one offset per block.
+    let mut pos = unsafe { *tile_offsets.add(block_idx_x() as usize) } + prefix;
+    for k in 0..SCAN_ITEMS as u64 {
+        if set[k as usize] {
+            emit(base + k, pos);
+            pos += 1;
+        }
     }
 }
 
@@ -252,26 +300,10 @@ pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(values: *mut u64, n: u64,
 /// Block `b` owns tile `b`; thread `t` owns elements `t * SCAN_ITEMS ..`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn compact_tiles(flags: *const u32, n: u64, tile_offsets: *const u64, out: *mut u32) {
-    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
-    let mut set = [false; SCAN_ITEMS as usize];
-    let mut count = 0u64;
-    for k in 0..SCAN_ITEMS as u64 {
-        // SAFETY: in bounds.
-        if base + k < n && unsafe { *flags.add((base + k) as usize) } != 0 {
-            set[k as usize] = true;
-            count += 1;
-        }
-    }
-    // SAFETY: launched as documented.
-    let (prefix, _) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), count) };
-    // SAFETY: one offset per block.
-    let mut pos = unsafe { *tile_offsets.add(block_idx_x() as usize) } + prefix;
-    for k in 0..SCAN_ITEMS as u64 {
-        if set[k as usize] {
-            // SAFETY: positions stay below the number of set flags.
-            unsafe { *out.add(pos as usize) = (base + k) as u32 };
-            pos += 1;
-        }
+    // SAFETY: launched as documented; `i < n`; positions stay below the
+    // number of set flags.
+    unsafe {
+        tile_compact(n, |i| *flags.add(i as usize) != 0, tile_offsets, |i, pos| *out.add(pos as usize) = i as u32)
     }
 }
 

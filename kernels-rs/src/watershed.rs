@@ -12,14 +12,21 @@
 //! 4. [`ws_plateau_direction`]: each queued voxel keeps the direction
 //!    waterz's queue would give it (`plateau_direction`).
 //! 5. The basins are the weakly connected components of the remaining
-//!    edges ([`uf_init_min`], [`uf_jump`], [`uf_hook_min`]: a union-find forest that always links the
-//!    larger root to the smaller, so each root is its component's smallest
-//!    voxel), numbered by that smallest voxel, as waterz's scan numbers them
-//!    ([`ws_root_flags`], scan, [`ws_labels`]).
+//!    edges, as a union-find forest whose unions always link the larger
+//!    root to the smaller, so each root is its component's smallest voxel:
+//!    [`uf_tile_local`] joins each tile of `8 × 8 × 32` voxels in shared
+//!    memory, [`uf_tile_faces`] joins the tiles along their faces (global
+//!    lock-free unions). They are numbered by that smallest voxel, as
+//!    waterz's scan numbers them ([`ws_fragment_count`], scan,
+//!    [`ws_fragment_number`], [`ws_labels`]).
 
 use crate::device::*;
+use crate::primitives::{tile_compact, tile_sum};
 use gpu_waterz_abi::watershed::WatershedParams;
-use gpu_waterz_abi::watershed::{is_mutual, neighbour, plateau_direction, steepest_mask, DIRECTION_BITS, OPPOSITE};
+use gpu_waterz_abi::watershed::{
+    is_mutual, joined, neighbour, plateau_direction, steepest_mask, uf_tile_offset, uf_tile_origin, DIRECTION_BITS,
+    UF_THREADS, UF_TILE, UF_TILE_X, UF_TILE_Y, UF_TILE_Z,
+};
 use gpu_waterz_abi::Dims3;
 
 /// A voxel that was never queued.
@@ -91,40 +98,74 @@ pub unsafe extern "ptx-kernel" fn ws_mask_u8(affs: *const u8, dims: Dims3, param
     });
 }
 
-/// Flags the plateau corners that touch a plateau: voxels with a marked
+/// Whether voxel `i` is a plateau corner (see [`ws_corner_count`]).
+///
+/// # Safety
+/// `bits` holds one mask per voxel of `dims`; `i` indexes one.
+#[inline(always)]
+unsafe fn is_corner(bits: *const u8, dims: Dims3, i: u64) -> bool {
+    // SAFETY: `i < n`; a marked direction's neighbour is inside.
+    unsafe {
+        let b = *bits.add(i as usize);
+        let (mut descends, mut plateau) = (false, false);
+        for d in 0..6 {
+            if b & DIRECTION_BITS[d] != 0 {
+                if is_mutual(*bits.add(neighbour(i, d, dims) as usize), d) {
+                    plateau = true;
+                } else {
+                    descends = true;
+                }
+            }
+        }
+        descends && plateau
+    }
+}
+
+/// Counts, per scan tile, the plateau corners that touch a plateau: voxels with a marked
 /// face that the neighbour does not mark back, and one that it does. Only
 /// such corners start waterz's queue in a way that matters: a corner with
 /// no mutual edge pushes nobody, and no plateau voxel compares positions
 /// with it, so leaving it out keeps every plateau voxel's relative position.
 ///
 /// # Safety
-/// `bits` and `flags` hold `n` entries for `dims`.
+/// `bits` holds one mask per voxel of `dims`; `tile_sums` one u64 per
+/// scan tile; launched like `scan_tile_sums`.
 ///
 /// # Parameters
-/// - `bits`, `dims`: edge masks; `flags`: 1 for corners, else 0.
+/// - `bits`, `dims`: edge masks; `tile_sums`: each tile's corner count.
 ///
 /// # Thread mapping
-/// Grid-stride loop, one voxel per iteration.
+/// Block `b` owns scan tile `b` (`SCAN_TILE` voxels), thread `t` its
+/// voxels `t * SCAN_ITEMS ..`.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn ws_corner_flags(bits: *const u8, dims: Dims3, flags: *mut u32) {
+pub unsafe extern "ptx-kernel" fn ws_corner_count(bits: *const u8, dims: Dims3, tile_sums: *mut u64) {
     let n = dims.z * dims.y * dims.x;
-    grid_stride(n, |i| {
-        // SAFETY: `i < n`; a marked direction's neighbour is inside.
-        unsafe {
-            let b = *bits.add(i as usize);
-            let (mut descends, mut plateau) = (false, false);
-            for d in 0..6 {
-                if b & DIRECTION_BITS[d] != 0 {
-                    if is_mutual(*bits.add(neighbour(i, d, dims) as usize), d) {
-                        plateau = true;
-                    } else {
-                        descends = true;
-                    }
-                }
-            }
-            *flags.add(i as usize) = (descends && plateau) as u32;
-        }
-    });
+    // SAFETY: launched as documented; `i < n`.
+    unsafe { tile_sum(n, |i| is_corner(bits, dims, i) as u64, tile_sums) }
+}
+
+/// Writes the plateau corners' indices in index order (waterz's initial
+/// queue), after [`ws_corner_count`] and an exclusive scan of its counts.
+///
+/// # Safety
+/// As [`ws_corner_count`]; `tile_offsets` is the scan of its counts and
+/// `out` holds one u32 per corner.
+///
+/// # Parameters
+/// - `bits`, `dims`: edge masks; `tile_offsets`; `out`: the corners.
+///
+/// # Thread mapping
+/// As [`ws_corner_count`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn ws_corner_compact(
+    bits: *const u8,
+    dims: Dims3,
+    tile_offsets: *const u64,
+    out: *mut u32,
+) {
+    let n = dims.z * dims.y * dims.x;
+    // SAFETY: launched as documented; positions stay below the corner count.
+    unsafe { tile_compact(n, |i| is_corner(bits, dims, i), tile_offsets, |i, pos| *out.add(pos as usize) = i as u32) }
 }
 
 /// Queue positions of the first frontier: `order[frontier[k]] = k`.
@@ -289,205 +330,331 @@ pub unsafe extern "ptx-kernel" fn ws_plateau_direction(bits: *const u8, dims: Di
         // SAFETY: indices in bounds; marked neighbours are inside.
         unsafe {
             let b = *bits.add(i as usize);
-            let o = *order.add(i as usize);
             let mut nb = [0u8; 6];
-            let mut no = [UNQUEUED; 6];
             let mut plateau = false;
             for d in 0..6 {
                 if b & DIRECTION_BITS[d] != 0 {
-                    let u = neighbour(i, d, dims) as usize;
-                    nb[d] = *bits.add(u);
-                    no[d] = *order.add(u);
+                    nb[d] = *bits.add(neighbour(i, d, dims) as usize);
                     plateau |= is_mutual(nb[d], d);
                 }
             }
-            let result = if o == UNQUEUED && plateau { b } else { plateau_direction(b, nb, no, o) };
+            // Queue positions only matter on plateaus: elsewhere every
+            // marked face descends and the last one is kept.
+            let result = if !plateau {
+                plateau_direction(b, nb, [UNQUEUED; 6], UNQUEUED)
+            } else {
+                let o = *order.add(i as usize);
+                if o == UNQUEUED {
+                    b
+                } else {
+                    let mut no = [UNQUEUED; 6];
+                    for d in 0..6 {
+                        if b & DIRECTION_BITS[d] != 0 {
+                            no[d] = *order.add(neighbour(i, d, dims) as usize);
+                        }
+                    }
+                    plateau_direction(b, nb, no, o)
+                }
+            };
             *out.add(i as usize) = result;
         }
     });
 }
 
-/// Starts the union-find forest: each voxel points at the smallest of
-/// itself and the neighbours it shares a remaining edge with, in either
-/// direction (a valid link: every pointer goes to a smaller voxel of the
-/// same component).
+/// The root of `x` in a forest where every pointer goes to a smaller
+/// index, halving the path on the way (each visited entry is pointed at
+/// its grandparent, an ancestor, which concurrent finds and unions
+/// tolerate).
 ///
 /// # Safety
-/// `edges` and `parent` hold one entry per voxel of `dims`.
-///
-/// # Parameters
-/// - `edges`: remaining edge masks; `dims`; `parent`: output.
-///
-/// # Thread mapping
-/// Grid-stride loop, one voxel per iteration.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn uf_init_min(edges: *const u8, dims: Dims3, parent: *mut u32) {
-    let n = dims.z * dims.y * dims.x;
-    grid_stride(n, |i| {
-        // SAFETY: indices in bounds; marked neighbours are inside.
-        unsafe {
-            let b = *edges.add(i as usize);
-            let (z, y, x) = coords(i, dims);
-            let inside = [z > 0, y > 0, x > 0, z + 1 < dims.z, y + 1 < dims.y, x + 1 < dims.x];
-            let mut p = i;
-            for d in 0..6 {
-                if !inside[d] {
-                    continue;
-                }
-                let u = neighbour(i, d, dims);
-                // An edge of this voxel, or one of the neighbour's pointing here.
-                if b & DIRECTION_BITS[d] != 0 || *edges.add(u as usize) & DIRECTION_BITS[OPPOSITE[d]] != 0 {
-                    p = p.min(u);
-                }
+/// `parent` indexes a forest that other threads change only by lowering
+/// roots' pointers (unions) or pointing entries at ancestors (finds).
+#[inline(always)]
+unsafe fn find_halving(parent: *mut u32, mut x: u32) -> u32 {
+    // SAFETY: the caller guarantees a forest over valid indices.
+    unsafe {
+        let mut p = load_volatile_u32(parent.add(x as usize));
+        while p != x {
+            let grand = load_volatile_u32(parent.add(p as usize));
+            if grand != p {
+                core::ptr::write_volatile(parent.add(x as usize), grand);
             }
-            *parent.add(i as usize) = p as u32;
+            x = p;
+            p = grand;
         }
-    });
+        x
+    }
 }
 
-/// One hooking pass over the remaining edges (FastSV-style): where an
-/// edge's two voxels have different parents, the larger parent is pointed
-/// at the smaller one with an atomic min, and `*changed` is set. Repeated
-/// with [`uf_jump`] flattening in between until a pass changes nothing,
-/// every component is one tree rooted at its smallest voxel. A min may
-/// replace a link made in the same pass; the next pass, which looks at
-/// every edge again, restores what that separated.
+/// Joins the trees of `a` and `b`: the larger root is pointed at the
+/// smaller with an atomic min; if another thread changed that root first,
+/// the union retries from its new parent. Lock-free; afterwards `a` and `b`
+/// share a root, the smallest index of the joined trees.
 ///
 /// # Safety
-/// `edges` and `parent` hold one entry per voxel of `dims`; `changed` is
-/// one u32.
-///
-/// # Parameters
-/// - `edges`: remaining edge masks; `dims`; `parent`: the forest;
-///   `changed`: set to 1 when a pointer was lowered.
-///
-/// # Thread mapping
-/// Grid-stride loop, one voxel per iteration; plain loads, one `red.min`
-/// per edge whose trees differ.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn uf_hook_min(edges: *const u8, dims: Dims3, parent: *mut u32, changed: *mut u32) {
-    let n = dims.z * dims.y * dims.x;
-    let mut moved = false;
-    grid_stride(n, |i| {
-        // SAFETY: indices in bounds; marked neighbours are inside; parents
-        // index voxels.
-        unsafe {
-            let b = *edges.add(i as usize);
-            if b == 0 {
+/// As [`find_halving`]; `fetch_min` is an atomic min returning the old
+/// value at a scope that covers every thread using `parent`.
+#[inline(always)]
+unsafe fn union(parent: *mut u32, mut a: u32, mut b: u32, fetch_min: impl Fn(*mut u32, u32) -> u32) {
+    // SAFETY: the caller guarantees a forest over valid indices.
+    unsafe {
+        loop {
+            a = find_halving(parent, a);
+            b = find_halving(parent, b);
+            if a == b {
                 return;
             }
-            let pi = *parent.add(i as usize);
+            let (small, large) = if a < b { (a, b) } else { (b, a) };
+            let old = fetch_min(parent.add(large as usize), small);
+            if old == large {
+                return;
+            }
+            // `large` stopped being a root: join its new parent instead.
+            a = old;
+            b = small;
+        }
+    }
+}
+
+/// Components, step 1: the voxels of one tile (`UF_TILE_Z × UF_TILE_Y ×
+/// UF_TILE_X`) are joined along the remaining edges inside the tile, in
+/// shared memory; each voxel's parent becomes the smallest voxel of its
+/// component within the tile (in tile order, which is index order).
+///
+/// # Safety
+/// `edges` and `parent` hold one entry per voxel of `dims`; launched with
+/// `UF_THREADS` threads, one block per tile of `uf_tile_grid(dims)` (C
+/// order), and `UF_SHARED_BYTES` of dynamic shared memory.
+///
+/// # Parameters
+/// - `edges`: the remaining edge masks after plateau division; `dims`;
+///   `parent`: written for every voxel (a global voxel index).
+///
+/// # Thread mapping
+/// Block `b` owns tile `b`; thread `t` owns tile voxels `t + k *
+/// UF_THREADS` (a warp reads one row of 32 voxels).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn uf_tile_local(edges: *const u8, dims: Dims3, parent: *mut u32) {
+    let tile = UF_TILE as u32;
+    let shared_parent = dynamic_shared::<u32>();
+    // SAFETY: the launch gives `2 * UF_TILE` u32s of shared memory.
+    let shared_bits = unsafe { shared_parent.add(UF_TILE as usize) };
+    let (z0, y0, x0) = uf_tile_origin(block_idx_x() as u64, dims);
+    let t = thread_idx_x();
+    let [sz, sy, _] = dims.strides();
+    let global = |local: u32| -> Option<u64> {
+        let (lz, ly, lx) = uf_tile_offset(local as u64);
+        let (z, y, x) = (z0 + lz, y0 + ly, x0 + lx);
+        (z < dims.z && y < dims.y && x < dims.x).then(|| z * sz + y * sy + x)
+    };
+    // Local neighbour of `local` in direction `d`, if inside the tile.
+    let local_neighbour = |local: u32, d: usize| -> Option<u32> {
+        let (lz, ly, lx) = uf_tile_offset(local as u64);
+        let inside = match d {
+            0 => lz > 0,
+            1 => ly > 0,
+            2 => lx > 0,
+            3 => lz + 1 < UF_TILE_Z,
+            4 => ly + 1 < UF_TILE_Y,
+            _ => lx + 1 < UF_TILE_X,
+        };
+        let step = [UF_TILE_Y * UF_TILE_X, UF_TILE_X, 1][d % 3] as u32;
+        inside.then(|| if d < 3 { local - step } else { local + step })
+    };
+    // SAFETY: shared indices stay below UF_TILE; global indices are inside
+    // the volume; every thread reaches every barrier.
+    unsafe {
+        let mut local = t;
+        while local < tile {
+            let bits = match global(local) {
+                Some(g) => *edges.add(g as usize),
+                None => 0,
+            };
+            *shared_bits.add(local as usize) = bits as u32;
+            local += UF_THREADS;
+        }
+        sync_threads();
+        // Start from the smallest joined neighbour: most trees are then
+        // complete before any union.
+        let mut local = t;
+        while local < tile {
+            let bits = *shared_bits.add(local as usize) as u8;
+            let mut p = local;
             for d in 0..6 {
-                if b & DIRECTION_BITS[d] != 0 {
-                    let pu = *parent.add(neighbour(i, d, dims) as usize);
-                    if pu != pi {
-                        let (small, large) = if pi < pu { (pi, pu) } else { (pu, pi) };
-                        atomic_min_u32(parent.add(large as usize), small);
-                        moved = true;
+                if let Some(m) = local_neighbour(local, d) {
+                    if joined(bits, *shared_bits.add(m as usize) as u8, d) {
+                        p = p.min(m);
                     }
                 }
             }
+            *shared_parent.add(local as usize) = p;
+            local += UF_THREADS;
         }
-    });
-    if moved {
-        // SAFETY: `changed` is a valid u32.
-        unsafe { core::ptr::write_volatile(changed, 1) };
-    }
-}
-
-/// Hops per voxel in one [`uf_jump`] pass.
-pub const JUMP_HOPS: u32 = 4;
-
-/// One pointer-jumping pass: `parent[i] = parent^k(parent[i])` for up to
-/// [`JUMP_HOPS`] hops; sets
-/// `*changed` when any pointer moved. Repeated until nothing changes, every
-/// voxel points at its root. Pointers only move to ancestors, so passes
-/// may overlap their reads and writes safely.
-///
-/// # Safety
-/// `parent` holds `n` u32s forming a forest; `changed` is one u32.
-///
-/// # Parameters
-/// - `parent`, `n`; `changed`: set to 1 if a pointer moved.
-///
-/// # Thread mapping
-/// Grid-stride loop.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn uf_jump(parent: *mut u32, n: u64, changed: *mut u32) {
-    let mut moved = false;
-    grid_stride(n, |i| {
-        // SAFETY: indices in bounds; parents index voxels. A stale read only
-        // delays convergence: every value read is an ancestor.
-        unsafe {
-            // Up to JUMP_HOPS hops per pass: early hops hit nearby voxels
-            // (cached), so a pass costs little more than one hop and the
-            // number of passes drops.
-            let start = *parent.add(i as usize);
-            let mut p = start;
-            for _ in 0..JUMP_HOPS {
-                let grand = *parent.add(p as usize);
-                if grand == p {
-                    break;
+        sync_threads();
+        let mut local = t;
+        while local < tile {
+            let bits = *shared_bits.add(local as usize) as u8;
+            for d in 0..3 {
+                if let Some(m) = local_neighbour(local, d) {
+                    // An edge that a starting link already follows needs no
+                    // union (links only move to ancestors, so a link that
+                    // still holds was there from the start).
+                    let linked = load_volatile_u32(shared_parent.add(local as usize)) == m
+                        || load_volatile_u32(shared_parent.add(m as usize)) == local;
+                    if !linked && joined(bits, *shared_bits.add(m as usize) as u8, d) {
+                        union(shared_parent, local, m, |a, v| shared_atomic_fetch_min_u32(a, v));
+                    }
                 }
-                p = grand;
             }
-            if p != start {
-                *parent.add(i as usize) = p;
-                moved = true;
-            }
+            local += UF_THREADS;
         }
-    });
-    if moved {
-        // SAFETY: `changed` is a valid u32.
-        unsafe { core::ptr::write_volatile(changed, 1) };
+        sync_threads();
+        let mut local = t;
+        while local < tile {
+            if let Some(g) = global(local) {
+                let root = find_halving(shared_parent, local);
+                *parent.add(g as usize) = global(root).unwrap_or(g) as u32;
+            }
+            local += UF_THREADS;
+        }
     }
 }
 
-/// Flags the roots of non-background components.
+/// Components, step 2: joins the tiles along their faces. Each block
+/// visits the faces its tile shares with the tiles before it along z, y
+/// and x, and joins the trees of every pair of voxels an edge crosses
+/// (global memory, lock-free unions). Afterwards every component is one
+/// tree rooted at its smallest voxel.
 ///
 /// # Safety
-/// `edges`, `parent`, `flags` hold `n` entries.
+/// `edges` and `parent` hold one entry per voxel of `dims`; `parent` is
+/// the output of [`uf_tile_local`]; launched with `UF_THREADS` threads, one
+/// block per tile.
 ///
 /// # Parameters
-/// - `edges`: remaining masks (0 = background); `parent`: compressed forest; `flags`.
+/// - `edges`: remaining edge masks; `dims`; `parent`: the forest.
 ///
 /// # Thread mapping
-/// Grid-stride loop.
+/// Block `b` owns tile `b`; thread `t` visits voxel `t` of each of the
+/// tile's three low faces (the x face has `UF_TILE_Z * UF_TILE_Y` voxels).
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn ws_root_flags(edges: *const u8, parent: *const u32, n: u64, flags: *mut u32) {
-    grid_stride(n, |i| {
-        // SAFETY: `i < n`.
-        unsafe {
-            *flags.add(i as usize) = (*edges.add(i as usize) != 0 && *parent.add(i as usize) == i as u32) as u32;
+pub unsafe extern "ptx-kernel" fn uf_tile_faces(edges: *const u8, dims: Dims3, parent: *mut u32) {
+    let (z0, y0, x0) = uf_tile_origin(block_idx_x() as u64, dims);
+    let t = thread_idx_x() as u64;
+    let lane = thread_idx_x() % 32;
+    let [sz, sy, _] = dims.strides();
+    for d in 0..3 {
+        // This thread's voxel on the tile's low face along axis `d`.
+        let (z, y, x, on_face) = match d {
+            0 => (z0, y0 + t / UF_TILE_X, x0 + t % UF_TILE_X, z0 > 0 && t < UF_TILE_Y * UF_TILE_X),
+            1 => (z0 + t / UF_TILE_X, y0, x0 + t % UF_TILE_X, y0 > 0 && t < UF_TILE_Z * UF_TILE_X),
+            _ => (z0 + t / UF_TILE_Y, y0 + t % UF_TILE_Y, x0, x0 > 0 && t < UF_TILE_Z * UF_TILE_Y),
+        };
+        let active = on_face && z < dims.z && y < dims.y && x < dims.x;
+        let g = z * sz + y * sy + x;
+        // SAFETY: an active voxel and its neighbour before it along the
+        // face's axis are inside the volume; `parent` is a forest over its
+        // voxels.
+        let pair = if active && unsafe { joined(*edges.add(g as usize), *edges.add(neighbour(g, d, dims) as usize), d) }
+        {
+            // The trees' current entries: neighbouring face voxels mostly
+            // join the same two trees, and only the first lane of such a
+            // run needs to.
+            let m = neighbour(g, d, dims);
+            // SAFETY: as above.
+            unsafe { (load_volatile_u32(parent.add(g as usize)), load_volatile_u32(parent.add(m as usize))) }
+        } else {
+            (u32::MAX, u32::MAX)
+        };
+        let previous = (shuffle_u32(pair.0, lane.saturating_sub(1)), shuffle_u32(pair.1, lane.saturating_sub(1)));
+        if pair.0 != u32::MAX && (lane == 0 || previous != pair) {
+            // SAFETY: as above.
+            unsafe { union(parent, g as u32, neighbour(g, d, dims) as u32, |a, v| atomic_fetch_min_u32(a, v)) };
         }
-    });
+    }
 }
 
-/// Gives root `roots[k]` the label `k + 1`.
+/// The root of `x` in a complete forest (no thread changes it any more),
+/// without writes.
 ///
 /// # Safety
-/// `roots` holds `n_roots` voxel indices below the length of `labels`.
+/// `parent` indexes a forest over valid indices.
+#[inline(always)]
+unsafe fn find_root(parent: *const u32, mut x: u32) -> u32 {
+    // SAFETY: the caller guarantees a forest over valid indices.
+    unsafe {
+        loop {
+            let p = *parent.add(x as usize);
+            if p == x {
+                return x;
+            }
+            x = p;
+        }
+    }
+}
+
+/// Components, step 3: counts, per scan tile, the roots of
+/// non-background components (fragments), for [`ws_fragment_number`].
+///
+/// # Safety
+/// `edges` and `parent` hold `n` entries, `parent` a complete forest
+/// ([`uf_tile_faces`] has run); `tile_sums` one u64 per scan tile;
+/// launched like `scan_tile_sums`.
 ///
 /// # Parameters
-/// - `roots`, `n_roots`: the component roots in index order; `labels`.
+/// - `edges`: remaining masks (0 = background); `parent`; `n`;
+///   `tile_sums`: each tile's fragment count.
 ///
 /// # Thread mapping
-/// Grid-stride loop over the roots.
+/// Block `b` owns scan tile `b`, thread `t` its voxels `t * SCAN_ITEMS ..`.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn ws_root_labels(roots: *const u32, n_roots: u64, labels: *mut u32) {
-    // SAFETY: `k < n_roots`; roots index voxels.
-    grid_stride(n_roots, |k| unsafe { *labels.add(*roots.add(k as usize) as usize) = k as u32 + 1 });
+pub unsafe extern "ptx-kernel" fn ws_fragment_count(edges: *const u8, parent: *const u32, n: u64, tile_sums: *mut u64) {
+    // SAFETY: launched as documented; `i < n`.
+    unsafe { tile_sum(n, |i| (*parent.add(i as usize) == i as u32 && *edges.add(i as usize) != 0) as u64, tile_sums) }
+}
+
+/// Numbers the fragments: root `i` of the `k`-th non-background component
+/// in index order gets label `k + 1` (waterz's numbering by scan order),
+/// after an exclusive scan of [`ws_fragment_count`]'s counts.
+///
+/// # Safety
+/// As [`ws_fragment_count`]; `tile_offsets` is the scan of its counts;
+/// `labels` holds `n` u32s.
+///
+/// # Parameters
+/// - `edges`, `parent`, `n`; `tile_offsets`; `labels`: the roots' labels.
+///
+/// # Thread mapping
+/// As [`ws_fragment_count`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn ws_fragment_number(
+    edges: *const u8,
+    parent: *const u32,
+    n: u64,
+    tile_offsets: *const u64,
+    labels: *mut u32,
+) {
+    // SAFETY: launched as documented; `i < n`.
+    unsafe {
+        tile_compact(
+            n,
+            |i| *parent.add(i as usize) == i as u32 && *edges.add(i as usize) != 0,
+            tile_offsets,
+            |i, pos| *labels.add(i as usize) = pos as u32 + 1,
+        )
+    }
 }
 
 /// Final labels: background 0, else the label of the component's root
-/// (written by [`ws_root_labels`]).
+/// (written by [`ws_fragment_number`]).
 ///
 /// # Safety
-/// `edges`, `parent`, `labels` hold `n` entries; roots' labels are set.
+/// `edges`, `parent`, `labels` hold `n` entries; `parent` is a complete
+/// forest; roots' labels are set.
 ///
 /// # Parameters
-/// - `edges`: remaining masks (0 = background); `parent`: compressed
-///   forest; `labels`: completed in place.
+/// - `edges`: remaining masks (0 = background); `parent`: the forest;
+///   `labels`: completed in place.
 ///
 /// # Thread mapping
 /// Grid-stride loop.
@@ -495,13 +662,15 @@ pub unsafe extern "ptx-kernel" fn ws_root_labels(roots: *const u32, n_roots: u64
 pub unsafe extern "ptx-kernel" fn ws_labels(edges: *const u8, parent: *const u32, n: u64, labels: *mut u32) {
     grid_stride(n, |i| {
         // SAFETY: indices in bounds; roots' labels were written by an
-        // earlier launch.
+        // earlier launch, and nothing changes `parent` any more.
         unsafe {
-            let p = *parent.add(i as usize);
             if *edges.add(i as usize) == 0 {
                 *labels.add(i as usize) = 0;
-            } else if p != i as u32 {
-                *labels.add(i as usize) = *labels.add(p as usize);
+            } else {
+                let root = find_root(parent, i as u32);
+                if root != i as u32 {
+                    *labels.add(i as usize) = *labels.add(root as usize);
+                }
             }
         }
     });

@@ -24,6 +24,62 @@ pub const DIRECTION_BITS: [u8; 6] = [NEG_Z, NEG_Y, NEG_X, POS_Z, POS_Y, POS_X];
 /// For direction `d`, the index of the direction that leads back.
 pub const OPPOSITE: [usize; 6] = [3, 4, 5, 0, 1, 2];
 
+/// Extent along z of one tile of the components stage: each GPU block
+/// joins the voxels of one tile in shared memory before the tiles are
+/// joined along their faces.
+pub const UF_TILE_Z: u64 = 8;
+/// Extent along y of one components tile.
+pub const UF_TILE_Y: u64 = 8;
+/// Extent along x of one components tile (one warp reads one row).
+pub const UF_TILE_X: u64 = 32;
+/// Voxels per components tile.
+pub const UF_TILE: u64 = UF_TILE_Z * UF_TILE_Y * UF_TILE_X;
+/// Threads per block of the components kernels (at least the voxels of
+/// a tile's largest face).
+pub const UF_THREADS: u32 = 256;
+/// Shared memory of a components tile: one u32 parent and one u32 mask
+/// per voxel.
+pub const UF_SHARED_BYTES: u32 = (2 * UF_TILE * 4) as u32;
+// One thread per voxel of each low face of a tile.
+const _: () = assert!(
+    UF_THREADS as u64 >= UF_TILE_Y * UF_TILE_X
+        && UF_THREADS as u64 >= UF_TILE_Z * UF_TILE_X
+        && UF_THREADS as u64 >= UF_TILE_Z * UF_TILE_Y
+);
+
+/// Whether the remaining edges join a voxel with mask `bits` to its
+/// neighbour in direction `d`, whose mask is `neighbour_bits`: either
+/// voxel may mark the shared face (components are weakly connected).
+#[inline(always)]
+pub fn joined(bits: u8, neighbour_bits: u8, d: usize) -> bool {
+    bits & DIRECTION_BITS[d] != 0 || neighbour_bits & DIRECTION_BITS[OPPOSITE[d]] != 0
+}
+
+/// The number of components tiles along z, y and x.
+#[inline(always)]
+pub fn uf_tile_grid(dims: crate::Dims3) -> [u64; 3] {
+    [dims.z.div_ceil(UF_TILE_Z), dims.y.div_ceil(UF_TILE_Y), dims.x.div_ceil(UF_TILE_X)]
+}
+
+/// The first voxel `(z, y, x)` of components tile `tile` (tiles in C
+/// order over [`uf_tile_grid`]).
+#[inline(always)]
+pub fn uf_tile_origin(tile: u64, dims: crate::Dims3) -> (u64, u64, u64) {
+    let [_, tiles_y, tiles_x] = uf_tile_grid(dims);
+    let tx = tile % tiles_x;
+    let rest = tile / tiles_x;
+    let ty = rest % tiles_y;
+    let tz = rest / tiles_y;
+    (tz * UF_TILE_Z, ty * UF_TILE_Y, tx * UF_TILE_X)
+}
+
+/// The offset `(z, y, x)` inside a components tile of its voxel `local`
+/// (C order within the tile).
+#[inline(always)]
+pub fn uf_tile_offset(local: u64) -> (u64, u64, u64) {
+    (local / (UF_TILE_Y * UF_TILE_X), (local / UF_TILE_X) % UF_TILE_Y, local % UF_TILE_X)
+}
+
 /// Thresholds of the watershed, as waterz takes them (`float32`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -149,6 +205,39 @@ pub fn steepest_mask(faces: [f32; 6], low: f32, high: f32) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    extern crate std;
+
+    #[test]
+    fn components_tiles_cover_every_voxel_once() {
+        for dims in [crate::Dims3::new(1, 1, 1), crate::Dims3::new(9, 17, 33), crate::Dims3::new(16, 8, 64)] {
+            let [tz, ty, tx] = uf_tile_grid(dims);
+            let mut seen = std::vec![0u32; (dims.z * dims.y * dims.x) as usize];
+            for tile in 0..tz * ty * tx {
+                let (z0, y0, x0) = uf_tile_origin(tile, dims);
+                for local in 0..UF_TILE {
+                    let (lz, ly, lx) = uf_tile_offset(local);
+                    let (z, y, x) = (z0 + lz, y0 + ly, x0 + lx);
+                    if z < dims.z && y < dims.y && x < dims.x {
+                        seen[dims.index(z, y, x) as usize] += 1;
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{dims:?}");
+        }
+    }
+
+    #[test]
+    fn either_voxel_may_join_a_face() {
+        for d in 0..6 {
+            let back = OPPOSITE[d];
+            assert!(joined(DIRECTION_BITS[d], 0, d));
+            assert!(joined(0, DIRECTION_BITS[back], d));
+            assert!(!joined(0, 0, d));
+            assert!(!joined(!DIRECTION_BITS[d] & 0x3f, !DIRECTION_BITS[back] & 0x3f, d));
+            // The relation is symmetric.
+            assert_eq!(joined(DIRECTION_BITS[d], 0, d), joined(0, DIRECTION_BITS[d], back));
+        }
+    }
 
     #[test]
     fn background_when_nothing_above_low() {

@@ -165,10 +165,14 @@ impl<'g> GpuParhac<'g> {
                     tag: (round + 1) as u32,
                     pad: 0,
                 };
+                if self.epsilon == 0.0 && self.history.is_none() {
+                    ops::match_and_contract(self.gpu, &mut self.slots, params, &mut self.state, i)?;
+                    continue;
+                }
                 ops::match_round(self.gpu, &mut self.slots, params, &mut self.state, i)?;
                 if let Some(h) = &mut self.history {
                     let start = h.len;
-                    h.len += ops::record_merges(self.gpu, &self.slots, h.len, &mut h.keys, &mut h.scores)?;
+                    h.len += ops::record_merges(self.gpu, &self.slots, &self.state, h.len, &mut h.keys, &mut h.scores)?;
                     if h.len > start {
                         h.round_starts.push(start);
                     }
@@ -190,8 +194,7 @@ impl<'g> GpuParhac<'g> {
                 if c.n_merged == 0 {
                     // No edge is below the threshold: the batch's later
                     // rounds changed nothing, and do not count.
-                    let roots = ops::find_roots(self.gpu, &self.state)?;
-                    ops::finish_threshold(self.gpu, &mut self.slots, &mut self.parked, &self.state, &roots, first_tag)?;
+                    ops::finish_threshold(self.gpu, &mut self.slots, &mut self.parked, &mut self.state, first_tag)?;
                     self.holes = 0;
                     tracing::debug!(
                         threshold,
@@ -206,7 +209,7 @@ impl<'g> GpuParhac<'g> {
             }
             let parkable = counts.last().map_or(0, |c| c.n_parkable);
             if n_slots >= MIN_SLOTS_TO_COMPACT && 4 * (self.holes + parkable) > n_slots {
-                ops::compact(self.gpu, &mut self.slots, &self.state, &mut self.parked)?;
+                ops::compact(self.gpu, &mut self.slots, &mut self.state, &mut self.parked)?;
                 self.holes = 0;
                 self.compactions += 1;
             }
@@ -259,9 +262,19 @@ impl<'g> GpuParhac<'g> {
         let keys = self.gpu.download(&edges.keys)?;
         let counts = self.gpu.download(&edges.counts)?;
         let sums = self.gpu.download(&edges.sums)?;
+        // At ε = 0 the slots hold renumbered ids (see `NodeState`).
+        let original = match self.state.original_ids() {
+            Some(ids) => Some(self.gpu.download(ids)?),
+            None => None,
+        };
+        let id = |x: u64| original.as_ref().map_or(x, |o| o[x as usize] as u64);
         let mut edges: Vec<ScoredEdge> = (0..n)
             .filter(|&e| keys[e] != gpu_waterz_abi::parhac::EMPTY_KEY)
-            .map(|e| ScoredEdge { u: keys[e] >> 32, v: keys[e] & 0xFFFF_FFFF, score: edge_score(counts[e], sums[e]) })
+            .map(|e| ScoredEdge {
+                u: id(keys[e] >> 32),
+                v: id(keys[e] & 0xFFFF_FFFF),
+                score: edge_score(counts[e], sums[e]),
+            })
             .collect();
         edges.sort_by_key(|e| (e.u, e.v));
         Ok(edges)

@@ -51,17 +51,26 @@ fn upload(g: &Gpu, edges: &[Edge]) -> DeviceRegionGraph {
 /// Everything observable after each threshold.
 type Trace = Vec<(Vec<u32>, Vec<Merge>, Vec<(u64, u64, u64)>)>;
 
-fn gpu_trace(g: &Gpu, n_nodes: u64, edges: &[Edge], epsilon: f64) -> (Trace, usize) {
-    let mut parhac = GpuParhac::new(g, upload(g, edges), n_nodes, epsilon, true).unwrap();
+/// The GPU's trace; without `history` (at ε = 0 the rounds then run in
+/// four fused launches) the merge lists are left empty.
+fn gpu_trace(g: &Gpu, n_nodes: u64, edges: &[Edge], epsilon: f64, history: bool) -> (Trace, usize) {
+    let mut parhac = GpuParhac::new(g, upload(g, edges), n_nodes, epsilon, history).unwrap();
     let mut trace = Vec::new();
     for t in THRESHOLDS {
         let start = parhac.history_len();
         parhac.merge_until(t).unwrap();
         let roots = g.download(&parhac.roots().unwrap()).unwrap();
         let graph = parhac.region_graph().unwrap().iter().map(|e| (e.u, e.v, e.score.to_bits())).collect();
-        trace.push((roots[..n_nodes as usize].to_vec(), parhac.history_since(start).unwrap(), graph));
+        let merges = if history { parhac.history_since(start).unwrap() } else { Vec::new() };
+        trace.push((roots[..n_nodes as usize].to_vec(), merges, graph));
     }
     (trace, parhac.rounds().len())
+}
+
+/// The CPU trace with the merge lists dropped, to compare with a GPU run
+/// without history.
+fn without_merges(trace: &Trace) -> Trace {
+    trace.iter().map(|(roots, _, graph)| (roots.clone(), Vec::new(), graph.clone())).collect()
 }
 
 fn cpu_trace(n_nodes: u64, edges: &[Edge], epsilon: f64) -> (Trace, usize) {
@@ -90,13 +99,17 @@ fn random_graphs_equal_the_cpu_parhac() {
         let edges = random_graph(seed, n_nodes, n_nodes as usize * density, levels);
         for epsilon in [0.0, 0.05, 0.5] {
             let (expected, cpu_rounds) = cpu_trace(n_nodes, &edges, epsilon);
-            let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon);
+            let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon, true);
             assert_eq!(gpu_rounds, cpu_rounds, "seed {seed}, ε {epsilon}: rounds");
             for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
                 assert_eq!(a.0, b.0, "seed {seed}, ε {epsilon}, threshold {}: regions", THRESHOLDS[i]);
                 assert_eq!(a.1, b.1, "seed {seed}, ε {epsilon}, threshold {}: merges", THRESHOLDS[i]);
                 assert_eq!(a.2, b.2, "seed {seed}, ε {epsilon}, threshold {}: region graph", THRESHOLDS[i]);
             }
+            // Without history the rounds take another path at ε = 0.
+            let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon, false);
+            assert_eq!(gpu_rounds, cpu_rounds, "seed {seed}, ε {epsilon}, no history: rounds");
+            assert!(got == without_merges(&expected), "seed {seed}, ε {epsilon}, no history: GPU differs");
             cases += 1;
         }
     }
@@ -114,9 +127,12 @@ fn large_graphs_with_compaction_equal_the_cpu_parhac() {
         let n_nodes = 12_000;
         let edges = random_graph(seed, n_nodes, 60_000, levels);
         let (expected, cpu_rounds) = cpu_trace(n_nodes, &edges, epsilon);
-        let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon);
+        let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon, true);
         assert_eq!(gpu_rounds, cpu_rounds, "seed {seed}: rounds");
         assert!(got == expected, "seed {seed}, levels {levels}, ε {epsilon}: GPU differs from the CPU ParHAC");
+        let (got, gpu_rounds) = gpu_trace(&g, n_nodes, &edges, epsilon, false);
+        assert_eq!(gpu_rounds, cpu_rounds, "seed {seed}, no history: rounds");
+        assert!(got == without_merges(&expected), "seed {seed}, levels {levels}, ε {epsilon}, no history: GPU differs");
         eprintln!("{} edges, {levels} levels, ε {epsilon}: {gpu_rounds} rounds, GPU = CPU ParHAC", edges.len());
     }
 }
@@ -153,9 +169,11 @@ fn reruns_are_identical_and_segmentations_follow_the_regions() {
     };
     let n_nodes = 5000;
     let edges = random_graph(7, n_nodes, 20_000, 7);
-    let first = gpu_trace(&g, n_nodes, &edges, 0.0);
-    for _ in 0..4 {
-        assert_eq!(gpu_trace(&g, n_nodes, &edges, 0.0), first);
+    for history in [true, false] {
+        let first = gpu_trace(&g, n_nodes, &edges, 0.0, history);
+        for _ in 0..4 {
+            assert_eq!(gpu_trace(&g, n_nodes, &edges, 0.0, history), first);
+        }
     }
     // A "volume" that holds every node id once, the background twice.
     let labels: Vec<u32> = [0].into_iter().chain(0..n_nodes as u32).chain([0]).collect();

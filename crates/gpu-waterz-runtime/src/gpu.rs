@@ -277,6 +277,20 @@ impl Gpu {
         self.stream.memset_zeros(&mut buffer.inner).context(|| "zeroing a buffer".into())
     }
 
+    /// Sets every byte of `buffer` to `byte` (stream-ordered; the driver's
+    /// memset, at copy bandwidth). `0xFF` makes every integer element its
+    /// type's maximum.
+    pub fn memset_bytes<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>, byte: u8) -> Result<()> {
+        use cudarc::driver::DevicePtrMut;
+        let bytes = buffer.len() * std::mem::size_of::<T>();
+        let (ptr, _record) = buffer.inner.device_ptr_mut(&self.stream);
+        // SAFETY: `ptr` is a live allocation of `bytes` bytes, used on this
+        // stream; every bit pattern is a valid DeviceElement (plain integers
+        // and floats).
+        unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, self.stream.cu_stream()) }
+            .context(|| format!("setting {bytes} bytes"))
+    }
+
     /// Copies a device buffer to a new host vector (synchronizes).
     pub fn download<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
         self.stream.clone_dtoh(&buffer.inner).context(|| format!("downloading {} elements", buffer.len()))

@@ -4,12 +4,12 @@
 //! exactness are documented there; this module runs them in order:
 //! edge masks, plateau corners (compacted in index order), an ordered
 //! level-synchronous breadth-first search that reproduces waterz's queue
-//! positions, plateau directions, union-find components, labels by the
-//! smallest voxel of each component.
+//! positions, plateau directions, union-find components (tiles in shared memory, then
+//! their faces), labels by the smallest voxel of each component.
 
 use crate::WatershedError;
 use gpu_waterz_core::{Dims3, WatershedParams};
-use gpu_waterz_runtime::ops::{primitives, watershed as ws};
+use gpu_waterz_runtime::ops::watershed as ws;
 use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu, StageTimer};
 use ndarray::Array3;
 
@@ -46,15 +46,10 @@ pub fn watershed(
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
     let bits = ws::mask(gpu, affs, params)?;
     timer.mark("edge masks")?;
-    let corner_flags = ws::corner_flags(gpu, &bits, dims)?;
-    timer.mark("corner flags")?;
-    let (mut frontier, mut f) = primitives::compact_indices(gpu, &corner_flags, n)?;
-    drop(corner_flags);
-    timer.mark("corner compaction")?;
-    let mut order = gpu.zeros::<u32>(n as usize)?;
-    primitives::fill_u32(gpu, &mut order, n, u32::MAX)?;
-    let mut best = gpu.zeros::<u32>(n as usize)?;
-    primitives::fill_u32(gpu, &mut best, n, u32::MAX)?;
+    let (mut frontier, mut f) = ws::corners(gpu, &bits, dims)?;
+    timer.mark("corners")?;
+    let mut order = ws::unqueued(gpu, n)?;
+    let mut best = ws::unqueued(gpu, n)?;
     ws::bfs_init(gpu, &frontier, f, &mut order)?;
     timer.mark("queue init")?;
     let mut base = f;
@@ -73,22 +68,12 @@ pub fn watershed(
     drop(bits);
     drop(order);
     timer.mark("plateau directions")?;
-    // Components: initial links to the smallest neighbour, flatten, then
-    // hook and flatten until a hooking pass changes nothing.
-    let parent = ws::uf_init_min(gpu, &edges, dims)?;
-    let mut jump_passes = ws::uf_flatten(gpu, &parent, n)?;
-    let mut hook_passes = 0;
-    timer.mark("components: init")?;
-    loop {
-        hook_passes += 1;
-        if !ws::uf_hook_min(gpu, &edges, dims, &parent)? {
-            break;
-        }
-        jump_passes += ws::uf_flatten(gpu, &parent, n)?;
-    }
-    timer.mark("components: hook")?;
+    let parent = ws::tile_components(gpu, &edges, dims)?;
+    timer.mark("components in tiles")?;
+    ws::join_tile_faces(gpu, &edges, dims, &parent)?;
+    timer.mark("components across tiles")?;
     let (labels, n_fragments) = ws::labels(gpu, &edges, &parent, n)?;
     timer.mark("labels")?;
-    tracing::debug!(n_fragments, plateau_levels, queued = base, hook_passes, jump_passes, stages_ms = ?timer.stages(), max_used_bytes = timer.max_used_bytes(), "GPU watershed");
+    tracing::debug!(n_fragments, plateau_levels, queued = base, stages_ms = ?timer.stages(), max_used_bytes = timer.max_used_bytes(), "GPU watershed");
     Ok(DeviceFragments { labels, n_fragments, dims, plateau_levels })
 }

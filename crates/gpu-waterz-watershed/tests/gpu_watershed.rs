@@ -96,6 +96,24 @@ fn cell_like_and_above_high_volumes() {
 }
 
 #[test]
+fn components_that_span_many_tiles() {
+    // The components stage joins tiles of 8 x 8 x 32 voxels in shared
+    // memory, then along their faces: plateaus and cells that cross many
+    // tiles, and extents that are not multiples of the tile.
+    let Some(g) = gpu_or_skip("components_that_span_many_tiles") else {
+        return;
+    };
+    check(&g, &Array4::ones((3, 19, 41, 100)), PARAMS, "one plateau across tiles");
+    let labels = cell_labels(3, (17, 9, 130), 6);
+    check(&g, &cell_affinities(3, &labels, 0.3), PARAMS, "few long cells 17x9x130");
+    let labels = cell_labels(4, (40, 70, 70), 12);
+    check(&g, &cell_affinities(4, &labels, 0.3), PARAMS, "large cells 40x70x70");
+    for levels in [1u32, 2] {
+        check(&g, &quantized_affinities(13, (33, 17, 65), levels), PARAMS, &format!("quantized {levels} 33x17x65"));
+    }
+}
+
+#[test]
 fn reruns_are_byte_identical() {
     let Some(g) = gpu_or_skip("reruns_are_byte_identical") else {
         return;

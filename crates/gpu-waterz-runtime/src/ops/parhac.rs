@@ -42,17 +42,41 @@ impl DeviceEdges {
 }
 
 /// Per-node state of the rounds, for nodes `0..n_nodes`.
+///
+/// At ε = 0 the rounds may run on a renumbering of the nodes that still
+/// have edges (see [`compact`] and [`finish_threshold`]): ids
+/// `0..n_round_nodes` in the order of the original ids, so that every
+/// comparison of ids and keys, and so every choice, is unchanged, while
+/// the per-node arrays shrink to the live part of the graph and stay in
+/// the GPU's cache. The renumbered nodes' merges are copied into the
+/// forest of all nodes before every renumbering and at every threshold's
+/// end.
 #[derive(Debug)]
 pub struct NodeState {
-    /// The merge forest: `parent[v] = u` once `v` merged into `u`.
+    /// The merge forest of all nodes: `parent[v] = u` once `v` merged into
+    /// `u` (complete between thresholds).
     pub parent: DeviceBuffer<u32>,
     /// The tag of the last round each node merged in (0: never).
     pub touched: DeviceBuffer<u32>,
+    /// The renumbered nodes, when the rounds run on a renumbering.
+    renumbered: Option<Renumbered>,
     best_score: DeviceBuffer<u64>,
     best_key: DeviceBuffer<u64>,
     /// Only for ε > 0: best means, priorities and preferred keys.
     heavy: Option<(DeviceBuffer<f64>, DeviceBuffer<u64>, DeviceBuffer<u64>)>,
     n_nodes: u64,
+}
+
+/// The nodes the rounds run on after a renumbering.
+#[derive(Debug)]
+struct Renumbered {
+    /// Merges since the renumbering, in renumbered ids.
+    parent: DeviceBuffer<u32>,
+    /// Merge tags since the renumbering.
+    touched: DeviceBuffer<u32>,
+    /// The original id of every renumbered node (increasing).
+    original: DeviceBuffer<u32>,
+    n: u64,
 }
 
 impl NodeState {
@@ -62,13 +86,133 @@ impl NodeState {
         let n = n_nodes.max(1) as usize;
         let parent = super::primitives::iota_u32(gpu, n as u64)?;
         let heavy = if with_epsilon { Some((gpu.zeros(n)?, gpu.zeros(n)?, gpu.zeros(n)?)) } else { None };
-        Ok(Self { parent, touched: gpu.zeros(n)?, best_score: gpu.zeros(n)?, best_key: gpu.zeros(n)?, heavy, n_nodes })
+        Ok(Self {
+            parent,
+            touched: gpu.zeros(n)?,
+            renumbered: None,
+            best_score: unset_bests(gpu, n)?,
+            best_key: unset_bests(gpu, n)?,
+            heavy,
+            n_nodes,
+        })
     }
 
     /// The number of nodes.
     pub fn n_nodes(&self) -> u64 {
         self.n_nodes
     }
+
+    /// The original id of every node the rounds run on, when they run on a
+    /// renumbering (the edge slots' endpoints are then renumbered ids).
+    pub fn original_ids(&self) -> Option<&DeviceBuffer<u32>> {
+        self.renumbered.as_ref().map(|r| &r.original)
+    }
+
+    /// The merge forest and tags the rounds write.
+    fn round_forest(&self) -> (&DeviceBuffer<u32>, &DeviceBuffer<u32>) {
+        match &self.renumbered {
+            Some(r) => (&r.parent, &r.touched),
+            None => (&self.parent, &self.touched),
+        }
+    }
+
+    /// The number of ids the rounds run on.
+    fn n_round_nodes(&self) -> u64 {
+        self.renumbered.as_ref().map_or(self.n_nodes, |r| r.n)
+    }
+
+    /// Copies the renumbered nodes' merges into the forest of all nodes
+    /// and goes back to original ids (the slots' keys must be translated
+    /// by the caller).
+    fn commit(&mut self, gpu: &Gpu) -> Result<()> {
+        if let Some(r) = self.renumbered.take() {
+            if r.n > 0 {
+                // SAFETY: the renumbered arrays hold `r.n` entries; the
+                // original ids are distinct node ids below `n_nodes`, the
+                // length of the full arrays.
+                launch!(
+                    gpu,
+                    "ph_commit",
+                    grid_stride_config(gpu, r.n)?,
+                    &r.parent.inner,
+                    &r.touched.inner,
+                    &r.original.inner,
+                    &r.n,
+                    &self.parent.inner,
+                    &self.touched.inner
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Renumbers the nodes with edges in the slots (at ε = 0 only; see
+/// [`NodeState`]): their ids become `0..m` in increasing order, the slots'
+/// keys are translated in place, and the per-node arrays shrink to `m`.
+/// Merges made on the previous numbering are committed first.
+fn renumber(gpu: &Gpu, slots: &mut EdgeSlots, state: &mut NodeState) -> Result<()> {
+    if state.heavy.is_some() {
+        // (1+ε)-heavy matchings hash node ids into priorities: they keep
+        // the original ids.
+        return Ok(());
+    }
+    let n_current = state.n_round_nodes();
+    let n_slots = slots.n_slots();
+    let flags = gpu.zeros::<u32>(n_current.max(1) as usize)?;
+    if n_slots > 0 {
+        // SAFETY: the slots' endpoints are ids below `n_current`, the length
+        // of `flags`.
+        launch!(
+            gpu,
+            "ph_mark_endpoints",
+            grid_stride_config(gpu, n_slots)?,
+            &slots.edges.keys.inner,
+            &n_slots,
+            &flags.inner
+        );
+    }
+    let (old_of_new, m) = compact_indices(gpu, &flags, n_current)?;
+    drop(flags);
+    let new_of_old = gpu.uninit::<u32>(n_current.max(1) as usize)?;
+    if m > 0 {
+        // SAFETY: `old_of_new` holds `m` distinct ids below `n_current`.
+        launch!(gpu, "ph_scatter_ids", grid_stride_config(gpu, m)?, &old_of_new.inner, &m, &new_of_old.inner);
+    }
+    if n_slots > 0 {
+        // SAFETY: every endpoint was marked, so its new id is set.
+        launch!(
+            gpu,
+            "ph_translate_keys",
+            grid_stride_config(gpu, n_slots)?,
+            &slots.edges.keys.inner,
+            &n_slots,
+            &new_of_old.inner
+        );
+    }
+    let original = match &state.renumbered {
+        Some(r) => segment(gpu, &old_of_new, m, &r.original)?,
+        None => old_of_new,
+    };
+    state.commit(gpu)?;
+    let len = m.max(1) as usize;
+    state.renumbered = Some(Renumbered {
+        parent: super::primitives::iota_u32(gpu, len as u64)?,
+        touched: gpu.zeros(len)?,
+        original,
+        n: m,
+    });
+    state.best_score = unset_bests(gpu, len)?;
+    state.best_key = unset_bests(gpu, len)?;
+    Ok(())
+}
+
+/// `len` best scores or keys set to `u64::MAX` (no edge), as the first
+/// round at ε = 0 needs them.
+fn unset_bests(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<u64>> {
+    let mut buffer = gpu.uninit::<u64>(len)?;
+    gpu.memset_bytes(&mut buffer, 0xFF)?;
+    Ok(buffer)
 }
 
 /// The current graph as edge slots, with the scratch of the rounds: the
@@ -78,10 +222,16 @@ pub struct EdgeSlots {
     edges: DeviceEdges,
     slot_of: DeviceBuffer<u32>,
     matched: DeviceBuffer<u32>,
+    /// Slots with an endpoint that cannot merge at this threshold, as the
+    /// last round at ε = 0 found them.
+    park_flags: DeviceBuffer<u32>,
     eligible: Option<DeviceBuffer<u32>>,
     table_keys: DeviceBuffer<u64>,
     table_rep: DeviceBuffer<u32>,
     table_mask: u64,
+    /// Whether the last contraction's table entries are still to be
+    /// emptied (see [`match_and_contract`]).
+    table_dirty: bool,
     /// Merges and parkable edges of the round, holes made by contractions.
     counters: DeviceBuffer<u64>,
 }
@@ -156,19 +306,18 @@ impl EdgeSlots {
             });
         }
         let capacity = edges.n_edges.max(1) as usize;
-        let table_len = (2 * capacity).next_power_of_two().max(1024);
-        let mut table_keys = gpu.uninit::<u64>(table_len)?;
-        super::primitives::fill_u64(gpu, &mut table_keys, table_len as u64, EMPTY_KEY)?;
-        let mut table_rep = gpu.uninit::<u32>(table_len)?;
-        super::primitives::fill_u32(gpu, &mut table_rep, table_len as u64, u32::MAX)?;
+        let (table_keys, table_rep) = empty_table(gpu, table_len_for(edges.n_edges))?;
+        let table_len = table_keys.len();
         Ok(Self {
             edges,
             slot_of: gpu.uninit(capacity)?,
             matched: gpu.uninit(capacity)?,
+            park_flags: gpu.uninit(capacity)?,
             eligible: if with_epsilon { Some(gpu.uninit(capacity)?) } else { None },
             table_keys,
             table_rep,
             table_mask: table_len as u64 - 1,
+            table_dirty: false,
             counters: gpu.zeros(3 * MAX_BATCH)?,
         })
     }
@@ -181,6 +330,42 @@ impl EdgeSlots {
     /// The edge slots (keys, counts, sums).
     pub fn edges(&self) -> &DeviceEdges {
         &self.edges
+    }
+}
+
+/// The hash-table size for deduplicating `n` edges: a power of two, at
+/// least twice `n`.
+fn table_len_for(n: u64) -> usize {
+    (2 * n.max(1) as usize).next_power_of_two().max(1024)
+}
+
+/// An empty hash table of `len` entries: every key `EMPTY_KEY`, every
+/// representative `u32::MAX` (all bytes 0xFF).
+fn empty_table(gpu: &Gpu, len: usize) -> Result<(DeviceBuffer<u64>, DeviceBuffer<u32>)> {
+    let mut table_keys = gpu.uninit::<u64>(len)?;
+    gpu.memset_bytes(&mut table_keys, 0xFF)?;
+    let mut table_rep = gpu.uninit::<u32>(len)?;
+    gpu.memset_bytes(&mut table_rep, 0xFF)?;
+    Ok((table_keys, table_rep))
+}
+const _: () = assert!(EMPTY_KEY == u64::MAX);
+
+impl EdgeSlots {
+    /// Resizes the hash table for deduplicating `n` edges: it grows when
+    /// too small, and shrinks when more than four times too large, so that
+    /// as the graph contracts the table's random accesses stay in the
+    /// GPU's cache. The old table's entries must be empty or abandoned.
+    fn fit_table(&mut self, gpu: &Gpu, n: u64) -> Result<()> {
+        let len = table_len_for(n);
+        let current = self.table_mask as usize + 1;
+        if current < len || current > 4 * len {
+            let (keys, rep) = empty_table(gpu, len)?;
+            self.table_keys = keys;
+            self.table_rep = rep;
+            self.table_mask = len as u64 - 1;
+            self.table_dirty = false;
+        }
+        Ok(())
     }
 }
 
@@ -197,20 +382,9 @@ pub fn match_round(
     state: &mut NodeState,
     batch_index: usize,
 ) -> Result<()> {
-    let n = slots.n_slots();
-    if batch_index >= MAX_BATCH {
-        return Err(RuntimeError::InvalidLaunch {
-            kernel: "ph_match_mutual",
-            reason: format!("batch index {batch_index} is not below {MAX_BATCH}"),
-        });
-    }
-    if params.n_edges != n {
-        return Err(RuntimeError::InvalidLaunch {
-            kernel: "ph_best_score",
-            reason: format!("the round covers {} slots, the graph has {n}", params.n_edges),
-        });
-    }
+    let n = check_round(slots, params, batch_index)?;
     if n > 0 {
+        best_edges(gpu, slots, params, state)?;
         let cfg = grid_stride_config(gpu, n)?;
         let p = Param(params);
         let e = &slots.edges;
@@ -218,25 +392,15 @@ pub fn match_round(
         let counters = slots.counters.inner.slice(3 * batch_index..3 * batch_index + 3);
         let counters = &counters;
         // SAFETY (this and the launches below): the slots hold `n` edges or
-        // holes whose endpoints are below `n_nodes`, the length of every
-        // per-node buffer; `matched`, `eligible` and `slot_of` hold one u32
-        // per slot; `counters` three u64s.
-        launch!(
-            gpu,
-            "ph_reset_endpoints",
-            cfg,
-            keys,
-            &n,
-            &state.best_score.inner,
-            &u64::MAX,
-            &state.best_key.inner,
-            &u64::MAX
-        );
-        // SAFETY: as above; the endpoints' best scores were reset.
-        launch!(gpu, "ph_best_score", cfg, keys, counts, sums, &p, &state.best_score.inner);
-        // SAFETY: as above; the endpoints' best keys were reset.
-        launch!(gpu, "ph_best_key", cfg, keys, counts, sums, &p, &state.best_score.inner, &state.best_key.inner);
-        let (parent, touched, matched) = (&state.parent.inner, &state.touched.inner, &slots.matched.inner);
+        // holes whose endpoints are below the number of round ids, the
+        // length of every per-node buffer; `matched`, `eligible` and
+        // `slot_of` hold one u32 per slot; `counters` three u64s; the best
+        // edges of the round are complete.
+        let (parent, touched) = match &state.renumbered {
+            Some(r) => (&r.parent.inner, &r.touched.inner),
+            None => (&state.parent.inner, &state.touched.inner),
+        };
+        let matched = &slots.matched.inner;
         match (&mut state.heavy, &slots.eligible) {
             (Some((best_mean, best_priority, preferred_key)), Some(eligible)) => {
                 // SAFETY: as above.
@@ -321,6 +485,7 @@ pub fn match_round(
                     parent,
                     touched,
                     matched,
+                    &slots.park_flags.inner,
                     counters
                 );
             }
@@ -335,6 +500,166 @@ pub fn match_round(
     Ok(())
 }
 
+/// Checks a round's batch index and slot count; returns the slot count.
+fn check_round(slots: &EdgeSlots, params: RoundParams, batch_index: usize) -> Result<u64> {
+    let n = slots.n_slots();
+    if batch_index >= MAX_BATCH {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "ph_match_mutual",
+            reason: format!("batch index {batch_index} is not below {MAX_BATCH}"),
+        });
+    }
+    if params.n_edges != n {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "ph_best_score",
+            reason: format!("the round covers {} slots, the graph has {n}", params.n_edges),
+        });
+    }
+    Ok(n)
+}
+
+/// Queues a round's best edges (`n_slots > 0`): best scores, then best
+/// keys; the first also empties the hash table the last contraction left.
+fn best_edges(gpu: &Gpu, slots: &mut EdgeSlots, params: RoundParams, state: &NodeState) -> Result<()> {
+    let n = slots.n_slots();
+    let cfg = grid_stride_config(gpu, n)?;
+    let p = Param(params);
+    let e = &slots.edges;
+    let (keys, counts, sums) = (&e.keys.inner, &e.counts.inner, &e.sums.inner);
+    let clear = std::mem::take(&mut slots.table_dirty) as u32;
+    // SAFETY (this and the launches below): the slots hold `n` edges or
+    // holes whose endpoints are below the number of round ids, the length
+    // of every per-node buffer; `slot_of` holds the last contraction's
+    // table slots for these `n` slots when `clear` is set.
+    if state.heavy.is_some() {
+        // (1+ε)-heavy rounds reset here; at ε = 0 the previous contraction
+        // (`ph_resolve`) did.
+        launch!(
+            gpu,
+            "ph_reset_endpoints",
+            cfg,
+            keys,
+            &n,
+            &state.best_score.inner,
+            &u64::MAX,
+            &state.best_key.inner,
+            &u64::MAX
+        );
+    }
+    // SAFETY: as above; the endpoints' best scores were reset.
+    launch!(
+        gpu,
+        "ph_best_score",
+        cfg,
+        keys,
+        counts,
+        sums,
+        &p,
+        &state.best_score.inner,
+        &clear,
+        &slots.slot_of.inner,
+        &slots.table_keys.inner,
+        &slots.table_rep.inner
+    );
+    // SAFETY: as above; the endpoints' best keys were reset.
+    launch!(gpu, "ph_best_key", cfg, keys, counts, sums, &p, &state.best_score.inner, &state.best_key.inner);
+    Ok(())
+}
+
+/// Queues one whole round at ε = 0 without merge history (no
+/// synchronization): best edges, then the matching and the first step of
+/// the contraction in one launch (`ph_match_contract`), then the second
+/// step, which also resets the next round's best edges (`ph_resolve`).
+/// The same merges and contraction as [`match_round`] then [`contract`],
+/// in four launches instead of seven; the table is emptied by the next
+/// round's first launch.
+pub fn match_and_contract(
+    gpu: &Gpu,
+    slots: &mut EdgeSlots,
+    params: RoundParams,
+    state: &mut NodeState,
+    batch_index: usize,
+) -> Result<()> {
+    if state.heavy.is_some() {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: "ph_match_contract",
+            reason: "(1+ε)-heavy matchings take match_round and contract".into(),
+        });
+    }
+    let n = check_round(slots, params, batch_index)?;
+    if n == 0 {
+        return Ok(());
+    }
+    best_edges(gpu, slots, params, state)?;
+    let cfg = grid_stride_config(gpu, n)?;
+    let p = Param(params);
+    let counters = slots.counters.inner.slice(3 * batch_index..3 * batch_index + 3);
+    let (parent, touched) = state.round_forest();
+    let e = &slots.edges;
+    // SAFETY: the slots hold `n` edges or holes whose endpoints are below
+    // the number of round ids, the length of every per-node buffer; the
+    // round's best keys are complete; the table holds `table_mask + 1`
+    // empty entries (emptied by `best_edges`), at least twice the slots;
+    // `slot_of` and `park_flags` hold one u32 per slot; `counters` three
+    // u64s.
+    launch!(
+        gpu,
+        "ph_match_contract",
+        cfg,
+        &e.keys.inner,
+        &p,
+        &state.best_key.inner,
+        &parent.inner,
+        &touched.inner,
+        &slots.park_flags.inner,
+        &slots.table_keys.inner,
+        &slots.table_rep.inner,
+        &slots.table_mask,
+        &slots.slot_of.inner,
+        &counters
+    );
+    let n_reset = state.n_round_nodes();
+    // SAFETY: as above, after the insertion; `best_score` and `best_key`
+    // hold one u64 per round id.
+    launch!(
+        gpu,
+        "ph_resolve",
+        cfg,
+        &e.keys.inner,
+        &e.counts.inner,
+        &e.sums.inner,
+        &n,
+        &slots.table_rep.inner,
+        &slots.slot_of.inner,
+        &n_reset,
+        &state.best_score.inner,
+        &state.best_key.inner,
+        &counters
+    );
+    slots.table_dirty = true;
+    Ok(())
+}
+
+/// Empties the hash-table entries the last [`match_and_contract`] used,
+/// before the slots change or are deduplicated otherwise.
+fn clear_table(gpu: &Gpu, slots: &mut EdgeSlots) -> Result<()> {
+    let n = slots.n_slots();
+    if std::mem::take(&mut slots.table_dirty) && n > 0 {
+        // SAFETY: `slot_of` holds the last contraction's table slots for
+        // these `n` slots; the table slots are below its length.
+        launch!(
+            gpu,
+            "ph_clear_table",
+            grid_stride_config(gpu, n)?,
+            &slots.slot_of.inner,
+            &n,
+            &slots.table_keys.inner,
+            &slots.table_rep.inner
+        );
+    }
+    Ok(())
+}
+
 /// The counts of the first `k` rounds queued since the last call
 /// (downloaded, so this synchronizes), then resets them.
 pub fn read_counts(gpu: &Gpu, slots: &mut EdgeSlots, k: usize) -> Result<Vec<RoundCounts>> {
@@ -345,11 +670,12 @@ pub fn read_counts(gpu: &Gpu, slots: &mut EdgeSlots, k: usize) -> Result<Vec<Rou
 }
 
 /// Appends the matched slots' merges to the history at `offset`: keys
-/// `u << 32 | v` (`v` merged into `u`) and scores. The history buffers grow
+/// `u << 32 | v` (`v` merged into `u`, original ids) and scores. The history buffers grow
 /// as needed. Returns the number written.
 pub fn record_merges(
     gpu: &Gpu,
     slots: &EdgeSlots,
+    state: &NodeState,
     offset: u64,
     history_keys: &mut DeviceBuffer<u64>,
     history_scores: &mut DeviceBuffer<f64>,
@@ -363,8 +689,13 @@ pub fn record_merges(
     }
     if n > 0 {
         let e = &slots.edges;
+        let (relabel, original) = match state.original_ids() {
+            Some(o) => (1u32, &o.inner),
+            None => (0u32, &indices.inner),
+        };
         // SAFETY: `indices` holds `n` slots of edges below `n_slots`; the
-        // history holds at least `offset + n` elements.
+        // history holds at least `offset + n` elements; renumbered
+        // endpoints index `original`.
         launch!(
             gpu,
             "ph_history",
@@ -374,6 +705,8 @@ pub fn record_merges(
             &e.sums.inner,
             &indices.inner,
             &n,
+            &relabel,
+            original,
             &offset,
             &history_keys.inner,
             &history_scores.inner
@@ -410,6 +743,7 @@ fn deduplicate(
     all: bool,
     batch_index: usize,
 ) -> Result<()> {
+    clear_table(gpu, slots)?;
     let n = slots.n_slots();
     if n == 0 {
         return Ok(());
@@ -423,6 +757,11 @@ fn deduplicate(
     let counters = slots.counters.inner.slice(3 * batch_index..3 * batch_index + 3);
     let cfg = grid_stride_config(gpu, n)?;
     let p = Param(RoundParams { n_edges: n, ..params });
+    let (round_parent, round_touched) = state.round_forest();
+    // At ε = 0 a round's contraction resets the next round's best edges
+    // (the per-node arrays cover the round's ids; not at a threshold's end,
+    // which works on original ids).
+    let n_reset = if !all && state.heavy.is_none() { state.n_round_nodes() } else { 0 };
     let e = &slots.edges;
     let all = all as u32;
     // SAFETY: the slots hold `n` edges or holes whose endpoints index the
@@ -435,8 +774,8 @@ fn deduplicate(
         cfg,
         &e.keys.inner,
         &p,
-        &state.parent.inner,
-        &state.touched.inner,
+        &round_parent.inner,
+        &round_touched.inner,
         &all,
         &slots.table_keys.inner,
         &slots.table_rep.inner,
@@ -455,6 +794,9 @@ fn deduplicate(
         &n,
         &slots.table_rep.inner,
         &slots.slot_of.inner,
+        &n_reset,
+        &state.best_score.inner,
+        &state.best_key.inner,
         &counters
     );
     // SAFETY: as above; empties exactly the table slots used.
@@ -480,19 +822,25 @@ pub fn contract(
 /// threshold (per this round's best scores) stay, in order; edges with an
 /// endpoint that cannot are appended to `parked`; holes go. Resets the
 /// counts. Synchronizes.
-pub fn compact(gpu: &Gpu, slots: &mut EdgeSlots, state: &NodeState, parked: &mut ParkedEdges) -> Result<()> {
+pub fn compact(gpu: &Gpu, slots: &mut EdgeSlots, state: &mut NodeState, parked: &mut ParkedEdges) -> Result<()> {
+    clear_table(gpu, slots)?;
     let n = slots.n_slots();
     let active = gpu.uninit::<u32>(n.max(1) as usize)?;
     let parked_flags = gpu.uninit::<u32>(n.max(1) as usize)?;
     if n > 0 {
+        // At ε = 0 the last round's best scores were reset by its
+        // contraction; its matching recorded the parkable slots.
+        let use_flags = state.heavy.is_none() as u32;
         // SAFETY: the slots' endpoints index `best_score`; the flags hold
-        // one u32 per slot.
+        // one u32 per slot, `park_flags` written by the last round.
         launch!(
             gpu,
             "ph_classify",
             grid_stride_config(gpu, n)?,
             &slots.edges.keys.inner,
             &n,
+            &use_flags,
+            &slots.park_flags.inner,
             &state.best_score.inner,
             &active.inner,
             &parked_flags.inner
@@ -505,10 +853,13 @@ pub fn compact(gpu: &Gpu, slots: &mut EdgeSlots, state: &NodeState, parked: &mut
     if n_parked > 0 {
         let old = parked.len();
         parked.reserve(gpu, old + n_parked, slots.slot_of.len() as u64)?;
-        gather(gpu, &slots.edges, &parked_idx, n_parked, None, &parked.edges, old)?;
+        // Parked edges keep original ids: the numbering changes below.
+        gather(gpu, &slots.edges, &parked_idx, n_parked, state.original_ids(), &parked.edges, old)?;
         parked.edges.n_edges = old + n_parked;
     }
     slots.edges = kept;
+    slots.fit_table(gpu, n_active)?;
+    renumber(gpu, slots, state)?;
     gpu.memset_zero(&mut slots.counters)?;
     Ok(())
 }
@@ -560,8 +911,9 @@ fn gather(
     Ok(())
 }
 
-/// The edges (non-empty slots) of `edges`, compacted in order.
-fn live_edges(gpu: &Gpu, edges: &DeviceEdges) -> Result<DeviceEdges> {
+/// The edges (non-empty slots) of `edges`, compacted in order; their
+/// endpoints go through `map` when given.
+fn live_edges(gpu: &Gpu, edges: &DeviceEdges, map: Option<&DeviceBuffer<u32>>) -> Result<DeviceEdges> {
     let n = edges.n_edges;
     let live = gpu.uninit::<u32>(n.max(1) as usize)?;
     if n > 0 {
@@ -570,27 +922,31 @@ fn live_edges(gpu: &Gpu, edges: &DeviceEdges) -> Result<DeviceEdges> {
     }
     let (live_idx, n_live) = compact_indices(gpu, &live, n)?;
     let out = DeviceEdges::with_capacity(gpu, n_live)?;
-    gather(gpu, edges, &live_idx, n_live, None, &out, 0)?;
+    gather(gpu, edges, &live_idx, n_live, map, &out, 0)?;
     Ok(out)
 }
 
-/// Ends a threshold whose first round had tag `first_tag`: the slots'
-/// edges and the parked ones (their endpoints through `roots`) become one
-/// graph without holes or parallel edges, in no particular order: the
-/// slots' new content. Resets the counts. Synchronizes.
+/// Ends a threshold whose first round had tag `first_tag`: the merges are
+/// committed to the forest of all nodes, the slots' edges and the parked
+/// ones (their endpoints through the regions' roots) become one graph
+/// without holes or parallel edges, in no particular order: the slots' new
+/// content, renumbered at ε = 0. Resets the counts. Synchronizes.
 pub fn finish_threshold(
     gpu: &Gpu,
     slots: &mut EdgeSlots,
     parked: &mut ParkedEdges,
-    state: &NodeState,
-    roots: &DeviceBuffer<u32>,
+    state: &mut NodeState,
     first_tag: u32,
 ) -> Result<()> {
-    let live = live_edges(gpu, &slots.edges)?;
+    clear_table(gpu, slots)?;
+    let live = live_edges(gpu, &slots.edges, state.original_ids())?;
+    state.commit(gpu)?;
     let n_parked = parked.len();
     if n_parked > 0 {
+        let roots = find_roots(gpu, state)?;
         let (n_live, total) = (live.n_edges, live.n_edges + n_parked);
-        if slots.table_mask + 1 < 2 * total || (slots.slot_of.len() as u64) < total {
+        slots.fit_table(gpu, total)?;
+        if (slots.slot_of.len() as u64) < total {
             return Err(RuntimeError::InvalidLaunch {
                 kernel: "ph_relabel_insert",
                 reason: format!("{total} edges exceed the capacity the slots were made for"),
@@ -599,16 +955,18 @@ pub fn finish_threshold(
         let merged = DeviceEdges::with_capacity(gpu, total)?;
         let all = super::primitives::iota_u32(gpu, n_live.max(n_parked))?;
         gather(gpu, &live, &all, n_live, None, &merged, 0)?;
-        gather(gpu, &parked.edges, &all, n_parked, Some(roots), &merged, n_live)?;
+        gather(gpu, &parked.edges, &all, n_parked, Some(&roots), &merged, n_live)?;
         parked.edges.n_edges = 0;
         // Parallel edges between the two parts merge in the hash table.
         slots.edges = merged;
         let params = RoundParams { n_edges: total, threshold: 0.0, factor: 1.0, round: 0, tag: first_tag, pad: 0 };
         deduplicate(gpu, slots, params, state, true, 0)?;
-        slots.edges = live_edges(gpu, &slots.edges)?;
+        slots.edges = live_edges(gpu, &slots.edges, None)?;
     } else {
         slots.edges = live;
     }
+    slots.fit_table(gpu, slots.n_slots())?;
+    renumber(gpu, slots, state)?;
     gpu.memset_zero(&mut slots.counters)?;
     Ok(())
 }

@@ -92,23 +92,55 @@ pub fn exclusive_scan(gpu: &Gpu, input: &DeviceBuffer<u32>, n: u64) -> Result<(D
 /// offsets are materialized.
 pub fn compact_indices(gpu: &Gpu, flags: &DeviceBuffer<u32>, n: u64) -> Result<(DeviceBuffer<u32>, u64)> {
     check_len("compact_tiles", "flags", flags, n)?;
+    let mut out = None;
+    let count = tile_compaction(
+        gpu,
+        n,
+        |cfg, tile_sums| {
+            // SAFETY: `flags` holds n u32s, `tile_sums` one u64 per tile;
+            // one block of SCAN_THREADS per tile with its shared memory.
+            launch!(gpu, "scan_tile_sums", *cfg, &flags.inner, &n, &tile_sums.inner);
+            Ok(())
+        },
+        |cfg, tile_offsets, count| {
+            let indices = gpu.uninit::<u32>(count.max(1) as usize)?;
+            // SAFETY: as above; `tile_offsets` is the scan of the tiles'
+            // counts and `indices` holds one u32 per set flag.
+            launch!(gpu, "compact_tiles", *cfg, &flags.inner, &n, &tile_offsets.inner, &indices.inner);
+            out = Some(indices);
+            Ok(())
+        },
+    )?;
+    Ok((out.map_or_else(|| gpu.zeros(1), Ok)?, count))
+}
+
+/// An order-preserving compaction in two launches over scan tiles of
+/// `n` items: `count(cfg, tile_sums)` launches a kernel that writes each
+/// tile's count; after their exclusive scan, `emit(cfg, tile_offsets,
+/// total)` launches the kernel that writes the kept items from each
+/// tile's offset. `emit` is skipped when nothing is kept. Returns the
+/// total. The kernels are built on `tile_sum` and `tile_compact`
+/// (`kernels-rs/src/primitives.rs`) and launched with `cfg`.
+pub(crate) fn tile_compaction(
+    gpu: &Gpu,
+    n: u64,
+    count: impl FnOnce(&cudarc::driver::LaunchConfig, &DeviceBuffer<u64>) -> Result<()>,
+    emit: impl FnOnce(&cudarc::driver::LaunchConfig, &DeviceBuffer<u64>, u64) -> Result<()>,
+) -> Result<u64> {
     if n == 0 {
-        return Ok((gpu.zeros(1)?, 0));
+        return Ok(0);
     }
     let tiles = n.div_ceil(SCAN_TILE);
     // One extra zeroed entry: after the exclusive scan it holds the total.
     let mut tile_offsets = gpu.zeros::<u64>(tiles as usize + 1)?;
     let cfg = tiled_config(n, SCAN_TILE, SCAN_THREADS, SCAN_THREADS * 8)?;
-    // SAFETY: `flags` holds n u32s, `tile_offsets` at least one u64 per
-    // tile; one block of SCAN_THREADS per tile with its shared memory.
-    launch!(gpu, "scan_tile_sums", cfg, &flags.inner, &n, &tile_offsets.inner);
+    count(&cfg, &tile_offsets)?;
     scan_u64_in_place(gpu, &mut tile_offsets, tiles + 1)?;
-    let count = gpu.download_element(&tile_offsets, tiles as usize)?;
-    let out = gpu.uninit::<u32>(count.max(1) as usize)?;
-    // SAFETY: as above; `tile_offsets` is the scan of the tiles' counts and
-    // `out` holds one u32 per set flag.
-    launch!(gpu, "compact_tiles", cfg, &flags.inner, &n, &tile_offsets.inner, &out.inner);
-    Ok((out, count))
+    let total = gpu.download_element(&tile_offsets, tiles as usize)?;
+    if total > 0 {
+        emit(&cfg, &tile_offsets, total)?;
+    }
+    Ok(total)
 }
 
 /// The digit shifts a sort must visit for keys whose set bits all lie in

@@ -1,9 +1,10 @@
 //! The watershed kernels, one wrapper each (see `kernels-rs/src/watershed.rs`).
 
-use super::{check_len, grid_stride_config, launch};
+use super::primitives::tile_compaction;
+use super::{check_len, grid_stride_config, launch, tiled_config};
 use crate::gpu::{DeviceBuffer, Gpu, Param};
 use crate::{Result, RuntimeError};
-use gpu_waterz_abi::watershed::WatershedParams;
+use gpu_waterz_abi::watershed::{uf_tile_grid, WatershedParams, UF_SHARED_BYTES, UF_THREADS};
 use gpu_waterz_abi::Dims3;
 
 /// The most voxels a device volume may have: indices, queue positions and
@@ -156,15 +157,40 @@ pub fn mask(gpu: &Gpu, affs: &DeviceAffinities, params: WatershedParams) -> Resu
     Ok(bits)
 }
 
-/// 1 for every plateau corner, else 0.
-pub fn corner_flags(gpu: &Gpu, bits: &DeviceBuffer<u8>, dims: Dims3) -> Result<DeviceBuffer<u32>> {
+/// The plateau corners (see the kernel `ws_corner_count`) in index order,
+/// waterz's initial queue, and their number.
+pub fn corners(gpu: &Gpu, bits: &DeviceBuffer<u8>, dims: Dims3) -> Result<(DeviceBuffer<u32>, u64)> {
     let n = check_dims(dims)?;
     let p_dims = Param(dims);
-    check_len("ws_corner_flags", "bits", bits, n)?;
-    let flags = gpu.uninit::<u32>(n as usize)?;
-    // SAFETY: `bits` and `flags` hold n entries.
-    launch!(gpu, "ws_corner_flags", grid_stride_config(gpu, n)?, &bits.inner, &p_dims, &flags.inner);
-    Ok(flags)
+    check_len("ws_corner_count", "bits", bits, n)?;
+    let mut out = None;
+    let count = tile_compaction(
+        gpu,
+        n,
+        |cfg, tile_sums| {
+            // SAFETY: `bits` holds n masks, `tile_sums` one u64 per scan
+            // tile; launched as `tile_compaction` documents.
+            launch!(gpu, "ws_corner_count", *cfg, &bits.inner, &p_dims, &tile_sums.inner);
+            Ok(())
+        },
+        |cfg, tile_offsets, count| {
+            let corners = gpu.uninit::<u32>(count as usize)?;
+            // SAFETY: as above; `tile_offsets` is the scan of the counts and
+            // `corners` holds one u32 per corner.
+            launch!(gpu, "ws_corner_compact", *cfg, &bits.inner, &p_dims, &tile_offsets.inner, &corners.inner);
+            out = Some(corners);
+            Ok(())
+        },
+    )?;
+    Ok((out.map_or_else(|| gpu.zeros(1), Ok)?, count))
+}
+
+/// A buffer of `n` u32s set to `u32::MAX` (the kernels' `UNQUEUED`),
+/// for queue positions and the search's proposals.
+pub fn unqueued(gpu: &Gpu, n: u64) -> Result<DeviceBuffer<u32>> {
+    let mut buffer = gpu.uninit::<u32>(n as usize)?;
+    gpu.memset_bytes(&mut buffer, 0xFF)?;
+    Ok(buffer)
 }
 
 /// `order[frontier[k]] = k` for the first frontier.
@@ -257,53 +283,45 @@ pub fn plateau_direction(
     Ok(out)
 }
 
-/// Starts the union-find forest of the remaining edges: each voxel points
-/// at the smallest of itself and its edges' neighbours.
-pub fn uf_init_min(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3) -> Result<DeviceBuffer<u32>> {
+/// Components, step 1: a forest in which each voxel's tree is rooted at
+/// the smallest voxel of its component within its tile (`uf_tile_local`:
+/// the tile's voxels joined in shared memory). [`join_tile_faces`]
+/// completes it.
+pub fn tile_components(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3) -> Result<DeviceBuffer<u32>> {
     let n = check_dims(dims)?;
-    check_len("uf_init_min", "edges", edges, n)?;
+    check_len("uf_tile_local", "edges", edges, n)?;
     let parent = gpu.uninit::<u32>(n as usize)?;
     let p_dims = Param(dims);
-    // SAFETY: `edges` and `parent` hold n entries; marked directions stay
-    // inside the volume.
-    launch!(gpu, "uf_init_min", grid_stride_config(gpu, n)?, &edges.inner, &p_dims, &parent.inner);
+    let cfg = tiled_config(n_tiles(dims), 1, UF_THREADS, UF_SHARED_BYTES)?;
+    // SAFETY: `edges` and `parent` hold n entries; one block of UF_THREADS
+    // per tile with UF_SHARED_BYTES of shared memory.
+    launch!(gpu, "uf_tile_local", cfg, &edges.inner, &p_dims, &parent.inner);
     Ok(parent)
 }
 
-/// One hooking pass over the remaining edges (see the kernel
-/// `uf_hook_min`); returns whether any pointer was lowered.
-pub fn uf_hook_min(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3, parent: &DeviceBuffer<u32>) -> Result<bool> {
+/// Components, step 2: joins the trees of [`tile_components`] across the
+/// tiles' faces (`uf_tile_faces`); afterwards every component is one tree
+/// rooted at its smallest voxel.
+pub fn join_tile_faces(gpu: &Gpu, edges: &DeviceBuffer<u8>, dims: Dims3, parent: &DeviceBuffer<u32>) -> Result<()> {
     let n = check_dims(dims)?;
-    check_len("uf_hook_min", "edges", edges, n)?;
-    check_len("uf_hook_min", "parent", parent, n)?;
+    check_len("uf_tile_faces", "edges", edges, n)?;
+    check_len("uf_tile_faces", "parent", parent, n)?;
     let p_dims = Param(dims);
-    let changed = gpu.zeros::<u32>(1)?;
-    // SAFETY: `edges` and `parent` hold n entries, `parent` is a forest over
-    // them; marked directions stay inside the volume; `changed` one u32.
-    launch!(gpu, "uf_hook_min", grid_stride_config(gpu, n)?, &edges.inner, &p_dims, &parent.inner, &changed.inner);
-    Ok(gpu.download(&changed)?[0] != 0)
+    let cfg = tiled_config(n_tiles(dims), 1, UF_THREADS, 0)?;
+    // SAFETY: `edges` and `parent` hold n entries, `parent` the tiles'
+    // forest; one block of UF_THREADS per tile.
+    launch!(gpu, "uf_tile_faces", cfg, &edges.inner, &p_dims, &parent.inner);
+    Ok(())
 }
 
-/// Pointer jumping until every voxel points at its root; returns the
-/// number of passes.
-pub fn uf_flatten(gpu: &Gpu, parent: &DeviceBuffer<u32>, n: u64) -> Result<u32> {
-    check_len("uf_jump", "parent", parent, n)?;
-    let cfg = grid_stride_config(gpu, n)?;
-    let mut changed = gpu.zeros::<u32>(1)?;
-    let mut passes = 0;
-    loop {
-        gpu.memset_zero(&mut changed)?;
-        // SAFETY: `parent` is a forest over n voxels; `changed` one u32.
-        launch!(gpu, "uf_jump", cfg, &parent.inner, &n, &changed.inner);
-        passes += 1;
-        if gpu.download(&changed)?[0] == 0 {
-            return Ok(passes);
-        }
-    }
+fn n_tiles(dims: Dims3) -> u64 {
+    let [tiles_z, tiles_y, tiles_x] = uf_tile_grid(dims);
+    tiles_z * tiles_y * tiles_x
 }
 
-/// Labels from the compressed forest: 0 for background, else 1 + the rank
-/// of the component's smallest voxel; also the number of fragments.
+/// Labels from the complete forest of [`join_tile_faces`]: 0 for
+/// background, else 1 + the rank of the component's smallest voxel; also
+/// the number of fragments.
 pub fn labels(
     gpu: &Gpu,
     edges: &DeviceBuffer<u8>,
@@ -312,26 +330,34 @@ pub fn labels(
 ) -> Result<(DeviceBuffer<u32>, u64)> {
     check_len("ws_labels", "edges", edges, n)?;
     check_len("ws_labels", "parent", parent, n)?;
-    let flags = gpu.uninit::<u32>(n as usize)?;
-    let cfg = grid_stride_config(gpu, n)?;
-    // SAFETY: all hold n entries.
-    launch!(gpu, "ws_root_flags", cfg, &edges.inner, &parent.inner, &n, &flags.inner);
-    let (roots, n_fragments) = super::primitives::compact_indices(gpu, &flags, n)?;
-    drop(flags);
     let labels = gpu.uninit::<u32>(n as usize)?;
-    if n_fragments > 0 {
-        // SAFETY: `roots` holds n_fragments voxel indices; `labels` n u32s.
-        launch!(
-            gpu,
-            "ws_root_labels",
-            grid_stride_config(gpu, n_fragments)?,
-            &roots.inner,
-            &n_fragments,
-            &labels.inner
-        );
-    }
+    let n_fragments = tile_compaction(
+        gpu,
+        n,
+        |cfg, tile_sums| {
+            // SAFETY: `edges` and `parent` hold n entries, `parent` a
+            // complete forest; `tile_sums` one u64 per scan tile.
+            launch!(gpu, "ws_fragment_count", *cfg, &edges.inner, &parent.inner, &n, &tile_sums.inner);
+            Ok(())
+        },
+        |cfg, tile_offsets, _| {
+            // SAFETY: as above; `tile_offsets` is the
+            // scan of the counts; `labels` holds n u32s.
+            launch!(
+                gpu,
+                "ws_fragment_number",
+                *cfg,
+                &edges.inner,
+                &parent.inner,
+                &n,
+                &tile_offsets.inner,
+                &labels.inner
+            );
+            Ok(())
+        },
+    )?;
     // SAFETY: all hold n entries; the roots' labels are written.
-    launch!(gpu, "ws_labels", cfg, &edges.inner, &parent.inner, &n, &labels.inner);
+    launch!(gpu, "ws_labels", grid_stride_config(gpu, n)?, &edges.inner, &parent.inner, &n, &labels.inner);
     Ok((labels, n_fragments))
 }
 
