@@ -289,6 +289,25 @@ pub unsafe fn atomic_fetch_min_u32(address: *mut u32, value: u32) -> u32 {
 }
 
 /// Atomically sets a shared-memory `*address` to the minimum of it and
+/// `value` at block scope, discarding the old value.
+///
+/// # Safety
+/// `address` must point into the block's shared memory (generic address).
+#[inline(always)]
+pub unsafe fn shared_atomic_min_u32(address: *mut u32, value: u32) {
+    // SAFETY: the caller guarantees a shared-memory address; generic
+    // atomics accept it.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.cta.min.u32 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+}
+
+/// Atomically sets a shared-memory `*address` to the minimum of it and
 /// `value` at block scope; returns the old value.
 ///
 /// # Safety

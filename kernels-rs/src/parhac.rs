@@ -500,6 +500,41 @@ unsafe fn insert_key(table_keys: *mut u64, mask: u64, key: u64) -> u64 {
     }
 }
 
+/// Gives slot `e` the edge between regions `a` and `b`: a hole when they
+/// are the same region (returns `(u32::MAX, true)`), else the new key,
+/// inserted into the hash table with `e` offered as its representative
+/// (returns the table slot and `false`).
+///
+/// # Safety
+/// `e` is a slot of `keys`; the table holds `mask + 1` entries.
+#[inline(always)]
+unsafe fn rekey(
+    keys: *mut u64,
+    e: u64,
+    a: u64,
+    b: u64,
+    table_keys: *mut u64,
+    table_rep: *mut u32,
+    mask: u64,
+) -> (u32, bool) {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        match relabelled(a, b) {
+            Some((a, b)) => {
+                let new_key = edge_key(a, b);
+                *keys.add(e as usize) = new_key;
+                let slot = insert_key(table_keys, mask, new_key);
+                atomic_min_u32(table_rep.add(slot as usize), e as u32);
+                (slot as u32, false)
+            }
+            None => {
+                *keys.add(e as usize) = EMPTY_KEY;
+                (u32::MAX, true)
+            }
+        }
+    }
+}
+
 /// Contraction, step 1: every edge with an endpoint merged this round
 /// (tag `params.tag`) gets its endpoints' new ids; an edge inside a merged
 /// pair becomes a hole (counted in `counters[2]`), the others meet their
@@ -552,25 +587,14 @@ pub unsafe extern "ptx-kernel" fn ph_relabel_insert(
                         // only at nodes that merged during the threshold.
                         if *touched.add(u as usize) >= params.tag || *touched.add(v as usize) >= params.tag {
                             slot = insert_key(table_keys, mask, key) as u32;
+                            atomic_min_u32(table_rep.add(slot as usize), e as u32);
                         }
                     } else if *touched.add(u as usize) == params.tag || *touched.add(v as usize) == params.tag {
                         // Nodes are roots, and merge targets did not merge
                         // away in the same round: one step of `parent` is
                         // the new root.
-                        match relabelled(*parent.add(u as usize) as u64, *parent.add(v as usize) as u64) {
-                            Some((a, b)) => {
-                                let new_key = edge_key(a, b);
-                                *keys.add(e as usize) = new_key;
-                                slot = insert_key(table_keys, mask, new_key) as u32;
-                            }
-                            None => {
-                                *keys.add(e as usize) = EMPTY_KEY;
-                                removed = true;
-                            }
-                        }
-                    }
-                    if slot != u32::MAX {
-                        atomic_min_u32(table_rep.add(slot as usize), e as u32);
+                        let (a, b) = (*parent.add(u as usize) as u64, *parent.add(v as usize) as u64);
+                        (slot, removed) = rekey(keys, e, a, b, table_keys, table_rep, mask);
                     }
                 }
                 *slot_of.add(e as usize) = slot;
@@ -662,18 +686,7 @@ pub unsafe extern "ptx-kernel" fn ph_match_contract(
                     };
                     let ((a, merged_u), (b, merged_v)) = (new_id(u, best_u), new_id(v, best_v));
                     if merged_u || merged_v {
-                        match relabelled(a, b) {
-                            Some((a, b)) => {
-                                let new_key = edge_key(a, b);
-                                *keys.add(e as usize) = new_key;
-                                slot = insert_key(table_keys, mask, new_key) as u32;
-                                atomic_min_u32(table_rep.add(slot as usize), e as u32);
-                            }
-                            None => {
-                                *keys.add(e as usize) = EMPTY_KEY;
-                                removed = true;
-                            }
-                        }
+                        (slot, removed) = rekey(keys, e, a, b, table_keys, table_rep, mask);
                     }
                 }
                 *slot_of.add(e as usize) = slot;

@@ -362,22 +362,24 @@ pub unsafe extern "ptx-kernel" fn ws_plateau_direction(bits: *const u8, dims: Di
 }
 
 /// The root of `x` in a forest where every pointer goes to a smaller
-/// index, halving the path on the way (each visited entry is pointed at
-/// its grandparent, an ancestor, which concurrent finds and unions
-/// tolerate).
+/// index, halving the path on the way: each visited entry is lowered to
+/// its grandparent, an ancestor, with `lower` (an atomic min, so that the
+/// only writes that race with other threads are atomics, and a halving
+/// never undoes a concurrent union's lower pointer).
 ///
 /// # Safety
 /// `parent` indexes a forest that other threads change only by lowering
-/// roots' pointers (unions) or pointing entries at ancestors (finds).
+/// entries to ancestors or roots to other roots (atomic mins); `lower` is
+/// an atomic min at a scope covering every thread using `parent`.
 #[inline(always)]
-unsafe fn find_halving(parent: *mut u32, mut x: u32) -> u32 {
+unsafe fn find_halving(parent: *mut u32, mut x: u32, lower: &impl Fn(*mut u32, u32)) -> u32 {
     // SAFETY: the caller guarantees a forest over valid indices.
     unsafe {
         let mut p = load_volatile_u32(parent.add(x as usize));
         while p != x {
             let grand = load_volatile_u32(parent.add(p as usize));
             if grand != p {
-                core::ptr::write_volatile(parent.add(x as usize), grand);
+                lower(parent.add(x as usize), grand);
             }
             x = p;
             p = grand;
@@ -393,14 +395,21 @@ unsafe fn find_halving(parent: *mut u32, mut x: u32) -> u32 {
 ///
 /// # Safety
 /// As [`find_halving`]; `fetch_min` is an atomic min returning the old
-/// value at a scope that covers every thread using `parent`.
+/// value, and `lower` one without, at a scope that covers every thread
+/// using `parent`.
 #[inline(always)]
-unsafe fn union(parent: *mut u32, mut a: u32, mut b: u32, fetch_min: impl Fn(*mut u32, u32) -> u32) {
+unsafe fn union(
+    parent: *mut u32,
+    mut a: u32,
+    mut b: u32,
+    fetch_min: impl Fn(*mut u32, u32) -> u32,
+    lower: impl Fn(*mut u32, u32),
+) {
     // SAFETY: the caller guarantees a forest over valid indices.
     unsafe {
         loop {
-            a = find_halving(parent, a);
-            b = find_halving(parent, b);
+            a = find_halving(parent, a, &lower);
+            b = find_halving(parent, b, &lower);
             if a == b {
                 return;
             }
@@ -502,7 +511,13 @@ pub unsafe extern "ptx-kernel" fn uf_tile_local(edges: *const u8, dims: Dims3, p
                     let linked = load_volatile_u32(shared_parent.add(local as usize)) == m
                         || load_volatile_u32(shared_parent.add(m as usize)) == local;
                     if !linked && joined(bits, *shared_bits.add(m as usize) as u8, d) {
-                        union(shared_parent, local, m, |a, v| shared_atomic_fetch_min_u32(a, v));
+                        union(
+                            shared_parent,
+                            local,
+                            m,
+                            |a, v| shared_atomic_fetch_min_u32(a, v),
+                            |a, v| shared_atomic_min_u32(a, v),
+                        );
                     }
                 }
             }
@@ -512,7 +527,7 @@ pub unsafe extern "ptx-kernel" fn uf_tile_local(edges: *const u8, dims: Dims3, p
         let mut local = t;
         while local < tile {
             if let Some(g) = global(local) {
-                let root = find_halving(shared_parent, local);
+                let root = find_halving(shared_parent, local, &|a, v| shared_atomic_min_u32(a, v));
                 *parent.add(g as usize) = global(root).unwrap_or(g) as u32;
             }
             local += UF_THREADS;
@@ -569,7 +584,15 @@ pub unsafe extern "ptx-kernel" fn uf_tile_faces(edges: *const u8, dims: Dims3, p
         let previous = (shuffle_u32(pair.0, lane.saturating_sub(1)), shuffle_u32(pair.1, lane.saturating_sub(1)));
         if pair.0 != u32::MAX && (lane == 0 || previous != pair) {
             // SAFETY: as above.
-            unsafe { union(parent, g as u32, neighbour(g, d, dims) as u32, |a, v| atomic_fetch_min_u32(a, v)) };
+            unsafe {
+                union(
+                    parent,
+                    g as u32,
+                    neighbour(g, d, dims) as u32,
+                    |a, v| atomic_fetch_min_u32(a, v),
+                    |a, v| atomic_min_u32(a, v),
+                )
+            };
         }
     }
 }

@@ -351,20 +351,27 @@ fn empty_table(gpu: &Gpu, len: usize) -> Result<(DeviceBuffer<u64>, DeviceBuffer
 const _: () = assert!(EMPTY_KEY == u64::MAX);
 
 impl EdgeSlots {
-    /// Resizes the hash table for deduplicating `n` edges: it grows when
-    /// too small, and shrinks when more than four times too large, so that
-    /// as the graph contracts the table's random accesses stay in the
-    /// GPU's cache. The old table's entries must be empty or abandoned.
-    fn fit_table(&mut self, gpu: &Gpu, n: u64) -> Result<()> {
-        let len = table_len_for(n);
-        let current = self.table_mask as usize + 1;
-        if current < len || current > 4 * len {
-            let (keys, rep) = empty_table(gpu, len)?;
-            self.table_keys = keys;
-            self.table_rep = rep;
-            self.table_mask = len as u64 - 1;
-            self.table_dirty = false;
+    /// Fits the hash table to deduplicating `n` edges: the table is
+    /// allocated once for the initial graph (edges only ever become fewer),
+    /// and only its first `len` entries are used, a power of two at least
+    /// twice `n`, so that as the graph contracts the table's random accesses
+    /// stay in the GPU's cache. The table must be clean (every entry empty,
+    /// as it is whenever no contraction's entries are pending).
+    fn fit_table(&mut self, n: u64) -> Result<()> {
+        if self.table_dirty {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "ph_relabel_insert",
+                reason: "the hash table is resized while entries are pending".into(),
+            });
         }
+        let len = table_len_for(n);
+        if len > self.table_keys.len() {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "ph_relabel_insert",
+                reason: format!("{n} edges exceed the capacity the slots were made for"),
+            });
+        }
+        self.table_mask = len as u64 - 1;
         Ok(())
     }
 }
@@ -618,13 +625,31 @@ pub fn match_and_contract(
         &slots.slot_of.inner,
         &counters
     );
-    let n_reset = state.n_round_nodes();
-    // SAFETY: as above, after the insertion; `best_score` and `best_key`
-    // hold one u64 per round id.
+    resolve(gpu, slots, state, state.n_round_nodes(), &counters)?;
+    slots.table_dirty = true;
+    Ok(())
+}
+
+/// Queues the contraction's second step (`ph_resolve`) after its first
+/// (`ph_match_contract` or `ph_relabel_insert`) over all slots, resetting
+/// the best edges of round ids `0..n_reset`.
+fn resolve(
+    gpu: &Gpu,
+    slots: &EdgeSlots,
+    state: &NodeState,
+    n_reset: u64,
+    counters: &cudarc::driver::CudaView<'_, u64>,
+) -> Result<()> {
+    let n = slots.n_slots();
+    let e = &slots.edges;
+    // SAFETY: the slots hold `n` edges or holes; `slot_of` holds the first
+    // step's table slot (or u32::MAX) for each, and the representatives in
+    // `table_rep` are slot indices; `best_score` and `best_key` hold at
+    // least `n_reset` u64s; `counters` three u64s.
     launch!(
         gpu,
         "ph_resolve",
-        cfg,
+        grid_stride_config(gpu, n)?,
         &e.keys.inner,
         &e.counts.inner,
         &e.sums.inner,
@@ -634,9 +659,8 @@ pub fn match_and_contract(
         &n_reset,
         &state.best_score.inner,
         &state.best_key.inner,
-        &counters
+        counters
     );
-    slots.table_dirty = true;
     Ok(())
 }
 
@@ -783,22 +807,7 @@ fn deduplicate(
         &slots.slot_of.inner,
         &counters
     );
-    // SAFETY: as above, after the insertion.
-    launch!(
-        gpu,
-        "ph_resolve",
-        cfg,
-        &e.keys.inner,
-        &e.counts.inner,
-        &e.sums.inner,
-        &n,
-        &slots.table_rep.inner,
-        &slots.slot_of.inner,
-        &n_reset,
-        &state.best_score.inner,
-        &state.best_key.inner,
-        &counters
-    );
+    resolve(gpu, slots, state, n_reset, &counters)?;
     // SAFETY: as above; empties exactly the table slots used.
     launch!(gpu, "ph_clear_table", cfg, &slots.slot_of.inner, &n, &slots.table_keys.inner, &slots.table_rep.inner);
     Ok(())
@@ -858,7 +867,7 @@ pub fn compact(gpu: &Gpu, slots: &mut EdgeSlots, state: &mut NodeState, parked: 
         parked.edges.n_edges = old + n_parked;
     }
     slots.edges = kept;
-    slots.fit_table(gpu, n_active)?;
+    slots.fit_table(n_active)?;
     renumber(gpu, slots, state)?;
     gpu.memset_zero(&mut slots.counters)?;
     Ok(())
@@ -945,7 +954,7 @@ pub fn finish_threshold(
     if n_parked > 0 {
         let roots = find_roots(gpu, state)?;
         let (n_live, total) = (live.n_edges, live.n_edges + n_parked);
-        slots.fit_table(gpu, total)?;
+        slots.fit_table(total)?;
         if (slots.slot_of.len() as u64) < total {
             return Err(RuntimeError::InvalidLaunch {
                 kernel: "ph_relabel_insert",
@@ -965,7 +974,7 @@ pub fn finish_threshold(
     } else {
         slots.edges = live;
     }
-    slots.fit_table(gpu, slots.n_slots())?;
+    slots.fit_table(slots.n_slots())?;
     renumber(gpu, slots, state)?;
     gpu.memset_zero(&mut slots.counters)?;
     Ok(())
