@@ -20,7 +20,8 @@
 
 use crate::device::*;
 use gpu_waterz_abi::parhac::{
-    contact_mean, edge_key, edge_priority, edge_score, hash_slot, relabelled, RoundParams, EMPTY_KEY,
+    contact_mean, edge_key, edge_priority, edge_score, hash_slot, mutual_merge, partner, relabelled, RoundParams,
+    EMPTY_KEY,
 };
 
 /// Edge slot `e`: `(u, v, key, score)`, or `None` for a hole.
@@ -661,28 +662,22 @@ pub unsafe extern "ptx-kernel" fn ph_match_contract(
                     if is_match {
                         merge_pair(u, v, params.tag, parent, touched);
                     }
-                    // `(new id, merged this round)`; a node that merged
-                    // keeps its id when it is the smaller of its pair, but
-                    // its edges still meet those of its partner.
+                    // An endpoint's new id and whether it merged, from the
+                    // best keys (`mutual_merge`); the partner's best key is
+                    // already loaded when the endpoint's best is this edge.
                     let new_id = |x: u64, best: u64| -> (u64, bool) {
-                        if best == u64::MAX {
-                            return (x, false);
-                        }
-                        let partner = if best >> 32 == x { best & 0xFFFF_FFFF } else { best >> 32 };
-                        let partner_best = if best == key {
-                            if partner == v {
+                        let partner_best = if best == u64::MAX {
+                            u64::MAX
+                        } else if best == key {
+                            if x == u {
                                 best_v
                             } else {
                                 best_u
                             }
                         } else {
-                            *best_key.add(partner as usize)
+                            *best_key.add(partner(x, best) as usize)
                         };
-                        if partner_best == best {
-                            (x.min(partner), true)
-                        } else {
-                            (x, false)
-                        }
+                        mutual_merge(x, best, partner_best)
                     };
                     let ((a, merged_u), (b, merged_v)) = (new_id(u, best_u), new_id(v, best_v));
                     if merged_u || merged_v {

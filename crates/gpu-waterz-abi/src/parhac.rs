@@ -86,6 +86,31 @@ pub fn relabelled(a: u64, b: u64) -> Option<(u64, u64)> {
     }
 }
 
+/// The other endpoint of edge `key` seen from its endpoint `x`.
+#[inline(always)]
+pub fn partner(x: u64, key: u64) -> u64 {
+    if key >> 32 == x {
+        key & 0xFFFF_FFFF
+    } else {
+        key >> 32
+    }
+}
+
+/// At ε = 0, what a round does to node `x`, from best keys alone: `x`
+/// merges exactly when its best key `best_x` (`u64::MAX`: no edge below
+/// the threshold) is also the best key of its partner on that edge
+/// (`partner_best`), and its region then takes the smaller id of the two.
+/// Returns `(new id, merged)`; a node that merged may keep its id (the
+/// smaller of its pair), and its edges still change.
+#[inline(always)]
+pub fn mutual_merge(x: u64, best_x: u64, partner_best: u64) -> (u64, bool) {
+    if best_x != u64::MAX && partner_best == best_x {
+        (x.min(partner(x, best_x)), true)
+    } else {
+        (x, false)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -115,6 +140,19 @@ mod tests {
             (1..=512u64).map(|u| hash_slot(edge_key(u, u + 1), mask)).collect();
         assert!(slots.iter().all(|&s| s <= mask));
         assert!(slots.len() > 350, "{} distinct slots for 512 keys", slots.len());
+    }
+
+    #[test]
+    fn mutual_best_keys_merge_into_the_smaller_id() {
+        let k = edge_key(3, 8);
+        assert_eq!(partner(3, k), 8);
+        assert_eq!(partner(8, k), 3);
+        // Mutual: both ends merge, into 3; 3 keeps its id but merged.
+        assert_eq!(mutual_merge(8, k, k), (3, true));
+        assert_eq!(mutual_merge(3, k, k), (3, true));
+        // Not mutual, or no edge below the threshold: no merge.
+        assert_eq!(mutual_merge(8, k, edge_key(3, 5)), (8, false));
+        assert_eq!(mutual_merge(8, u64::MAX, u64::MAX), (8, false));
     }
 
     #[test]
