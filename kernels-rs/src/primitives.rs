@@ -23,22 +23,6 @@ pub const RADIX_BITS: u32 = 8;
 const RADIX: usize = 1 << RADIX_BITS;
 const SORT_WARPS: usize = (SORT_THREADS / 32) as usize;
 
-/// Sets `n` `u32`s to `value`.
-///
-/// # Safety
-/// `out` holds `n` writable `u32`s.
-///
-/// # Parameters
-/// - `out`, `n`: the buffer; `value`: the fill value.
-///
-/// # Thread mapping
-/// Grid-stride loop, one element per iteration.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn fill_u32(out: *mut u32, n: u64, value: u32) {
-    // SAFETY: `i < n`.
-    grid_stride(n, |i| unsafe { *out.add(i as usize) = value });
-}
-
 /// Writes `0, 1, ..., n - 1`.
 ///
 /// # Safety
@@ -53,22 +37,6 @@ pub unsafe extern "ptx-kernel" fn fill_u32(out: *mut u32, n: u64, value: u32) {
 pub unsafe extern "ptx-kernel" fn iota_u32(out: *mut u32, n: u64) {
     // SAFETY: `i < n`.
     grid_stride(n, |i| unsafe { *out.add(i as usize) = i as u32 });
-}
-
-/// Sets `n` `u64`s to `value`.
-///
-/// # Safety
-/// `out` holds `n` writable `u64`s.
-///
-/// # Parameters
-/// - `out`, `n`: the buffer; `value`: the fill value.
-///
-/// # Thread mapping
-/// Grid-stride loop, one element per iteration.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn fill_u64(out: *mut u64, n: u64, value: u64) {
-    // SAFETY: `i < n`.
-    grid_stride(n, |i| unsafe { *out.add(i as usize) = value });
 }
 
 /// Block-wide exclusive scan of one `u64` per thread in shared memory

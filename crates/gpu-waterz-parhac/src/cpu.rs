@@ -223,29 +223,39 @@ impl Parhac {
     }
 }
 
+/// A random graph for tests and benchmarks: up to `n_edges` edges between
+/// nodes `1..n_nodes` (0 stays the unconnected background), each with
+/// `1..=max_count` contacts. With `levels` = 0 every face affinity is a
+/// random fixed-point value, so tied means are vanishingly rare; with
+/// `levels` > 0 it is one of `levels + 1` values, which makes ties common.
+pub fn random_graph(seed: u64, n_nodes: u64, n_edges: usize, max_count: u64, levels: u64) -> Vec<Edge> {
+    let mut rng = gpu_waterz_core::synthetic::SplitMix64::new(seed);
+    let mut pairs = std::collections::BTreeMap::new();
+    for _ in 0..n_edges {
+        let u = 1 + rng.below(n_nodes - 1);
+        let v = 1 + rng.below(n_nodes - 1);
+        if u == v {
+            continue;
+        }
+        let count = 1 + rng.below(max_count);
+        let sum = (0..count)
+            .map(|_| if levels == 0 { rng.below(1 << 32) } else { rng.below(levels + 1) * ((1 << 32) / levels) })
+            .sum();
+        pairs.insert((u.min(v), u.max(v)), ContactStats { contact_count: count, affinity_sum: sum });
+    }
+    pairs.into_iter().map(|((u, v), stats)| Edge { u, v, stats }).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::IterativeMerging;
-    use gpu_waterz_core::synthetic::SplitMix64;
     use proptest::prelude::*;
 
+    /// Random fixed-point sums (`levels` 0): means are distinct with
+    /// overwhelming probability, and so are the means of their merges.
     fn random_graph(seed: u64, n_nodes: u64, n_edges: usize) -> Vec<Edge> {
-        let mut rng = SplitMix64::new(seed);
-        let mut pairs = std::collections::BTreeMap::new();
-        for _ in 0..n_edges {
-            let u = 1 + rng.below(n_nodes - 1);
-            let v = 1 + rng.below(n_nodes - 1);
-            if u == v {
-                continue;
-            }
-            let count = 1 + rng.below(50);
-            // Random fixed-point sums: means are distinct with overwhelming
-            // probability, and so are the means of their merges.
-            let sum = (0..count).map(|_| rng.below(1 << 32)).sum();
-            pairs.insert((u.min(v), u.max(v)), ContactStats { contact_count: count, affinity_sum: sum });
-        }
-        pairs.into_iter().map(|((u, v), stats)| Edge { u, v, stats }).collect()
+        super::random_graph(seed, n_nodes, n_edges, 50, 0)
     }
 
     fn partition(labels: &[u64]) -> Vec<u64> {

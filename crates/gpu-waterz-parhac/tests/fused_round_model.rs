@@ -9,10 +9,13 @@
 
 use gpu_waterz_abi::parhac::{edge_key, edge_score, mutual_merge, partner, relabelled};
 use gpu_waterz_parhac::cpu::{Edge, Parhac};
+
+/// The tests' random graphs: up to 20 contacts per edge.
+fn random_graph(seed: u64, n_nodes: u64, n_edges: usize, levels: u64) -> Vec<Edge> {
+    gpu_waterz_parhac::cpu::random_graph(seed, n_nodes, n_edges, 20, levels)
+}
 use proptest::prelude::*;
 
-mod common;
-use common::random_graph;
 use std::collections::BTreeMap;
 
 const THRESHOLDS: [f32; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];

@@ -5,13 +5,15 @@
 
 use gpu_waterz_graph::gpu::DeviceRegionGraph;
 use gpu_waterz_parhac::cpu::{Edge, Parhac};
+
+/// The tests' random graphs: up to 20 contacts per edge.
+fn random_graph(seed: u64, n_nodes: u64, n_edges: usize, levels: u64) -> Vec<Edge> {
+    gpu_waterz_parhac::cpu::random_graph(seed, n_nodes, n_edges, 20, levels)
+}
 use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_parhac::{IterativeMerging, Merge};
 use gpu_waterz_runtime::testing::gpu_or_skip;
 use gpu_waterz_runtime::Gpu;
-
-mod common;
-use common::random_graph;
 
 const THRESHOLDS: [f32; 6] = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0];
 

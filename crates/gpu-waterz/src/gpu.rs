@@ -94,7 +94,11 @@ fn contiguous<'a, T: Copy>(v: &'a ArrayView4<'_, T>) -> std::borrow::Cow<'a, [T]
     }
 }
 
-fn check_options(options: &Options) -> Result<(), Error> {
+/// Checks what the GPU backend supports, before anything is uploaded.
+fn check_options(options: &Options, epsilon: f64) -> Result<(), Error> {
+    if !epsilon.is_finite() || epsilon < 0.0 {
+        return Err(gpu_waterz_core::CoreError::Epsilon(epsilon).into());
+    }
     if options.scoring != ScoringFunction::MeanAffinity {
         return Err(Error::Unsupported(format!(
             "the GPU backend scores edges by their mean affinity only, not {}; use the CPU backend for other scoring functions",
@@ -121,7 +125,7 @@ impl<'g> Agglomeration<'g> {
         options: &Options,
         epsilon: f64,
     ) -> Result<Self, Error> {
-        check_options(options)?;
+        check_options(options, epsilon)?;
         let dims = affs.dims();
         let n = affs.n_voxels();
         let affinity_bytes = match affs.values() {
@@ -147,10 +151,7 @@ impl<'g> Agglomeration<'g> {
         options: &Options,
         epsilon: f64,
     ) -> Result<Self, Error> {
-        check_options(options)?;
-        if !epsilon.is_finite() || epsilon < 0.0 {
-            return Err(gpu_waterz_core::CoreError::Epsilon(epsilon).into());
-        }
+        check_options(options, epsilon)?;
         let dims = affs.dims();
         let n = affs.n_voxels();
         if let Some(f) = &fragments {

@@ -10,17 +10,6 @@ const SORT_THREADS: u32 = 256;
 const SORT_TILE: u64 = 2048;
 const RADIX: u64 = 256;
 
-/// Sets the first `n` elements of `buffer` to `value`.
-pub fn fill_u32(gpu: &Gpu, buffer: &mut DeviceBuffer<u32>, n: u64, value: u32) -> Result<()> {
-    check_len("fill_u32", "buffer", buffer, n)?;
-    if n == 0 {
-        return Ok(());
-    }
-    // SAFETY: `buffer` holds at least `n` u32s.
-    launch!(gpu, "fill_u32", grid_stride_config(gpu, n)?, &buffer.inner, &n, &value);
-    Ok(())
-}
-
 /// A new buffer holding `0, 1, ..., n - 1` (`n < 2^32`).
 pub fn iota_u32(gpu: &Gpu, n: u64) -> Result<DeviceBuffer<u32>> {
     if n > u32::MAX as u64 {
@@ -35,17 +24,6 @@ pub fn iota_u32(gpu: &Gpu, n: u64) -> Result<DeviceBuffer<u32>> {
         launch!(gpu, "iota_u32", grid_stride_config(gpu, n)?, &out.inner, &n);
     }
     Ok(out)
-}
-
-/// Sets the first `n` elements of `buffer` to `value`.
-pub fn fill_u64(gpu: &Gpu, buffer: &mut DeviceBuffer<u64>, n: u64, value: u64) -> Result<()> {
-    check_len("fill_u64", "buffer", buffer, n)?;
-    if n == 0 {
-        return Ok(());
-    }
-    // SAFETY: `buffer` holds at least `n` u64s.
-    launch!(gpu, "fill_u64", grid_stride_config(gpu, n)?, &buffer.inner, &n, &value);
-    Ok(())
 }
 
 /// Scans the first `n` u64s of `values` in place (exclusive), in levels of
