@@ -6,8 +6,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use gpu_waterz_benches::tiled_cell_affinities;
 use gpu_waterz_core::WatershedParams;
 use gpu_waterz_parhac::gpu::GpuParhac;
-use gpu_waterz_runtime::ops::primitives::{digit_shifts, exclusive_scan, radix_sort_pairs};
-use gpu_waterz_runtime::{DeviceAffinities, Gpu};
+use gpu_waterz_runtime::primitives::{digit_shifts, exclusive_scan, radix_sort_pairs};
+use gpu_waterz_runtime::Gpu;
+use gpu_waterz_watershed::gpu::DeviceAffinities;
 use std::io::Write;
 
 fn target_voxels() -> u64 {
@@ -34,9 +35,9 @@ fn gpu_stages(c: &mut Criterion) {
     if let Some(path) = std::env::var_os("GPU_WATERZ_BENCH_DUMP") {
         let (tile, tile_dims) = tiled_cell_affinities(0);
         let shape = [3, tile_dims.z as usize, tile_dims.y as usize, tile_dims.x as usize];
-        let mut bytes = gpu_waterz::io::npy_header("<f4", &shape);
+        let mut bytes = gpu_waterz_cli::io::npy_header("<f4", &shape);
         bytes.extend(tile.iter().flat_map(|v| v.to_le_bytes()));
-        gpu_waterz::io::write_atomically(std::path::Path::new(&path), &bytes).unwrap();
+        gpu_waterz_cli::io::write_atomically(std::path::Path::new(&path), &bytes).unwrap();
     }
     let (free_before, _) = gpu.memory_info().unwrap();
     let n = dims.z * dims.y * dims.x;
@@ -77,42 +78,32 @@ fn gpu_stages(c: &mut Criterion) {
     let _ = writeln!(
         std::io::stderr(),
         "volume {dims:?} = {n} voxels: {} fragments, {} plateau levels",
-        fragments.n_fragments,
-        fragments.plateau_levels
+        fragments.n_fragments(),
+        fragments.plateau_levels()
     );
     if profile {
         let _ = gpu_waterz_watershed::gpu::watershed(&gpu, &device_affs, params).unwrap();
-        let _ =
-            gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments.labels, fragments.n_fragments).unwrap();
+        let _ = gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments).unwrap();
         return;
     }
     group.bench_function(format!("watershed/{n}"), |b| {
         b.iter(|| gpu_waterz_watershed::gpu::watershed(&gpu, &device_affs, params).unwrap())
     });
-    let rg = gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments.labels, fragments.n_fragments).unwrap();
+    let rg = gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments).unwrap();
     let _ = writeln!(
         std::io::stderr(),
         "region graph: {} face entries after warp aggregation, {} edges",
-        rg.n_entries,
-        rg.n_edges
+        rg.n_entries(),
+        rg.n_edges()
     );
     group.bench_function(format!("region-graph/{n}"), |b| {
-        b.iter(|| {
-            gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments.labels, fragments.n_fragments).unwrap()
-        })
+        b.iter(|| gpu_waterz_graph::gpu::region_graph(&gpu, &device_affs, &fragments).unwrap())
     });
     // ParHAC at ε = 0 over thresholds 0.1 to 0.9 on this region graph; the
     // three device copies of the graph are part of the timed work.
     let thresholds = [0.1f32, 0.3, 0.5, 0.7, 0.9];
-    let copy = |rg: &gpu_waterz_graph::gpu::DeviceRegionGraph| gpu_waterz_graph::gpu::DeviceRegionGraph {
-        edge_keys: gpu.duplicate(&rg.edge_keys).unwrap(),
-        contact_counts: gpu.duplicate(&rg.contact_counts).unwrap(),
-        affinity_sums: gpu.duplicate(&rg.affinity_sums).unwrap(),
-        n_edges: rg.n_edges,
-        n_entries: rg.n_entries,
-    };
-    let run_parhac = |rg: &gpu_waterz_graph::gpu::DeviceRegionGraph, epsilon: f64| {
-        let mut p = GpuParhac::new(&gpu, copy(rg), fragments.n_fragments + 1, epsilon, false).unwrap();
+    let run_parhac = |rg: &gpu_waterz_graph::gpu::DeviceEdges, epsilon: f64| {
+        let mut p = GpuParhac::new(&gpu, rg.duplicate(&gpu).unwrap(), epsilon, false).unwrap();
         let merges: Vec<u64> = thresholds.iter().map(|&t| p.merge_until(t).unwrap()).collect();
         (merges, p.rounds().to_vec())
     };
@@ -122,14 +113,16 @@ fn gpu_stages(c: &mut Criterion) {
         let _ = writeln!(
             std::io::stderr(),
             "ParHAC ε {epsilon} on {} edges: merges per threshold {merges:?}, {} rounds, {:.1} ms (mean {:.1} µs per round)",
-            rg.n_edges,
+            rg.n_edges(),
             rounds.len(),
             total * 1e3,
             total * 1e6 / rounds.len().max(1) as f64
         );
     }
-    group.throughput(Throughput::Elements(rg.n_edges));
-    group.bench_function(format!("parhac-eps0-5-thresholds/{}-edges", rg.n_edges), |b| b.iter(|| run_parhac(&rg, 0.0)));
+    group.throughput(Throughput::Elements(rg.n_edges()));
+    group.bench_function(format!("parhac-eps0-5-thresholds/{}-edges", rg.n_edges()), |b| {
+        b.iter(|| run_parhac(&rg, 0.0))
+    });
     drop(rg);
     group.finish();
 }

@@ -238,13 +238,15 @@ pub unsafe fn shared_atomic_add_u32(address: *mut u32, value: u32) {
     }
 }
 
-/// The lanes of the warp whose `value` equals this lane's (all 32 lanes
-/// must call it together).
+/// The lanes of the warp whose `value` equals this lane's.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (the full member mask).
 #[inline(always)]
-pub fn match_any_u32(value: u32) -> u32 {
+pub unsafe fn match_any_u32(value: u32) -> u32 {
     let mask: u32;
-    // SAFETY: `match.any.sync` with a full member mask; every kernel calls
-    // it from all 32 lanes of a warp.
+    // SAFETY: `match.any.sync` with a full member mask; the caller calls it
+    // from all 32 lanes of a warp.
     unsafe {
         core::arch::asm!(
             "match.any.sync.b32 {m}, {v}, 0xffffffff;",
@@ -339,10 +341,12 @@ pub unsafe fn load_volatile_u32(address: *const u32) -> u32 {
     unsafe { core::ptr::read_volatile(address) }
 }
 
-/// The lanes of the warp whose 64-bit `value` equals this lane's (all 32
-/// lanes must call it together).
+/// The lanes of the warp whose 64-bit `value` equals this lane's.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (the full member mask).
 #[inline(always)]
-pub fn match_any_u64(value: u64) -> u32 {
+pub unsafe fn match_any_u64(value: u64) -> u32 {
     let mask: u32;
     // SAFETY: `match.any.sync` with a full member mask, called by all lanes.
     unsafe {
@@ -356,9 +360,12 @@ pub fn match_any_u64(value: u64) -> u32 {
     mask
 }
 
-/// The lanes of the warp for which `predicate` holds (all lanes call it).
+/// The lanes of the warp for which `predicate` holds.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (the full member mask).
 #[inline(always)]
-pub fn ballot(predicate: bool) -> u32 {
+pub unsafe fn ballot(predicate: bool) -> u32 {
     let mask: u32;
     let p = predicate as u32;
     // SAFETY: `vote.sync.ballot` with a full member mask, called by all lanes.
@@ -373,9 +380,12 @@ pub fn ballot(predicate: bool) -> u32 {
     mask
 }
 
-/// `value` as held by lane `src` (all lanes call it).
+/// `value` as held by lane `src`.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (the full member mask).
 #[inline(always)]
-pub fn shuffle_u32(value: u32, src: u32) -> u32 {
+pub unsafe fn shuffle_u32(value: u32, src: u32) -> u32 {
     let out: u32;
     // SAFETY: `shfl.sync.idx` with a full member mask, called by all lanes.
     unsafe {
@@ -391,8 +401,11 @@ pub fn shuffle_u32(value: u32, src: u32) -> u32 {
 }
 
 /// Waits for all lanes of the warp and orders their memory accesses.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (the full member mask).
 #[inline(always)]
-pub fn sync_warp() {
+pub unsafe fn sync_warp() {
     // SAFETY: `bar.warp.sync` with a full member mask, called by all lanes.
     unsafe { core::arch::asm!("bar.warp.sync 0xffffffff;", options(nostack)) }
 }

@@ -4,24 +4,12 @@
 //! come from scans, sums from integer atomics.
 
 use crate::device::*;
+use gpu_waterz_abi::primitives::*;
 
-/// Threads per block of the scan kernels.
-pub const SCAN_THREADS: u32 = 256;
-/// Consecutive elements per thread in the scan kernels.
-pub const SCAN_ITEMS: u32 = 4;
-/// Elements per scan tile (one block).
-pub const SCAN_TILE: u64 = (SCAN_THREADS * SCAN_ITEMS) as u64;
-
-/// Threads per block of the radix-sort kernels (8 warps).
-pub const SORT_THREADS: u32 = 256;
-/// Elements per thread per tile in the radix-sort kernels.
-pub const SORT_ITEMS: u32 = 8;
-/// Elements per radix-sort tile (one block).
-pub const SORT_TILE: u64 = (SORT_THREADS * SORT_ITEMS) as u64;
-/// Bits per radix digit.
-pub const RADIX_BITS: u32 = 8;
-const RADIX: usize = 1 << RADIX_BITS;
-const SORT_WARPS: usize = (SORT_THREADS / 32) as usize;
+/// Digits per radix pass, as an index type.
+const RADIX: usize = gpu_waterz_abi::primitives::RADIX as usize;
+/// Warps per radix-sort block, as an index type.
+const SORT_WARPS: usize = gpu_waterz_abi::primitives::SORT_WARPS as usize;
 
 /// Writes `0, 1, ..., n - 1`.
 ///
@@ -34,7 +22,8 @@ const SORT_WARPS: usize = (SORT_THREADS / 32) as usize;
 /// # Thread mapping
 /// Grid-stride loop, one element per iteration.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn iota_u32(out: *mut u32, n: u64) {
+pub unsafe extern "ptx-kernel" fn iota_u32(args: IotaU32Args) {
+    let IotaU32Args { out, n } = args;
     // SAFETY: `i < n`.
     grid_stride(n, |i| unsafe { *out.add(i as usize) = i as u32 });
 }
@@ -83,7 +72,8 @@ unsafe fn block_exclusive_scan(shared: *mut u64, value: u64) -> (u64, u64) {
 /// Block `b` owns tile `b`; thread `t` sums elements `t * SCAN_ITEMS ..`
 /// of it, then the block reduces in shared memory.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn scan_tile_sums(input: *const u32, n: u64, tile_sums: *mut u64) {
+pub unsafe extern "ptx-kernel" fn scan_tile_sums(args: ScanTileSumsArgs) {
+    let ScanTileSumsArgs { input, n, tile_sums } = args;
     // SAFETY: launched as documented; `i < n`.
     unsafe { tile_sum(n, |i| *input.add(i as usize) as u64, tile_sums) }
 }
@@ -162,13 +152,8 @@ pub unsafe fn tile_compact(
 /// # Thread mapping
 /// As [`scan_tile_sums`]; the last block writes `total`.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn scan_tiles(
-    input: *const u32,
-    n: u64,
-    tile_offsets: *const u64,
-    output: *mut u64,
-    total: *mut u64,
-) {
+pub unsafe extern "ptx-kernel" fn scan_tiles(args: ScanTilesArgs) {
+    let ScanTilesArgs { input, n, tile_offsets, output, total } = args;
     let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
     let mut values = [0u64; SCAN_ITEMS as usize];
     let mut sum = 0u64;
@@ -210,7 +195,8 @@ pub unsafe extern "ptx-kernel" fn scan_tiles(
 /// # Thread mapping
 /// Block `b` owns chunk `b`; thread `t` owns its elements `t * SCAN_ITEMS ..`.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn scan_chunks_u64(values: *mut u64, n: u64, chunk_totals: *mut u64) {
+pub unsafe extern "ptx-kernel" fn scan_chunks_u64(args: ScanChunksU64Args) {
+    let ScanChunksU64Args { values, n, chunk_totals } = args;
     let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
     let mut local = [0u64; SCAN_ITEMS as usize];
     let mut sum = 0u64;
@@ -248,7 +234,8 @@ pub unsafe extern "ptx-kernel" fn scan_chunks_u64(values: *mut u64, n: u64, chun
 /// # Thread mapping
 /// Grid-stride loop, one element per iteration.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(values: *mut u64, n: u64, addends: *const u64) {
+pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(args: AddTileOffsetsU64Args) {
+    let AddTileOffsetsU64Args { values, n, addends } = args;
     // SAFETY: `i < n`; `i / SCAN_TILE` indexes a tile.
     grid_stride(n, |i| unsafe { *values.add(i as usize) += *addends.add((i / SCAN_TILE) as usize) });
 }
@@ -267,7 +254,8 @@ pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(values: *mut u64, n: u64,
 /// # Thread mapping
 /// Block `b` owns tile `b`; thread `t` owns elements `t * SCAN_ITEMS ..`.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn compact_tiles(flags: *const u32, n: u64, tile_offsets: *const u64, out: *mut u32) {
+pub unsafe extern "ptx-kernel" fn compact_tiles(args: CompactTilesArgs) {
+    let CompactTilesArgs { flags, n, tile_offsets, out } = args;
     // SAFETY: launched as documented; `i < n`; positions stay below the
     // number of set flags.
     unsafe {
@@ -288,7 +276,8 @@ pub unsafe extern "ptx-kernel" fn compact_tiles(flags: *const u32, n: u64, tile_
 /// # Thread mapping
 /// Block `b` counts tile `b` in shared memory with shared atomics.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn radix_histogram(keys: *const u64, n: u64, shift: u32, hist: *mut u32) {
+pub unsafe extern "ptx-kernel" fn radix_histogram(args: RadixHistogramArgs) {
+    let RadixHistogramArgs { keys, n, shift, hist } = args;
     let counts = dynamic_shared::<u32>();
     let tid = thread_idx_x() as usize;
     // SAFETY: `RADIX == SORT_THREADS`, one entry per thread; barriers uniform.
@@ -326,15 +315,8 @@ pub unsafe extern "ptx-kernel" fn radix_histogram(keys: *const u64, n: u64, shif
 /// find each other with `match.any`; a lane's rank is its peers below it
 /// plus the counts of earlier warps and earlier rounds for its digit.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn radix_scatter(
-    keys_in: *const u64,
-    values_in: *const u64,
-    n: u64,
-    shift: u32,
-    offsets: *const u64,
-    keys_out: *mut u64,
-    values_out: *mut u64,
-) {
+pub unsafe extern "ptx-kernel" fn radix_scatter(args: RadixScatterArgs) {
+    let RadixScatterArgs { keys_in, values_in, n, shift, offsets, keys_out, values_out } = args;
     let shared = dynamic_shared::<u32>();
     let warp_hist = shared; // [SORT_WARPS][RADIX]
                             // SAFETY: the running offsets follow the warp histograms; 8-aligned.
@@ -344,7 +326,8 @@ pub unsafe extern "ptx-kernel" fn radix_scatter(
     let n_tiles = grid_dim_x() as usize;
     let tile = block_idx_x() as usize;
     // SAFETY: all indices below are within the documented shared layout
-    // and the input/output lengths; every barrier is reached by all threads.
+    // and the input/output lengths; every barrier is reached by all threads
+    // and every warp-wide match by all 32 lanes (the loop is uniform).
     unsafe {
         *running.add(tid) = *offsets.add(tid * n_tiles + tile);
         let base = tile as u64 * SORT_TILE;
@@ -396,7 +379,8 @@ pub unsafe extern "ptx-kernel" fn radix_scatter(
 /// # Thread mapping
 /// Grid-stride loop, one element per iteration.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn run_heads(keys: *const u64, n: u64, flags: *mut u32) {
+pub unsafe extern "ptx-kernel" fn run_heads(args: RunHeadsArgs) {
+    let RunHeadsArgs { keys, n, flags } = args;
     grid_stride(n, |i| {
         // SAFETY: `i < n` and `i - 1 < n`.
         unsafe {
@@ -420,16 +404,8 @@ pub unsafe extern "ptx-kernel" fn run_heads(keys: *const u64, n: u64, flags: *mu
 /// # Thread mapping
 /// Grid-stride loop; integer atomics make the sums independent of order.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn reduce_runs(
-    keys: *const u64,
-    values: *const u64,
-    n: u64,
-    flags: *const u32,
-    run_offsets: *const u64,
-    out_keys: *mut u64,
-    out_counts: *mut u64,
-    out_sums: *mut u64,
-) {
+pub unsafe extern "ptx-kernel" fn reduce_runs(args: ReduceRunsArgs) {
+    let ReduceRunsArgs { keys, values, n, flags, run_offsets, out_keys, out_counts, out_sums } = args;
     grid_stride(n, |i| {
         // SAFETY: `i < n`; the run index is below the number of runs.
         unsafe {

@@ -2,19 +2,19 @@
 //! dynamic shared memory, barriers and global atomics in one launch.
 
 use crate::device::{atomic_add_u64, block_dim_x, block_idx_x, dynamic_shared, grid_dim_x, sync_threads, thread_idx_x};
-use gpu_waterz_abi::ReduceParams;
+use gpu_waterz_abi::SumU32Args;
 
 /// Sums `n` `u32` values into one `u64`, exactly.
 ///
 /// # Safety
-/// - `input` points to `params.n` readable `u32`s in device memory.
+/// - `input` points to `n` readable `u32`s in device memory.
 /// - `output` points to one `u64` in device memory, zeroed before the launch.
 /// - The block size is a power of two, at most 1024, and the launch provides
 ///   `block_dim.x * 8` bytes of dynamic shared memory.
 ///
 /// # Parameters
 /// - `input`: the values.
-/// - `params.n`: how many there are.
+/// - `n`: how many there are.
 /// - `output`: receives the sum (accumulated with atomics across blocks).
 ///
 /// # Thread mapping
@@ -23,13 +23,14 @@ use gpu_waterz_abi::ReduceParams;
 /// partial sums in shared memory by halving, and thread 0 adds the block's
 /// total to `output` with one atomic.
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn sum_u32(input: *const u32, params: ReduceParams, output: *mut u64) {
+pub unsafe extern "ptx-kernel" fn sum_u32(args: SumU32Args) {
+    let SumU32Args { input, n, output } = args;
     let tid = thread_idx_x();
     let block_dim = block_dim_x();
     let stride = (grid_dim_x() as u64) * (block_dim as u64);
     let mut i = (block_idx_x() as u64) * (block_dim as u64) + tid as u64;
     let mut partial = 0u64;
-    while i < params.n {
+    while i < n {
         // SAFETY: `i < n`, and `input` holds `n` values.
         partial += unsafe { *input.add(i as usize) } as u64;
         i += stride;

@@ -107,5 +107,5 @@ def assert_same(ours, theirs, label=""):
 def require_data(name):
     path = DATA / name
     if not path.exists():
-        pytest.skip(f"SKIPPED: {path} is absent (real data lives in ../shared/data)")
+        pytest.fail(f"{path} is absent: the real-data tests need ../shared/data (or GPU_WATERZ_DATA)")
     return path

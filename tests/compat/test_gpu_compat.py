@@ -44,6 +44,23 @@ def test_without_a_gpu_the_gpu_backend_is_a_clear_runtime_error():
     assert "CUDA" in GPU_ERROR, GPU_ERROR
 
 
+def test_auto_takes_the_gpu_when_usable_else_the_cpu():
+    """backend='auto' gives the GPU backend's results on a GPU machine and the
+    CPU reference's (stock waterz's) without one."""
+    rng = np.random.default_rng(5)
+    affs = cnn_like(rng, voronoi_labels(rng, (8, 32, 32), 12))
+    expected_backend = "cpu" if GPU_ERROR is not None else "gpu"
+    auto = [s.copy() for s in gpu_waterz.agglomerate(affs, [0.3, 0.7], backend="auto")]
+    want = [s.copy() for s in gpu_waterz.agglomerate(affs, [0.3, 0.7], backend=expected_backend)]
+    for a, b in zip(auto, want):
+        np.testing.assert_array_equal(a, b)
+    # A setting only the CPU runs makes 'auto' take the CPU, even with a GPU.
+    maxed = "OneMinus<MaxAffinity<RegionGraphType, ScoreValue>>"
+    auto = [s.copy() for s in gpu_waterz.agglomerate(affs, [0.5], scoring_function=maxed, backend="auto")]
+    cpu = [s.copy() for s in gpu_waterz.agglomerate(affs, [0.5], scoring_function=maxed, backend="cpu")]
+    np.testing.assert_array_equal(auto[0], cpu[0])
+
+
 def voi_close(ours, theirs, where):
     """The issue's fidelity bar: each VOI within 1 % or 0.005 bits."""
     for key in ("V_Info_split", "V_Info_merge"):
@@ -137,9 +154,10 @@ def test_torch_cuda_tensors_in_and_out_without_copies(gpu):
         assert set(metrics) == {"V_Rand_split", "V_Rand_merge", "V_Info_split", "V_Info_merge"}
     assert results[0][0].data_ptr() != results[1][0].data_ptr()
     # The tensor shares the pipeline's buffer: its address is the volume's.
-    run = gpu_waterz._native.gpu_agglomerate(
-        None, None, (tensor.data_ptr(), "f4", tuple(affs.shape[1:])), tensor.device.index or 0, [0.5],
+    run = gpu_waterz._native.agglomerate(
+        None, None, (tensor.data_ptr(), "f4", tuple(affs.shape[1:])), "gpu", tensor.device.index or 0, [0.5],
         None, None, 0.0001, 0.9999, "OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>", 0, False, False, 0.0)
+    assert run.backend == "gpu"
     volume = run.next_threshold()[1]
     shared = torch.as_tensor(gpu_waterz._Int64View(volume), device=tensor.device)
     assert shared.data_ptr() == volume.__cuda_array_interface__["data"][0]

@@ -5,14 +5,17 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Set for every test process of the GPU suite: a GPU test that finds no
-/// GPU fails instead of skipping (see `gpu_waterz_runtime::testing`).
+/// Set for the Python suite on the GPU machine: a GPU test that finds no GPU
+/// fails instead of skipping. (Rust GPU tests are `#[ignore]`d and run here
+/// with `--include-ignored`, where a missing GPU fails them.)
 const REQUIRE_GPU_ENV: &str = "GPU_WATERZ_REQUIRE_GPU";
 
 const RUN_SCRIPT: &str = r#"#!/usr/bin/env bash
 # gpu-waterz GPU test bundle, made by `cargo xtask gpu-test --bundle`.
 # Usage: ./run.sh [--sanitize] [libtest arguments...]
 #   --sanitize  run every binary under compute-sanitizer (memcheck, racecheck)
+# GPU tests are #[ignore]d (CI has no GPU and counts them as ignored); here
+# every binary runs with --include-ignored, so they run and must pass.
 # Data: ./data (copied from ../shared/data when the bundle was made), or
 # GPU_WATERZ_DATA.
 set -u
@@ -28,11 +31,11 @@ for bin in "$here"/bin/*; do
   if [ "$sanitize" = 1 ]; then
     for tool in memcheck racecheck; do
       echo "== $name under compute-sanitizer --tool $tool"
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin" --test-threads 1 "$@" || failed+=("$name($tool)")
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin" --include-ignored --test-threads 1 "$@" || failed+=("$name($tool)")
     done
   else
     echo "== $name"
-    "$bin" "$@" || failed+=("$name")
+    "$bin" --include-ignored "$@" || failed+=("$name")
   fi
 done
 if [ "${#failed[@]}" -gt 0 ]; then
@@ -109,7 +112,8 @@ fn bundle(dir: &Path) -> Result<()> {
     let benches = build_binaries(&["bench", "--no-run", "-p", "gpu-waterz-benches", "--bench", "gpu_stages"])?;
     copy_binaries(&benches, &dir.join("bench"))?;
     // The CLI, for the CLI's integration tests (GPU_WATERZ_BIN in run.sh).
-    run_command(Command::new("cargo").current_dir(project_root()).args(["build", "--release", "-p", "gpu-waterz"]))?;
+    let cli = ["build", "--release", "-p", "gpu-waterz-cli"];
+    run_command(Command::new("cargo").current_dir(project_root()).args(cli))?;
     // The end-to-end benchmark, prebuilt: the GPU machine has no cargo.
     crate::bench_cremi::build()?;
     let tools = dir.join("tools");
@@ -128,7 +132,7 @@ fn bundle(dir: &Path) -> Result<()> {
             }
         }
     } else {
-        eprintln!("gpu-test: {} is absent; the bundle's data tests will skip", data_src.display());
+        bail!("{} is absent: the bundle's real-data tests need it", data_src.display());
     }
     for (name, text) in [("run.sh", RUN_SCRIPT), ("bench.sh", BENCH_SCRIPT)] {
         let script = dir.join(name);
@@ -155,7 +159,10 @@ pub fn run(args: &[String]) -> Result<()> {
     match bundle_dir {
         Some(dir) => bundle(Path::new(&dir)),
         None => run_command(
-            Command::new("cargo").current_dir(project_root()).args(["test", "--workspace"]).env(REQUIRE_GPU_ENV, "1"),
+            Command::new("cargo")
+                .current_dir(project_root())
+                .args(["test", "--workspace", "--", "--include-ignored"])
+                .env(REQUIRE_GPU_ENV, "1"),
         ),
     }
 }

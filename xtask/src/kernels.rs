@@ -9,7 +9,7 @@ use std::process::Command;
 pub const DEFAULT_ARCH: &str = "sm_90";
 
 /// The pinned toolchain, read from `kernels-rs/rust-toolchain.toml`.
-fn pinned_toolchain() -> Result<String> {
+pub fn pinned_toolchain() -> Result<String> {
     let path = project_root().join("kernels-rs/rust-toolchain.toml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     for line in text.lines() {

@@ -10,12 +10,15 @@
 //! - `gpu-test [--bundle DIR]`: run the GPU test suite here (a GPU is
 //!   required), or build the test binaries and a run script into DIR for a
 //!   machine with a GPU and no Rust toolchain.
+//! - `doc`: the documentation of every crate, `kernels-rs` included (built
+//!   for nvptx64 with the pinned toolchain), failing on any warning.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod bench_cremi;
+mod doc;
 mod gpu_test;
 mod kernels;
 mod test;
@@ -27,6 +30,7 @@ tasks:
   test                               all CPU tests: cargo test + the waterz equivalence suite
   gpu-test [--bundle DIR]            run the GPU tests, or bundle them into DIR
   bench-cremi [--waterz] [args...]   the end-to-end GPU benchmark (bench-cremi --help)
+  doc                                every crate's docs, kernels-rs included, warnings denied
 ";
 
 fn main() -> Result<()> {
@@ -40,6 +44,7 @@ fn main() -> Result<()> {
         "gpu-test" => gpu_test::run(rest),
         "bench-cremi" => bench_cremi::run(rest),
         "test" => test::run(rest),
+        "doc" => doc::run(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

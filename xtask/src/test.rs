@@ -28,7 +28,11 @@ pub fn run(args: &[String]) -> Result<()> {
     no_more_args(args)?;
     let root = project_root();
     run_command(Command::new("cargo").current_dir(&root).args(["test", "--workspace"]))?;
-    run_command(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "gpu-waterz"]))?;
+    run_command(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "gpu-waterz-cli"]))?;
+    // The downstream example, run as a user runs it (on the CPU here: Auto
+    // falls back and says so).
+    run_command(Command::new("cargo").current_dir(&root).args(["run", "--quiet", "-p", "gpu-waterz-example-decode"]))
+        .context("the downstream example failed")?;
 
     let python = compat_venv(&root)?;
     // The Python package, built by maturin as users build it (README).

@@ -25,42 +25,121 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Lines that open an `unsafe` block or implementation (not `unsafe fn`
-/// signatures, whose contract is documented under `# Safety`).
+/// Lines of code (not comments) that use the `unsafe` keyword: blocks,
+/// implementations, functions and traits.
 fn unsafe_uses(text: &str) -> Vec<usize> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| {
             let code = l.split("//").next().unwrap_or("");
-            (code.contains("unsafe {") || code.contains("unsafe impl")) && !code.trim_start().starts_with("///")
+            let trimmed = code.trim_start();
+            !trimmed.starts_with("#![") && !trimmed.starts_with("#[") && contains_word(code, "unsafe")
         })
         .map(|(i, _)| i)
         .collect()
 }
 
+fn contains_word(code: &str, word: &str) -> bool {
+    code.match_indices(word).any(|(i, _)| {
+        let before = code[..i].chars().last();
+        let after = code[i + word.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && !ident(after) && !code[..i].contains('"')
+    })
+}
+
+/// Where host-side `unsafe` may appear: the generic runtime (device memory,
+/// driver calls, [`Gpu::launch`]), the stage crates' `launch.rs` modules
+/// (their kernels' launches), and the Python module's CUDA array interface
+/// (memory that torch or cupy owns).
+fn may_use_unsafe(file: &Path) -> bool {
+    let rel = file.strip_prefix(root()).unwrap();
+    rel.starts_with("crates/gpu-waterz-runtime")
+        || rel.file_name().is_some_and(|n| n == "launch.rs")
+        || rel == Path::new("crates/gpu-waterz-python/src/cuda.rs")
+}
+
 #[test]
-fn host_unsafe_lives_only_in_the_runtime_crate() {
-    for file in rust_files(&root().join("crates")).into_iter().chain(rust_files(&root().join("benches"))) {
-        if file.starts_with(root().join("crates/gpu-waterz-runtime")) {
+fn host_unsafe_lives_only_in_the_runtime_and_launch_modules() {
+    let files = rust_files(&root().join("crates"))
+        .into_iter()
+        .chain(rust_files(&root().join("benches")))
+        .chain(rust_files(&root().join("examples")))
+        .chain(rust_files(&root().join("xtask")));
+    for file in files {
+        if may_use_unsafe(&file) || file.ends_with("xtask/tests/tidy.rs") {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
         let uses = unsafe_uses(&text);
-        assert!(uses.is_empty(), "{}:{}: host-side unsafe outside gpu-waterz-runtime", file.display(), uses[0] + 1);
+        assert!(
+            uses.is_empty(),
+            "{}:{}: host-side unsafe outside the runtime and the launch modules",
+            file.display(),
+            uses[0] + 1
+        );
+    }
+}
+
+#[test]
+fn crates_forbid_unsafe_code_outside_their_launch_modules() {
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "gpu-waterz-runtime" || !dir.join("Cargo.toml").exists() {
+            continue;
+        }
+        let lib = dir.join("src/lib.rs");
+        let lib = if lib.exists() { lib } else { dir.join("src/main.rs") };
+        let text = std::fs::read_to_string(&lib).unwrap();
+        let has_launch = rust_files(&dir.join("src")).iter().any(|f| may_use_unsafe(f));
+        if has_launch {
+            assert!(
+                text.contains("#![deny(unsafe_code)]"),
+                "{}: a crate with launch modules denies unsafe code everywhere else",
+                lib.display()
+            );
+        } else {
+            assert!(text.contains("#![forbid(unsafe_code)]"), "{}: must forbid unsafe code", lib.display());
+        }
+    }
+    for file in rust_files(&root().join("crates")) {
+        if file.file_name().is_some_and(|n| n == "lib.rs" || n == "mod.rs" || n == "main.rs") {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate().filter(|(_, l)| l.contains("allow(unsafe_code)")) {
+                // The attribute stands on the module's line or the one above.
+                let item = if line.contains("mod ") { line } else { lines.get(i + 1).copied().unwrap_or("") };
+                let module = item.split("mod ").nth(1).unwrap_or("");
+                assert!(
+                    module.starts_with("launch") || module.starts_with("cuda"),
+                    "{}:{}: unsafe code allowed outside a launch module",
+                    file.display(),
+                    i + 1
+                );
+            }
+        }
     }
 }
 
 #[test]
 fn every_unsafe_block_says_why_it_is_sound() {
-    let files = rust_files(&root().join("crates/gpu-waterz-runtime"))
+    let files = rust_files(&root().join("crates"))
         .into_iter()
+        .filter(|f| may_use_unsafe(f))
         .chain(rust_files(&root().join("kernels-rs/src")));
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for i in unsafe_uses(&text) {
+            let code = lines[i].split("//").next().unwrap_or("");
+            // `unsafe fn` and `unsafe extern` signatures state their
+            // contract under `# Safety`; blocks and impls say why it holds.
+            if !(code.contains("unsafe {") || code.contains("unsafe impl")) {
+                continue;
+            }
             // The comment stands on one of the few lines above (a closure or
-            // call may open between), or at the launch! call site.
+            // call may open between).
             let from = i.saturating_sub(4);
             let justified = lines[from..=i].iter().any(|l| l.contains("SAFETY:"));
             assert!(justified, "{}:{}: unsafe without a `// SAFETY:` comment", file.display(), i + 1);
@@ -109,6 +188,19 @@ fn core_has_no_gpu_dependency() {
     let manifest = std::fs::read_to_string(root().join("crates/gpu-waterz-core/Cargo.toml")).unwrap();
     for forbidden in ["cudarc", "gpu-waterz-runtime"] {
         assert!(!manifest.contains(forbidden), "gpu-waterz-core must not depend on {forbidden}");
+    }
+}
+
+#[test]
+fn the_facade_leaves_the_cli_and_file_formats_to_gpu_waterz_cli() {
+    let manifest = std::fs::read_to_string(root().join("crates/gpu-waterz/Cargo.toml")).unwrap();
+    let dependencies = manifest.split("[dependencies]").nth(1).unwrap().split("\n[").next().unwrap();
+    for forbidden in ["clap", "zarrs", "hdf5", "anyhow"] {
+        assert!(!dependencies.contains(forbidden), "gpu-waterz (the library) must not depend on {forbidden}");
+    }
+    for file in ["src/main.rs", "src/lib.rs"] {
+        let text = std::fs::read_to_string(root().join("crates/gpu-waterz-cli").join(file)).unwrap();
+        assert!(text.contains("#![forbid(unsafe_code)]"), "gpu-waterz-cli/{file} must forbid unsafe code");
     }
 }
 

@@ -5,7 +5,7 @@
 //! `volumes/labels/neuron_ids`, with affinities from `--cremi-affinities
 //! DATASET` when it has them), else from the pinky40 segmentation in the
 //! data directory, else from synthetic neurites. A tile of CNN-like
-//! affinities is generated from them (`gpu_waterz::generate`) and stacked
+//! affinities is generated from them (`gpu_waterz_cli::generate`) and stacked
 //! along z on the GPU to `--voxels` (default 2.16e9, the seed's size). The
 //! decode (watershed, region graph, ParHAC at `--threshold`, the
 //! segmentation on the device) is timed with the affinities resident, at
@@ -14,11 +14,10 @@
 //! `--python`) on the same data for the side-by-side figures.
 
 use anyhow::{anyhow, bail, Context, Result};
-use gpu_waterz::cpu::Options;
-use gpu_waterz::gpu::Agglomeration;
-use gpu_waterz::io::{read_hdf5, write_atomically, write_npy, Volume};
+use gpu_waterz::{AffinityBuffer, DeviceAffinities, Gpu};
+use gpu_waterz::{Agglomeration, Backend, Config};
+use gpu_waterz_cli::io::{read_hdf5, write_atomically, write_npy, Volume};
 use gpu_waterz_core::{AffinityGraph, Dims3};
-use gpu_waterz_runtime::{AffinityBuffer, DeviceAffinities, Gpu};
 use ndarray::{s, Array3, Array4, Ix3, Ix4};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -127,7 +126,7 @@ fn make_tile(args: &Args) -> Result<(Array3<u32>, Array4<f32>, String)> {
         }
         Ok(c.mapv(|l| l as u32))
     };
-    let params = gpu_waterz::generate::GeneratorParams { seed: 1, ..Default::default() };
+    let params = gpu_waterz_cli::generate::GeneratorParams { seed: 1, ..Default::default() };
     if let Some(path) = &args.cremi {
         let labels = read_hdf5(path, "volumes/labels/neuron_ids")
             .with_context(|| format!("reading volumes/labels/neuron_ids from {}", path.display()))?
@@ -146,7 +145,7 @@ fn make_tile(args: &Args) -> Result<(Array3<u32>, Array4<f32>, String)> {
                 let (oz, oy, ox) = ((z - tz) / 2, (y - ty) / 2, (x - tx) / 2);
                 a.slice(s![..3, oz..oz + tz, oy..oy + ty, ox..ox + tx]).as_standard_layout().to_owned()
             }
-            None => gpu_waterz::generate::affinities(&tile, &params),
+            None => gpu_waterz_cli::generate::affinities(&tile, &params),
         };
         return Ok((tile, affs, format!("CREMI {}", path.display())));
     }
@@ -157,12 +156,12 @@ fn make_tile(args: &Args) -> Result<(Array3<u32>, Array4<f32>, String)> {
             .into_dimensionality::<Ix3>()
             .map_err(|_| anyhow!("pinky40 labels must be 3-dimensional"))?;
         let tile = crop(&labels, "pinky40")?;
-        let affs = gpu_waterz::generate::affinities(&tile, &params);
+        let affs = gpu_waterz_cli::generate::affinities(&tile, &params);
         return Ok((tile, affs, "pinky40 labels (512³ crop), generated CNN-like affinities".into()));
     }
     eprintln!("bench-cremi: {} is absent; using synthetic neurites", pinky.display());
-    let tile = gpu_waterz::generate::neurite_labels(1, args.tile, 200);
-    let affs = gpu_waterz::generate::affinities(&tile, &params);
+    let tile = gpu_waterz_cli::generate::neurite_labels(1, args.tile, 200);
+    let affs = gpu_waterz_cli::generate::affinities(&tile, &params);
     Ok((tile, affs, "synthetic drifting-Voronoi neurites, generated affinities".into()))
 }
 
@@ -200,16 +199,11 @@ struct SizeResult {
 }
 
 /// One decode; returns its seconds, and the run for its figures.
-fn decode<'g>(
-    gpu: &'g Gpu,
-    affs: &DeviceAffinities,
-    options: &Options,
-    epsilon: f64,
-) -> Result<(f64, Agglomeration<'g>)> {
+fn decode(gpu: &Gpu, affs: &DeviceAffinities, config: &Config) -> Result<(f64, Agglomeration)> {
     gpu.synchronize()?;
     let t = Instant::now();
-    let mut run = Agglomeration::new(gpu, affs, None, None, options, epsilon)?;
-    let (_, seg) = run.next_threshold_on_device()?.ok_or_else(|| anyhow!("no threshold"))?;
+    let mut run = Agglomeration::from_device(affs, gpu, config.clone())?;
+    let (_, seg) = run.next_threshold_dense_device()?.ok_or_else(|| anyhow!("no threshold"))?;
     gpu.synchronize()?;
     let seconds = t.elapsed().as_secs_f64();
     drop(seg);
@@ -224,23 +218,23 @@ fn parhac_five_thresholds(
     epsilon: f64,
     repeats: usize,
 ) -> Result<serde_json::Value> {
-    let mut options = Options::new(&[0.1, 0.3, 0.5, 0.7, 0.9])?;
-    options.arithmetic = gpu_waterz_core::Arithmetic::Exact;
+    let config = Config::new(&[0.1, 0.3, 0.5, 0.7, 0.9]).epsilon(epsilon).backend(Backend::Gpu(gpu.clone()));
     let mut times = Vec::new();
     let mut summary = serde_json::Value::Null;
     for _ in 0..repeats.max(1) {
-        let mut run = Agglomeration::new(gpu, affs, None, None, &options, epsilon)?;
-        while let Some((_, seg)) = run.next_threshold_on_device()? {
+        let mut run = Agglomeration::from_device(affs, gpu, config.clone())?;
+        while let Some((_, seg)) = run.next_threshold_dense_device()? {
             drop(seg);
         }
         let merging = run.timings().merging_s;
         times.push(merging);
-        let rounds = run.rounds().len();
+        let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
+        let rounds = stats.rounds.len();
         summary = serde_json::json!({
             "n_fragments": run.n_fragments(),
-            "n_edges": run.n_edges(),
+            "n_edges": stats.n_edges,
             "rounds": rounds,
-            "compactions": run.n_compactions(),
+            "compactions": stats.n_compactions,
             "merging_s": merging,
             "mean_round_us": merging * 1e6 / rounds.max(1) as f64,
         });
@@ -309,8 +303,7 @@ fn main() -> Result<()> {
     let (tile_labels, tile_affs, source) = make_tile(&args)?;
     eprintln!("bench-cremi: tile {:?} from {source} in {:.1} s", args.tile, t.elapsed().as_secs_f64());
     let tile_voxels = (args.tile.0 * args.tile.1 * args.tile.2) as u64;
-    let mut options = Options::new(&[args.threshold])?;
-    options.arithmetic = gpu_waterz_core::Arithmetic::Exact;
+    let config = Config::new(&[args.threshold]).epsilon(args.epsilon).backend(Backend::Gpu(gpu.clone()));
 
     let mut sizes = Vec::new();
     let mut parhac = None;
@@ -323,17 +316,18 @@ fn main() -> Result<()> {
         // watermark of the stream-ordered pool every buffer comes from
         // (affinities included).
         gpu.reset_peak_pool_bytes()?;
-        let (warm_s, run) = decode(&gpu, &affs, &options, args.epsilon)?;
+        let (warm_s, run) = decode(&gpu, &affs, &config)?;
         let peak = gpu.peak_pool_bytes()?;
-        let (n_fragments, n_edges, parhac_rounds) = (run.n_fragments(), run.n_edges(), run.rounds().len());
-        let slots: Vec<u64> = run.rounds().iter().map(|r| r.n_edges).collect();
+        let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
+        let (n_fragments, n_edges, parhac_rounds) = (run.n_fragments(), stats.n_edges, stats.rounds.len());
+        let slots: Vec<u64> = stats.rounds.iter().map(|r| r.n_edges).collect();
         let at = |q: f64| slots.get(((slots.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
         let slot_profile = [at(0.0), at(0.1), at(0.5), at(0.9), at(1.0)];
         drop(run);
         let mut times = Vec::new();
         let mut stages = serde_json::Value::Null;
         for _ in 0..args.repeats {
-            let (s, run) = decode(&gpu, &affs, &options, args.epsilon)?;
+            let (s, run) = decode(&gpu, &affs, &config)?;
             times.push(s);
             stages = serde_json::to_value(run.timings())?;
         }
@@ -369,7 +363,7 @@ fn main() -> Result<()> {
     // VOI on one tile, where stock waterz can run too.
     let gt = tile_labels.mapv(u64::from);
     let graph = AffinityGraph::from_f32(tile_affs.view())?;
-    let mut crop_run = Agglomeration::from_host(&gpu, &graph, None, Some(gt.clone()), &options, args.epsilon)?;
+    let mut crop_run = Agglomeration::new(&graph, config.clone().ground_truth(gt.clone()))?;
     let crop_result = crop_run.next_threshold()?.ok_or_else(|| anyhow!("no threshold"))?;
     let crop_metrics = crop_result.metrics.ok_or_else(|| anyhow!("no metrics"))?;
     let waterz = if args.waterz { Some(run_waterz(&args, &tile_affs, &gt)?) } else { None };

@@ -6,8 +6,8 @@
 //! Usage: `cargo run --release -p gpu-waterz-benches --bin epsilon_study [DATA_DIR]`
 
 use anyhow::{Context, Result};
-use gpu_waterz::cpu::{Agglomeration, Options};
-use gpu_waterz::io::{read_hdf5, Volume};
+use gpu_waterz::{Agglomeration, Backend, Config};
+use gpu_waterz_cli::io::{read_hdf5, Volume};
 use gpu_waterz_core::affinities::from_inside_probability;
 use gpu_waterz_core::synthetic::cell_affinities;
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
@@ -60,8 +60,8 @@ fn main() -> Result<()> {
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (name, affs, gt) in volumes(&dir).context("reading ../shared/data")? {
         let graph = AffinityGraph::from_f32(affs.view())?;
-        let options = Options::new(&THRESHOLDS)?;
-        let mut waterz = Agglomeration::new(&graph, None, Some(gt.clone()), &options)?;
+        let config = Config::new(&THRESHOLDS).ground_truth(gt.clone()).backend(Backend::Cpu);
+        let mut waterz = Agglomeration::new(&graph, config)?;
         let mut reference = Vec::new();
         let t = Instant::now();
         while let Some(r) = waterz.next_threshold()? {

@@ -7,10 +7,16 @@
 //! host unit tests reach the exact code the kernels run.
 #![no_std]
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 // `!(a > b)` is deliberate: it is waterz's test, and it is true for NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+#[macro_use]
+pub mod kernel;
+pub mod primitives;
 pub mod watershed;
+
+pub use kernel::{Kernel, KernelArgs};
 
 /// The extent of a volume, in voxels, in waterz's `(z, y, x)` order.
 ///
@@ -53,14 +59,25 @@ impl Dims3 {
     }
 }
 
-/// Parameters of the reduction kernel `sum_u32` (the foundation's smoke
-/// kernel, also used to check a launch end to end).
+/// Threads per block of the reduction kernel `sum_u32` (a power of two);
+/// each thread needs 8 bytes of dynamic shared memory.
+pub const REDUCE_THREADS: u32 = 256;
+
+/// The arguments of `sum_u32` (the foundation's smoke kernel, also used to
+/// check a launch end to end).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReduceParams {
+#[derive(Clone, Copy, Debug)]
+pub struct SumU32Args {
+    /// `n` readable u32s.
+    pub input: *const u32,
     /// Number of input elements.
     pub n: u64,
+    /// One u64, zeroed before the launch; receives the sum.
+    pub output: *mut u64,
 }
 
+impl_kernel_args!(SumU32Args => SumU32);
+
+pub mod graph;
 pub mod parhac;
 pub mod stats;

@@ -2,6 +2,7 @@
 
 /// What is wrong with an input, with enough context to fix it.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum CoreError {
     /// The affinities do not have the shape `(3, z, y, x)`.
     #[error("affinities must have the shape (3, z, y, x), not {shape:?}")]

@@ -3,17 +3,16 @@
 //! of each stage and the errors of bad input. It has no GPU dependency;
 //! other Rust crates (and users' own) depend on this one.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod affinities;
 pub mod error;
-pub mod ids;
 pub mod params;
 pub mod synthetic;
 
 pub use affinities::{AffinityGraph, AffinityValues};
 pub use error::CoreError;
 pub use gpu_waterz_abi::{stats::ContactStats, watershed::WatershedParams, Dims3};
-pub use ids::{EdgeIdx, FragmentId};
 pub use params::{Arithmetic, ScoringFunction, Thresholds};
 
 /// The result type of this crate.

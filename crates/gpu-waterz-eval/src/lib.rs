@@ -10,6 +10,7 @@
 //!
 //! The contingency table is built in parallel (rayon) with `u64` counts, so
 //! it is exact for any number of voxels; sums run in `f64`.
+#![forbid(unsafe_code)]
 
 use gpu_waterz_core::CoreError;
 use ndarray::ArrayView3;

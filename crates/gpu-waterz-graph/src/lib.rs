@@ -6,6 +6,11 @@
 //! y then x, channel 0 to 2), so that waterz's float32 running statistics
 //! can be replayed bit for bit, and it gives the exact integer statistics
 //! ([`gpu_waterz_core::ContactStats`]) the GPU computes.
+//! [`gpu::region_graph`] builds the same graph on the GPU, as
+//! [`gpu::DeviceEdges`]; its kernels are launched only from the private
+//! `gpu::launch` module, the one place in this crate where `unsafe` code is
+//! allowed.
+#![deny(unsafe_code)]
 
 pub mod gpu;
 pub mod reference;
@@ -14,6 +19,7 @@ pub use reference::{region_graph, DenseLabels, RegionGraph};
 
 /// Errors of the region-graph stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GraphError {
     /// Bad input.
     #[error(transparent)]
@@ -21,4 +27,7 @@ pub enum GraphError {
     /// The GPU failed, or the volume does not fit its limits.
     #[error("GPU region graph: {0}")]
     Gpu(#[from] gpu_waterz_runtime::RuntimeError),
+    /// A region graph given to the GPU is malformed (nothing was launched).
+    #[error("invalid region graph: {0}")]
+    InvalidGraph(String),
 }

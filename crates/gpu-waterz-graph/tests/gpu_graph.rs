@@ -1,11 +1,15 @@
 //! The GPU region graph against the reference in exact arithmetic: the
-//! same edges in the same order, the same integer statistics, every rerun.
+//! same edges in the same order, the same integer statistics, every rerun;
+//! and malformed edge lists rejected before anything reaches the device.
 
+use gpu_waterz_abi::graph::EdgeKey;
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities, SplitMix64};
-use gpu_waterz_core::AffinityGraph;
-use gpu_waterz_graph::{gpu, region_graph};
-use gpu_waterz_runtime::testing::gpu_or_skip;
-use gpu_waterz_runtime::{DeviceAffinities, Gpu};
+use gpu_waterz_core::{AffinityGraph, ContactStats};
+use gpu_waterz_graph::gpu::DeviceEdges;
+use gpu_waterz_graph::{gpu, region_graph, GraphError};
+use gpu_waterz_runtime::testing::gpu;
+use gpu_waterz_runtime::Gpu;
+use gpu_waterz_watershed::gpu::{DeviceAffinities, DeviceFragments};
 use ndarray::{Array3, Array4};
 
 fn check(g: &Gpu, affs: &Array4<f32>, labels: &Array3<u32>, what: &str) {
@@ -15,20 +19,22 @@ fn check(g: &Gpu, affs: &Array4<f32>, labels: &Array3<u32>, what: &str) {
     let expected = region_graph(&graph, labels64.view(), max_label + 1);
     let device_affs = DeviceAffinities::upload_f32(g, affs.as_slice().unwrap(), graph.dims()).unwrap();
     let device_labels = g.upload(labels.as_slice().unwrap()).unwrap();
-    let first = gpu::region_graph(g, &device_affs, &device_labels, max_label).unwrap().download(g).unwrap();
+    let fragments = DeviceFragments::from_labels(g, device_labels, graph.dims(), max_label).unwrap();
+    let edges = gpu::region_graph(g, &device_affs, &fragments).unwrap();
+    assert_eq!(edges.n_nodes(), max_label + 1, "{what}: nodes");
+    let first = edges.download(g).unwrap();
     assert_eq!(first.edges, expected.edges, "{what}: edges");
     assert_eq!(first.stats, expected.contact_stats(), "{what}: statistics");
     for _ in 0..4 {
-        let again = gpu::region_graph(g, &device_affs, &device_labels, max_label).unwrap().download(g).unwrap();
+        let again = gpu::region_graph(g, &device_affs, &fragments).unwrap().download(g).unwrap();
         assert_eq!(again, first, "{what}: rerun");
     }
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn random_labels_and_affinities() {
-    let Some(g) = gpu_or_skip("random_labels_and_affinities") else {
-        return;
-    };
+    let g = gpu();
     for seed in 0..20u64 {
         let shape = (1 + (seed % 5) as usize, 1 + (seed * 3 % 9) as usize, 1 + (seed * 7 % 10) as usize);
         let mut rng = SplitMix64::new(seed);
@@ -39,13 +45,45 @@ fn random_labels_and_affinities() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn cells_with_many_and_large_labels() {
-    let Some(g) = gpu_or_skip("cells_with_many_and_large_labels") else {
-        return;
-    };
+    let g = gpu();
     let labels = cell_labels(1, (32, 64, 64), 300);
     check(&g, &cell_affinities(1, &labels, 0.2), &labels, "cells");
     // Labels up to 2^31 exercise every digit of the sort.
     let big = labels.mapv(|l| l.wrapping_mul(7_158_269) % (1 << 31) + 1);
     check(&g, &quantized_affinities(2, (32, 64, 64), 255), &big, "large labels");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn edge_lists_round_trip_and_malformed_ones_are_rejected() {
+    let g = gpu();
+    let stats = |n: usize| vec![ContactStats { contact_count: 2, affinity_sum: 3 << 31 }; n];
+    let edges = [[1, 2], [1, 4], [3, 4]];
+    let uploaded = DeviceEdges::upload(&g, &edges, &stats(3), 5).unwrap();
+    assert_eq!((uploaded.n_edges(), uploaded.n_nodes()), (3, 5));
+    let host = uploaded.download(&g).unwrap();
+    assert_eq!((host.edges.as_slice(), host.stats.as_slice()), (&edges[..], &stats(3)[..]));
+    let copy = uploaded.duplicate(&g).unwrap();
+    assert_eq!(copy.download(&g).unwrap(), host);
+    // Through the device: the same keys are accepted, for enough nodes.
+    let (keys, counts, sums) = copy.into_buffers();
+    let again = DeviceEdges::from_device(&g, keys, counts, sums, 3, 5).unwrap();
+    assert_eq!(again.download(&g).unwrap(), host);
+    let invalid = |r: Result<DeviceEdges, GraphError>| matches!(r, Err(GraphError::InvalidGraph(_)));
+    // An endpoint at or above the node count, a self-loop, a repeated edge,
+    // mismatched statistics.
+    assert!(invalid(DeviceEdges::upload(&g, &edges, &stats(3), 4)));
+    assert!(invalid(DeviceEdges::upload(&g, &[[2, 2]], &stats(1), 5)));
+    assert!(invalid(DeviceEdges::upload(&g, &[[1, 2], [1, 2]], &stats(2), 5)));
+    assert!(invalid(DeviceEdges::upload(&g, &edges, &stats(2), 5)));
+    // Keys on the device are checked too: node 4 is not below 4 nodes, and
+    // short buffers are refused.
+    let (keys, counts, _) = uploaded.into_buffers();
+    let short = g.upload(&[0u64]).unwrap();
+    assert!(invalid(DeviceEdges::from_device(&g, keys, counts, short, 3, 5)));
+    let keys = g.upload(&[EdgeKey::new(1, 2).bits(), EdgeKey::new(3, 4).bits()]).unwrap();
+    let (counts, sums) = (g.upload(&[1u64, 1]).unwrap(), g.upload(&[0u64, 0]).unwrap());
+    assert!(invalid(DeviceEdges::from_device(&g, keys, counts, sums, 2, 4)));
 }

@@ -30,6 +30,8 @@
 //! ([`gpu_waterz_core::ContactStats`]) with the serial reference.
 
 use crate::{Merge, ParhacError};
+use gpu_waterz_abi::graph::EdgeKey;
+use gpu_waterz_abi::parhac::edge_priority;
 use gpu_waterz_core::{ContactStats, CoreError};
 
 /// One edge of the current graph: endpoints `u < v` and exact statistics.
@@ -58,8 +60,6 @@ impl Edge {
 fn better(a: &Edge, b: &Edge) -> bool {
     a.rank_key() < b.rank_key()
 }
-
-pub use gpu_waterz_abi::parhac::edge_priority;
 
 /// What happened in one round.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -153,7 +153,7 @@ impl Parhac {
         // 2. Eligible edges, and 3. each node's preferred eligible edge.
         let factor = 1.0 + self.epsilon;
         let round = self.rounds.len() as u64;
-        let priority = |e: &Edge| (edge_priority(e.u, e.v, round), std::cmp::Reverse((e.u, e.v)));
+        let priority = |e: &Edge| (edge_priority(EdgeKey::new(e.u, e.v), round), std::cmp::Reverse((e.u, e.v)));
         let mut preferred: Vec<Option<usize>> = vec![None; n];
         let mut n_eligible = 0;
         for (i, e) in self.edges.iter().enumerate() {

@@ -7,7 +7,12 @@
 //! re-scoring of stale edges, and waterz's scoring functions
 //! ([`stats::EdgeStatistics`]). In [`gpu_waterz_core::Arithmetic::Exact`]
 //! mode the mean is computed from integer sums, as the GPU does.
-
+//!
+//! [`gpu::GpuParhac`] runs the rounds of the CPU ParHAC ([`cpu::Parhac`])
+//! on the GPU; its kernels are launched only from the private
+//! `gpu::launch` module, the one place in this crate where `unsafe` code
+//! is allowed.
+#![deny(unsafe_code)]
 // `!(a > b)` is deliberate: it is waterz's test, and it is true for NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
@@ -21,6 +26,7 @@ pub use reference::{IterativeMerging, Merge, ScoredEdge};
 
 /// Errors of the agglomeration stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ParhacError {
     /// Bad input.
     #[error(transparent)]
@@ -35,6 +41,20 @@ pub enum ParhacError {
     #[error("the GPU ParHAC takes at most 2^32 - 1 nodes (fragments + 1), not {n_nodes}")]
     TooManyNodes {
         /// The number of nodes asked for.
+        n_nodes: u64,
+    },
+    /// Slot indices are 32-bit on the GPU.
+    #[error("the GPU ParHAC takes fewer than 2^32 - 1 edges, not {n_edges}")]
+    TooManyEdges {
+        /// The number of edges given.
+        n_edges: u64,
+    },
+    /// Fragments whose ids are not all nodes of the graph.
+    #[error("fragments with ids up to {n_fragments} do not fit a graph (or table) of {n_nodes} nodes")]
+    FragmentsOutsideGraph {
+        /// The number of fragments, the largest id.
+        n_fragments: u64,
+        /// The nodes of the graph (or entries of the table).
         n_nodes: u64,
     },
     /// The history was asked for but not recorded.

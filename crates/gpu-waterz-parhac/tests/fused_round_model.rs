@@ -1,13 +1,17 @@
-//! A host model of the GPU's ε = 0 round as `ph_match_contract` and
-//! `ph_resolve` run it, against the CPU ParHAC: every node's merge and new
-//! id come from best keys alone (`gpu_waterz_abi::parhac::mutual_merge`),
-//! and only the edges with a merged endpoint are deduplicated (the
-//! smallest slot index per key collects the statistics). The regions and
-//! remaining graph must equal the CPU ParHAC's at every threshold, ties
-//! included, and no two edges may ever share a key. The GPU tests check
-//! the kernels themselves; this runs without a GPU, in CI.
+//! A host model of the GPU's ε = 0 round as `ph_best_score`,
+//! `ph_best_key`, `ph_match_contract` and `ph_resolve` run it, against the
+//! CPU ParHAC. The per-slot decisions are the kernels' own functions from
+//! `gpu_waterz_abi::parhac`: the candidate scores (`candidate_bits`), and
+//! each slot's match, parking and contraction from best keys alone
+//! (`fused_slot`, through `mutual_merge`); only the edges with a merged
+//! endpoint are deduplicated (the smallest slot index per key collects the
+//! statistics). The regions and remaining graph must equal the CPU
+//! ParHAC's at every threshold, ties included, and no two edges may ever
+//! share a key. The GPU tests check the kernels themselves; this runs
+//! without a GPU, in CI.
 
-use gpu_waterz_abi::parhac::{edge_key, edge_score, mutual_merge, partner, relabelled};
+use gpu_waterz_abi::graph::EdgeKey;
+use gpu_waterz_abi::parhac::{candidate_bits, edge_score, fused_slot, Contraction, NO_SCORE};
 use gpu_waterz_parhac::cpu::{Edge, Parhac};
 
 /// The tests' random graphs: up to 20 contacts per edge.
@@ -37,58 +41,53 @@ fn cpu_trace(n_nodes: u64, edges: &[Edge]) -> Trace {
         .collect()
 }
 
-/// One slot: key `u << 32 | v`, contact count, fixed-point sum; `None` is a
-/// hole.
-type Slot = Option<(u64, u64, u64)>;
+/// One slot: key, contact count, fixed-point sum; `None` is a hole.
+type Slot = Option<(EdgeKey, u64, u64)>;
 
 fn model_trace(n_nodes: u64, edges: &[Edge]) -> Trace {
     let n = n_nodes as usize;
     let mut slots: Vec<Slot> =
-        edges.iter().map(|e| Some((edge_key(e.u, e.v), e.stats.contact_count, e.stats.affinity_sum))).collect();
+        edges.iter().map(|e| Some((EdgeKey::new(e.u, e.v), e.stats.contact_count, e.stats.affinity_sum))).collect();
     let mut parent: Vec<u64> = (0..n_nodes).collect();
     let mut trace = Vec::new();
     for t in THRESHOLDS {
         let t = t as f64;
         loop {
-            // Best scores, then best keys among equal scores.
-            let (mut best_score, mut best_key) = (vec![u64::MAX; n], vec![u64::MAX; n]);
+            // Best scores, then best keys among equal scores (the minima
+            // that `ph_best_score` and `ph_best_key` take with atomics).
+            let (mut best_score, mut best_key) = (vec![NO_SCORE; n], vec![EdgeKey::EMPTY; n]);
             for &(key, count, sum) in slots.iter().flatten() {
-                let score = edge_score(count, sum);
-                if score < t {
-                    for x in [key >> 32, key & 0xFFFF_FFFF] {
-                        best_score[x as usize] = best_score[x as usize].min(score.to_bits());
+                if let Some(bits) = candidate_bits(edge_score(count, sum), t) {
+                    for x in key.endpoints() {
+                        best_score[x as usize] = best_score[x as usize].min(bits);
                     }
                 }
             }
             for &(key, count, sum) in slots.iter().flatten() {
-                let bits = edge_score(count, sum).to_bits();
-                for x in [key >> 32, key & 0xFFFF_FFFF] {
-                    if edge_score(count, sum) < t && best_score[x as usize] == bits {
-                        best_key[x as usize] = best_key[x as usize].min(key);
+                if let Some(bits) = candidate_bits(edge_score(count, sum), t) {
+                    for x in key.endpoints() {
+                        if best_score[x as usize] == bits {
+                            best_key[x as usize] = best_key[x as usize].min(key);
+                        }
                     }
                 }
             }
-            // Matching and the contraction's first step, per slot.
+            // Matching and the contraction's first step, per slot, as
+            // `ph_match_contract` decides them.
             let mut merges = 0;
             let mut rekeyed = Vec::new();
             for (e, slot) in slots.iter_mut().enumerate() {
                 let Some((key, _, _)) = *slot else { continue };
-                let (u, v) = (key >> 32, key & 0xFFFF_FFFF);
-                let (best_u, best_v) = (best_key[u as usize], best_key[v as usize]);
-                if best_u == key && best_v == key {
+                let (best_u, best_v) = (best_key[key.u() as usize], best_key[key.v() as usize]);
+                let fate = fused_slot(key, best_u, best_v, |x| best_key[x as usize]);
+                if fate.matched {
                     merges += 1;
-                    parent[v as usize] = u;
+                    parent[key.v() as usize] = key.u();
                 }
-                let new_id = |x: u64, best: u64| {
-                    let partner_best = if best == u64::MAX { u64::MAX } else { best_key[partner(x, best) as usize] };
-                    mutual_merge(x, best, partner_best)
-                };
-                let ((a, merged_u), (b, merged_v)) = (new_id(u, best_u), new_id(v, best_v));
-                if merged_u || merged_v {
-                    match relabelled(a, b) {
-                        Some((a, b)) => rekeyed.push((e, edge_key(a, b))),
-                        None => *slot = None,
-                    }
+                match fate.contraction {
+                    Contraction::Unchanged => {}
+                    Contraction::Hole => *slot = None,
+                    Contraction::Rekeyed(new_key) => rekeyed.push((e, new_key)),
                 }
             }
             // Second step: the smallest slot per new key collects the rest.
@@ -107,7 +106,7 @@ fn model_trace(n_nodes: u64, edges: &[Edge]) -> Trace {
                     slots[e] = None;
                 }
             }
-            let mut keys: Vec<u64> = slots.iter().flatten().map(|s| s.0).collect();
+            let mut keys: Vec<EdgeKey> = slots.iter().flatten().map(|s| s.0).collect();
             let n_live = keys.len();
             keys.sort();
             keys.dedup();
@@ -123,11 +122,8 @@ fn model_trace(n_nodes: u64, edges: &[Edge]) -> Trace {
             x
         };
         let regions = (0..n_nodes).map(root).collect();
-        let mut graph: Vec<_> = slots
-            .iter()
-            .flatten()
-            .map(|&(key, c, s)| (key >> 32, key & 0xFFFF_FFFF, edge_score(c, s).to_bits()))
-            .collect();
+        let mut graph: Vec<_> =
+            slots.iter().flatten().map(|&(key, c, s)| (key.u(), key.v(), edge_score(c, s).to_bits())).collect();
         graph.sort();
         trace.push((regions, graph));
     }

@@ -1,34 +1,38 @@
 //! The GPU ParHAC against the CPU ParHAC (and so, at ε = 0, against
 //! waterz's serial order, which the CPU ParHAC's own tests tie it to):
 //! the same regions, merges, rounds and remaining graph at every
-//! threshold, ties included, every rerun.
+//! threshold, ties included, every rerun; and malformed input refused.
 
-use gpu_waterz_graph::gpu::DeviceRegionGraph;
+use gpu_waterz_abi::graph::EdgeKey;
+use gpu_waterz_abi::Dims3;
+use gpu_waterz_graph::gpu::DeviceEdges;
+use gpu_waterz_graph::GraphError;
 use gpu_waterz_parhac::cpu::{Edge, Parhac};
+use gpu_waterz_parhac::ParhacError;
+use gpu_waterz_watershed::gpu::DeviceFragments;
 
 /// The tests' random graphs: up to 20 contacts per edge.
 fn random_graph(seed: u64, n_nodes: u64, n_edges: usize, levels: u64) -> Vec<Edge> {
     gpu_waterz_parhac::cpu::random_graph(seed, n_nodes, n_edges, 20, levels)
 }
-use gpu_waterz_parhac::gpu::GpuParhac;
+use gpu_waterz_parhac::gpu::{segment_u64, GpuParhac};
 use gpu_waterz_parhac::{IterativeMerging, Merge};
-use gpu_waterz_runtime::testing::gpu_or_skip;
+use gpu_waterz_runtime::testing::gpu;
 use gpu_waterz_runtime::Gpu;
 
 const THRESHOLDS: [f32; 6] = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0];
 
-fn upload(g: &Gpu, edges: &[Edge]) -> DeviceRegionGraph {
-    let keys: Vec<u64> = edges.iter().map(|e| e.u << 32 | e.v).collect();
-    let counts: Vec<u64> = edges.iter().map(|e| e.stats.contact_count).collect();
-    let sums: Vec<u64> = edges.iter().map(|e| e.stats.affinity_sum).collect();
-    let pad = |v: Vec<u64>| if v.is_empty() { vec![0] } else { v };
-    DeviceRegionGraph {
-        edge_keys: g.upload(&pad(keys)).unwrap(),
-        contact_counts: g.upload(&pad(counts)).unwrap(),
-        affinity_sums: g.upload(&pad(sums)).unwrap(),
-        n_edges: edges.len() as u64,
-        n_entries: edges.len() as u64,
-    }
+/// The edges over nodes `0..n_nodes`, checked and uploaded.
+fn upload(g: &Gpu, edges: &[Edge], n_nodes: u64) -> DeviceEdges {
+    let pairs: Vec<[u64; 2]> = edges.iter().map(|e| [e.u, e.v]).collect();
+    let stats: Vec<_> = edges.iter().map(|e| e.stats).collect();
+    DeviceEdges::upload(g, &pairs, &stats, n_nodes).unwrap()
+}
+
+/// Device fragments holding `labels` (a volume of one row).
+fn fragments(g: &Gpu, labels: &[u32], n_fragments: u64) -> DeviceFragments {
+    let dims = Dims3::new(1, 1, labels.len() as u64);
+    DeviceFragments::from_labels(g, g.upload(labels).unwrap(), dims, n_fragments).unwrap()
 }
 
 /// Everything observable after each threshold.
@@ -37,7 +41,7 @@ type Trace = Vec<(Vec<u32>, Vec<Merge>, Vec<(u64, u64, u64)>)>;
 /// The GPU's trace; without `history` (at ε = 0 the rounds then run in
 /// four fused launches) the merge lists are left empty.
 fn gpu_trace(g: &Gpu, n_nodes: u64, edges: &[Edge], epsilon: f64, history: bool) -> (Trace, usize) {
-    let mut parhac = GpuParhac::new(g, upload(g, edges), n_nodes, epsilon, history).unwrap();
+    let mut parhac = GpuParhac::new(g, upload(g, edges, n_nodes), epsilon, history).unwrap();
     let mut trace = Vec::new();
     for t in THRESHOLDS {
         let start = parhac.history_len();
@@ -70,10 +74,9 @@ fn cpu_trace(n_nodes: u64, edges: &[Edge], epsilon: f64) -> (Trace, usize) {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn random_graphs_equal_the_cpu_parhac() {
-    let Some(g) = gpu_or_skip("random_graphs_equal_the_cpu_parhac") else {
-        return;
-    };
+    let g = gpu();
     let mut cases = 0;
     for seed in 0..120u64 {
         let n_nodes = 3 + seed % 60;
@@ -102,10 +105,9 @@ fn random_graphs_equal_the_cpu_parhac() {
 /// Graphs large enough for the slots to be compacted and edges parked
 /// (from 2^14 slots), with ties and without.
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn large_graphs_with_compaction_equal_the_cpu_parhac() {
-    let Some(g) = gpu_or_skip("large_graphs_with_compaction_equal_the_cpu_parhac") else {
-        return;
-    };
+    let g = gpu();
     for (seed, levels, epsilon) in [(1u64, 0u64, 0.0), (2, 7, 0.0), (3, 0, 0.05), (4, 255, 0.0)] {
         let n_nodes = 12_000;
         let edges = random_graph(seed, n_nodes, 60_000, levels);
@@ -121,14 +123,13 @@ fn large_graphs_with_compaction_equal_the_cpu_parhac() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn epsilon_zero_equals_the_serial_order_on_tie_free_graphs() {
-    let Some(g) = gpu_or_skip("epsilon_zero_equals_the_serial_order_on_tie_free_graphs") else {
-        return;
-    };
+    let g = gpu();
     for seed in 0..40u64 {
         let n_nodes = 10 + seed * 7;
         let edges = random_graph(1000 + seed, n_nodes, n_nodes as usize * 3, 0);
-        let mut parhac = GpuParhac::new(&g, upload(&g, &edges), n_nodes, 0.0, false).unwrap();
+        let mut parhac = GpuParhac::new(&g, upload(&g, &edges, n_nodes), 0.0, false).unwrap();
         let mut serial = IterativeMerging::from_contact_stats(
             n_nodes,
             edges.iter().map(|e| [e.u, e.v]).collect(),
@@ -146,10 +147,9 @@ fn epsilon_zero_equals_the_serial_order_on_tie_free_graphs() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn reruns_are_identical_and_segmentations_follow_the_regions() {
-    let Some(g) = gpu_or_skip("reruns_are_identical_and_segmentations_follow_the_regions") else {
-        return;
-    };
+    let g = gpu();
     let n_nodes = 5000;
     let edges = random_graph(7, n_nodes, 20_000, 7);
     for history in [true, false] {
@@ -160,28 +160,71 @@ fn reruns_are_identical_and_segmentations_follow_the_regions() {
     }
     // A "volume" that holds every node id once, the background twice.
     let labels: Vec<u32> = [0].into_iter().chain(0..n_nodes as u32).chain([0]).collect();
-    let device_labels = g.upload(&labels).unwrap();
-    let mut parhac = GpuParhac::new(&g, upload(&g, &edges), n_nodes, 0.0, false).unwrap();
+    let volume = fragments(&g, &labels, n_nodes - 1);
+    let mut parhac = GpuParhac::new(&g, upload(&g, &edges, n_nodes), 0.0, false).unwrap();
     parhac.merge_until(0.5).unwrap();
     let roots = g.download(&parhac.roots().unwrap()).unwrap();
-    let seg = g.download(&parhac.segmentation(&device_labels, labels.len() as u64).unwrap()).unwrap();
+    let seg = g.download(&parhac.segmentation(&volume).unwrap()).unwrap();
     let expected: Vec<u32> = labels.iter().map(|&l| roots[l as usize]).collect();
     assert_eq!(&seg[..labels.len()], &expected[..]);
     assert_eq!((seg[0], seg[labels.len() - 1]), (0, 0), "the background stays 0");
-    // A label outside the graph's nodes is an error, not a wild read.
-    let bad = g.upload(&[n_nodes as u32 + 5]).unwrap();
-    assert!(parhac.segmentation(&bad, 1).is_err());
+    // The same in u64 ids, through a table with one id per node.
+    let table: Vec<u64> = roots[..n_nodes as usize].iter().map(|&r| 1000 + r as u64).collect();
+    let seg64 = g.download(&segment_u64(&g, &volume, &g.upload(&table).unwrap()).unwrap()).unwrap();
+    let expected: Vec<u64> = labels.iter().map(|&l| table[l as usize]).collect();
+    assert_eq!(&seg64[..labels.len()], &expected[..]);
+    // Fragments outside the graph's nodes, or a table too short for them,
+    // are errors before anything is launched, not wild reads.
+    let outside = fragments(&g, &[n_nodes as u32 + 5], n_nodes + 5);
+    assert!(matches!(parhac.segmentation(&outside), Err(ParhacError::FragmentsOutsideGraph { .. })));
+    let short = g.upload(&table[..table.len() - 1]).unwrap();
+    assert!(matches!(segment_u64(&g, &volume, &short), Err(ParhacError::FragmentsOutsideGraph { .. })));
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn rejects_bad_epsilon_and_empty_graphs_work() {
-    let Some(g) = gpu_or_skip("rejects_bad_epsilon_and_empty_graphs_work") else {
-        return;
-    };
-    assert!(GpuParhac::new(&g, upload(&g, &[]), 3, -1.0, false).is_err());
-    assert!(GpuParhac::new(&g, upload(&g, &[]), 3, f64::NAN, false).is_err());
-    let mut parhac = GpuParhac::new(&g, upload(&g, &[]), 3, 0.0, true).unwrap();
+    let g = gpu();
+    assert!(GpuParhac::new(&g, upload(&g, &[], 3), -1.0, false).is_err());
+    assert!(GpuParhac::new(&g, upload(&g, &[], 3), f64::NAN, false).is_err());
+    let mut parhac = GpuParhac::new(&g, upload(&g, &[], 3), 0.0, true).unwrap();
     assert_eq!(parhac.merge_until(0.5).unwrap(), 0);
     assert!(parhac.history_since(0).unwrap().is_empty());
     assert!(parhac.region_graph().unwrap().is_empty());
+}
+
+/// A malformed graph never reaches the kernels: the public API refuses it
+/// with an error (the edge list's checks run on the host, or on keys
+/// downloaded first), and ParHAC refuses node counts its u32 ids cannot
+/// hold.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn malformed_graphs_are_refused() {
+    let g = gpu();
+    let edges = random_graph(3, 50, 200, 0);
+    let pairs: Vec<[u64; 2]> = edges.iter().map(|e| [e.u, e.v]).collect();
+    let stats: Vec<_> = edges.iter().map(|e| e.stats).collect();
+    let invalid = |r: Result<DeviceEdges, GraphError>| matches!(r, Err(GraphError::InvalidGraph(_)));
+    // Endpoints up to 49 over 40 nodes: per-node arrays would be overrun.
+    assert!(invalid(DeviceEdges::upload(&g, &pairs, &stats, 40)));
+    // An edge repeated, or reversed.
+    let mut repeated = pairs.clone();
+    repeated.insert(1, pairs[0]);
+    assert!(invalid(DeviceEdges::upload(&g, &repeated, &[stats.clone(), vec![stats[0]]].concat(), 50)));
+    let mut reversed = pairs.clone();
+    reversed[3] = [pairs[3][1], pairs[3][0]];
+    assert!(invalid(DeviceEdges::upload(&g, &reversed, &stats, 50)));
+    // The same keys already on the device are checked the same way.
+    let keys: Vec<u64> = pairs.iter().map(|&[u, v]| EdgeKey::new(u, v).bits()).collect();
+    let counts: Vec<u64> = stats.iter().map(|s| s.contact_count).collect();
+    let sums: Vec<u64> = stats.iter().map(|s| s.affinity_sum).collect();
+    let on_device = || (g.upload(&keys).unwrap(), g.upload(&counts).unwrap(), g.upload(&sums).unwrap());
+    let (k, c, s) = on_device();
+    assert!(invalid(DeviceEdges::from_device(&g, k, c, s, keys.len() as u64, 40)));
+    let (k, c, s) = on_device();
+    let checked = DeviceEdges::from_device(&g, k, c, s, keys.len() as u64, 50).unwrap();
+    assert_eq!(GpuParhac::new(&g, checked, 0.0, false).unwrap().n_nodes(), 50);
+    // Node ids that fit a key but not ParHAC's u32 ids.
+    let wide = DeviceEdges::upload(&g, &pairs, &stats, 1 << 32).unwrap();
+    assert!(matches!(GpuParhac::new(&g, wide, 0.0, false), Err(ParhacError::TooManyNodes { .. })));
 }

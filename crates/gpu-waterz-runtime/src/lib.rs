@@ -1,4 +1,6 @@
-//! The CUDA host side of gpu-waterz.
+//! The generic CUDA host side of gpu-waterz: the device handle, typed
+//! buffers, the stream-ordered memory pool, launching, and the device-wide
+//! primitives (scan, compaction, radix sort, reduce-by-key).
 //!
 //! Built on `cudarc` with dynamic loading: this crate builds, and its tests
 //! run, on machines with no CUDA toolkit and no GPU. [`Gpu::new`] returns a
@@ -7,16 +9,26 @@
 //!
 //! The device code is Rust too (`kernels-rs/`), compiled to PTX by
 //! `cargo xtask kernels`; the PTX is committed and embedded here
-//! ([`KERNELS_PTX`]). Launching a kernel is `unsafe`: every launch lives in
-//! this crate, behind a safe wrapper in [`ops`] that checks what the kernel
-//! assumes. This is the only crate of the workspace with host-side `unsafe`.
+//! ([`KERNELS_PTX`]) and its kernels are loaded once per device. A kernel is
+//! launched with [`Gpu::launch`] and its argument struct from
+//! `gpu-waterz-abi`, which names the kernel ([`gpu_waterz_abi::KernelArgs`]).
+//! Launching is `unsafe`; the stage crates (watershed, region graph,
+//! merging) own their kernels' launches, each in a `launch` module behind
+//! safe functions that check what the kernels assume.
 
-mod gpu;
-pub mod ops;
+mod buffer;
+mod device;
+mod launch;
+mod module;
+pub mod primitives;
 pub mod testing;
+mod timer;
 
-pub use gpu::{DeviceBuffer, DeviceElement, Gpu, KernelParam, Param, StageTimer};
-pub use ops::watershed::{AffinityBuffer, DeviceAffinities};
+pub use buffer::{DeviceBuffer, DeviceElement};
+pub use device::Gpu;
+pub use gpu_waterz_abi as abi;
+pub use launch::{check_len, tiled_config, LaunchConfig, BLOCK};
+pub use timer::StageTimer;
 
 /// The PTX of `kernels-rs`, built for sm_90 by `cargo xtask kernels`.
 pub const KERNELS_PTX: &str = include_str!("../../../kernels-rs/ptx/gpu_waterz_kernels.ptx");
@@ -27,6 +39,7 @@ pub const PTX_OVERRIDE_ENV: &str = "GPU_WATERZ_PTX";
 
 /// What can go wrong on the GPU side.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// No CUDA driver library could be loaded.
     #[error("no CUDA driver: libcuda could not be loaded ({detail}); gpu-waterz's GPU backend needs an NVIDIA GPU and driver, use the CPU backend otherwise")]
@@ -63,7 +76,7 @@ pub enum RuntimeError {
         source: std::io::Error,
     },
     /// The device has too little free memory.
-    #[error("not enough GPU memory for {what}: {needed} bytes needed, {free} bytes free of {total}; crop or split the volume (blockwise processing is not implemented yet)")]
+    #[error("not enough GPU memory for {what}: {needed} bytes needed, {free} bytes free of {total}; crop or split the volume")]
     OutOfMemory {
         /// What needed the memory.
         what: String,

@@ -1,18 +1,15 @@
 //! The device-wide primitives against CPU computations on random input.
 
-use gpu_waterz_runtime::ops::primitives::{
-    compact_indices, digit_shifts, exclusive_scan, radix_sort_pairs, reduce_by_key,
-};
-use gpu_waterz_runtime::testing::gpu_or_skip;
+use gpu_waterz_runtime::primitives::{compact_indices, digit_shifts, exclusive_scan, radix_sort_pairs, reduce_by_key};
+use gpu_waterz_runtime::testing::gpu;
 use rand::{Rng, SeedableRng};
 
 const SIZES: &[usize] = &[1, 2, 255, 1024, 1025, 4097, 100_003, 1_048_577, 3_000_001];
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn exclusive_scan_matches_the_cpu() {
-    let Some(gpu) = gpu_or_skip("exclusive_scan_matches_the_cpu") else {
-        return;
-    };
+    let gpu = gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     for &n in SIZES {
         let host: Vec<u32> = (0..n).map(|_| rng.gen_range(0..1000)).collect();
@@ -29,10 +26,9 @@ fn exclusive_scan_matches_the_cpu() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn compaction_keeps_order() {
-    let Some(gpu) = gpu_or_skip("compaction_keeps_order") else {
-        return;
-    };
+    let gpu = gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
     for &n in SIZES {
         let flags: Vec<u32> = (0..n).map(|_| (rng.gen_range(0..10) == 0) as u32).collect();
@@ -46,10 +42,9 @@ fn compaction_keeps_order() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn radix_sort_is_stable_and_sorted_for_64_and_32_bit_keys() {
-    let Some(gpu) = gpu_or_skip("radix_sort_is_stable_and_sorted_for_64_and_32_bit_keys") else {
-        return;
-    };
+    let gpu = gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     for &n in SIZES {
         for (low, high) in [(32u32, 32u32), (32, 0), (12, 12)] {
@@ -86,10 +81,9 @@ fn radix_sort_is_stable_and_sorted_for_64_and_32_bit_keys() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn reduce_by_key_sums_runs_exactly() {
-    let Some(gpu) = gpu_or_skip("reduce_by_key_sums_runs_exactly") else {
-        return;
-    };
+    let gpu = gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
     for &n in SIZES {
         let mut keys: Vec<u64> = (0..n).map(|_| rng.gen_range(0..(n as u64 / 3 + 2))).collect();

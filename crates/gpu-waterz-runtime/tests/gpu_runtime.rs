@@ -1,6 +1,6 @@
 //! The runtime against a real GPU, and its clean failure without one.
 
-use gpu_waterz_runtime::{ops, testing::gpu_or_skip, Gpu, RuntimeError};
+use gpu_waterz_runtime::{primitives, testing::gpu, Gpu, RuntimeError};
 use rand::{Rng, SeedableRng};
 
 #[test]
@@ -24,25 +24,23 @@ fn gpu_new_returns_a_clear_error_without_a_gpu() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn sum_u32_matches_the_cpu_on_random_input() {
-    let Some(gpu) = gpu_or_skip("sum_u32_matches_the_cpu_on_random_input") else {
-        return;
-    };
+    let gpu = gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     for &n in &[0usize, 1, 255, 256, 257, 1000, 65_537, 1 << 20, 16_777_259] {
         let host: Vec<u32> = (0..n).map(|_| rng.gen()).collect();
         let expected: u64 = host.iter().map(|&v| v as u64).sum();
         let buffer = gpu.upload(&host).unwrap();
-        let got = ops::sum_u32(&gpu, &buffer).unwrap();
+        let got = primitives::sum_u32(&gpu, &buffer).unwrap();
         assert_eq!(got, expected, "n = {n}");
     }
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn too_little_memory_is_a_clear_error_not_a_panic() {
-    let Some(gpu) = gpu_or_skip("too_little_memory_is_a_clear_error_not_a_panic") else {
-        return;
-    };
+    let gpu = gpu();
     let (free, total) = gpu.memory_info().unwrap();
     let e = gpu.check_free_memory(total + 1, "a test volume").unwrap_err();
     assert!(matches!(e, RuntimeError::OutOfMemory { .. }), "{e}");
@@ -54,25 +52,26 @@ fn too_little_memory_is_a_clear_error_not_a_panic() {
     assert!(matches!(e, RuntimeError::OutOfMemory { .. }), "{e}");
     // The device still works afterwards.
     let ones = gpu.upload(&[1u32; 1000]).unwrap();
-    assert_eq!(ops::sum_u32(&gpu, &ones).unwrap(), 1000);
+    assert_eq!(primitives::sum_u32(&gpu, &ones).unwrap(), 1000);
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn borrowed_device_memory_is_checked_by_the_driver() {
-    let Some(gpu) = gpu_or_skip("borrowed_device_memory_is_checked_by_the_driver") else {
-        return;
-    };
-    let dims = gpu_waterz_abi::Dims3::new(2, 3, 4);
-    let owned = gpu.upload(&vec![0.5f32; 3 * 24]).unwrap();
-    let address = gpu.device_address(&owned);
-    let borrowed = gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, address, dims).unwrap();
+    let gpu = gpu();
+    let owned = gpu.upload(&vec![0.5f32; 72]).unwrap();
+    let address = owned.device_address();
+    // SAFETY: `owned` outlives the borrowed view, and nothing writes it.
+    let borrowed = unsafe { gpu.borrow_device_memory::<f32>(address, 72) }.unwrap();
+    assert_eq!(gpu.download(&borrowed).unwrap(), vec![0.5f32; 72]);
     drop(borrowed);
     // Dropping the view did not free the memory: the owner still reads it.
     assert_eq!(gpu.download(&owned).unwrap(), vec![0.5f32; 72]);
     // Past the allocation's end, misaligned, or not device memory: errors.
-    assert!(
-        gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, address, gpu_waterz_abi::Dims3::new(4, 3, 4)).is_err()
-    );
-    assert!(gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, address + 2, dims).is_err());
-    assert!(gpu_waterz_runtime::DeviceAffinities::borrow_f32(&gpu, 0x1000, dims).is_err());
+    // SAFETY: as above; these borrows are refused before any use.
+    assert!(unsafe { gpu.borrow_device_memory::<f32>(address, 144) }.is_err());
+    // SAFETY: as above.
+    assert!(unsafe { gpu.borrow_device_memory::<f32>(address + 2, 72) }.is_err());
+    // SAFETY: as above.
+    assert!(unsafe { gpu.borrow_device_memory::<f32>(0x1000, 72) }.is_err());
 }

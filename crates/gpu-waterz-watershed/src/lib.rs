@@ -3,6 +3,10 @@
 //! [`reference::watershed`] is the serial reference: a line-by-line port of
 //! waterz's `basic_watershed.hpp` that gives the same labels as stock waterz
 //! (not only the same partition), ties and plateaus included.
+//! [`gpu::watershed`] gives the same labels on the GPU; its kernels are
+//! launched only from the private `gpu::launch` module, the one place in
+//! this crate where `unsafe` code is allowed.
+#![deny(unsafe_code)]
 
 pub mod gpu;
 pub mod reference;
@@ -11,6 +15,7 @@ pub use reference::{watershed, Fragments};
 
 /// Errors of the watershed stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WatershedError {
     /// Bad input.
     #[error(transparent)]

@@ -4,8 +4,9 @@
 
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
-use gpu_waterz_runtime::testing::gpu_or_skip;
-use gpu_waterz_runtime::{DeviceAffinities, Gpu};
+use gpu_waterz_runtime::testing::gpu;
+use gpu_waterz_runtime::Gpu;
+use gpu_waterz_watershed::gpu::{DeviceAffinities, DeviceFragments};
 use gpu_waterz_watershed::{gpu, reference};
 use ndarray::Array4;
 
@@ -17,7 +18,7 @@ fn check(gpu_ctx: &Gpu, affs: &Array4<f32>, params: WatershedParams, what: &str)
     let dims = graph.dims();
     let device = DeviceAffinities::upload_f32(gpu_ctx, affs.as_slice().unwrap(), dims).unwrap();
     let got = gpu::watershed(gpu_ctx, &device, params).unwrap();
-    assert_eq!(got.n_fragments, expected.n_fragments, "{what}: fragment count");
+    assert_eq!(got.n_fragments(), expected.n_fragments, "{what}: fragment count");
     let labels = got.download(gpu_ctx).unwrap();
     if labels != expected.labels {
         let first = labels.iter().zip(expected.labels.iter()).position(|(a, b)| a != b).unwrap();
@@ -30,10 +31,9 @@ fn check(gpu_ctx: &Gpu, affs: &Array4<f32>, params: WatershedParams, what: &str)
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn random_float_volumes() {
-    let Some(g) = gpu_or_skip("random_float_volumes") else {
-        return;
-    };
+    let g = gpu();
     for seed in 0..40u64 {
         let shape = (1 + (seed % 7) as usize, 1 + (seed * 3 % 11) as usize, 1 + (seed * 5 % 13) as usize);
         check(&g, &random_affinities(seed, shape), PARAMS, &format!("random seed {seed} {shape:?}"));
@@ -42,10 +42,9 @@ fn random_float_volumes() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn quantized_volumes_with_ties_and_plateaus() {
-    let Some(g) = gpu_or_skip("quantized_volumes_with_ties_and_plateaus") else {
-        return;
-    };
+    let g = gpu();
     for seed in 0..40u64 {
         let levels = [1u32, 2, 3, 5, 255][seed as usize % 5];
         let shape = (1 + (seed % 6) as usize, 2 + (seed * 7 % 12) as usize, 2 + (seed * 3 % 14) as usize);
@@ -62,10 +61,9 @@ fn quantized_volumes_with_ties_and_plateaus() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn uint8_input_equals_its_float_meaning() {
-    let Some(g) = gpu_or_skip("uint8_input_equals_its_float_meaning") else {
-        return;
-    };
+    let g = gpu();
     let q = quantized_affinities(11, (16, 32, 32), 255);
     let k: Vec<u8> = q.iter().map(|&v| (v * 255.0).round() as u8).collect();
     let as_f32 = Array4::from_shape_vec(q.dim(), k.iter().map(|&k| k as f32 / 255.0).collect()).unwrap();
@@ -77,10 +75,9 @@ fn uint8_input_equals_its_float_meaning() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn cell_like_and_above_high_volumes() {
-    let Some(g) = gpu_or_skip("cell_like_and_above_high_volumes") else {
-        return;
-    };
+    let g = gpu();
     for seed in 0..6u64 {
         let labels = cell_labels(seed, (16, 48, 48), 20);
         check(&g, &cell_affinities(seed, &labels, 0.3), PARAMS, &format!("cells seed {seed}"));
@@ -96,13 +93,12 @@ fn cell_like_and_above_high_volumes() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn components_that_span_many_tiles() {
     // The components stage joins tiles of 8 x 8 x 32 voxels in shared
     // memory, then along their faces: plateaus and cells that cross many
     // tiles, and extents that are not multiples of the tile.
-    let Some(g) = gpu_or_skip("components_that_span_many_tiles") else {
-        return;
-    };
+    let g = gpu();
     check(&g, &Array4::ones((3, 19, 41, 100)), PARAMS, "one plateau across tiles");
     let labels = cell_labels(3, (17, 9, 130), 6);
     check(&g, &cell_affinities(3, &labels, 0.3), PARAMS, "few long cells 17x9x130");
@@ -114,15 +110,65 @@ fn components_that_span_many_tiles() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn reruns_are_byte_identical() {
-    let Some(g) = gpu_or_skip("reruns_are_byte_identical") else {
-        return;
-    };
+    let g = gpu();
     let a = quantized_affinities(3, (48, 64, 64), 4);
     let graph = AffinityGraph::from_f32(a.view()).unwrap();
     let device = DeviceAffinities::upload_f32(&g, a.as_slice().unwrap(), graph.dims()).unwrap();
-    let first = g.download(&gpu::watershed(&g, &device, PARAMS).unwrap().labels).unwrap();
+    let first = g.download(gpu::watershed(&g, &device, PARAMS).unwrap().labels()).unwrap();
     for _ in 0..4 {
-        assert_eq!(g.download(&gpu::watershed(&g, &device, PARAMS).unwrap().labels).unwrap(), first);
+        assert_eq!(g.download(gpu::watershed(&g, &device, PARAMS).unwrap().labels()).unwrap(), first);
     }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn thresholds_that_mark_outside_faces_are_rejected() {
+    // With low >= high, faces outside the volume (which count as low) would
+    // be marked and followed out of the volume.
+    let g = gpu();
+    let a = random_affinities(2, (4, 5, 6));
+    let graph = AffinityGraph::from_f32(a.view()).unwrap();
+    let device = DeviceAffinities::upload_f32(&g, a.as_slice().unwrap(), graph.dims()).unwrap();
+    for (low, high) in [(0.5, 0.5), (0.6, 0.4), (0.0, -1.0)] {
+        let params = WatershedParams { aff_threshold_low: low, aff_threshold_high: high };
+        let e = gpu::watershed(&g, &device, params).unwrap_err().to_string();
+        assert!(e.contains("aff_threshold_low must be smaller"), "{e}");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn nan_affinities_never_give_labels_above_the_fragment_count() {
+    // A NaN first face makes a voxel background while its neighbours may
+    // still point at it; the labels of such components must stay in range.
+    let g = gpu();
+    let mut a = quantized_affinities(21, (12, 20, 40), 3);
+    for (k, v) in a.iter_mut().enumerate() {
+        if k % 7 == 0 {
+            *v = f32::NAN;
+        }
+    }
+    let graph_dims = gpu_waterz_core::Dims3::new(12, 20, 40);
+    let device = DeviceAffinities::upload_f32(&g, a.as_slice().unwrap(), graph_dims).unwrap();
+    let fragments = gpu::watershed(&g, &device, PARAMS).unwrap();
+    let labels = g.download(fragments.labels()).unwrap();
+    let max = labels.iter().copied().max().unwrap() as u64;
+    assert!(max <= fragments.n_fragments(), "label {max} above {} fragments", fragments.n_fragments());
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn fragments_from_user_labels_are_checked() {
+    let g = gpu();
+    let dims = gpu_waterz_core::Dims3::new(2, 3, 4);
+    let labels: Vec<u32> = (0..24).map(|i| i % 5).collect();
+    let ok = DeviceFragments::from_labels(&g, g.upload(&labels).unwrap(), dims, 4).unwrap();
+    assert_eq!((ok.n_fragments(), ok.dims(), ok.plateau_levels()), (4, dims, 0));
+    assert_eq!(g.download(&ok.into_labels()).unwrap(), labels);
+    let e = DeviceFragments::from_labels(&g, g.upload(&labels).unwrap(), dims, 3).unwrap_err().to_string();
+    assert!(e.contains("label 4"), "{e}");
+    let e = DeviceFragments::from_labels(&g, g.upload(&labels[..23]).unwrap(), dims, 4).unwrap_err().to_string();
+    assert!(e.contains("23 labels"), "{e}");
 }

@@ -1,41 +1,20 @@
-//! The GPU pipeline: watershed, region graph and ParHAC on the device.
+//! The GPU engine: watershed, region graph and ParHAC on the device.
 //!
-//! The affinities are uploaded once (or are already on the device, see
-//! [`Agglomeration::new`]); fragments, the region graph and the merge
-//! forest stay there; only the segmentations asked for come back
-//! ([`Agglomeration::next_threshold`]), or stay on the device too
-//! ([`Agglomeration::next_threshold_on_device`]).
-//!
-//! Scores use exact integer statistics (the reference's
-//! [`Arithmetic::Exact`](gpu_waterz_core::Arithmetic::Exact) mode); at
-//! ε = 0 (the default) ParHAC merges exactly as waterz's serial order on
-//! tie-free input.
-//!
-//! ```no_run
-//! use gpu_waterz::cpu::Options;
-//! use gpu_waterz::gpu::Agglomeration;
-//! use gpu_waterz_core::AffinityGraph;
-//! use gpu_waterz_runtime::Gpu;
-//! use ndarray::Array4;
-//!
-//! let gpu = Gpu::new(0)?;
-//! let affs = Array4::<f32>::from_elem((3, 16, 64, 64), 0.5);
-//! let affs = AffinityGraph::from_f32(affs.view())?;
-//! let mut run = Agglomeration::from_host(&gpu, &affs, None, None, &Options::new(&[0.3, 0.5])?, 0.0)?;
-//! while let Some(result) = run.next_threshold()? {
-//!     println!("{}: {} voxels", result.threshold, result.segmentation.len());
-//! }
-//! # Ok::<(), gpu_waterz::Error>(())
-//! ```
+//! The affinities are uploaded once (or are already on the device);
+//! fragments, the region graph and the merge forest stay there; only the
+//! segmentations asked for come back, or stay on the device too. Scores use
+//! exact integer statistics; at ε = 0 ParHAC merges exactly as waterz's
+//! serial order on tie-free input.
 
-use crate::cpu::{Options, StageTimings, ThresholdResult};
-use crate::Error;
-use gpu_waterz_core::{check_volume_shape, AffinityGraph, AffinityValues, Dims3, ScoringFunction};
+use crate::result::{DeviceThresholdResult, StageTimings, ThresholdResult};
+use crate::{Config, Error, Merge, Result, ScoredEdge};
+use gpu_waterz_core::params::check_watershed_thresholds;
+use gpu_waterz_core::{check_volume_shape, AffinityGraph, AffinityValues, Dims3};
 use gpu_waterz_graph::DenseLabels;
 use gpu_waterz_parhac::gpu::{GpuParhac, GpuRoundInfo};
-use gpu_waterz_parhac::{Merge, ScoredEdge};
-use gpu_waterz_runtime::{DeviceAffinities, DeviceBuffer, Gpu};
-use ndarray::{Array3, ArrayView3, ArrayView4};
+use gpu_waterz_runtime::{DeviceBuffer, Gpu};
+use gpu_waterz_watershed::gpu::{DeviceAffinities, DeviceFragments};
+use ndarray::{Array3, ArrayView4};
 use std::time::Instant;
 
 /// Device bytes per voxel that the watershed and the region graph need
@@ -53,32 +32,20 @@ pub fn bytes_needed(n_voxels: u64, affinity_bytes: u64) -> u64 {
 /// The merge history and the region graph of one threshold, when asked for.
 type Extras = (Option<Vec<Merge>>, Option<Vec<ScoredEdge>>);
 
-/// One threshold's result with the segmentation still on the device.
-#[derive(Debug)]
-pub struct DeviceThresholdResult {
-    /// The threshold.
-    pub threshold: f64,
-    /// One uint64 id per voxel, C order; 0 is background.
-    pub segmentation: DeviceBuffer<u64>,
-    /// The merges since the previous threshold, when asked for.
-    pub merge_history: Option<Vec<Merge>>,
-    /// The remaining region graph, when asked for.
-    pub region_graph: Option<Vec<ScoredEdge>>,
-}
-
 /// waterz's agglomeration on the GPU, one threshold at a time.
-pub struct Agglomeration<'g> {
-    gpu: &'g Gpu,
-    options: Options,
-    fragments: DeviceBuffer<u32>,
+pub(crate) struct GpuEngine {
+    gpu: Gpu,
+    thresholds: Vec<f64>,
+    merge_history: bool,
+    want_region_graph: bool,
+    fragments: DeviceFragments,
     dims: Dims3,
     /// Dense id to user fragment id, when the user gave fragments.
     original: Option<Vec<u64>>,
-    parhac: GpuParhac<'g>,
+    parhac: GpuParhac,
     ground_truth: Option<Array3<u64>>,
     next: usize,
     timings: StageTimings,
-    n_fragments: u64,
     n_edges: u64,
 }
 
@@ -94,38 +61,11 @@ fn contiguous<'a, T: Copy>(v: &'a ArrayView4<'_, T>) -> std::borrow::Cow<'a, [T]
     }
 }
 
-/// Checks what the GPU backend supports, before anything is uploaded.
-fn check_options(options: &Options, epsilon: f64) -> Result<(), Error> {
-    if !epsilon.is_finite() || epsilon < 0.0 {
-        return Err(gpu_waterz_core::CoreError::Epsilon(epsilon).into());
-    }
-    if options.scoring != ScoringFunction::MeanAffinity {
-        return Err(Error::Unsupported(format!(
-            "the GPU backend scores edges by their mean affinity only, not {}; use the CPU backend for other scoring functions",
-            options.scoring.waterz_name()
-        )));
-    }
-    if options.discretize_queue != 0 {
-        return Err(Error::Unsupported(
-            "discretize_queue selects waterz's binned serial queue; the GPU backend merges exactly in parallel rounds (leave it 0, or use the CPU backend)".into(),
-        ));
-    }
-    Ok(())
-}
-
-impl<'g> Agglomeration<'g> {
-    /// Uploads host affinities, then runs [`Agglomeration::new`]. Fails
-    /// before any allocation when the device's free memory is short of
+impl GpuEngine {
+    /// Uploads host affinities, then runs [`GpuEngine::new`]. Fails before
+    /// any allocation when the device's free memory is short of
     /// [`bytes_needed`].
-    pub fn from_host(
-        gpu: &'g Gpu,
-        affs: &AffinityGraph<'_>,
-        fragments: Option<ArrayView3<'_, u64>>,
-        ground_truth: Option<Array3<u64>>,
-        options: &Options,
-        epsilon: f64,
-    ) -> Result<Self, Error> {
-        check_options(options, epsilon)?;
+    pub(crate) fn from_host(gpu: &Gpu, affs: &AffinityGraph<'_>, config: Config, thresholds: Vec<f64>) -> Result<Self> {
         let dims = affs.dims();
         let n = affs.n_voxels();
         let affinity_bytes = match affs.values() {
@@ -137,77 +77,71 @@ impl<'g> Agglomeration<'g> {
             AffinityValues::F32(v) => DeviceAffinities::upload_f32(gpu, &contiguous(v), dims)?,
             AffinityValues::U8(v) => DeviceAffinities::upload_u8(gpu, &contiguous(v), dims)?,
         };
-        Self::new(gpu, &device, fragments, ground_truth, options, epsilon)
+        Self::new(gpu, &device, config, thresholds)
     }
 
-    /// Runs the watershed (or takes `fragments`) and builds the region
-    /// graph of affinities already on the device; merging starts with the
-    /// first threshold. The affinities may be dropped afterwards.
-    pub fn new(
-        gpu: &'g Gpu,
-        affs: &DeviceAffinities,
-        fragments: Option<ArrayView3<'_, u64>>,
-        ground_truth: Option<Array3<u64>>,
-        options: &Options,
-        epsilon: f64,
-    ) -> Result<Self, Error> {
-        check_options(options, epsilon)?;
+    /// Runs the watershed (or takes the configured fragments) and builds
+    /// the region graph of affinities on the device; merging starts with
+    /// the first threshold. The affinities may be dropped afterwards.
+    pub(crate) fn new(gpu: &Gpu, affs: &DeviceAffinities, config: Config, thresholds: Vec<f64>) -> Result<Self> {
         let dims = affs.dims();
         let n = affs.n_voxels();
-        if let Some(f) = &fragments {
+        if let Some(f) = &config.fragments {
             check_volume_shape("fragments", f.shape(), dims)?;
         }
-        if let Some(g) = &ground_truth {
+        if let Some(g) = &config.ground_truth {
             check_volume_shape("ground truth", g.shape(), dims)?;
         }
         gpu.check_free_memory(bytes_needed(n, 0), &format!("decoding {n} voxels on the GPU"))?;
         let mut timings = StageTimings::default();
         let t = Instant::now();
-        let (labels, n_fragments, original) = match fragments {
+        let (fragments, original) = match &config.fragments {
             None => {
-                let f = gpu_waterz_watershed::gpu::watershed(gpu, affs, options.watershed)?;
-                (f.labels, f.n_fragments, None)
+                let params = check_watershed_thresholds(config.aff_threshold_low, config.aff_threshold_high)?;
+                (gpu_waterz_watershed::gpu::watershed(gpu, affs, params)?, None)
             }
             Some(f) => {
-                let dense = DenseLabels::new(f);
+                let dense = DenseLabels::new(f.view());
                 let n_fragments = dense.n_nodes() - 1;
                 if n_fragments >= u32::MAX as u64 {
-                    return Err(Error::Unsupported(format!(
+                    return Err(Error::unsupported(format!(
                         "the GPU backend takes fewer than 2^32 - 1 fragments, not {n_fragments}"
                     )));
                 }
                 let ids: Vec<u32> = dense.dense.iter().map(|&d| d as u32).collect();
-                (gpu.upload(&ids)?, n_fragments, Some(dense.original))
+                let labels = DeviceFragments::from_labels(gpu, gpu.upload(&ids)?, dims, n_fragments)?;
+                (labels, Some(dense.original))
             }
         };
         gpu.synchronize()?;
         timings.watershed_s = if original.is_none() { secs(t) } else { 0.0 };
         let t = Instant::now();
-        let graph = gpu_waterz_graph::gpu::region_graph(gpu, affs, &labels, n_fragments)?;
-        let n_edges = graph.n_edges;
-        let parhac = GpuParhac::new(gpu, graph, n_fragments + 1, epsilon, options.merge_history)?;
+        let edges = gpu_waterz_graph::gpu::region_graph(gpu, affs, &fragments)?;
+        let n_edges = edges.n_edges();
+        let parhac = GpuParhac::new(gpu, edges, config.epsilon, config.merge_history)?;
         gpu.synchronize()?;
         timings.region_graph_s = secs(t);
-        tracing::debug!(n_fragments, n_edges, "GPU region graph ready");
+        tracing::debug!(n_fragments = fragments.n_fragments(), n_edges, "GPU region graph ready");
         Ok(Self {
-            gpu,
-            options: options.clone(),
-            fragments: labels,
+            gpu: gpu.clone(),
+            thresholds,
+            merge_history: config.merge_history,
+            want_region_graph: config.region_graph,
+            fragments,
             dims,
             original,
             parhac,
-            ground_truth,
+            ground_truth: config.ground_truth,
             next: 0,
             timings,
-            n_fragments,
             n_edges,
         })
     }
 
     /// Merges up to the next threshold; returns it and where its merges
     /// start in the history, or `None` after the last threshold.
-    fn advance(&mut self) -> Result<Option<(f64, u64)>, Error> {
-        let Some(&threshold) = self.options.thresholds.values().get(self.next) else {
+    fn advance(&mut self) -> Result<Option<(f64, u64)>> {
+        let Some(&threshold) = self.thresholds.get(self.next) else {
             return Ok(None);
         };
         self.next += 1;
@@ -222,6 +156,10 @@ impl<'g> Agglomeration<'g> {
         self.dims.z * self.dims.y * self.dims.x
     }
 
+    fn shape(&self) -> (usize, usize, usize) {
+        (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize)
+    }
+
     /// A fragment or region id as the caller knows it.
     fn original_id(&self, id: u64) -> u64 {
         self.original.as_ref().map_or(id, |o| o[id as usize])
@@ -229,15 +167,15 @@ impl<'g> Agglomeration<'g> {
 
     /// The merge history since `history_start` and the region graph, when
     /// asked for, in the caller's ids.
-    fn extras(&self, history_start: u64) -> Result<Extras, Error> {
+    fn extras(&self, history_start: u64) -> Result<Extras> {
         let map = |id: u64| self.original_id(id);
-        let merge_history = if self.options.merge_history {
+        let merge_history = if self.merge_history {
             let merges = self.parhac.history_since(history_start)?;
             Some(merges.into_iter().map(|m| Merge { a: map(m.a), b: map(m.b), c: map(m.c), score: m.score }).collect())
         } else {
             None
         };
-        let region_graph = if self.options.region_graph {
+        let region_graph = if self.want_region_graph {
             let edges = self.parhac.region_graph()?;
             Some(edges.into_iter().map(|e| ScoredEdge { u: map(e.u), v: map(e.v), score: e.score }).collect())
         } else {
@@ -248,22 +186,20 @@ impl<'g> Agglomeration<'g> {
 
     /// Merges up to the next threshold; returns it and its segmentation as
     /// dense u32 region ids (C order) on the device, or `None` after the
-    /// last. With user fragments the ids are dense fragment ids, not the
-    /// user's (see [`Agglomeration::next_threshold_device`]).
-    pub fn next_threshold_on_device(&mut self) -> Result<Option<(f64, DeviceBuffer<u32>)>, Error> {
+    /// last. With user fragments the ids are dense fragment ids.
+    pub(crate) fn next_threshold_dense(&mut self) -> Result<Option<(f64, DeviceBuffer<u32>)>> {
         let Some((threshold, _)) = self.advance()? else {
             return Ok(None);
         };
         let t = Instant::now();
-        let segmentation = self.parhac.segmentation(&self.fragments, self.n_voxels())?;
+        let segmentation = self.parhac.segmentation(&self.fragments)?;
         self.timings.extraction_s += secs(t);
         Ok(Some((threshold, segmentation)))
     }
 
     /// Merges up to the next threshold; returns its result with the
-    /// segmentation left on the device, as waterz's uint64 ids (the user's
-    /// fragment ids when fragments were given), or `None` after the last.
-    pub fn next_threshold_device(&mut self) -> Result<Option<DeviceThresholdResult>, Error> {
+    /// segmentation left on the device, as waterz's uint64 ids.
+    pub(crate) fn next_threshold_device(&mut self) -> Result<Option<DeviceThresholdResult>> {
         let Some((threshold, history_start)) = self.advance()? else {
             return Ok(None);
         };
@@ -271,34 +207,38 @@ impl<'g> Agglomeration<'g> {
         let roots = self.gpu.download(&self.parhac.roots()?)?;
         let table: Vec<u64> = roots.iter().map(|&r| self.original_id(r as u64)).collect();
         let table = self.gpu.upload(&table)?;
-        let segmentation =
-            gpu_waterz_runtime::ops::parhac::segment_u64(self.gpu, &self.fragments, self.n_voxels(), &table)?;
+        let segmentation = gpu_waterz_parhac::gpu::segment_u64(&self.gpu, &self.fragments, &table)?;
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
-        Ok(Some(DeviceThresholdResult { threshold, segmentation, merge_history, region_graph }))
+        // Metrics need the volume on the host; only then is it copied.
+        let metrics = if self.ground_truth.is_some() {
+            let host = self.download(&segmentation)?;
+            self.evaluate(&host)?
+        } else {
+            None
+        };
+        Ok(Some(DeviceThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
-    /// Merges up to the next threshold and returns its result, downloaded
-    /// (as the CPU backend's), or `None` after the last threshold.
-    pub fn next_threshold(&mut self) -> Result<Option<ThresholdResult>, Error> {
+    /// Merges up to the next threshold and returns its result, downloaded.
+    pub(crate) fn next_threshold(&mut self) -> Result<Option<ThresholdResult>> {
         let Some((threshold, history_start)) = self.advance()? else {
             return Ok(None);
         };
         let t = Instant::now();
-        let labels = self.gpu.download(&self.parhac.segmentation(&self.fragments, self.n_voxels())?)?;
+        let labels = self.gpu.download(&self.parhac.segmentation(&self.fragments)?)?;
         let n = self.n_voxels() as usize;
         let values: Vec<u64> = labels[..n].iter().map(|&l| self.original_id(l as u64)).collect();
-        let shape = (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize);
-        let segmentation = Array3::from_shape_vec(shape, values).expect("one label per voxel");
+        let segmentation = Array3::from_shape_vec(self.shape(), values).expect("one label per voxel");
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
         let metrics = self.evaluate(&segmentation)?;
         Ok(Some(ThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
-    /// waterz's metrics of `segmentation` against the ground truth given at
-    /// the start (`None` without one), computed on the host.
-    pub fn evaluate(&mut self, segmentation: &Array3<u64>) -> Result<Option<gpu_waterz_eval::Metrics>, Error> {
+    /// waterz's metrics of `segmentation` against the configured ground
+    /// truth (`None` without one), computed on the host.
+    fn evaluate(&mut self, segmentation: &Array3<u64>) -> Result<Option<gpu_waterz_eval::Metrics>> {
         let t = Instant::now();
         let metrics = match &self.ground_truth {
             Some(gt) => Some(gpu_waterz_eval::evaluate(segmentation.view(), gt.view())?),
@@ -308,41 +248,34 @@ impl<'g> Agglomeration<'g> {
         Ok(metrics)
     }
 
-    /// Whether a ground truth was given at the start.
-    pub fn has_ground_truth(&self) -> bool {
-        self.ground_truth.is_some()
-    }
-
     /// Downloads a device segmentation as a host volume.
-    pub fn download(&self, segmentation: &DeviceBuffer<u64>) -> Result<Array3<u64>, Error> {
+    pub(crate) fn download(&self, segmentation: &DeviceBuffer<u64>) -> Result<Array3<u64>> {
         let mut values = self.gpu.download(segmentation)?;
         values.truncate(self.n_voxels() as usize);
-        let shape = (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize);
-        Ok(Array3::from_shape_vec(shape, values).expect("one label per voxel"))
+        Ok(Array3::from_shape_vec(self.shape(), values).expect("one label per voxel"))
     }
 
-    /// Time spent so far, per stage.
-    pub fn timings(&self) -> &StageTimings {
+    pub(crate) fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    pub(crate) fn timings(&self) -> &StageTimings {
         &self.timings
     }
 
-    /// The ParHAC rounds run so far.
-    pub fn rounds(&self) -> &[GpuRoundInfo] {
+    pub(crate) fn rounds(&self) -> &[GpuRoundInfo] {
         self.parhac.rounds()
     }
 
-    /// The compactions of ParHAC's edge slots so far.
-    pub fn n_compactions(&self) -> u64 {
+    pub(crate) fn n_compactions(&self) -> u64 {
         self.parhac.n_compactions()
     }
 
-    /// The number of fragments.
-    pub fn n_fragments(&self) -> u64 {
-        self.n_fragments
+    pub(crate) fn n_fragments(&self) -> u64 {
+        self.fragments.n_fragments()
     }
 
-    /// The number of region-graph edges before merging.
-    pub fn n_edges(&self) -> u64 {
+    pub(crate) fn n_edges(&self) -> u64 {
         self.n_edges
     }
 }

@@ -3,20 +3,19 @@
 //! graph (ties included); on tie-free volumes its segmentations equal the
 //! reference's serial order in exact arithmetic, label for label; on the
 //! real volumes (8-bit data, exact ties) the VOI to stock waterz's order is
-//! measured and bounded. Skipped visibly without a GPU or data.
+//! measured and bounded. GPU tests: ignored without `--include-ignored`.
 
 mod common;
 
 use common::data_file;
-use gpu_waterz::cpu::{Agglomeration as CpuRun, Options};
-use gpu_waterz::gpu::Agglomeration as GpuRun;
-use gpu_waterz::io::{read_hdf5, Volume};
+use gpu_waterz::{Agglomeration, Backend, Config, ErrorKind};
+use gpu_waterz_cli::io::{read_hdf5, Volume};
 use gpu_waterz_core::affinities::from_inside_probability;
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels};
 use gpu_waterz_core::{AffinityGraph, Arithmetic, ScoringFunction, WatershedParams};
 use gpu_waterz_graph::{region_graph, DenseLabels};
 use gpu_waterz_parhac::cpu::{Edge, Parhac};
-use gpu_waterz_runtime::testing::gpu_or_skip;
+use gpu_waterz_runtime::testing::gpu;
 use gpu_waterz_runtime::Gpu;
 use ndarray::{Array3, Array4, Ix3, Ix4};
 use std::io::Write;
@@ -24,12 +23,14 @@ use std::io::Write;
 const THRESHOLDS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
 const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
 
-fn options(history: bool) -> Options {
-    let mut o = Options::new(&THRESHOLDS).unwrap();
-    o.arithmetic = Arithmetic::Exact;
-    o.merge_history = history;
-    o.region_graph = history;
-    o
+/// The thresholds, exact arithmetic, history and graph when asked for.
+fn config(history: bool) -> Config {
+    Config::new(&THRESHOLDS).arithmetic(Arithmetic::Exact).merge_history(history).region_graph(history)
+}
+
+/// `config` on the GPU `g`.
+fn on_gpu(g: &Gpu, config: Config) -> Config {
+    config.backend(Backend::Gpu(g.clone()))
 }
 
 /// The GPU pipeline against the CPU ParHAC on the reference's fragments and
@@ -43,7 +44,7 @@ fn against_cpu_parhac(g: &Gpu, affs: &Array4<f32>, epsilon: f64, what: &str) -> 
     let edges: Vec<Edge> =
         rg.edges.iter().zip(rg.contact_stats()).map(|(&[u, v], stats)| Edge { u, v, stats }).collect();
     let mut cpu = Parhac::new(rg.n_nodes, edges, epsilon).unwrap();
-    let mut gpu = GpuRun::from_host(g, &graph, None, None, &options(true), epsilon).unwrap();
+    let mut gpu = Agglomeration::new(&graph, on_gpu(g, config(true)).epsilon(epsilon)).unwrap();
     let mut segmentations = Vec::new();
     for t in THRESHOLDS {
         let got = gpu.next_threshold().unwrap().unwrap();
@@ -63,23 +64,22 @@ fn against_cpu_parhac(g: &Gpu, affs: &Array4<f32>, epsilon: f64, what: &str) -> 
         std::io::stderr(),
         "{what}, ε {epsilon}: {} fragments, {} edges, {} GPU rounds: GPU = CPU ParHAC at {THRESHOLDS:?}",
         gpu.n_fragments(),
-        gpu.n_edges(),
-        gpu.rounds().len()
+        gpu.gpu_stats().unwrap().n_edges,
+        gpu.gpu_stats().unwrap().rounds.len()
     );
     segmentations
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn tie_free_volumes_equal_the_serial_reference() {
-    let Some(g) = gpu_or_skip("tie_free_volumes_equal_the_serial_reference") else {
-        return;
-    };
+    let g = gpu();
     for seed in 0..3 {
         let labels = cell_labels(seed, (16, 64, 64), 30);
         let affs = cell_affinities(seed, &labels, 0.3);
         let gpu_segs = against_cpu_parhac(&g, &affs, 0.0, &format!("cells seed {seed}"));
         let graph = AffinityGraph::from_f32(affs.view()).unwrap();
-        let mut serial = CpuRun::new(&graph, None, None, &options(false)).unwrap();
+        let mut serial = Agglomeration::new(&graph, config(false).backend(Backend::Cpu)).unwrap();
         for (t, seg) in THRESHOLDS.iter().zip(&gpu_segs) {
             let expected = serial.next_threshold().unwrap().unwrap();
             assert_eq!(seg, &expected.segmentation, "seed {seed}, threshold {t}: GPU = serial reference");
@@ -89,10 +89,9 @@ fn tie_free_volumes_equal_the_serial_reference() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn user_fragments_uint8_and_reruns() {
-    let Some(g) = gpu_or_skip("user_fragments_uint8_and_reruns") else {
-        return;
-    };
+    let g = gpu();
     let labels = cell_labels(4, (12, 48, 48), 25);
     let affs = cell_affinities(4, &labels, 0.3);
     let affs_u8 = affs.mapv(|v| (v * 255.0).round() as u8);
@@ -101,16 +100,20 @@ fn user_fragments_uint8_and_reruns() {
     let fragments = labels.mapv(|l| if l == 0 { 0 } else { 1000 + 7 * l as u64 });
     let gt = labels.mapv(u64::from);
     let run = |fragments: Option<&Array3<u64>>| {
-        let mut r =
-            GpuRun::from_host(&g, &graph, fragments.map(|f| f.view()), Some(gt.clone()), &options(true), 0.0).unwrap();
-        std::iter::from_fn(|| r.next_threshold().unwrap()).collect::<Vec<_>>()
+        let mut config = on_gpu(&g, config(true)).ground_truth(gt.clone());
+        if let Some(f) = fragments {
+            config = config.fragments(f.clone());
+        }
+        let r = Agglomeration::new(&graph, config).unwrap();
+        r.map(|r| r.unwrap()).collect::<Vec<_>>()
     };
     let first = run(Some(&fragments));
     for r in &first {
         assert!(r.segmentation.iter().all(|&l| l == 0 || (l >= 1000 && (l - 1000) % 7 == 0)), "ids are the user's");
         assert!(r.metrics.is_some());
     }
-    let mut cpu = CpuRun::new(&graph, Some(fragments.view()), Some(gt.clone()), &options(false)).unwrap();
+    let cpu_config = config(false).fragments(fragments.clone()).ground_truth(gt.clone()).backend(Backend::Cpu);
+    let mut cpu = Agglomeration::new(&graph, cpu_config).unwrap();
     let cpu_first = cpu.next_threshold().unwrap().unwrap();
     assert_eq!(first[0].segmentation, cpu_first.segmentation, "user fragments at 0.1");
     // Reruns, watershed included, give the same bytes.
@@ -125,21 +128,24 @@ fn user_fragments_uint8_and_reruns() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn unsupported_options_are_errors() {
-    let Some(g) = gpu_or_skip("unsupported_options_are_errors") else {
-        return;
-    };
+    let g = gpu();
     let affs = Array4::<f32>::from_elem((3, 2, 3, 4), 0.5);
     let graph = AffinityGraph::from_f32(affs.view()).unwrap();
-    let mut o = options(false);
-    o.scoring = ScoringFunction::MaxAffinity;
-    assert!(GpuRun::from_host(&g, &graph, None, None, &o, 0.0).is_err());
-    let mut o = options(false);
-    o.discretize_queue = 256;
-    assert!(GpuRun::from_host(&g, &graph, None, None, &o, 0.0).is_err());
-    assert!(GpuRun::from_host(&g, &graph, None, None, &options(false), -1.0).is_err());
+    let unsupported = |config: Config| Agglomeration::new(&graph, on_gpu(&g, config)).unwrap_err().kind();
+    assert_eq!(unsupported(config(false).scoring(ScoringFunction::MaxAffinity)), ErrorKind::Unsupported);
+    assert_eq!(unsupported(config(false).discretize_queue(256)), ErrorKind::Unsupported);
+    assert_eq!(unsupported(config(false).arithmetic(Arithmetic::Waterz)), ErrorKind::Unsupported);
+    assert_eq!(unsupported(config(false).epsilon(-1.0)), ErrorKind::InvalidInput);
     let bad_gt = Array3::<u64>::zeros((2, 3, 5));
-    assert!(GpuRun::from_host(&g, &graph, None, Some(bad_gt), &options(false), 0.0).is_err());
+    assert_eq!(unsupported(config(false).ground_truth(bad_gt)), ErrorKind::InvalidInput);
+    // Auto runs what the GPU cannot on the CPU, and says why.
+    let run = Agglomeration::new(&graph, config(false).scoring(ScoringFunction::MaxAffinity)).unwrap();
+    assert_eq!(run.backend(), gpu_waterz::BackendKind::Cpu);
+    assert!(run.backend_note().unwrap().contains("mean affinity"), "{:?}", run.backend_note());
+    // ... and takes the GPU otherwise.
+    assert_eq!(Agglomeration::new(&graph, config(false)).unwrap().backend(), gpu_waterz::BackendKind::Gpu);
 }
 
 fn f32_volume(v: Volume) -> ndarray::ArrayD<f32> {
@@ -150,32 +156,27 @@ fn f32_volume(v: Volume) -> ndarray::ArrayD<f32> {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn real_volumes_equal_the_cpu_parhac_and_stay_close_to_waterz() {
-    let Some(g) = gpu_or_skip("real_volumes_equal_the_cpu_parhac_and_stay_close_to_waterz") else {
-        return;
-    };
+    let g = gpu();
     let mut volumes: Vec<(String, Array4<f32>)> = Vec::new();
     for name in ["gala-em-train.h5", "gala-em-test.h5"] {
-        if let Some(path) = data_file(name) {
-            let p = f32_volume(read_hdf5(&path, "boundary_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
-            volumes.push((name.into(), from_inside_probability(&p.mapv(|v| 1.0 - v))));
-        }
+        let path = data_file(name);
+        let p = f32_volume(read_hdf5(&path, "boundary_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
+        volumes.push((name.into(), from_inside_probability(&p.mapv(|v| 1.0 - v))));
     }
-    if let Some(path) = data_file("snemi-mini.h5") {
-        let q = f32_volume(read_hdf5(&path, "inside_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
-        volumes.push(("snemi-mini".into(), from_inside_probability(&q)));
-    }
-    if let Some(path) = data_file("piriform-affinities.h5") {
-        let a = f32_volume(read_hdf5(&path, "affinities").unwrap()).into_dimensionality::<Ix4>().unwrap();
-        volumes.push(("piriform".into(), a.as_standard_layout().to_owned()));
-    }
+    let path = data_file("snemi-mini.h5");
+    let q = f32_volume(read_hdf5(&path, "inside_probability").unwrap()).into_dimensionality::<Ix3>().unwrap();
+    volumes.push(("snemi-mini".into(), from_inside_probability(&q)));
+    let path = data_file("piriform-affinities.h5");
+    let a = f32_volume(read_hdf5(&path, "affinities").unwrap()).into_dimensionality::<Ix4>().unwrap();
+    volumes.push(("piriform".into(), a.as_standard_layout().to_owned()));
     for (name, affs) in volumes {
         let gpu_segs = against_cpu_parhac(&g, &affs, 0.0, &name);
         // Stock waterz's order (the reference in waterz arithmetic).
         let graph = AffinityGraph::from_f32(affs.view()).unwrap();
-        let mut o = options(false);
-        o.arithmetic = Arithmetic::Waterz;
-        let mut waterz = CpuRun::new(&graph, None, None, &o).unwrap();
+        let waterz_order = config(false).arithmetic(Arithmetic::Waterz).backend(Backend::Cpu);
+        let mut waterz = Agglomeration::new(&graph, waterz_order).unwrap();
         let mut worst = 0.0f64;
         for seg in &gpu_segs {
             let w = waterz.next_threshold().unwrap().unwrap();

@@ -9,7 +9,7 @@
 mod common;
 
 use common::data_file;
-use gpu_waterz::io::{read_hdf5, Volume};
+use gpu_waterz_cli::io::{read_hdf5, Volume};
 use gpu_waterz_core::affinities::from_inside_probability;
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels};
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
@@ -65,16 +65,15 @@ fn f32_3d(v: Volume) -> Array3<f32> {
 #[test]
 fn epsilon_zero_equals_the_serial_order_on_real_volumes() {
     for name in ["gala-em-train.h5", "gala-em-test.h5"] {
-        let Some(path) = data_file(name) else { continue };
+        let path = data_file(name);
         let p = f32_3d(read_hdf5(&path, "boundary_probability").unwrap());
         let voi = compare(&from_inside_probability(&p.mapv(|v| 1.0 - v)), name);
         assert!(voi < 0.05, "{name}: ParHAC at ε = 0 is {voi} bits from the serial order");
     }
-    if let Some(path) = data_file("snemi-mini.h5") {
-        let q = f32_3d(read_hdf5(&path, "inside_probability").unwrap());
-        let voi = compare(&from_inside_probability(&q), "snemi-mini");
-        assert!(voi < 0.05, "snemi-mini: ParHAC at ε = 0 is {voi} bits from the serial order");
-    }
+    let path = data_file("snemi-mini.h5");
+    let q = f32_3d(read_hdf5(&path, "inside_probability").unwrap());
+    let voi = compare(&from_inside_probability(&q), "snemi-mini");
+    assert!(voi < 0.05, "snemi-mini: ParHAC at ε = 0 is {voi} bits from the serial order");
 }
 
 #[test]

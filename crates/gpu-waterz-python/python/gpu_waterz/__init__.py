@@ -20,7 +20,7 @@ __all__ = ["agglomerate", "evaluate", "CudaVolume"]
 CudaVolume = _native.CudaVolume
 
 _DEFAULT_SCORING = "OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>"
-_BACKENDS = ("gpu", "cpu")
+_BACKENDS = ("gpu", "cpu", "auto")
 
 
 def _affinities(affs):
@@ -121,7 +121,7 @@ def agglomerate(
 
             ParHAC's ε for the GPU backend's parallel merging.
 
-        backend: 'gpu' or 'cpu' (keyword only)
+        backend: 'gpu', 'cpu' or 'auto' (keyword only)
 
             'cpu' runs the exact CPU reference (stock waterz's results, bit
             for bit). 'gpu' runs the GPU pipeline: the same watershed, exact
@@ -130,7 +130,9 @@ def agglomerate(
             (torch, cupy, ``__cuda_array_interface__``) are read in place,
             and segmentations come back on the same device: int64 torch
             tensors, uint64 cupy arrays. numpy in gives numpy (uint64) out.
-            Without a GPU, 'gpu' raises RuntimeError.
+            Without a GPU, 'gpu' raises RuntimeError. 'auto' runs the GPU
+            pipeline when a GPU is usable and the settings are ones it
+            supports, else the CPU reference.
 
     Returns
     -------
@@ -153,7 +155,7 @@ def agglomerate(
         raise ValueError(f"discretize_queue must be 0 (no bins) or a number of bins of at most 65536, not {discretize_queue!r}")
     if epsilon is not None and not (np.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number >= 0, not {epsilon!r}")
-    cuda = _cuda_affinities(affs) if backend == "gpu" else None
+    cuda = _cuda_affinities(affs) if backend != "cpu" else None
     if cuda is None:
         affs_f32, affs_u8 = _affinities(affs)
         shape = (affs_f32 if affs_f32 is not None else affs_u8).shape[1:]
@@ -175,21 +177,17 @@ def agglomerate(
     distinct = sorted(set(np.float32(t).item() for t in wanted))
     common = (float(aff_threshold_low), float(aff_threshold_high), scoring_function, bins,
               bool(return_merge_history), bool(return_region_graph))
-    if backend == "cpu":
-        run = _native.cpu_agglomerate(affs_f32, affs_u8, distinct, gt, fragments, *common)
-        convert = None
+    if cuda is not None:
+        cuda["synchronize"]()
+        cuda_affs = (cuda["address"], cuda["dtype"], cuda["shape"])
+        ordinal = cuda["device"]
+        convert = cuda["convert"]
     else:
-        if cuda is not None:
-            cuda["synchronize"]()
-            cuda_affs = (cuda["address"], cuda["dtype"], cuda["shape"])
-            ordinal = cuda["device"]
-            convert = cuda["convert"]
-        else:
-            cuda_affs, ordinal, convert = None, 0, None
-        run = _native.gpu_agglomerate(
-            affs_f32, affs_u8, cuda_affs, ordinal, distinct, gt, fragments, *common,
-            0.0 if epsilon is None else float(epsilon),
-        )
+        cuda_affs, ordinal, convert = None, 0, None
+    run = _native.agglomerate(
+        affs_f32, affs_u8, cuda_affs, backend, ordinal, distinct, gt, fragments, *common,
+        0.0 if epsilon is None else float(epsilon),
+    )
     return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert)
 
 

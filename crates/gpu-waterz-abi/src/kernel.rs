@@ -1,0 +1,137 @@
+//! The kernels, named by an enum, and the trait that ties each kernel's
+//! `#[repr(C)]` argument struct to its name.
+//!
+//! Every kernel of `kernels-rs` takes exactly one argument, a struct defined
+//! in this crate (`SumU32Args`, `WsMaskF32Args`, ...), passed by value. The
+//! host launches a kernel by handing that struct to the runtime, which finds
+//! the kernel through [`KernelArgs::KERNEL`]: the argument list's order and
+//! types are checked by the compiler on both sides, and no kernel is named by
+//! a string outside this file.
+
+/// Defines [`Kernel`] from `Variant => "ptx_name"` pairs.
+macro_rules! kernels {
+    ($($variant:ident => $name:literal,)*) => {
+        /// Every kernel of `kernels-rs`, by the name of its PTX entry point.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u32)]
+        #[non_exhaustive]
+        pub enum Kernel {
+            $(
+                #[doc = concat!("The kernel `", $name, "`.")]
+                $variant,
+            )*
+        }
+
+        impl Kernel {
+            /// Every kernel, in the order of their indices.
+            pub const ALL: &'static [Kernel] = &[$(Kernel::$variant),*];
+
+            /// The PTX entry point's name.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Kernel::$variant => $name,)*
+                }
+            }
+
+            /// A dense index, `0..Kernel::ALL.len()`, for tables of loaded functions.
+            pub const fn index(self) -> usize {
+                self as usize
+            }
+        }
+    };
+}
+
+kernels! {
+    SumU32 => "sum_u32",
+    IotaU32 => "iota_u32",
+    ScanTileSums => "scan_tile_sums",
+    ScanTiles => "scan_tiles",
+    ScanChunksU64 => "scan_chunks_u64",
+    AddTileOffsetsU64 => "add_tile_offsets_u64",
+    CompactTiles => "compact_tiles",
+    RadixHistogram => "radix_histogram",
+    RadixScatter => "radix_scatter",
+    RunHeads => "run_heads",
+    ReduceRuns => "reduce_runs",
+    WsMaskF32 => "ws_mask_f32",
+    WsMaskU8 => "ws_mask_u8",
+    WsCornerCount => "ws_corner_count",
+    WsCornerCompact => "ws_corner_compact",
+    WsBfsInit => "ws_bfs_init",
+    WsBfsPropose => "ws_bfs_propose",
+    WsBfsClaim => "ws_bfs_claim",
+    WsBfsEmit => "ws_bfs_emit",
+    WsPlateauDirection => "ws_plateau_direction",
+    UfTileLocal => "uf_tile_local",
+    UfTileFaces => "uf_tile_faces",
+    WsFragmentCount => "ws_fragment_count",
+    WsFragmentNumber => "ws_fragment_number",
+    WsLabels => "ws_labels",
+    RgCountEntries => "rg_count_entries",
+    RgEmitEntries => "rg_emit_entries",
+    ReduceRunsPacked => "reduce_runs_packed",
+    PhResetEndpoints => "ph_reset_endpoints",
+    PhBestScore => "ph_best_score",
+    PhBestKey => "ph_best_key",
+    PhMatchMutual => "ph_match_mutual",
+    PhBestMean => "ph_best_mean",
+    PhEligible => "ph_eligible",
+    PhPreferredKey => "ph_preferred_key",
+    PhMatchPreferred => "ph_match_preferred",
+    PhHistory => "ph_history",
+    PhRelabelInsert => "ph_relabel_insert",
+    PhMatchContract => "ph_match_contract",
+    PhResolve => "ph_resolve",
+    PhClearTable => "ph_clear_table",
+    PhClassify => "ph_classify",
+    PhGatherEdges => "ph_gather_edges",
+    PhLiveFlags => "ph_live_flags",
+    PhFindRoots => "ph_find_roots",
+    PhSegment => "ph_segment",
+    PhSegmentU64 => "ph_segment_u64",
+    PhMarkEndpoints => "ph_mark_endpoints",
+    PhScatterIds => "ph_scatter_ids",
+    PhTranslateKeys => "ph_translate_keys",
+    PhCommit => "ph_commit",
+}
+
+/// A kernel's argument struct: `#[repr(C)]`, `Copy`, made of integers,
+/// floats, raw device pointers and other such structs, passed by value as
+/// the kernel's only parameter.
+///
+/// Implementors are `#[repr(C)]` and are the exact parameter type of the
+/// PTX entry point [`KernelArgs::KERNEL`] names, so that the bytes the host
+/// passes are the bytes the kernel reads. The runtime's launch is `unsafe`
+/// and relies on this; a test compares each struct's size with the
+/// parameter size that the committed PTX declares.
+pub trait KernelArgs: Copy + 'static {
+    /// The kernel that takes these arguments.
+    const KERNEL: Kernel;
+}
+
+/// Implements [`KernelArgs`] for argument structs: `impl_kernel_args!(Args => Variant, ...)`.
+#[macro_export]
+macro_rules! impl_kernel_args {
+    ($($args:ty => $variant:ident),* $(,)?) => {
+        $(
+            impl $crate::kernel::KernelArgs for $args {
+                const KERNEL: $crate::kernel::Kernel = $crate::kernel::Kernel::$variant;
+            }
+        )*
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kernel;
+
+    #[test]
+    fn names_are_unique_and_indices_dense() {
+        for (i, k) in Kernel::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i);
+            for other in &Kernel::ALL[..i] {
+                assert_ne!(k.name(), other.name());
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Launch constants, shared-memory layouts and argument structs of the
+//! device-wide primitives (scan, compaction, radix sort, reduce-by-key).
+
+/// Threads per block of the scan and compaction kernels.
+pub const SCAN_THREADS: u32 = 256;
+/// Consecutive elements per thread in the scan kernels.
+pub const SCAN_ITEMS: u32 = 4;
+/// Elements per scan tile (one block).
+pub const SCAN_TILE: u64 = (SCAN_THREADS * SCAN_ITEMS) as u64;
+/// Dynamic shared memory of a scan block: one u64 per thread.
+pub const SCAN_SHARED_BYTES: u32 = SCAN_THREADS * 8;
+
+/// Threads per block of the radix-sort kernels (8 warps).
+pub const SORT_THREADS: u32 = 256;
+/// Warps per radix-sort block.
+pub const SORT_WARPS: u32 = SORT_THREADS / 32;
+/// Elements per thread per tile in the radix-sort kernels.
+pub const SORT_ITEMS: u32 = 8;
+/// Elements per radix-sort tile (one block).
+pub const SORT_TILE: u64 = (SORT_THREADS * SORT_ITEMS) as u64;
+/// Bits per radix digit.
+pub const RADIX_BITS: u32 = 8;
+/// Digits per radix pass (equal to [`SORT_THREADS`]: one per thread).
+pub const RADIX: u32 = 1 << RADIX_BITS;
+/// Dynamic shared memory of `radix_histogram`: one u32 counter per digit.
+pub const RADIX_HISTOGRAM_SHARED_BYTES: u32 = RADIX * 4;
+/// Dynamic shared memory of `radix_scatter`: `[SORT_WARPS][RADIX]` u32 warp
+/// histograms, then `[RADIX]` u64 running offsets (8-aligned after them).
+pub const RADIX_SCATTER_SHARED_BYTES: u32 = SORT_WARPS * RADIX * 4 + RADIX * 8;
+
+const _: () = assert!(RADIX == SORT_THREADS, "radix_histogram gives each thread one digit");
+
+/// `iota_u32`: `out[i] = i` for `i < n`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct IotaU32Args {
+    /// `n` writable u32s.
+    pub out: *mut u32,
+    /// How many to write (at most 2^32).
+    pub n: u64,
+}
+
+/// `scan_tile_sums`: each tile's sum of `n` u32s.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ScanTileSumsArgs {
+    /// `n` u32s.
+    pub input: *const u32,
+    /// How many.
+    pub n: u64,
+    /// One u64 per tile of [`SCAN_TILE`].
+    pub tile_sums: *mut u64,
+}
+
+/// `scan_tiles`: the exclusive scan of `n` u32s given the scanned tile sums.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ScanTilesArgs {
+    /// `n` u32s.
+    pub input: *const u32,
+    /// How many.
+    pub n: u64,
+    /// One u64 per tile: the exclusive scan of the tile sums.
+    pub tile_offsets: *const u64,
+    /// `n` u64s: the exclusive prefix sums.
+    pub output: *mut u64,
+    /// One u64: the sum of all values.
+    pub total: *mut u64,
+}
+
+/// `scan_chunks_u64`: exclusive scan of each chunk of [`SCAN_TILE`] u64s in
+/// place, with each chunk's total.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ScanChunksU64Args {
+    /// `n` u64s, scanned in place per chunk.
+    pub values: *mut u64,
+    /// How many.
+    pub n: u64,
+    /// One u64 per chunk.
+    pub chunk_totals: *mut u64,
+}
+
+/// `add_tile_offsets_u64`: adds each tile's addend to its [`SCAN_TILE`] values.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AddTileOffsetsU64Args {
+    /// `n` u64s, updated in place.
+    pub values: *mut u64,
+    /// How many.
+    pub n: u64,
+    /// One u64 per tile.
+    pub addends: *const u64,
+}
+
+/// `compact_tiles`: the indices of the set flags, in order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CompactTilesArgs {
+    /// `n` u32s, each 0 or 1.
+    pub flags: *const u32,
+    /// How many.
+    pub n: u64,
+    /// One u64 per tile: the exclusive scan of the tiles' counts.
+    pub tile_offsets: *const u64,
+    /// One u32 per set flag.
+    pub out: *mut u32,
+}
+
+/// `radix_histogram`: digit counts of one radix pass, `hist[digit * n_tiles + tile]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RadixHistogramArgs {
+    /// `n` u64 keys.
+    pub keys: *const u64,
+    /// How many.
+    pub n: u64,
+    /// The digit's lowest bit.
+    pub shift: u32,
+    /// `RADIX * n_tiles` u32s.
+    pub hist: *mut u32,
+}
+
+/// `radix_scatter`: the stable scatter of one radix pass.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RadixScatterArgs {
+    /// `n` u64 keys.
+    pub keys_in: *const u64,
+    /// `n` u64 values.
+    pub values_in: *const u64,
+    /// How many.
+    pub n: u64,
+    /// The digit's lowest bit.
+    pub shift: u32,
+    /// `RADIX * n_tiles` u64s: the exclusive scan of the histogram.
+    pub offsets: *const u64,
+    /// `n` u64s.
+    pub keys_out: *mut u64,
+    /// `n` u64s.
+    pub values_out: *mut u64,
+}
+
+/// `run_heads`: `flags[i] = i == 0 || keys[i] != keys[i - 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RunHeadsArgs {
+    /// `n` sorted u64 keys.
+    pub keys: *const u64,
+    /// How many.
+    pub n: u64,
+    /// `n` u32s.
+    pub flags: *mut u32,
+}
+
+/// `reduce_runs` and `reduce_runs_packed`: reduce-by-key over sorted keys.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ReduceRunsArgs {
+    /// `n` sorted u64 keys.
+    pub keys: *const u64,
+    /// `n` u64 values (for `reduce_runs_packed`, `count << 40 | sum`).
+    pub values: *const u64,
+    /// How many.
+    pub n: u64,
+    /// `run_heads`'s flags.
+    pub flags: *const u32,
+    /// The exclusive scan of the flags.
+    pub run_offsets: *const u64,
+    /// One u64 per run.
+    pub out_keys: *mut u64,
+    /// One u64 per run, zeroed before the launch.
+    pub out_counts: *mut u64,
+    /// One u64 per run, zeroed before the launch.
+    pub out_sums: *mut u64,
+}
+
+/// `reduce_runs_packed` takes the same arguments as `reduce_runs`.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct ReduceRunsPackedArgs(pub ReduceRunsArgs);
+
+impl_kernel_args!(
+    IotaU32Args => IotaU32,
+    ScanTileSumsArgs => ScanTileSums,
+    ScanTilesArgs => ScanTiles,
+    ScanChunksU64Args => ScanChunksU64,
+    AddTileOffsetsU64Args => AddTileOffsetsU64,
+    CompactTilesArgs => CompactTiles,
+    RadixHistogramArgs => RadixHistogram,
+    RadixScatterArgs => RadixScatter,
+    RunHeadsArgs => RunHeads,
+    ReduceRunsArgs => ReduceRuns,
+    ReduceRunsPackedArgs => ReduceRunsPacked,
+);

@@ -1,0 +1,77 @@
+//! `gpu-waterz generate`: CNN-like affinities with ground truth, seeded and
+//! deterministic (the generator is `gpu_waterz_cli::generate`).
+
+use super::input::{read_labels, shape_zyx};
+use super::outputs::Outputs;
+use anyhow::Result;
+use gpu_waterz_cli::generate as generator;
+use gpu_waterz_cli::io::write_npy;
+use ndarray::Array3;
+use std::path::PathBuf;
+
+/// The arguments of `gpu-waterz generate`.
+#[derive(clap::Args)]
+pub struct GenerateArgs {
+    /// Volume shape z,y,x.
+    #[arg(long, value_delimiter = ',', required = true)]
+    shape: Vec<usize>,
+    /// Where to write the affinities (.npy, float32 or with --uint8 uint8).
+    #[arg(long)]
+    out_affinities: PathBuf,
+    /// Where to write the ground-truth labels (.npy, uint64).
+    #[arg(long)]
+    out_ground_truth: PathBuf,
+    /// Real labels to use (e.g. ../shared/data/pinky40-labels-512.h5:/labels),
+    /// cropped from the origin and mirrored where the shape is larger;
+    /// drifting-Voronoi neurites otherwise.
+    #[arg(long)]
+    labels: Option<String>,
+    /// Number of neurites when no labels are given.
+    #[arg(long, default_value_t = 60)]
+    cells: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write uint8 affinities (k/255).
+    #[arg(long)]
+    uint8: bool,
+}
+
+pub fn run(args: &GenerateArgs) -> Result<()> {
+    let shape = shape_zyx(&args.shape)?;
+    let labels = match &args.labels {
+        Some(spec) => crop_or_mirror(&read_labels(spec, "labels")?, shape),
+        None => generator::neurite_labels(args.seed, shape, args.cells),
+    };
+    let params = generator::GeneratorParams { seed: args.seed, ..Default::default() };
+    let affs = generator::affinities(&labels, &params);
+    let mut written = Outputs::default();
+    if args.uint8 {
+        write_npy(&args.out_affinities, &generator::quantize(&affs).view())?;
+    } else {
+        write_npy(&args.out_affinities, &affs.view())?;
+    }
+    written.push(args.out_affinities.clone());
+    write_npy(&args.out_ground_truth, &labels.mapv(u64::from).view())?;
+    written.keep();
+    Ok(())
+}
+
+/// A centred crop of `source` to `(zd, yd, xd)`; mirrored where the shape
+/// is larger than the source (0, 1, ..., n-1, n-1, ..., 0, 0, 1, ...).
+fn crop_or_mirror(source: &Array3<u64>, (zd, yd, xd): (usize, usize, usize)) -> Array3<u32> {
+    let (sz, sy, sx) = source.dim();
+    let offset = |want: usize, have: usize| have.saturating_sub(want) / 2;
+    let (oz, oy, ox) = (offset(zd, sz), offset(yd, sy), offset(xd, sx));
+    let mirror = |i: usize, n: usize| {
+        let k = i % (2 * n);
+        if k < n {
+            k
+        } else {
+            2 * n - 1 - k
+        }
+    };
+    Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+        source[[mirror(z + oz, sz), mirror(y + oy, sy), mirror(x + ox, sx)]] as u32
+    })
+}

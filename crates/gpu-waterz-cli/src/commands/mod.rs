@@ -1,0 +1,10 @@
+//! The commands, one module each, and the helpers they share.
+
+pub mod demo;
+pub mod evaluate;
+pub mod generate;
+pub mod segment;
+
+mod input;
+mod outputs;
+mod progress;

@@ -1,0 +1,216 @@
+//! `gpu-waterz segment`: an affinity graph to one segmentation per
+//! threshold, written as `.npy` with a `summary.json` (stage timings,
+//! metrics) and, when asked, merge histories and remaining region graphs.
+
+use super::input::{read_labels, Affinities};
+use super::outputs::Outputs;
+use super::progress::Progress;
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use gpu_waterz::{count_segments, Agglomeration, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
+use gpu_waterz_cli::io::{write_atomically, write_npy};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// The serial CPU reference, identical to stock waterz.
+    Cpu,
+    /// The GPU pipeline.
+    Gpu,
+    /// The GPU when one is usable and runs these settings, else the CPU.
+    Auto,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ArithmeticArg {
+    /// waterz's float32 arithmetic (bit-identical to stock waterz).
+    Waterz,
+    /// Exact integer / fixed-point statistics, as the GPU computes.
+    Exact,
+}
+
+/// The arguments of `gpu-waterz segment`.
+#[derive(clap::Args)]
+pub struct SegmentArgs {
+    /// Affinities (3, z, y, x): a .npy (float32, or uint8 meaning k/255) or file.h5:/dataset.
+    #[arg(long)]
+    affinities: String,
+    /// Merge thresholds, comma-separated, ascending, in [0, 1].
+    #[arg(long, value_delimiter = ',', required = true)]
+    thresholds: Vec<f64>,
+    /// Output folder for segmentation_<i>.npy and summary.json.
+    #[arg(long)]
+    out_dir: PathBuf,
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// Fragments (uint32/uint64 labels) to use instead of the watershed.
+    #[arg(long)]
+    fragments: Option<String>,
+    /// Ground truth (uint32/uint64 labels, 0 ignored) for metrics in summary.json.
+    #[arg(long)]
+    ground_truth: Option<String>,
+    /// Watershed: affinities at or below this never connect voxels.
+    #[arg(long, default_value_t = 0.0001)]
+    aff_threshold_low: f64,
+    /// Watershed: affinities at or above this always connect voxels.
+    #[arg(long, default_value_t = 0.9999)]
+    aff_threshold_high: f64,
+    /// Edge score: mean, max, min, quantile-<Q>[-<bins>][-noinit], or waterz's C++ spelling.
+    #[arg(long, default_value = "mean")]
+    scoring: String,
+    /// Statistics arithmetic: the CPU reference defaults to waterz's, the
+    /// GPU computes exact statistics only.
+    #[arg(long, value_enum)]
+    arithmetic: Option<ArithmeticArg>,
+    /// Use waterz's bin queue with this many bins (0: its priority queue).
+    #[arg(long, default_value_t = 0)]
+    discretize_queue: u64,
+    /// Also write merge_history_<i>.json per threshold.
+    #[arg(long)]
+    merge_history: bool,
+    /// Also write region_graph_<i>.json (the remaining edges) per threshold.
+    #[arg(long)]
+    region_graph: bool,
+    /// ParHAC's epsilon (GPU backend).
+    #[arg(long)]
+    epsilon: Option<f64>,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub fn run(args: &SegmentArgs) -> Result<()> {
+    let progress = Progress::new(args.quiet);
+    let start = Instant::now();
+    // Open the device before reading anything, so that a machine without
+    // one fails at once.
+    let config = config(args)?;
+
+    let t = Instant::now();
+    let affinities = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
+    let affs = affinities.graph()?;
+    let mut config = config;
+    if let Some(f) = args.fragments.as_deref() {
+        config = config.fragments(read_labels(f, "fragments")?);
+    }
+    if let Some(g) = args.ground_truth.as_deref() {
+        config = config.ground_truth(read_labels(g, "ground truth")?);
+    }
+    let read_s = t.elapsed().as_secs_f64();
+
+    let out_dir = &args.out_dir;
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let scoring = args.scoring.parse::<ScoringFunction>()?;
+    let mut run = progress.stage("watershed and region graph", || Ok(Agglomeration::new(&affs, config)?))?;
+    if let Some(note) = run.backend_note() {
+        progress.note(note);
+    }
+    let mut outputs = Outputs::default();
+    let mut per_threshold = Vec::new();
+    let n_thresholds = args.thresholds.len();
+    for (i, threshold) in args.thresholds.iter().enumerate() {
+        let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
+        let Some(result) = progress.stage(&stage, || Ok(run.next_threshold()?))? else { break };
+        per_threshold.push(write_threshold(out_dir, i, &result, &mut outputs)?);
+    }
+    let dims = affs.dims();
+    let arithmetic = match (run.backend(), args.arithmetic) {
+        (BackendKind::Cpu, None | Some(ArithmeticArg::Waterz)) => "waterz",
+        _ => "exact",
+    };
+    let mut summary = serde_json::json!({
+        "backend": run.backend().to_string(),
+        "affinities": args.affinities,
+        "shape": [dims.z, dims.y, dims.x],
+        "n_voxels": affs.n_voxels(),
+        "scoring_function": scoring.waterz_name(),
+        "arithmetic": arithmetic,
+        "aff_threshold_low": args.aff_threshold_low,
+        "aff_threshold_high": args.aff_threshold_high,
+        "thresholds": per_threshold,
+        "timings_s": {
+            "read": read_s,
+            "stages": run.timings(),
+            "total": start.elapsed().as_secs_f64(),
+        },
+    });
+    if let (Some(stats), Some(gpu)) = (run.gpu_stats(), run.gpu()) {
+        summary["gpu"] = serde_json::json!({
+            "device": gpu.name()?,
+            "epsilon": args.epsilon.unwrap_or(0.0),
+            "n_fragments": run.n_fragments(),
+            "n_edges": stats.n_edges,
+            "parhac_rounds": stats.rounds.len(),
+        });
+    }
+    let summary_path = out_dir.join("summary.json");
+    write_atomically(&summary_path, serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    outputs.keep();
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+/// The pipeline's configuration from the arguments; `--backend gpu` opens
+/// the device here. Values are checked when the pipeline starts.
+fn config(args: &SegmentArgs) -> Result<Config> {
+    let backend = match args.backend {
+        Backend::Cpu => gpu_waterz::Backend::Cpu,
+        Backend::Auto => gpu_waterz::Backend::Auto,
+        Backend::Gpu => gpu_waterz::Backend::gpu(0).context("--backend gpu needs a CUDA GPU")?,
+    };
+    let mut config = Config::new(&args.thresholds)
+        .watershed_thresholds(args.aff_threshold_low, args.aff_threshold_high)
+        .scoring(args.scoring.parse::<ScoringFunction>()?)
+        .discretize_queue(args.discretize_queue)
+        .merge_history(args.merge_history)
+        .region_graph(args.region_graph)
+        .epsilon(args.epsilon.unwrap_or(0.0))
+        .backend(backend);
+    if let Some(a) = args.arithmetic {
+        config = config.arithmetic(match a {
+            ArithmeticArg::Waterz => Arithmetic::Waterz,
+            ArithmeticArg::Exact => Arithmetic::Exact,
+        });
+    }
+    Ok(config)
+}
+
+/// Writes threshold `i`'s files into `out_dir` (recorded in `outputs`) and
+/// returns its entry of summary.json.
+fn write_threshold(
+    out_dir: &Path,
+    i: usize,
+    result: &ThresholdResult,
+    outputs: &mut Outputs,
+) -> Result<serde_json::Value> {
+    let file = format!("segmentation_{i}.npy");
+    let path = out_dir.join(&file);
+    write_npy(&path, &result.segmentation.view())?;
+    outputs.push(path);
+    let mut entry = serde_json::json!({
+        "threshold": result.threshold,
+        "file": file,
+        "n_segments": count_segments(&result.segmentation.view()),
+    });
+    if let Some(m) = &result.metrics {
+        entry["metrics"] = serde_json::to_value(m)?;
+    }
+    if let Some(h) = &result.merge_history {
+        let hfile = format!("merge_history_{i}.json");
+        let hpath = out_dir.join(&hfile);
+        write_atomically(&hpath, serde_json::to_string(h)?.as_bytes())?;
+        outputs.push(hpath);
+        entry["merge_history_file"] = hfile.into();
+        entry["n_merges"] = h.len().into();
+    }
+    if let Some(g) = &result.region_graph {
+        let gfile = format!("region_graph_{i}.json");
+        let gpath = out_dir.join(&gfile);
+        write_atomically(&gpath, serde_json::to_string(g)?.as_bytes())?;
+        outputs.push(gpath);
+        entry["region_graph_file"] = gfile.into();
+    }
+    Ok(entry)
+}

@@ -1,0 +1,209 @@
+//! Reading and writing volumes: `.npy`, HDF5 datasets as
+//! `file.h5:/dataset`, and zarr (v2 or v3) arrays as `dir.zarr/array`
+//! (`dir.zarr` alone for an array at the root). Outputs are written atomically (a temporary file in
+//! the same folder, then a rename), so a failure leaves no partial file.
+//!
+//! One module per format (`npy` read and written, `hdf5` and `zarr` read);
+//! their functions are re-exported here.
+
+mod hdf5;
+mod npy;
+mod zarr;
+
+pub use hdf5::read_hdf5;
+pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement};
+pub use zarr::read_zarr;
+
+use ndarray::ArrayD;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Errors of reading and writing volumes.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    /// The file could not be opened or read. (The cause is part of the
+    /// message, not a separate source, so that it is printed once.)
+    #[error("cannot read {path}: {cause}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        cause: std::io::Error,
+    },
+    /// The file could not be written.
+    #[error("cannot write {path}: {cause}")]
+    Write {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        cause: std::io::Error,
+    },
+    /// The file's content is not what its format promises.
+    #[error("{path} is not a valid {format} file: {reason}")]
+    Format {
+        /// The path.
+        path: PathBuf,
+        /// `"npy"`, `"HDF5"` or `"zarr"`.
+        format: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The element type is not one that gpu-waterz reads.
+    #[error("{path}: unsupported element type {dtype}; expected {expected}")]
+    Dtype {
+        /// The path.
+        path: String,
+        /// The type found.
+        dtype: String,
+        /// The types accepted here.
+        expected: &'static str,
+    },
+}
+
+/// A volume of one of the element types gpu-waterz reads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Volume {
+    /// float32.
+    F32(ArrayD<f32>),
+    /// uint8.
+    U8(ArrayD<u8>),
+    /// uint32.
+    U32(ArrayD<u32>),
+    /// uint64.
+    U64(ArrayD<u64>),
+}
+
+impl Volume {
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Volume::F32(a) => a.shape(),
+            Volume::U8(a) => a.shape(),
+            Volume::U32(a) => a.shape(),
+            Volume::U64(a) => a.shape(),
+        }
+    }
+
+    /// The element type's numpy name.
+    pub fn dtype(&self) -> &'static str {
+        match self {
+            Volume::F32(_) => "float32",
+            Volume::U8(_) => "uint8",
+            Volume::U32(_) => "uint32",
+            Volume::U64(_) => "uint64",
+        }
+    }
+
+    /// Labels as u64 (from u32 or u64; u8 too), or a dtype error.
+    pub fn into_labels(self, source: &str) -> Result<ArrayD<u64>, IoError> {
+        match self {
+            Volume::U64(a) => Ok(a),
+            Volume::U32(a) => Ok(a.mapv(u64::from)),
+            Volume::U8(a) => Ok(a.mapv(u64::from)),
+            other => Err(IoError::Dtype {
+                path: source.into(),
+                dtype: other.dtype().into(),
+                expected: "uint32 or uint64 labels",
+            }),
+        }
+    }
+}
+
+/// Where a volume lives: a `.npy` file, or a dataset in an HDF5 file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VolumeSource {
+    /// A `.npy` file.
+    Npy(PathBuf),
+    /// `file.h5:/dataset`.
+    Hdf5 {
+        /// The file.
+        file: PathBuf,
+        /// The dataset's path inside it.
+        dataset: String,
+    },
+    /// `dir.zarr/array`: a zarr v2 or v3 hierarchy and an array in it.
+    Zarr {
+        /// The hierarchy's root folder.
+        root: PathBuf,
+        /// The array's path inside it (`/` for the root).
+        array: String,
+    },
+}
+
+impl VolumeSource {
+    /// Parses `path.npy`, `file.h5:/dataset` (also `.hdf`, `.hdf5`) or
+    /// `dir.zarr/array` (also `.zarr:/array`, or `.n5`-free `.zarr` alone).
+    pub fn parse(spec: &str) -> Self {
+        if let Some(pos) = spec.find(".zarr") {
+            let (root, rest) = spec.split_at(pos + 5);
+            let array = rest.trim_start_matches(':').trim_start_matches('/');
+            return VolumeSource::Zarr { root: root.into(), array: format!("/{array}") };
+        }
+        for ext in [".h5:", ".hdf5:", ".hdf:"] {
+            if let Some(pos) = spec.rfind(ext) {
+                let (file, dataset) = spec.split_at(pos + ext.len() - 1);
+                return VolumeSource::Hdf5 {
+                    file: file.into(),
+                    dataset: dataset[1..].trim_start_matches('/').to_string(),
+                };
+            }
+        }
+        VolumeSource::Npy(spec.into())
+    }
+
+    /// Reads the volume.
+    pub fn read(&self) -> Result<Volume, IoError> {
+        match self {
+            VolumeSource::Npy(path) => read_npy(path),
+            VolumeSource::Hdf5 { file, dataset } => read_hdf5(file, dataset),
+            VolumeSource::Zarr { root, array } => read_zarr(root, array),
+        }
+    }
+}
+
+/// A [`IoError::Format`] for `path`.
+pub(crate) fn format_err(path: &Path, format: &'static str, reason: impl Into<String>) -> IoError {
+    IoError::Format { path: path.to_path_buf(), format, reason: reason.into() }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, then a
+/// rename. On failure nothing is left at `path` or beside it.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let write_err = |source| IoError::Write { path: path.to_path_buf(), cause: source };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(write_err(e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sources() {
+        assert_eq!(VolumeSource::parse("a/b.npy"), VolumeSource::Npy("a/b.npy".into()));
+        assert_eq!(
+            VolumeSource::parse("d/x.h5:/volumes/labels"),
+            VolumeSource::Hdf5 { file: "d/x.h5".into(), dataset: "volumes/labels".into() }
+        );
+        assert_eq!(
+            VolumeSource::parse("out/seg.zarr/volumes/affs"),
+            VolumeSource::Zarr { root: "out/seg.zarr".into(), array: "/volumes/affs".into() }
+        );
+        assert_eq!(VolumeSource::parse("a.zarr"), VolumeSource::Zarr { root: "a.zarr".into(), array: "/".into() });
+        assert_eq!(
+            VolumeSource::parse("sample_A.hdf:volumes/raw"),
+            VolumeSource::Hdf5 { file: "sample_A.hdf".into(), dataset: "volumes/raw".into() }
+        );
+    }
+}

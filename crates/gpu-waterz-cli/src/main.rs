@@ -1,0 +1,49 @@
+//! The `gpu-waterz` command line: argument parsing and dispatch. Each
+//! command lives in its module under `commands`; file formats and the data
+//! generator are the library half of this crate (`gpu_waterz_cli`).
+
+#![forbid(unsafe_code)]
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use commands::{demo, evaluate, generate, segment};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "gpu-waterz", version, about = "Affinity graphs to neuron segmentations, with waterz's semantics")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Segment an affinity graph at one or more thresholds.
+    Segment(segment::SegmentArgs),
+    /// Generate CNN-like affinities with ground truth (seeded, deterministic).
+    Generate(generate::GenerateArgs),
+    /// The main job on a fresh machine: decode a generated CNN-like volume
+    /// with ground truth on the GPU and print the time and VOI; without a
+    /// GPU, say so and run the CPU reference on a smaller volume.
+    Demo(demo::DemoArgs),
+    /// Compare a segmentation with ground truth; prints JSON.
+    Evaluate(evaluate::EvaluateArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Segment(args) => segment::run(args),
+        Command::Generate(args) => generate::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Evaluate(args) => evaluate::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gpu-waterz: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The one device edge list: the region graph's edges, as the GPU builds
+//! them and as ParHAC takes them, with the checks that let kernels index
+//! per-node arrays with every endpoint.
+
+use crate::GraphError;
+use gpu_waterz_abi::graph::EdgeKey;
+use gpu_waterz_core::ContactStats;
+use gpu_waterz_runtime::primitives::ReducedRuns;
+use gpu_waterz_runtime::{DeviceBuffer, Gpu};
+
+/// The most nodes an edge list may have: every endpoint fits the 32 bits
+/// of its half of an [`EdgeKey`].
+pub const MAX_NODES: u64 = 1 << 32;
+
+/// A region graph's edges in device memory: [`EdgeKey`] bits, contact
+/// counts and fixed-point affinity sums, over nodes `0..n_nodes`.
+///
+/// Every value of this type holds, for its first `n_edges` elements (the
+/// buffers hold at least that many): edges `(u, v)` with
+/// `u < v < n_nodes <= MAX_NODES`, strictly ascending by `(u, v)`
+/// (waterz's order), so that no two edges share a key and none is
+/// [`EdgeKey::EMPTY`]. GPU stages index per-node arrays of `n_nodes`
+/// entries with every endpoint and rely on this; the fields are private,
+/// and the constructors check it ([`DeviceEdges::upload`],
+/// [`DeviceEdges::from_device`]) or build it ([`super::region_graph`]).
+#[derive(Debug)]
+pub struct DeviceEdges {
+    keys: DeviceBuffer<u64>,
+    counts: DeviceBuffer<u64>,
+    sums: DeviceBuffer<u64>,
+    n_edges: u64,
+    n_nodes: u64,
+    n_entries: u64,
+}
+
+/// A region graph downloaded to the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostRegionGraph {
+    /// Edges `[u, v]`, `u < v`, sorted.
+    pub edges: Vec<[u64; 2]>,
+    /// Their statistics.
+    pub stats: Vec<ContactStats>,
+}
+
+/// Checks that `edges` can be a [`DeviceEdges`] over `n_nodes` nodes:
+/// `n_nodes <= MAX_NODES`, and every edge `[u, v]` has `u < v < n_nodes`,
+/// in strictly ascending order (so no edge repeats). Runs on the host
+/// only: nothing is launched for a graph that fails it.
+pub fn validate_edges(edges: &[[u64; 2]], n_nodes: u64) -> Result<(), GraphError> {
+    check_edges(edges.iter().copied(), n_nodes)
+}
+
+fn invalid(reason: String) -> GraphError {
+    GraphError::InvalidGraph(reason)
+}
+
+fn check_edges(edges: impl Iterator<Item = [u64; 2]>, n_nodes: u64) -> Result<(), GraphError> {
+    if n_nodes > MAX_NODES {
+        return Err(invalid(format!("{n_nodes} nodes: node ids must fit 32 bits (at most {MAX_NODES} nodes)")));
+    }
+    let mut previous: Option<[u64; 2]> = None;
+    for (i, [u, v]) in edges.enumerate() {
+        if u >= v {
+            return Err(invalid(format!("edge {i} is ({u}, {v}): edges are (u, v) with u < v")));
+        }
+        if v >= n_nodes {
+            return Err(invalid(format!("edge {i} is ({u}, {v}): node {v} is not below the {n_nodes} nodes")));
+        }
+        if previous.is_some_and(|p| p >= [u, v]) {
+            let [pu, pv] = previous.unwrap_or_default();
+            return Err(invalid(format!(
+                "edge {i} ({u}, {v}) follows ({pu}, {pv}): edges must be sorted by (u, v), each once"
+            )));
+        }
+        previous = Some([u, v]);
+    }
+    Ok(())
+}
+
+/// Fails unless `buffer` holds at least `n` elements.
+fn check_buffer(what: &str, buffer: &DeviceBuffer<u64>, n: u64) -> Result<(), GraphError> {
+    if (buffer.len() as u64) < n {
+        return Err(invalid(format!("{what} holds {} elements, {n} edges need as many", buffer.len())));
+    }
+    Ok(())
+}
+
+/// A host vector with at least one element (device buffers are never empty).
+fn non_empty(mut values: Vec<u64>) -> Vec<u64> {
+    if values.is_empty() {
+        values.push(0);
+    }
+    values
+}
+
+impl DeviceEdges {
+    /// The region graph's edges, from its reduce-by-key (crate-internal and
+    /// trusted, not checked): every key is a pair of distinct non-zero
+    /// labels of fragments whose labels are at most `n_nodes - 1`, ordered
+    /// `(min, max)` by `rg_emit_entries`; the radix sort over every digit
+    /// of the labels' bits sorts them and the reduce-by-key keeps one per
+    /// run, so they are strictly ascending with `u < v < n_nodes`.
+    pub(crate) fn from_region_graph(runs: ReducedRuns, n_nodes: u64, n_entries: u64) -> Self {
+        let ReducedRuns { keys, counts, sums, n_runs } = runs;
+        Self { keys, counts, sums, n_edges: n_runs, n_nodes, n_entries }
+    }
+
+    /// Uploads edges `[u, v]` with their statistics, over nodes
+    /// `0..n_nodes`, after checking them ([`validate_edges`], and one
+    /// statistic per edge) on the host: a malformed graph is an error, and
+    /// nothing is copied or launched.
+    pub fn upload(gpu: &Gpu, edges: &[[u64; 2]], stats: &[ContactStats], n_nodes: u64) -> Result<Self, GraphError> {
+        if stats.len() != edges.len() {
+            return Err(invalid(format!("{} edges with {} statistics", edges.len(), stats.len())));
+        }
+        validate_edges(edges, n_nodes)?;
+        let keys = edges.iter().map(|&[u, v]| EdgeKey::new(u, v).bits()).collect();
+        let counts = stats.iter().map(|s| s.contact_count).collect();
+        let sums = stats.iter().map(|s| s.affinity_sum).collect();
+        Ok(Self {
+            keys: gpu.upload(&non_empty(keys))?,
+            counts: gpu.upload(&non_empty(counts))?,
+            sums: gpu.upload(&non_empty(sums))?,
+            n_edges: edges.len() as u64,
+            n_nodes,
+            n_entries: edges.len() as u64,
+        })
+    }
+
+    /// Takes edges already on the device (the first `n_edges` of each
+    /// buffer: [`EdgeKey`] bits, contact counts, fixed-point sums) over
+    /// nodes `0..n_nodes`, after downloading the keys and checking them as
+    /// [`validate_edges`] does (this synchronizes; nothing is launched).
+    pub fn from_device(
+        gpu: &Gpu,
+        keys: DeviceBuffer<u64>,
+        counts: DeviceBuffer<u64>,
+        sums: DeviceBuffer<u64>,
+        n_edges: u64,
+        n_nodes: u64,
+    ) -> Result<Self, GraphError> {
+        check_buffer("the key buffer", &keys, n_edges)?;
+        check_buffer("the count buffer", &counts, n_edges)?;
+        check_buffer("the sum buffer", &sums, n_edges)?;
+        if n_nodes > MAX_NODES {
+            return Err(invalid(format!("{n_nodes} nodes: node ids must fit 32 bits (at most {MAX_NODES} nodes)")));
+        }
+        let host_keys = gpu.download(&keys)?;
+        let endpoints = host_keys[..n_edges as usize].iter().map(|&k| EdgeKey::from_bits(k).endpoints());
+        check_edges(endpoints, n_nodes)?;
+        Ok(Self { keys, counts, sums, n_edges, n_nodes, n_entries: n_edges })
+    }
+
+    /// A copy on the device (the same edges, checked already).
+    pub fn duplicate(&self, gpu: &Gpu) -> Result<Self, GraphError> {
+        Ok(Self {
+            keys: gpu.duplicate(&self.keys)?,
+            counts: gpu.duplicate(&self.counts)?,
+            sums: gpu.duplicate(&self.sums)?,
+            ..*self
+        })
+    }
+
+    /// The number of edges.
+    pub fn n_edges(&self) -> u64 {
+        self.n_edges
+    }
+
+    /// The number of nodes: every endpoint is below it.
+    pub fn n_nodes(&self) -> u64 {
+        self.n_nodes
+    }
+
+    /// The warp-aggregated face entries the GPU region graph sorted (for
+    /// edges given otherwise, the number of edges).
+    pub fn n_entries(&self) -> u64 {
+        self.n_entries
+    }
+
+    /// The buffers (keys, counts, sums), giving up the edge list: a stage
+    /// that takes the edges over, such as ParHAC, keeps their invariants
+    /// itself.
+    pub fn into_buffers(self) -> (DeviceBuffer<u64>, DeviceBuffer<u64>, DeviceBuffer<u64>) {
+        let Self { keys, counts, sums, .. } = self;
+        (keys, counts, sums)
+    }
+
+    /// Copies the graph to the host.
+    pub fn download(&self, gpu: &Gpu) -> Result<HostRegionGraph, GraphError> {
+        let n = self.n_edges as usize;
+        let keys = gpu.download(&self.keys)?;
+        let counts = gpu.download(&self.counts)?;
+        let sums = gpu.download(&self.sums)?;
+        Ok(HostRegionGraph {
+            edges: keys[..n].iter().map(|&k| EdgeKey::from_bits(k).endpoints()).collect(),
+            stats: (0..n).map(|e| ContactStats { contact_count: counts[e], affinity_sum: sums[e] }).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_graphs_pass() {
+        validate_edges(&[], 0).unwrap();
+        validate_edges(&[[0, 1], [0, 2], [1, 2]], 3).unwrap();
+        validate_edges(&[[1, 5], [2, 3]], 6).unwrap();
+        validate_edges(&[[0, MAX_NODES - 1]], MAX_NODES).unwrap();
+    }
+
+    #[test]
+    fn malformed_graphs_are_rejected() {
+        let bad = |edges: &[[u64; 2]], n_nodes: u64| match validate_edges(edges, n_nodes) {
+            Err(GraphError::InvalidGraph(reason)) => reason,
+            other => panic!("{edges:?} over {n_nodes} nodes: {other:?}"),
+        };
+        // An endpoint outside the nodes: a kernel would index past a
+        // per-node array.
+        assert!(bad(&[[1, 2], [2, 3]], 3).contains("node 3 is not below the 3 nodes"));
+        assert!(bad(&[[1, 4_000_000_000]], 10).contains("not below"));
+        // Self-loops and reversed endpoints.
+        assert!(bad(&[[2, 2]], 3).contains("u < v"));
+        assert!(bad(&[[2, 1]], 3).contains("u < v"));
+        // Repeated and unsorted edges.
+        assert!(bad(&[[0, 1], [0, 1]], 3).contains("sorted"));
+        assert!(bad(&[[0, 2], [0, 1]], 3).contains("sorted"));
+        // Ids that do not fit a key.
+        assert!(bad(&[], MAX_NODES + 1).contains("32 bits"));
+    }
+}

@@ -1,0 +1,162 @@
+//! The device handle: opening a device, its properties, memory checks and
+//! synchronization.
+
+use crate::module::KernelModule;
+use crate::{DriverContext, Result, RuntimeError};
+use cudarc::driver::{CudaContext, CudaStream};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock};
+
+/// One CUDA device with one stream and the gpu-waterz kernels.
+///
+/// All work is queued on the stream; downloads synchronize it. A `Gpu` is a
+/// cheap handle: clones share the context, the stream and the loaded
+/// kernels, so that pipelines and buffers can own one instead of borrowing.
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) module: Arc<OnceLock<KernelModule>>,
+    /// Streaming multiprocessors, read once: launch configurations use it.
+    multiprocessors: u32,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu").field("ordinal", &self.ctx.ordinal()).finish_non_exhaustive()
+    }
+}
+
+/// Runs a cudarc call that may panic (it does when a driver symbol is
+/// missing), turning the panic into an error.
+fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(RuntimeError::NoDriver { detail: format!("{what}: {msg}") })
+        }
+    }
+}
+
+impl Gpu {
+    /// Opens CUDA device `ordinal`.
+    ///
+    /// Without a driver or without that device this returns
+    /// [`RuntimeError::NoDriver`] or [`RuntimeError::NoDevice`]; it never
+    /// panics.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        // SAFETY: `is_culib_present` only tries to dlopen the driver library
+        // and drops the handle; it has no other effect.
+        let present = unsafe { cudarc::driver::sys::is_culib_present() };
+        if !present {
+            return Err(RuntimeError::NoDriver {
+                detail: "libcuda.so / libcuda.so.1 not found by the dynamic loader".into(),
+            });
+        }
+        no_panic("initializing the CUDA driver", || {
+            let count = match CudaContext::device_count() {
+                Ok(n) => n.max(0) as usize,
+                Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
+                Err(source) => return Err(RuntimeError::Driver { context: "counting CUDA devices".into(), source }),
+            };
+            if ordinal >= count {
+                return Err(RuntimeError::NoDevice { ordinal, count });
+            }
+            let ctx = CudaContext::new(ordinal).context(|| format!("creating a context on device {ordinal}"))?;
+            // SAFETY: gpu-waterz queues all work on one stream, so cudarc's
+            // per-buffer event tracking (for multi-stream use) is not needed.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx.default_stream();
+            tracing::debug!(ordinal, "opened CUDA device");
+            let multiprocessors = ctx
+                .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .context(|| "reading the multiprocessor count".into())?
+                .max(1) as u32;
+            Ok(Self { ctx, stream, module: Arc::new(OnceLock::new()), multiprocessors })
+        })
+    }
+
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// The device's name, e.g. `NVIDIA H200`.
+    pub fn name(&self) -> Result<String> {
+        self.ctx.name().context(|| "reading the device name".into())
+    }
+
+    /// The device's compute capability `(major, minor)`.
+    pub fn compute_capability(&self) -> Result<(i32, i32)> {
+        self.ctx.compute_capability().context(|| "reading the compute capability".into())
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory_info(&self) -> Result<(u64, u64)> {
+        let (free, total) = self.ctx.mem_get_info().context(|| "reading the memory info".into())?;
+        Ok((free as u64, total as u64))
+    }
+
+    /// The most device memory the stream-ordered allocator (which every
+    /// gpu-waterz buffer comes from) has held at once since the last
+    /// [`Gpu::reset_peak_pool_bytes`], in bytes; `None` where the device
+    /// has no memory pools.
+    pub fn peak_pool_bytes(&self) -> Result<Option<u64>> {
+        self.pool_attribute(false)
+    }
+
+    /// Restarts [`Gpu::peak_pool_bytes`] from the memory held now.
+    pub fn reset_peak_pool_bytes(&self) -> Result<()> {
+        self.pool_attribute(true).map(|_| ())
+    }
+
+    fn pool_attribute(&self, reset: bool) -> Result<Option<u64>> {
+        use cudarc::driver::sys::{
+            cuDeviceGetDefaultMemPool, cuMemPoolGetAttribute, cuMemPoolSetAttribute, CUmemPool_attribute, CUresult,
+        };
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: writes one pool handle to a live local; the device handle
+        // is this context's.
+        if unsafe { cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()) } != CUresult::CUDA_SUCCESS {
+            return Ok(None);
+        }
+        let mut value = 0u64;
+        let attribute = CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+        // SAFETY: the attribute is a cuuint64_t, read from or written to a
+        // live local; the pool handle came from the driver above.
+        let result = unsafe {
+            if reset {
+                cuMemPoolSetAttribute(pool, attribute, (&mut value as *mut u64).cast())
+            } else {
+                cuMemPoolGetAttribute(pool, attribute, (&mut value as *mut u64).cast())
+            }
+        };
+        Ok((result == CUresult::CUDA_SUCCESS).then_some(value))
+    }
+
+    /// The number of streaming multiprocessors.
+    pub fn multiprocessor_count(&self) -> u32 {
+        self.multiprocessors
+    }
+
+    /// Waits until all queued work has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().context(|| "synchronizing the stream".into())
+    }
+
+    /// Fails with [`RuntimeError::OutOfMemory`] unless `needed` bytes are
+    /// free on the device, before anything is allocated for `what`.
+    pub fn check_free_memory(&self, needed: u64, what: &str) -> Result<()> {
+        let (free, total) = self.memory_info()?;
+        if needed > free {
+            return Err(RuntimeError::OutOfMemory { what: what.to_string(), needed, free, total });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,92 @@
+//! Launching kernels: launch shapes and the one `unsafe` entry point that
+//! passes a kernel its argument struct.
+
+use crate::device::Gpu;
+use crate::{DriverContext, Result, RuntimeError};
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+use gpu_waterz_abi::KernelArgs;
+
+/// Threads per block of grid-stride kernels.
+pub const BLOCK: u32 = 256;
+
+/// The shape of a one-dimensional launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in the grid.
+    pub blocks: u32,
+    /// Threads per block.
+    pub threads: u32,
+    /// Bytes of dynamic shared memory per block.
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    pub fn with_shared_bytes(self, bytes: u32) -> Self {
+        Self { shared_bytes: bytes, ..self }
+    }
+}
+
+impl From<LaunchConfig> for cudarc::driver::LaunchConfig {
+    fn from(c: LaunchConfig) -> Self {
+        Self { grid_dim: (c.blocks, 1, 1), block_dim: (c.threads, 1, 1), shared_mem_bytes: c.shared_bytes }
+    }
+}
+
+/// A kernel's argument struct, passed by value.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct ByValue<A: KernelArgs>(A);
+
+// SAFETY: `ByValue` is `repr(transparent)` over a `#[repr(C)]`, `Copy`
+// argument struct from `gpu-waterz-abi`, which the kernel declares as its
+// only parameter (checked against the PTX by `tests/kernel_abi.rs`).
+unsafe impl<A: KernelArgs> DeviceRepr for ByValue<A> {}
+
+impl Gpu {
+    /// A grid-stride launch over `n` items: [`BLOCK`] threads, at most 32
+    /// blocks per multiprocessor.
+    pub fn grid_stride_config(&self, n: u64) -> LaunchConfig {
+        let blocks = n.div_ceil(BLOCK as u64).max(1);
+        let max_blocks = self.multiprocessor_count() as u64 * 32;
+        LaunchConfig { blocks: blocks.min(max_blocks) as u32, threads: BLOCK, shared_bytes: 0 }
+    }
+
+    /// Queues kernel `A::KERNEL` with `args` on the stream.
+    ///
+    /// # Safety
+    /// `args` and `config` satisfy the `# Safety` section of the kernel
+    /// (in `kernels-rs`): every pointer addresses a live device buffer of at
+    /// least the length the kernel reads or writes through it, for as long
+    /// as the queued kernel runs, and the launch shape and shared memory are
+    /// the documented ones.
+    pub unsafe fn launch<A: KernelArgs>(&self, config: LaunchConfig, args: A) -> Result<()> {
+        let function = self.function(A::KERNEL)?;
+        let args = ByValue(args);
+        let mut builder = self.stream.launch_builder(function);
+        builder.arg(&args);
+        // SAFETY: the caller guarantees the kernel's preconditions.
+        unsafe { builder.launch(config.into()) }.context(|| format!("launching {}", A::KERNEL.name()))?;
+        Ok(())
+    }
+}
+
+/// A launch of one block of `threads` per tile of `tile` items.
+pub fn tiled_config(n: u64, tile: u64, threads: u32, shared_bytes: u32) -> Result<LaunchConfig> {
+    let tiles = n.div_ceil(tile).max(1);
+    if tiles > i32::MAX as u64 {
+        return Err(RuntimeError::InvalidLaunch { kernel: "tiled", reason: format!("{n} items need {tiles} blocks") });
+    }
+    Ok(LaunchConfig { blocks: tiles as u32, threads, shared_bytes })
+}
+
+/// Fails unless `buffer` holds at least `needed` elements.
+pub fn check_len<T>(kernel: &'static str, what: &str, buffer: &crate::DeviceBuffer<T>, needed: u64) -> Result<()> {
+    if (buffer.len() as u64) < needed {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel,
+            reason: format!("{what} holds {} elements, {needed} are needed", buffer.len()),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! The watershed on the GPU, label for label equal to the reference.
+//!
+//! The kernels (`kernels-rs/src/watershed/`) and the reasoning for
+//! exactness are documented there; this module runs them in order:
+//! edge masks, plateau corners (compacted in index order), an ordered
+//! level-synchronous breadth-first search that reproduces waterz's queue
+//! positions, plateau directions (the private `plateau` module drives
+//! these three), union-find components (tiles in shared memory, then their
+//! faces), labels by the smallest voxel of each component. Every launch,
+//! and every `unsafe` block of this crate, is in the private `launch`
+//! module, whose safe functions check what the kernels assume.
+
+mod affinities;
+#[allow(unsafe_code)]
+mod launch;
+mod plateau;
+
+pub use affinities::{check_dims, AffinityBuffer, DeviceAffinities, MAX_VOXELS};
+
+use crate::WatershedError;
+use gpu_waterz_core::{CoreError, Dims3, WatershedParams};
+use gpu_waterz_runtime::{DeviceBuffer, Gpu, RuntimeError, StageTimer};
+use ndarray::Array3;
+
+/// Fragments in device memory: one label per voxel (C order), 0 for
+/// background, fragments `1..=n_fragments`.
+///
+/// Every label is at most [`DeviceFragments::n_fragments`]: later stages
+/// index per-fragment arrays with the labels, so the labels are read-only
+/// and only [`watershed`] and the checked [`DeviceFragments::from_labels`]
+/// make fragments.
+#[derive(Debug)]
+pub struct DeviceFragments {
+    labels: DeviceBuffer<u32>,
+    n_fragments: u64,
+    dims: Dims3,
+    plateau_levels: usize,
+}
+
+impl DeviceFragments {
+    /// Fragments from labels already on the device (`dims.z * dims.y *
+    /// dims.x` of them, C order), after checking that every label is at
+    /// most `n_fragments` (which downloads them: this synchronizes).
+    /// [`DeviceFragments::plateau_levels`] is 0 for such fragments.
+    pub fn from_labels(
+        gpu: &Gpu,
+        labels: DeviceBuffer<u32>,
+        dims: Dims3,
+        n_fragments: u64,
+    ) -> Result<Self, WatershedError> {
+        let n = check_dims(dims)?;
+        if labels.len() as u64 != n {
+            return Err(invalid_labels(format!("{} labels for a volume of {n} voxels ({dims:?})", labels.len())));
+        }
+        check_labels(&gpu.download(&labels)?, n_fragments)?;
+        Ok(Self { labels, n_fragments, dims, plateau_levels: 0 })
+    }
+
+    /// One label per voxel (C order): 0 for background, else `1..=n_fragments`.
+    pub fn labels(&self) -> &DeviceBuffer<u32> {
+        &self.labels
+    }
+
+    /// The labels, giving up the fragments.
+    pub fn into_labels(self) -> DeviceBuffer<u32> {
+        self.labels
+    }
+
+    /// The number of fragments, the largest label there can be.
+    pub fn n_fragments(&self) -> u64 {
+        self.n_fragments
+    }
+
+    /// The volume's extent.
+    pub fn dims(&self) -> Dims3 {
+        self.dims
+    }
+
+    /// Levels of the plateau breadth-first search (its depth).
+    pub fn plateau_levels(&self) -> usize {
+        self.plateau_levels
+    }
+
+    /// Copies the labels to the host as waterz's uint64 volume.
+    pub fn download(&self, gpu: &Gpu) -> Result<Array3<u64>, WatershedError> {
+        let labels = gpu.download(&self.labels)?;
+        let shape = (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize);
+        Ok(Array3::from_shape_vec(shape, labels.into_iter().map(u64::from).collect()).expect("one label per voxel"))
+    }
+}
+
+fn invalid_labels(reason: String) -> WatershedError {
+    WatershedError::Gpu(RuntimeError::InvalidLaunch { kernel: "DeviceFragments::from_labels", reason })
+}
+
+/// Fails unless every label is at most `n_fragments`, and `n_fragments`
+/// fits the u32 labels.
+fn check_labels(labels: &[u32], n_fragments: u64) -> Result<(), WatershedError> {
+    if n_fragments > u32::MAX as u64 {
+        return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
+    }
+    if let Some((voxel, label)) = labels.iter().enumerate().find(|(_, &l)| l as u64 > n_fragments) {
+        return Err(invalid_labels(format!("voxel {voxel} has label {label}, above the {n_fragments} fragments")));
+    }
+    Ok(())
+}
+
+/// waterz's watershed of device affinities; the result stays on the device.
+///
+/// The thresholds must satisfy `aff_threshold_low < aff_threshold_high`
+/// (else a face outside the volume could be marked).
+pub fn watershed(
+    gpu: &Gpu,
+    affs: &DeviceAffinities,
+    params: WatershedParams,
+) -> Result<DeviceFragments, WatershedError> {
+    if !params.keeps_masks_inside() {
+        return Err(WatershedError::Input(CoreError::WatershedThresholds {
+            low: params.aff_threshold_low as f64,
+            high: params.aff_threshold_high as f64,
+            reason: "aff_threshold_low must be smaller than aff_threshold_high",
+        }));
+    }
+    let dims = affs.dims();
+    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
+    let bits = launch::mask(gpu, affs, params)?;
+    timer.mark("edge masks")?;
+    let plateaus = plateau::divide(gpu, bits, &mut timer)?;
+    let (plateau_levels, queued) = (plateaus.levels, plateaus.queued);
+    let forest = launch::tile_components(gpu, plateaus.edges)?;
+    timer.mark("components in tiles")?;
+    let components = launch::join_tile_faces(gpu, forest)?;
+    timer.mark("components across tiles")?;
+    let (labels, n_fragments) = launch::labels(gpu, &components)?;
+    timer.mark("labels")?;
+    tracing::debug!(n_fragments, plateau_levels, queued, stages_ms = ?timer.stages(), max_used_bytes = timer.max_used_bytes(), "GPU watershed");
+    Ok(DeviceFragments { labels, n_fragments, dims, plateau_levels })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_above_the_fragment_count_are_rejected() {
+        assert!(check_labels(&[0, 1, 2, 2, 0], 2).is_ok());
+        assert!(check_labels(&[], 0).is_ok());
+        let e = check_labels(&[0, 1, 3], 2).unwrap_err().to_string();
+        assert!(e.contains("voxel 2 has label 3"), "{e}");
+        assert!(check_labels(&[0, 1], u32::MAX as u64 + 1).is_err());
+        assert!(check_labels(&[u32::MAX], u32::MAX as u64).is_ok());
+    }
+}

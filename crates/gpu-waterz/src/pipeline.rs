@@ -1,0 +1,239 @@
+//! [`Agglomeration`]: the one pipeline type, on either backend.
+
+use crate::config::{Backend, BackendKind, Config};
+use crate::cpu::CpuEngine;
+use crate::gpu::GpuEngine;
+use crate::result::{DeviceThresholdResult, StageTimings, ThresholdResult};
+use crate::{Error, Result};
+use gpu_waterz_core::{AffinityGraph, Thresholds};
+use gpu_waterz_parhac::gpu::GpuRoundInfo;
+use gpu_waterz_runtime::{DeviceBuffer, Gpu};
+use gpu_waterz_watershed::gpu::DeviceAffinities;
+
+enum Engine {
+    Cpu(Box<CpuEngine>),
+    Gpu(Box<GpuEngine>),
+}
+
+/// waterz's agglomeration: the watershed (or given fragments), the region
+/// graph, then merging up to each threshold in turn, one result per
+/// threshold, on the backend the [`Config`] chose. It owns everything it
+/// needs (the GPU handle included), so it can be kept, moved and driven
+/// later, like waterz's generator; it is also an [`Iterator`] of results.
+///
+/// ```
+/// use gpu_waterz::{ndarray::Array4, AffinityGraph, Backend, Config, Agglomeration};
+///
+/// // Two voxels joined by a strong face, a weak face, then two more.
+/// let mut affs = Array4::<f32>::zeros((3, 1, 1, 4));
+/// affs[[2, 0, 0, 1]] = 0.9;
+/// affs[[2, 0, 0, 2]] = 0.4;
+/// affs[[2, 0, 0, 3]] = 0.8;
+/// let affs = AffinityGraph::from_f32(affs.view())?;
+/// let config = Config::new(&[0.5, 0.7]).backend(Backend::Cpu);
+/// let mut run = Agglomeration::new(&affs, config)?;
+/// let at_05 = run.next_threshold()?.unwrap();
+/// assert_eq!(at_05.segmentation.as_slice().unwrap(), &[1, 1, 2, 2]);
+/// let at_07 = run.next_threshold()?.unwrap();
+/// assert_eq!(at_07.segmentation.as_slice().unwrap(), &[1, 1, 1, 1]);
+/// # Ok::<(), gpu_waterz::Error>(())
+/// ```
+pub struct Agglomeration {
+    engine: Engine,
+    note: Option<String>,
+}
+
+impl std::fmt::Debug for Agglomeration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agglomeration").field("backend", &self.backend()).finish_non_exhaustive()
+    }
+}
+
+/// The backend chosen for `config`, and a note when `Auto` chose the CPU.
+fn choose(config: &Config) -> Result<(Option<Gpu>, Option<String>)> {
+    match &config.backend {
+        Backend::Cpu => {
+            if let Some(why) = config.cpu_unsupported() {
+                return Err(Error::unsupported(why));
+            }
+            Ok((None, None))
+        }
+        Backend::Gpu(gpu) => {
+            if let Some(why) = config.gpu_unsupported() {
+                return Err(Error::unsupported(why));
+            }
+            Ok((Some(gpu.clone()), None))
+        }
+        Backend::Auto => {
+            if let Some(why) = config.gpu_unsupported() {
+                if let Some(also) = config.cpu_unsupported() {
+                    return Err(Error::unsupported(format!("neither backend runs this configuration: {why}; {also}")));
+                }
+                return Ok((None, Some(format!("the CPU backend runs this configuration: {why}"))));
+            }
+            match Gpu::new(0) {
+                Ok(gpu) => Ok((Some(gpu), None)),
+                Err(e) => {
+                    if let Some(why) = config.cpu_unsupported() {
+                        return Err(Error::unsupported(format!("no usable GPU ({e}), and {why}")));
+                    }
+                    Ok((None, Some(format!("no usable GPU, so the CPU reference runs: {e}"))))
+                }
+            }
+        }
+    }
+}
+
+impl Agglomeration {
+    /// Runs the watershed (or takes the configured fragments) of host
+    /// affinities and builds the region graph; merging happens threshold by
+    /// threshold in [`Agglomeration::next_threshold`].
+    pub fn new(affinities: &AffinityGraph<'_>, config: Config) -> Result<Self> {
+        config.check_values()?;
+        let thresholds = Thresholds::new(&config.thresholds)?.values().to_vec();
+        let (gpu, note) = choose(&config)?;
+        if let Some(note) = &note {
+            tracing::info!("{note}");
+        }
+        let engine = match gpu {
+            Some(gpu) => Engine::Gpu(Box::new(GpuEngine::from_host(&gpu, affinities, config, thresholds)?)),
+            None => Engine::Cpu(Box::new(CpuEngine::new(affinities, config, thresholds)?)),
+        };
+        Ok(Self { engine, note })
+    }
+
+    /// As [`Agglomeration::new`], for affinities already on a GPU (uploaded
+    /// by [`DeviceAffinities::upload_f32`] or borrowed from torch or cupy);
+    /// the backend must be that GPU's (`Backend::Gpu`, or `Auto`, which
+    /// then uses it). The affinities are not needed after this returns.
+    pub fn from_device(affinities: &DeviceAffinities, gpu: &Gpu, config: Config) -> Result<Self> {
+        config.check_values()?;
+        let thresholds = Thresholds::new(&config.thresholds)?.values().to_vec();
+        match &config.backend {
+            Backend::Cpu => {
+                return Err(Error::unsupported(
+                    "affinities on the GPU need the GPU backend; download them for the CPU backend",
+                ))
+            }
+            Backend::Gpu(other) if other.ordinal() != gpu.ordinal() => {
+                return Err(Error::unsupported(format!(
+                    "the affinities are on device {}, the configured backend is device {}",
+                    gpu.ordinal(),
+                    other.ordinal()
+                )))
+            }
+            _ => {}
+        }
+        if let Some(why) = config.gpu_unsupported() {
+            return Err(Error::unsupported(why));
+        }
+        let engine = GpuEngine::new(gpu, affinities, config, thresholds)?;
+        Ok(Self { engine: Engine::Gpu(Box::new(engine)), note: None })
+    }
+
+    /// The backend this pipeline runs on.
+    pub fn backend(&self) -> BackendKind {
+        match self.engine {
+            Engine::Cpu(_) => BackendKind::Cpu,
+            Engine::Gpu(_) => BackendKind::Gpu,
+        }
+    }
+
+    /// Why [`Backend::Auto`] chose the CPU, when it did.
+    pub fn backend_note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// The GPU this pipeline runs on, if it does.
+    pub fn gpu(&self) -> Option<&Gpu> {
+        match &self.engine {
+            Engine::Gpu(g) => Some(g.gpu()),
+            Engine::Cpu(_) => None,
+        }
+    }
+
+    /// Merges up to the next threshold and returns its result, or `None`
+    /// after the last threshold.
+    pub fn next_threshold(&mut self) -> Result<Option<ThresholdResult>> {
+        match &mut self.engine {
+            Engine::Cpu(c) => c.next_threshold(),
+            Engine::Gpu(g) => g.next_threshold(),
+        }
+    }
+
+    /// As [`Agglomeration::next_threshold`], with the segmentation left on
+    /// the GPU (waterz's uint64 ids). GPU backend only.
+    pub fn next_threshold_device(&mut self) -> Result<Option<DeviceThresholdResult>> {
+        match &mut self.engine {
+            Engine::Gpu(g) => g.next_threshold_device(),
+            Engine::Cpu(_) => Err(Error::unsupported("results on the device need the GPU backend")),
+        }
+    }
+
+    /// Merges up to the next threshold and returns it with its segmentation
+    /// on the GPU as dense u32 region ids (C order; with given fragments,
+    /// dense fragment ids), the cheapest output, for benchmarks and
+    /// device-side consumers. GPU backend only.
+    pub fn next_threshold_dense_device(&mut self) -> Result<Option<(f64, DeviceBuffer<u32>)>> {
+        match &mut self.engine {
+            Engine::Gpu(g) => g.next_threshold_dense(),
+            Engine::Cpu(_) => Err(Error::unsupported("results on the device need the GPU backend")),
+        }
+    }
+
+    /// Downloads a segmentation that [`Agglomeration::next_threshold_device`]
+    /// left on the GPU.
+    pub fn download(&self, segmentation: &DeviceBuffer<u64>) -> Result<ndarray::Array3<u64>> {
+        match &self.engine {
+            Engine::Gpu(g) => g.download(segmentation),
+            Engine::Cpu(_) => Err(Error::unsupported("the CPU backend has no device results")),
+        }
+    }
+
+    /// Time spent so far, per stage.
+    pub fn timings(&self) -> &StageTimings {
+        match &self.engine {
+            Engine::Cpu(c) => c.timings(),
+            Engine::Gpu(g) => g.timings(),
+        }
+    }
+
+    /// The number of fragments (from the watershed, or given).
+    pub fn n_fragments(&self) -> u64 {
+        match &self.engine {
+            Engine::Cpu(c) => c.n_fragments(),
+            Engine::Gpu(g) => g.n_fragments(),
+        }
+    }
+
+    /// The GPU backend's figures: ParHAC rounds so far, slot compactions,
+    /// region-graph edges before merging. `None` on the CPU backend.
+    pub fn gpu_stats(&self) -> Option<GpuStats<'_>> {
+        match &self.engine {
+            Engine::Gpu(g) => {
+                Some(GpuStats { rounds: g.rounds(), n_compactions: g.n_compactions(), n_edges: g.n_edges() })
+            }
+            Engine::Cpu(_) => None,
+        }
+    }
+}
+
+/// Figures of the GPU backend's merging so far.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct GpuStats<'a> {
+    /// Every ParHAC round run so far.
+    pub rounds: &'a [GpuRoundInfo],
+    /// How often the edge slots were compacted.
+    pub n_compactions: u64,
+    /// Region-graph edges before merging.
+    pub n_edges: u64,
+}
+
+impl Iterator for Agglomeration {
+    type Item = Result<ThresholdResult>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_threshold().transpose()
+    }
+}

@@ -1,0 +1,84 @@
+//! The pipeline's configuration and backend choice, without a GPU: values
+//! out of range and settings a backend cannot honour are errors of the
+//! right kind; `Backend::Auto` says which backend it took and why.
+
+use gpu_waterz::core::synthetic::{cell_affinities, cell_labels};
+use gpu_waterz::{AffinityGraph, Agglomeration, Arithmetic, Backend, BackendKind, Config, ErrorKind, ScoringFunction};
+
+fn volume() -> gpu_waterz::ndarray::Array4<f32> {
+    cell_affinities(3, &cell_labels(3, (6, 20, 20), 8), 0.3)
+}
+
+fn kind(affs: &gpu_waterz::ndarray::Array4<f32>, config: Config) -> ErrorKind {
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    Agglomeration::new(&graph, config).unwrap_err().kind()
+}
+
+#[test]
+fn values_out_of_range_are_invalid_input() {
+    let affs = volume();
+    assert_eq!(kind(&affs, Config::new(&[0.5, f64::NAN]).backend(Backend::Cpu)), ErrorKind::InvalidInput);
+    assert_eq!(kind(&affs, Config::new(&[0.5]).epsilon(-0.5).backend(Backend::Cpu)), ErrorKind::InvalidInput);
+    assert_eq!(kind(&affs, Config::new(&[0.5]).watershed_thresholds(0.9, 0.1)), ErrorKind::InvalidInput);
+    assert_eq!(kind(&affs, Config::new(&[0.5]).discretize_queue(1 << 20)), ErrorKind::InvalidInput);
+    let wrong_shape = gpu_waterz::ndarray::Array3::<u64>::zeros((6, 20, 21));
+    let cpu = Config::new(&[0.5]).backend(Backend::Cpu);
+    assert_eq!(kind(&affs, cpu.clone().ground_truth(wrong_shape.clone())), ErrorKind::InvalidInput);
+    assert_eq!(kind(&affs, cpu.fragments(wrong_shape)), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn the_cpu_backend_refuses_epsilon_instead_of_ignoring_it() {
+    let affs = volume();
+    assert_eq!(kind(&affs, Config::new(&[0.5]).epsilon(0.1).backend(Backend::Cpu)), ErrorKind::Unsupported);
+    // Settings neither backend runs together.
+    let both = Config::new(&[0.5]).epsilon(0.1).scoring(ScoringFunction::MaxAffinity);
+    assert_eq!(kind(&affs, both), ErrorKind::Unsupported);
+}
+
+#[test]
+fn auto_says_which_backend_it_took_and_why() {
+    let affs = volume();
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    // A setting only the CPU runs: Auto takes the CPU, with the reason.
+    let run = Agglomeration::new(&graph, Config::new(&[0.5]).arithmetic(Arithmetic::Waterz)).unwrap();
+    assert_eq!(run.backend(), BackendKind::Cpu);
+    assert!(run.backend_note().unwrap().contains("float32"), "{:?}", run.backend_note());
+    // Otherwise the GPU when there is one, else the CPU, saying so.
+    let run = Agglomeration::new(&graph, Config::new(&[0.5])).unwrap();
+    match gpu_waterz::Gpu::new(0) {
+        Ok(_) => assert_eq!(run.backend(), BackendKind::Gpu),
+        Err(_) => {
+            assert_eq!(run.backend(), BackendKind::Cpu);
+            assert!(run.backend_note().unwrap().contains("no usable GPU"), "{:?}", run.backend_note());
+            assert!(run.gpu().is_none() && run.gpu_stats().is_none());
+        }
+    }
+}
+
+#[test]
+fn the_cpu_backend_has_no_device_results() {
+    let affs = volume();
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let mut run = Agglomeration::new(&graph, Config::new(&[0.5]).backend(Backend::Cpu)).unwrap();
+    assert_eq!(run.next_threshold_device().unwrap_err().kind(), ErrorKind::Unsupported);
+    // The pipeline is still usable, and is an iterator of results.
+    let results: Vec<_> = run.map(|r| r.unwrap()).collect();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].threshold, 0.5);
+}
+
+#[test]
+fn merge_history_and_graph_come_in_the_callers_ids() {
+    let affs = volume();
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let labels = cell_labels(3, (6, 20, 20), 8).mapv(|l| if l == 0 { 0 } else { 500 + u64::from(l) });
+    let config =
+        Config::new(&[0.3, 0.9]).fragments(labels).merge_history(true).region_graph(true).backend(Backend::Cpu);
+    for result in Agglomeration::new(&graph, config).unwrap() {
+        let result = result.unwrap();
+        assert!(result.segmentation.iter().all(|&l| l == 0 || l > 500));
+        assert!(result.merge_history.unwrap().iter().all(|m| m.a > 500 && m.b > 500 && m.c > 500));
+        assert!(result.region_graph.unwrap().iter().all(|e| e.u > 500 && e.v > 500));
+    }
+}
