@@ -2,9 +2,11 @@
 //! `nvptx64-nvidia-cuda` by `cargo xtask kernels`.
 //!
 //! Conventions, as in Rust-CUDA's examples: every kernel documents
-//! `# Safety`, `# Parameters` and `# Thread mapping`. Kernel parameters are
-//! FFI-safe (raw pointers and lengths, or `#[repr(C)]` structs from
-//! `gpu-waterz-abi`). Pure per-voxel logic lives in `gpu-waterz-abi`, where
+//! `# Safety`, `# Parameters` and `# Thread mapping`. Every kernel is
+//! declared with `kernel!` (`src/kernel_macro.rs`), whose parameters are the fields of its
+//! `#[repr(C)]` argument struct from `gpu-waterz-abi` (names, types and
+//! order checked when this crate compiles), which the host fills and
+//! launches. Pure per-voxel logic lives in `gpu-waterz-abi`, where
 //! host unit tests reach it. Nothing here depends on rustc's built-in nvptx
 //! support beyond thread indices, barriers and a few atomics, all wrapped in
 //! [`device`], so that a later move to `cuda_std` touches one module.
@@ -12,6 +14,9 @@
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)]
 #![feature(core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem)]
 #![allow(internal_features)]
+
+#[macro_use]
+mod kernel_macro;
 
 pub mod device;
 pub mod graph;

@@ -11,21 +11,21 @@ const RADIX: usize = gpu_waterz_abi::primitives::RADIX as usize;
 /// Warps per radix-sort block, as an index type.
 const SORT_WARPS: usize = gpu_waterz_abi::primitives::SORT_WARPS as usize;
 
-/// Writes `0, 1, ..., n - 1`.
-///
-/// # Safety
-/// `out` holds `n` writable `u32`s, `n <= 2^32`.
-///
-/// # Parameters
-/// - `out`, `n`: the buffer.
-///
-/// # Thread mapping
-/// Grid-stride loop, one element per iteration.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn iota_u32(args: IotaU32Args) {
-    let IotaU32Args { out, n } = args;
-    // SAFETY: `i < n`.
-    grid_stride(n, |i| unsafe { *out.add(i as usize) = i as u32 });
+kernel! {
+    /// Writes `0, 1, ..., n - 1`.
+    ///
+    /// # Safety
+    /// `out` holds `n` writable `u32`s, `n <= 2^32`.
+    ///
+    /// # Parameters
+    /// - `out`, `n`: the buffer.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration.
+    pub unsafe extern "ptx-kernel" fn iota_u32(out: *mut u32, n: u64) as IotaU32Args {
+        // SAFETY: `i < n`.
+        grid_stride(n, |i| unsafe { *out.add(i as usize) = i as u32 });
+    }
 }
 
 /// Block-wide exclusive scan of one `u64` per thread in shared memory
@@ -58,24 +58,28 @@ unsafe fn block_exclusive_scan(shared: *mut u64, value: u64) -> (u64, u64) {
     }
 }
 
-/// Per-tile sums of `n` `u32`s, for [`scan_tiles`].
-///
-/// # Safety
-/// `input` holds `n` u32s; `tile_sums` holds one u64 per tile
-/// (`ceil(n / SCAN_TILE)`); launched with `SCAN_THREADS` threads, one block
-/// per tile, and `SCAN_THREADS * 8` bytes of shared memory.
-///
-/// # Parameters
-/// - `input`, `n`: the values; `tile_sums`: receives each tile's sum.
-///
-/// # Thread mapping
-/// Block `b` owns tile `b`; thread `t` sums elements `t * SCAN_ITEMS ..`
-/// of it, then the block reduces in shared memory.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn scan_tile_sums(args: ScanTileSumsArgs) {
-    let ScanTileSumsArgs { input, n, tile_sums } = args;
-    // SAFETY: launched as documented; `i < n`.
-    unsafe { tile_sum(n, |i| *input.add(i as usize) as u64, tile_sums) }
+kernel! {
+    /// Per-tile sums of `n` `u32`s, for [`scan_tiles`].
+    ///
+    /// # Safety
+    /// `input` holds `n` u32s; `tile_sums` holds one u64 per tile
+    /// (`ceil(n / SCAN_TILE)`); launched with `SCAN_THREADS` threads, one block
+    /// per tile, and `SCAN_THREADS * 8` bytes of shared memory.
+    ///
+    /// # Parameters
+    /// - `input`, `n`: the values; `tile_sums`: receives each tile's sum.
+    ///
+    /// # Thread mapping
+    /// Block `b` owns tile `b`; thread `t` sums elements `t * SCAN_ITEMS ..`
+    /// of it, then the block reduces in shared memory.
+    pub unsafe extern "ptx-kernel" fn scan_tile_sums(
+        input: *const u32,
+        n: u64,
+        tile_sums: *mut u64,
+    ) as ScanTileSumsArgs {
+        // SAFETY: launched as documented; `i < n`.
+        unsafe { tile_sum(n, |i| *input.add(i as usize) as u64, tile_sums) }
+    }
 }
 
 /// The body of a per-tile sum: block `b` adds `value(i)` over its tile
@@ -138,284 +142,325 @@ pub unsafe fn tile_compact(
     }
 }
 
-/// Exclusive scan of `n` `u32`s into `u64`s, given each tile's offset (the
-/// exclusive scan of [`scan_tile_sums`]); also writes the grand total.
-///
-/// # Safety
-/// `input` holds `n` u32s, `output` `n` u64s, `tile_offsets` one u64 per
-/// tile, `total` one u64; launched like [`scan_tile_sums`].
-///
-/// # Parameters
-/// - `input`, `n`: values; `tile_offsets`: scanned tile sums;
-///   `output`: exclusive prefix sums; `total`: sum of all values.
-///
-/// # Thread mapping
-/// As [`scan_tile_sums`]; the last block writes `total`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn scan_tiles(args: ScanTilesArgs) {
-    let ScanTilesArgs { input, n, tile_offsets, output, total } = args;
-    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
-    let mut values = [0u64; SCAN_ITEMS as usize];
-    let mut sum = 0u64;
-    for k in 0..SCAN_ITEMS as u64 {
-        if base + k < n {
-            // SAFETY: in bounds.
-            values[k as usize] = unsafe { *input.add((base + k) as usize) } as u64;
-            sum += values[k as usize];
-        }
-    }
-    // SAFETY: launched as documented.
-    let (prefix, block_total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
-    // SAFETY: one offset per block.
-    let mut running = unsafe { *tile_offsets.add(block_idx_x() as usize) } + prefix;
-    for k in 0..SCAN_ITEMS as u64 {
-        if base + k < n {
-            // SAFETY: in bounds.
-            unsafe { *output.add((base + k) as usize) = running };
-            running += values[k as usize];
-        }
-    }
-    if thread_idx_x() == 0 && block_idx_x() == grid_dim_x() - 1 {
-        // SAFETY: `total` is one u64; `tile_offsets` has this block's entry.
-        unsafe { *total = *tile_offsets.add(block_idx_x() as usize) + block_total };
-    }
-}
-
-/// Exclusive scan of each chunk of `SCAN_TILE` `u64`s in place, writing
-/// each chunk's total (the levels above the first of a device-wide scan).
-///
-/// # Safety
-/// `values` holds `n` u64s, `chunk_totals` one u64 per chunk; launched with
-/// `SCAN_THREADS` threads, one block per chunk, and `SCAN_THREADS * 8` bytes
-/// of shared memory.
-///
-/// # Parameters
-/// - `values`, `n`: scanned in place per chunk; `chunk_totals`: output.
-///
-/// # Thread mapping
-/// Block `b` owns chunk `b`; thread `t` owns its elements `t * SCAN_ITEMS ..`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn scan_chunks_u64(args: ScanChunksU64Args) {
-    let ScanChunksU64Args { values, n, chunk_totals } = args;
-    let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
-    let mut local = [0u64; SCAN_ITEMS as usize];
-    let mut sum = 0u64;
-    for k in 0..SCAN_ITEMS as u64 {
-        if base + k < n {
-            // SAFETY: in bounds.
-            local[k as usize] = unsafe { *values.add((base + k) as usize) };
-            sum += local[k as usize];
-        }
-    }
-    // SAFETY: launched as documented.
-    let (mut running, total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
-    for k in 0..SCAN_ITEMS as u64 {
-        if base + k < n {
-            // SAFETY: in bounds.
-            unsafe { *values.add((base + k) as usize) = running };
-            running += local[k as usize];
-        }
-    }
-    if thread_idx_x() == 0 {
-        // SAFETY: one total per block.
-        unsafe { *chunk_totals.add(block_idx_x() as usize) = total };
-    }
-}
-
-/// Adds `addends[tile]` to every `u64` of each tile of `SCAN_TILE` (the
-/// second level of a multi-level scan of tile sums).
-///
-/// # Safety
-/// `values` holds `n` u64s, `addends` one per tile of `SCAN_TILE`.
-///
-/// # Parameters
-/// - `values`, `n`: updated in place; `addends`: per-tile offsets.
-///
-/// # Thread mapping
-/// Grid-stride loop, one element per iteration.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(args: AddTileOffsetsU64Args) {
-    let AddTileOffsetsU64Args { values, n, addends } = args;
-    // SAFETY: `i < n`; `i / SCAN_TILE` indexes a tile.
-    grid_stride(n, |i| unsafe { *values.add(i as usize) += *addends.add((i / SCAN_TILE) as usize) });
-}
-
-/// Order-preserving compaction without per-element offsets: each tile
-/// ranks its set flags in shared memory and writes their indices after the
-/// tile's offset (the exclusive scan of [`scan_tile_sums`] over the flags).
-///
-/// # Safety
-/// `flags` holds `n` u32s that are 0 or 1; `tile_offsets` one u64 per tile;
-/// `out` one u32 per set flag; launched like [`scan_tile_sums`].
-///
-/// # Parameters
-/// - `flags`, `n`; `tile_offsets`; `out`: the indices of the set flags.
-///
-/// # Thread mapping
-/// Block `b` owns tile `b`; thread `t` owns elements `t * SCAN_ITEMS ..`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn compact_tiles(args: CompactTilesArgs) {
-    let CompactTilesArgs { flags, n, tile_offsets, out } = args;
-    // SAFETY: launched as documented; `i < n`; positions stay below the
-    // number of set flags.
-    unsafe {
-        tile_compact(n, |i| *flags.add(i as usize) != 0, tile_offsets, |i, pos| *out.add(pos as usize) = i as u32)
-    }
-}
-
-/// Digit histogram of one radix pass: `hist[digit * n_tiles + tile]`.
-///
-/// # Safety
-/// `keys` holds `n` u64s; `hist` `RADIX * n_tiles` u32s; launched with
-/// `SORT_THREADS` threads, one block per tile of `SORT_TILE`, and
-/// `RADIX * 4` bytes of shared memory.
-///
-/// # Parameters
-/// - `keys`, `n`: the keys; `shift`: the digit's lowest bit; `hist`: output.
-///
-/// # Thread mapping
-/// Block `b` counts tile `b` in shared memory with shared atomics.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn radix_histogram(args: RadixHistogramArgs) {
-    let RadixHistogramArgs { keys, n, shift, hist } = args;
-    let counts = dynamic_shared::<u32>();
-    let tid = thread_idx_x() as usize;
-    // SAFETY: `RADIX == SORT_THREADS`, one entry per thread; barriers uniform.
-    unsafe {
-        *counts.add(tid) = 0;
-        sync_threads();
-        let base = block_idx_x() as u64 * SORT_TILE;
-        for k in 0..SORT_ITEMS as u64 {
-            let i = base + k * SORT_THREADS as u64 + tid as u64;
-            if i < n {
-                let digit = ((*keys.add(i as usize) >> shift) as usize) & (RADIX - 1);
-                shared_atomic_add_u32(counts.add(digit), 1);
+kernel! {
+    /// Exclusive scan of `n` `u32`s into `u64`s, given each tile's offset (the
+    /// exclusive scan of [`scan_tile_sums`]); also writes the grand total.
+    ///
+    /// # Safety
+    /// `input` holds `n` u32s, `output` `n` u64s, `tile_offsets` one u64 per
+    /// tile, `total` one u64; launched like [`scan_tile_sums`].
+    ///
+    /// # Parameters
+    /// - `input`, `n`: values; `tile_offsets`: scanned tile sums;
+    ///   `output`: exclusive prefix sums; `total`: sum of all values.
+    ///
+    /// # Thread mapping
+    /// As [`scan_tile_sums`]; the last block writes `total`.
+    pub unsafe extern "ptx-kernel" fn scan_tiles(
+        input: *const u32,
+        n: u64,
+        tile_offsets: *const u64,
+        output: *mut u64,
+        total: *mut u64,
+    ) as ScanTilesArgs {
+        let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
+        let mut values = [0u64; SCAN_ITEMS as usize];
+        let mut sum = 0u64;
+        for k in 0..SCAN_ITEMS as u64 {
+            if base + k < n {
+                // SAFETY: in bounds.
+                values[k as usize] = unsafe { *input.add((base + k) as usize) } as u64;
+                sum += values[k as usize];
             }
         }
-        sync_threads();
-        *hist.add(tid * grid_dim_x() as usize + block_idx_x() as usize) = *counts.add(tid);
-    }
-}
-
-/// Stable scatter of one radix pass.
-///
-/// # Safety
-/// `keys_in`/`values_in` hold `n` u64s, `keys_out`/`values_out` `n` u64s;
-/// `offsets` is the exclusive scan of [`radix_histogram`]'s output (u64);
-/// launched like it, with `(SORT_WARPS * RADIX) * 4 + RADIX * 8` bytes of
-/// shared memory.
-///
-/// # Parameters
-/// - `keys_in`, `values_in`, `n`: input; `shift`: the digit's lowest bit;
-///   `offsets`: global start of each (digit, tile); outputs.
-///
-/// # Thread mapping
-/// Block `b` owns tile `b` and processes it in `SORT_ITEMS` rounds of
-/// `SORT_THREADS` consecutive elements. In a round, lanes with equal digits
-/// find each other with `match.any`; a lane's rank is its peers below it
-/// plus the counts of earlier warps and earlier rounds for its digit.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn radix_scatter(args: RadixScatterArgs) {
-    let RadixScatterArgs { keys_in, values_in, n, shift, offsets, keys_out, values_out } = args;
-    let shared = dynamic_shared::<u32>();
-    let warp_hist = shared; // [SORT_WARPS][RADIX]
-                            // SAFETY: the running offsets follow the warp histograms; 8-aligned.
-    let running = unsafe { shared.add(SORT_WARPS * RADIX) } as *mut u64; // [RADIX]
-    let tid = thread_idx_x() as usize;
-    let warp = tid / 32;
-    let n_tiles = grid_dim_x() as usize;
-    let tile = block_idx_x() as usize;
-    // SAFETY: all indices below are within the documented shared layout
-    // and the input/output lengths; every barrier is reached by all threads
-    // and every warp-wide match by all 32 lanes (the loop is uniform).
-    unsafe {
-        *running.add(tid) = *offsets.add(tid * n_tiles + tile);
-        let base = tile as u64 * SORT_TILE;
-        for round in 0..SORT_ITEMS as u64 {
-            for w in 0..SORT_WARPS {
-                *warp_hist.add(w * RADIX + tid) = 0;
+        // SAFETY: launched as documented.
+        let (prefix, block_total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
+        // SAFETY: one offset per block.
+        let mut running = unsafe { *tile_offsets.add(block_idx_x() as usize) } + prefix;
+        for k in 0..SCAN_ITEMS as u64 {
+            if base + k < n {
+                // SAFETY: in bounds.
+                unsafe { *output.add((base + k) as usize) = running };
+                running += values[k as usize];
             }
-            sync_threads();
-            let i = base + round * SORT_THREADS as u64 + tid as u64;
-            let valid = i < n;
-            let (key, value) = if valid { (*keys_in.add(i as usize), *values_in.add(i as usize)) } else { (0, 0) };
-            let digit = ((key >> shift) as usize) & (RADIX - 1);
-            // Invalid lanes match only each other (digit RADIX).
-            let peers = match_any_u32(if valid { digit as u32 } else { RADIX as u32 });
-            let rank_in_warp = (peers & lanemask_lt()).count_ones();
-            let leader = (peers & lanemask_lt()) == 0;
-            if valid && leader {
-                *warp_hist.add(warp * RADIX + digit) = peers.count_ones();
-            }
-            sync_threads();
-            // Thread `tid` scans digit `tid` across the warps.
-            let mut round_total = 0u32;
-            for w in 0..SORT_WARPS {
-                let c = *warp_hist.add(w * RADIX + tid);
-                *warp_hist.add(w * RADIX + tid) = round_total;
-                round_total += c;
-            }
-            sync_threads();
-            if valid {
-                let dest = *running.add(digit) + *warp_hist.add(warp * RADIX + digit) as u64 + rank_in_warp as u64;
-                *keys_out.add(dest as usize) = key;
-                *values_out.add(dest as usize) = value;
-            }
-            sync_threads();
-            *running.add(tid) += round_total as u64;
-            sync_threads();
+        }
+        if thread_idx_x() == 0 && block_idx_x() == grid_dim_x() - 1 {
+            // SAFETY: `total` is one u64; `tile_offsets` has this block's entry.
+            unsafe { *total = *tile_offsets.add(block_idx_x() as usize) + block_total };
         }
     }
 }
 
-/// Head flags of runs of equal sorted keys: `flags[i] = i == 0 || keys[i] != keys[i - 1]`.
-///
-/// # Safety
-/// `keys` holds `n` u64s, `flags` `n` u32s.
-///
-/// # Parameters
-/// - `keys`, `n`: sorted keys; `flags`: output.
-///
-/// # Thread mapping
-/// Grid-stride loop, one element per iteration.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn run_heads(args: RunHeadsArgs) {
-    let RunHeadsArgs { keys, n, flags } = args;
-    grid_stride(n, |i| {
-        // SAFETY: `i < n` and `i - 1 < n`.
+kernel! {
+    /// Exclusive scan of each chunk of `SCAN_TILE` `u64`s in place, writing
+    /// each chunk's total (the levels above the first of a device-wide scan).
+    ///
+    /// # Safety
+    /// `values` holds `n` u64s, `chunk_totals` one u64 per chunk; launched with
+    /// `SCAN_THREADS` threads, one block per chunk, and `SCAN_THREADS * 8` bytes
+    /// of shared memory.
+    ///
+    /// # Parameters
+    /// - `values`, `n`: scanned in place per chunk; `chunk_totals`: output.
+    ///
+    /// # Thread mapping
+    /// Block `b` owns chunk `b`; thread `t` owns its elements `t * SCAN_ITEMS ..`.
+    pub unsafe extern "ptx-kernel" fn scan_chunks_u64(
+        values: *mut u64,
+        n: u64,
+        chunk_totals: *mut u64,
+    ) as ScanChunksU64Args {
+        let base = block_idx_x() as u64 * SCAN_TILE + thread_idx_x() as u64 * SCAN_ITEMS as u64;
+        let mut local = [0u64; SCAN_ITEMS as usize];
+        let mut sum = 0u64;
+        for k in 0..SCAN_ITEMS as u64 {
+            if base + k < n {
+                // SAFETY: in bounds.
+                local[k as usize] = unsafe { *values.add((base + k) as usize) };
+                sum += local[k as usize];
+            }
+        }
+        // SAFETY: launched as documented.
+        let (mut running, total) = unsafe { block_exclusive_scan(dynamic_shared::<u64>(), sum) };
+        for k in 0..SCAN_ITEMS as u64 {
+            if base + k < n {
+                // SAFETY: in bounds.
+                unsafe { *values.add((base + k) as usize) = running };
+                running += local[k as usize];
+            }
+        }
+        if thread_idx_x() == 0 {
+            // SAFETY: one total per block.
+            unsafe { *chunk_totals.add(block_idx_x() as usize) = total };
+        }
+    }
+}
+
+kernel! {
+    /// Adds `addends[tile]` to every `u64` of each tile of `SCAN_TILE` (the
+    /// second level of a multi-level scan of tile sums).
+    ///
+    /// # Safety
+    /// `values` holds `n` u64s, `addends` one per tile of `SCAN_TILE`.
+    ///
+    /// # Parameters
+    /// - `values`, `n`: updated in place; `addends`: per-tile offsets.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration.
+    pub unsafe extern "ptx-kernel" fn add_tile_offsets_u64(
+        values: *mut u64,
+        n: u64,
+        addends: *const u64,
+    ) as AddTileOffsetsU64Args {
+        // SAFETY: `i < n`; `i / SCAN_TILE` indexes a tile.
+        grid_stride(n, |i| unsafe { *values.add(i as usize) += *addends.add((i / SCAN_TILE) as usize) });
+    }
+}
+
+kernel! {
+    /// Order-preserving compaction without per-element offsets: each tile
+    /// ranks its set flags in shared memory and writes their indices after the
+    /// tile's offset (the exclusive scan of [`scan_tile_sums`] over the flags).
+    ///
+    /// # Safety
+    /// `flags` holds `n` u32s that are 0 or 1; `tile_offsets` one u64 per tile;
+    /// `out` one u32 per set flag; launched like [`scan_tile_sums`].
+    ///
+    /// # Parameters
+    /// - `flags`, `n`; `tile_offsets`; `out`: the indices of the set flags.
+    ///
+    /// # Thread mapping
+    /// Block `b` owns tile `b`; thread `t` owns elements `t * SCAN_ITEMS ..`.
+    pub unsafe extern "ptx-kernel" fn compact_tiles(
+        flags: *const u32,
+        n: u64,
+        tile_offsets: *const u64,
+        out: *mut u32,
+    ) as CompactTilesArgs {
+        // SAFETY: launched as documented; `i < n`; positions stay below the
+        // number of set flags.
         unsafe {
-            let head = i == 0 || *keys.add(i as usize) != *keys.add(i as usize - 1);
-            *flags.add(i as usize) = head as u32;
+            tile_compact(n, |i| *flags.add(i as usize) != 0, tile_offsets, |i, pos| *out.add(pos as usize) = i as u32)
         }
-    });
+    }
 }
 
-/// Reduce-by-key over sorted keys: run `r` (numbered by the exclusive scan
-/// of the head flags) gets its key, its length and the sum of its values.
-///
-/// # Safety
-/// `keys`, `values`: `n` u64s; `flags`: [`run_heads`]'s output; `run_offsets`:
-/// its exclusive scan; `out_keys`, `out_counts`, `out_sums`: one u64 per
-/// run, the last two zeroed before the launch.
-///
-/// # Parameters
-/// - inputs as above; outputs per run.
-///
-/// # Thread mapping
-/// Grid-stride loop; integer atomics make the sums independent of order.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn reduce_runs(args: ReduceRunsArgs) {
-    let ReduceRunsArgs { keys, values, n, flags, run_offsets, out_keys, out_counts, out_sums } = args;
-    grid_stride(n, |i| {
-        // SAFETY: `i < n`; the run index is below the number of runs.
+kernel! {
+    /// Digit histogram of one radix pass: `hist[digit * n_tiles + tile]`.
+    ///
+    /// # Safety
+    /// `keys` holds `n` u64s; `hist` `RADIX * n_tiles` u32s; launched with
+    /// `SORT_THREADS` threads, one block per tile of `SORT_TILE`, and
+    /// `RADIX * 4` bytes of shared memory.
+    ///
+    /// # Parameters
+    /// - `keys`, `n`: the keys; `shift`: the digit's lowest bit; `hist`: output.
+    ///
+    /// # Thread mapping
+    /// Block `b` counts tile `b` in shared memory with shared atomics.
+    pub unsafe extern "ptx-kernel" fn radix_histogram(
+        keys: *const u64,
+        n: u64,
+        shift: u32,
+        hist: *mut u32,
+    ) as RadixHistogramArgs {
+        let counts = dynamic_shared::<u32>();
+        let tid = thread_idx_x() as usize;
+        // SAFETY: `RADIX == SORT_THREADS`, one entry per thread; barriers uniform.
         unsafe {
-            let head = *flags.add(i as usize);
-            let run = *run_offsets.add(i as usize) + head as u64 - 1;
-            if head != 0 {
-                *out_keys.add(run as usize) = *keys.add(i as usize);
+            *counts.add(tid) = 0;
+            sync_threads();
+            let base = block_idx_x() as u64 * SORT_TILE;
+            for k in 0..SORT_ITEMS as u64 {
+                let i = base + k * SORT_THREADS as u64 + tid as u64;
+                if i < n {
+                    let digit = ((*keys.add(i as usize) >> shift) as usize) & (RADIX - 1);
+                    shared_atomic_add_u32(counts.add(digit), 1);
+                }
             }
-            atomic_add_u64(out_counts.add(run as usize), 1);
-            atomic_add_u64(out_sums.add(run as usize), *values.add(i as usize));
+            sync_threads();
+            *hist.add(tid * grid_dim_x() as usize + block_idx_x() as usize) = *counts.add(tid);
         }
-    });
+    }
+}
+
+kernel! {
+    /// Stable scatter of one radix pass.
+    ///
+    /// # Safety
+    /// `keys_in`/`values_in` hold `n` u64s, `keys_out`/`values_out` `n` u64s;
+    /// `offsets` is the exclusive scan of [`radix_histogram`]'s output (u64);
+    /// launched like it, with `(SORT_WARPS * RADIX) * 4 + RADIX * 8` bytes of
+    /// shared memory.
+    ///
+    /// # Parameters
+    /// - `keys_in`, `values_in`, `n`: input; `shift`: the digit's lowest bit;
+    ///   `offsets`: global start of each (digit, tile); outputs.
+    ///
+    /// # Thread mapping
+    /// Block `b` owns tile `b` and processes it in `SORT_ITEMS` rounds of
+    /// `SORT_THREADS` consecutive elements. In a round, lanes with equal digits
+    /// find each other with `match.any`; a lane's rank is its peers below it
+    /// plus the counts of earlier warps and earlier rounds for its digit.
+    pub unsafe extern "ptx-kernel" fn radix_scatter(
+        keys_in: *const u64,
+        values_in: *const u64,
+        n: u64,
+        shift: u32,
+        offsets: *const u64,
+        keys_out: *mut u64,
+        values_out: *mut u64,
+    ) as RadixScatterArgs {
+        let shared = dynamic_shared::<u32>();
+        let warp_hist = shared; // [SORT_WARPS][RADIX]
+                                // SAFETY: the running offsets follow the warp histograms; 8-aligned.
+        let running = unsafe { shared.add(SORT_WARPS * RADIX) } as *mut u64; // [RADIX]
+        let tid = thread_idx_x() as usize;
+        let warp = tid / 32;
+        let n_tiles = grid_dim_x() as usize;
+        let tile = block_idx_x() as usize;
+        // SAFETY: all indices below are within the documented shared layout
+        // and the input/output lengths; every barrier is reached by all threads
+        // and every warp-wide match by all 32 lanes (the loop is uniform).
+        unsafe {
+            *running.add(tid) = *offsets.add(tid * n_tiles + tile);
+            let base = tile as u64 * SORT_TILE;
+            for round in 0..SORT_ITEMS as u64 {
+                for w in 0..SORT_WARPS {
+                    *warp_hist.add(w * RADIX + tid) = 0;
+                }
+                sync_threads();
+                let i = base + round * SORT_THREADS as u64 + tid as u64;
+                let valid = i < n;
+                let (key, value) = if valid { (*keys_in.add(i as usize), *values_in.add(i as usize)) } else { (0, 0) };
+                let digit = ((key >> shift) as usize) & (RADIX - 1);
+                // Invalid lanes match only each other (digit RADIX).
+                let peers = match_any_u32(if valid { digit as u32 } else { RADIX as u32 });
+                let rank_in_warp = (peers & lanemask_lt()).count_ones();
+                let leader = (peers & lanemask_lt()) == 0;
+                if valid && leader {
+                    *warp_hist.add(warp * RADIX + digit) = peers.count_ones();
+                }
+                sync_threads();
+                // Thread `tid` scans digit `tid` across the warps.
+                let mut round_total = 0u32;
+                for w in 0..SORT_WARPS {
+                    let c = *warp_hist.add(w * RADIX + tid);
+                    *warp_hist.add(w * RADIX + tid) = round_total;
+                    round_total += c;
+                }
+                sync_threads();
+                if valid {
+                    let dest = *running.add(digit) + *warp_hist.add(warp * RADIX + digit) as u64 + rank_in_warp as u64;
+                    *keys_out.add(dest as usize) = key;
+                    *values_out.add(dest as usize) = value;
+                }
+                sync_threads();
+                *running.add(tid) += round_total as u64;
+                sync_threads();
+            }
+        }
+    }
+}
+
+kernel! {
+    /// Head flags of runs of equal sorted keys: `flags[i] = i == 0 || keys[i] != keys[i - 1]`.
+    ///
+    /// # Safety
+    /// `keys` holds `n` u64s, `flags` `n` u32s.
+    ///
+    /// # Parameters
+    /// - `keys`, `n`: sorted keys; `flags`: output.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration.
+    pub unsafe extern "ptx-kernel" fn run_heads(keys: *const u64, n: u64, flags: *mut u32) as RunHeadsArgs {
+        grid_stride(n, |i| {
+            // SAFETY: `i < n` and `i - 1 < n`.
+            unsafe {
+                let head = i == 0 || *keys.add(i as usize) != *keys.add(i as usize - 1);
+                *flags.add(i as usize) = head as u32;
+            }
+        });
+    }
+}
+
+kernel! {
+    /// Reduce-by-key over sorted keys: run `r` (numbered by the exclusive scan
+    /// of the head flags) gets its key, its length and the sum of its values.
+    ///
+    /// # Safety
+    /// `keys`, `values`: `n` u64s; `flags`: [`run_heads`]'s output; `run_offsets`:
+    /// its exclusive scan; `out_keys`, `out_counts`, `out_sums`: one u64 per
+    /// run, the last two zeroed before the launch.
+    ///
+    /// # Parameters
+    /// - inputs as above; outputs per run.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop; integer atomics make the sums independent of order.
+    pub unsafe extern "ptx-kernel" fn reduce_runs(
+        keys: *const u64,
+        values: *const u64,
+        n: u64,
+        flags: *const u32,
+        run_offsets: *const u64,
+        out_keys: *mut u64,
+        out_counts: *mut u64,
+        out_sums: *mut u64,
+    ) as ReduceRunsArgs {
+        grid_stride(n, |i| {
+            // SAFETY: `i < n`; the run index is below the number of runs.
+            unsafe {
+                let head = *flags.add(i as usize);
+                let run = *run_offsets.add(i as usize) + head as u64 - 1;
+                if head != 0 {
+                    *out_keys.add(run as usize) = *keys.add(i as usize);
+                }
+                atomic_add_u64(out_counts.add(run as usize), 1);
+                atomic_add_u64(out_sums.add(run as usize), *values.add(i as usize));
+            }
+        });
+    }
 }

@@ -154,11 +154,20 @@ fn every_kernel_documents_safety_parameters_and_thread_mapping() {
         let text = std::fs::read_to_string(&file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
-            if !line.contains("extern \"ptx-kernel\" fn") {
+            // Kernels are declared inside `kernel!` (the macro's own
+            // definition, which names the ABI in its pattern, is not one).
+            let declares = line.trim_start().starts_with("pub unsafe extern \"ptx-kernel\" fn");
+            if !declares || file.ends_with("kernel_macro.rs") {
                 continue;
             }
+            assert!(
+                i > 0 && lines[..i].iter().rev().find(|l| !l.trim_start().starts_with("///")) == Some(&"kernel! {"),
+                "{}:{}: a kernel not declared with kernel! (which checks its parameters against the ABI)",
+                file.display(),
+                i + 1
+            );
             kernels += 1;
-            // The doc comment block right above (after #[no_mangle]).
+            // The doc comment block right above.
             let mut doc = Vec::new();
             let mut j = i;
             while j > 0 {

@@ -155,8 +155,8 @@ pub struct RgEmitEntriesArgs {
 }
 
 impl_kernel_args!(
-    RgCountEntriesArgs => RgCountEntries,
-    RgEmitEntriesArgs => RgEmitEntries,
+    RgCountEntriesArgs => RgCountEntries { labels, dims, counter },
+    RgEmitEntriesArgs => RgEmitEntries { labels, affs, kind, dims, counter, keys, values },
 );
 
 #[cfg(test)]

@@ -95,29 +95,101 @@ kernels! {
     PhCommit => "ph_commit",
 }
 
+/// The most parameters a kernel takes.
+pub const MAX_PARAMS: usize = 16;
+
 /// A kernel's argument struct: `#[repr(C)]`, `Copy`, made of integers,
-/// floats, raw device pointers and other such structs, passed by value as
-/// the kernel's only parameter.
+/// floats, raw device pointers and other such structs, one field per
+/// parameter of the kernel, in the kernel's parameter order.
 ///
-/// Implementors are `#[repr(C)]` and are the exact parameter type of the
-/// PTX entry point [`KernelArgs::KERNEL`] names, so that the bytes the host
-/// passes are the bytes the kernel reads. The runtime's launch is `unsafe`
-/// and relies on this; a test compares each struct's size with the
-/// parameter size that the committed PTX declares.
+/// The kernel declares the fields as separate parameters (so that the
+/// compiler knows its pointers address global memory and emits
+/// `ld.global`/`st.global` for them, which it cannot for pointers inside a
+/// by-value struct), and checks at compile time, with
+/// [`kernel_params!`](crate::kernel_params), that its parameters are the
+/// struct's fields with the same names, types and order. The host fills
+/// the struct and the runtime passes each field, in order
+/// ([`KernelArgs::param_pointers`]).
 pub trait KernelArgs: Copy + 'static {
     /// The kernel that takes these arguments.
     const KERNEL: Kernel;
+
+    /// Writes the address of each field, in declaration order, to `out`;
+    /// returns how many there are. The addresses point into `self`.
+    fn param_pointers(&mut self, out: &mut [*mut core::ffi::c_void; MAX_PARAMS]) -> usize;
+
+    /// Writes the size of each field, in declaration order, to `out`;
+    /// returns how many there are (for tests against the PTX).
+    fn param_sizes(out: &mut [usize; MAX_PARAMS]) -> usize;
 }
 
-/// Implements [`KernelArgs`] for argument structs: `impl_kernel_args!(Args => Variant, ...)`.
+/// The size of the field that `field` projects to.
+#[doc(hidden)]
+pub fn field_size<T, F>(_field: fn(&T) -> &F) -> usize {
+    core::mem::size_of::<F>()
+}
+
+/// Whether `offsets` increase strictly: the fields listed are in their
+/// declaration order (in a `#[repr(C)]` struct, offsets follow it).
+pub const fn fields_in_order(offsets: &[usize]) -> bool {
+    let mut i = 1;
+    while i < offsets.len() {
+        if offsets[i] <= offsets[i - 1] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Implements [`KernelArgs`] for argument structs, listing each struct's
+/// fields in order: `impl_kernel_args!(Args => Variant { field, ... }, ...)`.
+/// A missing or misordered field is a compile-time error.
 #[macro_export]
 macro_rules! impl_kernel_args {
-    ($($args:ty => $variant:ident),* $(,)?) => {
+    ($($args:ident => $variant:ident { $($field:ident),* $(,)? }),* $(,)?) => {
         $(
             impl $crate::kernel::KernelArgs for $args {
                 const KERNEL: $crate::kernel::Kernel = $crate::kernel::Kernel::$variant;
+
+                fn param_pointers(
+                    &mut self,
+                    out: &mut [*mut core::ffi::c_void; $crate::kernel::MAX_PARAMS],
+                ) -> usize {
+                    // Every field, and no other (a pattern without `..`).
+                    let $args { $($field),* } = self;
+                    let fields = [$($field as *mut _ as *mut core::ffi::c_void),*];
+                    out[..fields.len()].copy_from_slice(&fields);
+                    fields.len()
+                }
+
+                fn param_sizes(out: &mut [usize; $crate::kernel::MAX_PARAMS]) -> usize {
+                    let sizes = [$($crate::kernel::field_size(|a: &$args| &a.$field)),*];
+                    out[..sizes.len()].copy_from_slice(&sizes);
+                    sizes.len()
+                }
             }
+            const _: () = assert!(
+                $crate::kernel::fields_in_order(&[$(core::mem::offset_of!($args, $field)),*]),
+                concat!(stringify!($args), ": list the fields in declaration order"),
+            );
         )*
+    };
+}
+
+/// In a kernel: checks at compile time that its parameters are the fields
+/// of its argument struct, with the same names and types
+/// (`kernel_params!(Args { field, ... })` builds the struct from them) and
+/// in the same order (the fields' offsets increase). The struct built is
+/// discarded; the optimizer removes it.
+#[macro_export]
+macro_rules! kernel_params {
+    ($args:ident { $($field:ident),* $(,)? }) => {
+        let _ = $args { $($field),* };
+        const _: () = assert!(
+            $crate::kernel::fields_in_order(&[$(core::mem::offset_of!($args, $field)),*]),
+            concat!(stringify!($args), ": the kernel's parameters are not in the struct's order"),
+        );
     };
 }
 

@@ -76,7 +76,9 @@ pub struct SumU32Args {
     pub output: *mut u64,
 }
 
-impl_kernel_args!(SumU32Args => SumU32);
+impl_kernel_args!(
+    SumU32Args => SumU32 { input, n, output },
+);
 
 pub mod graph;
 pub mod parhac;

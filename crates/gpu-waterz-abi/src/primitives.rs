@@ -175,21 +175,32 @@ pub struct ReduceRunsArgs {
     pub out_sums: *mut u64,
 }
 
-/// `reduce_runs_packed` takes the same arguments as `reduce_runs`.
+/// `reduce_runs_packed` takes the same parameters as `reduce_runs`.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
 pub struct ReduceRunsPackedArgs(pub ReduceRunsArgs);
 
 impl_kernel_args!(
-    IotaU32Args => IotaU32,
-    ScanTileSumsArgs => ScanTileSums,
-    ScanTilesArgs => ScanTiles,
-    ScanChunksU64Args => ScanChunksU64,
-    AddTileOffsetsU64Args => AddTileOffsetsU64,
-    CompactTilesArgs => CompactTiles,
-    RadixHistogramArgs => RadixHistogram,
-    RadixScatterArgs => RadixScatter,
-    RunHeadsArgs => RunHeads,
-    ReduceRunsArgs => ReduceRuns,
-    ReduceRunsPackedArgs => ReduceRunsPacked,
+    IotaU32Args => IotaU32 { out, n },
+    ScanTileSumsArgs => ScanTileSums { input, n, tile_sums },
+    ScanTilesArgs => ScanTiles { input, n, tile_offsets, output, total },
+    ScanChunksU64Args => ScanChunksU64 { values, n, chunk_totals },
+    AddTileOffsetsU64Args => AddTileOffsetsU64 { values, n, addends },
+    CompactTilesArgs => CompactTiles { flags, n, tile_offsets, out },
+    RadixHistogramArgs => RadixHistogram { keys, n, shift, hist },
+    RadixScatterArgs => RadixScatter { keys_in, values_in, n, shift, offsets, keys_out, values_out },
+    RunHeadsArgs => RunHeads { keys, n, flags },
+    ReduceRunsArgs => ReduceRuns { keys, values, n, flags, run_offsets, out_keys, out_counts, out_sums },
 );
+
+impl crate::kernel::KernelArgs for ReduceRunsPackedArgs {
+    const KERNEL: crate::kernel::Kernel = crate::kernel::Kernel::ReduceRunsPacked;
+
+    fn param_pointers(&mut self, out: &mut [*mut core::ffi::c_void; crate::kernel::MAX_PARAMS]) -> usize {
+        self.0.param_pointers(out)
+    }
+
+    fn param_sizes(out: &mut [usize; crate::kernel::MAX_PARAMS]) -> usize {
+        ReduceRunsArgs::param_sizes(out)
+    }
+}

@@ -3,7 +3,7 @@
 
 use crate::device::Gpu;
 use crate::{DriverContext, Result, RuntimeError};
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use gpu_waterz_abi::kernel::MAX_PARAMS;
 use gpu_waterz_abi::KernelArgs;
 
 /// Threads per block of grid-stride kernels.
@@ -33,16 +33,6 @@ impl From<LaunchConfig> for cudarc::driver::LaunchConfig {
     }
 }
 
-/// A kernel's argument struct, passed by value.
-#[repr(transparent)]
-#[derive(Clone, Copy)]
-struct ByValue<A: KernelArgs>(A);
-
-// SAFETY: `ByValue` is `repr(transparent)` over a `#[repr(C)]`, `Copy`
-// argument struct from `gpu-waterz-abi`, which the kernel declares as its
-// only parameter (checked against the PTX by `tests/kernel_abi.rs`).
-unsafe impl<A: KernelArgs> DeviceRepr for ByValue<A> {}
-
 impl Gpu {
     /// A grid-stride launch over `n` items: [`BLOCK`] threads, at most 32
     /// blocks per multiprocessor.
@@ -52,7 +42,10 @@ impl Gpu {
         LaunchConfig { blocks: blocks.min(max_blocks) as u32, threads: BLOCK, shared_bytes: 0 }
     }
 
-    /// Queues kernel `A::KERNEL` with `args` on the stream.
+    /// Queues kernel `A::KERNEL` with `args` on the stream, each field of
+    /// the argument struct as one parameter, in order (the kernel declares
+    /// them so; `gpu_waterz_abi::kernel_params!` checks it when the kernels
+    /// compile).
     ///
     /// # Safety
     /// `args` and `config` satisfy the `# Safety` section of the kernel
@@ -60,14 +53,26 @@ impl Gpu {
     /// least the length the kernel reads or writes through it, for as long
     /// as the queued kernel runs, and the launch shape and shared memory are
     /// the documented ones.
-    pub unsafe fn launch<A: KernelArgs>(&self, config: LaunchConfig, args: A) -> Result<()> {
-        let function = self.function(A::KERNEL)?;
-        let args = ByValue(args);
-        let mut builder = self.stream.launch_builder(function);
-        builder.arg(&args);
-        // SAFETY: the caller guarantees the kernel's preconditions.
-        unsafe { builder.launch(config.into()) }.context(|| format!("launching {}", A::KERNEL.name()))?;
-        Ok(())
+    pub unsafe fn launch<A: KernelArgs>(&self, config: LaunchConfig, mut args: A) -> Result<()> {
+        let function = self.function(A::KERNEL)?.cu_function();
+        let mut params = [std::ptr::null_mut(); MAX_PARAMS];
+        let n = args.param_pointers(&mut params);
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        // SAFETY: `params` holds the address of each field of `args`, in the
+        // kernel's parameter order and types (checked when the kernels
+        // compile); the driver copies them before this returns, while
+        // `args` lives. The caller guarantees the kernel's preconditions.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                function,
+                (config.blocks, 1, 1),
+                (config.threads, 1, 1),
+                config.shared_bytes,
+                self.stream.cu_stream(),
+                &mut params[..n],
+            )
+        }
+        .context(|| format!("launching {}", A::KERNEL.name()))
     }
 }
 

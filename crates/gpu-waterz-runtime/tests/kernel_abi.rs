@@ -1,9 +1,14 @@
 //! The kernel ABI against the committed PTX, without a GPU: the `Kernel`
-//! enum names exactly the PTX's entry points, each takes one by-value
-//! struct, and the primitives' structs have the size the PTX declares (the
-//! stage crates check their own kernels' structs the same way).
+//! enum names exactly the PTX's entry points, and each kernel declares one
+//! parameter per field of its argument struct, of the field's size, in the
+//! struct's order (names and types are checked when the kernels compile, by
+//! `gpu_waterz_abi::kernel_params!`).
 
+use gpu_waterz_abi::graph::*;
+use gpu_waterz_abi::kernel::MAX_PARAMS;
+use gpu_waterz_abi::parhac::*;
 use gpu_waterz_abi::primitives::*;
+use gpu_waterz_abi::watershed::*;
 use gpu_waterz_abi::{Kernel, KernelArgs, SumU32Args};
 use gpu_waterz_runtime::KERNELS_PTX;
 
@@ -16,10 +21,29 @@ fn entry_params(name: &str) -> Vec<String> {
     rest[..end].split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect()
 }
 
-fn check<A: KernelArgs>() {
+/// The bytes a PTX parameter declaration takes: `.param .u64 ...` 8,
+/// `.param .u32 ...` 4, `.param .align 8 .b8 name[N]` N.
+fn param_bytes(declaration: &str) -> usize {
+    if let Some(open) = declaration.rfind('[') {
+        return declaration[open + 1..declaration.len() - 1].parse().unwrap();
+    }
+    let width = declaration.split_whitespace().nth(1).unwrap();
+    match &width[2..] {
+        "64" => 8,
+        "32" => 4,
+        "16" => 2,
+        "8" => 1,
+        other => panic!("unexpected parameter width {other} in {declaration}"),
+    }
+}
+
+fn check<A: KernelArgs>(checked: &mut Vec<Kernel>) {
     let name = A::KERNEL.name();
-    let expected = format!(".param .align 8 .b8 {name}_param_0[{}]", std::mem::size_of::<A>());
-    assert_eq!(entry_params(name), [expected], "{name}: one by-value struct of the host's size");
+    let mut sizes = [0; MAX_PARAMS];
+    let n = A::param_sizes(&mut sizes);
+    let declared: Vec<usize> = entry_params(name).iter().map(|p| param_bytes(p)).collect();
+    assert_eq!(declared, sizes[..n], "{name}: one parameter per field, of its size, in order");
+    checked.push(A::KERNEL);
 }
 
 #[test]
@@ -31,7 +55,6 @@ fn the_kernel_enum_names_exactly_the_entry_points_of_the_ptx() {
         .collect();
     for kernel in Kernel::ALL {
         assert!(entries.contains(&kernel.name()), "{} is not in the PTX", kernel.name());
-        assert_eq!(entry_params(kernel.name()).len(), 1, "{} takes one argument struct", kernel.name());
     }
     for entry in &entries {
         assert!(Kernel::ALL.iter().any(|k| k.name() == *entry), "the PTX entry {entry} is not in the Kernel enum");
@@ -39,17 +62,61 @@ fn the_kernel_enum_names_exactly_the_entry_points_of_the_ptx() {
 }
 
 #[test]
-fn the_primitives_take_their_structs() {
-    check::<SumU32Args>();
-    check::<IotaU32Args>();
-    check::<ScanTileSumsArgs>();
-    check::<ScanTilesArgs>();
-    check::<ScanChunksU64Args>();
-    check::<AddTileOffsetsU64Args>();
-    check::<CompactTilesArgs>();
-    check::<RadixHistogramArgs>();
-    check::<RadixScatterArgs>();
-    check::<RunHeadsArgs>();
-    check::<ReduceRunsArgs>();
-    check::<ReduceRunsPackedArgs>();
+fn every_kernel_declares_its_structs_fields_as_parameters() {
+    let mut checked = Vec::new();
+    let c = &mut checked;
+    check::<SumU32Args>(c);
+    check::<IotaU32Args>(c);
+    check::<ScanTileSumsArgs>(c);
+    check::<ScanTilesArgs>(c);
+    check::<ScanChunksU64Args>(c);
+    check::<AddTileOffsetsU64Args>(c);
+    check::<CompactTilesArgs>(c);
+    check::<RadixHistogramArgs>(c);
+    check::<RadixScatterArgs>(c);
+    check::<RunHeadsArgs>(c);
+    check::<ReduceRunsArgs>(c);
+    check::<ReduceRunsPackedArgs>(c);
+    check::<WsMaskF32Args>(c);
+    check::<WsMaskU8Args>(c);
+    check::<WsCornerCountArgs>(c);
+    check::<WsCornerCompactArgs>(c);
+    check::<WsBfsInitArgs>(c);
+    check::<WsBfsProposeArgs>(c);
+    check::<WsBfsClaimArgs>(c);
+    check::<WsBfsEmitArgs>(c);
+    check::<WsPlateauDirectionArgs>(c);
+    check::<UfTileLocalArgs>(c);
+    check::<UfTileFacesArgs>(c);
+    check::<WsFragmentCountArgs>(c);
+    check::<WsFragmentNumberArgs>(c);
+    check::<WsLabelsArgs>(c);
+    check::<RgCountEntriesArgs>(c);
+    check::<RgEmitEntriesArgs>(c);
+    check::<PhResetEndpointsArgs>(c);
+    check::<PhBestScoreArgs>(c);
+    check::<PhBestKeyArgs>(c);
+    check::<PhMatchMutualArgs>(c);
+    check::<PhBestMeanArgs>(c);
+    check::<PhEligibleArgs>(c);
+    check::<PhPreferredKeyArgs>(c);
+    check::<PhMatchPreferredArgs>(c);
+    check::<PhHistoryArgs>(c);
+    check::<PhRelabelInsertArgs>(c);
+    check::<PhMatchContractArgs>(c);
+    check::<PhResolveArgs>(c);
+    check::<PhClearTableArgs>(c);
+    check::<PhClassifyArgs>(c);
+    check::<PhGatherEdgesArgs>(c);
+    check::<PhLiveFlagsArgs>(c);
+    check::<PhFindRootsArgs>(c);
+    check::<PhSegmentArgs>(c);
+    check::<PhSegmentU64Args>(c);
+    check::<PhMarkEndpointsArgs>(c);
+    check::<PhScatterIdsArgs>(c);
+    check::<PhTranslateKeysArgs>(c);
+    check::<PhCommitArgs>(c);
+    for kernel in Kernel::ALL {
+        assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
+    }
 }

@@ -246,20 +246,20 @@ pub struct WsLabelsArgs {
 }
 
 impl_kernel_args!(
-    WsMaskF32Args => WsMaskF32,
-    WsMaskU8Args => WsMaskU8,
-    WsCornerCountArgs => WsCornerCount,
-    WsCornerCompactArgs => WsCornerCompact,
-    WsBfsInitArgs => WsBfsInit,
-    WsBfsProposeArgs => WsBfsPropose,
-    WsBfsClaimArgs => WsBfsClaim,
-    WsBfsEmitArgs => WsBfsEmit,
-    WsPlateauDirectionArgs => WsPlateauDirection,
-    UfTileLocalArgs => UfTileLocal,
-    UfTileFacesArgs => UfTileFaces,
-    WsFragmentCountArgs => WsFragmentCount,
-    WsFragmentNumberArgs => WsFragmentNumber,
-    WsLabelsArgs => WsLabels,
+    WsMaskF32Args => WsMaskF32 { affs, dims, params, bits },
+    WsMaskU8Args => WsMaskU8 { affs, dims, params, bits },
+    WsCornerCountArgs => WsCornerCount { bits, dims, tile_sums },
+    WsCornerCompactArgs => WsCornerCompact { bits, dims, tile_offsets, corners },
+    WsBfsInitArgs => WsBfsInit { frontier, f, order },
+    WsBfsProposeArgs => WsBfsPropose { frontier, f, bits, dims, order, best },
+    WsBfsClaimArgs => WsBfsClaim { frontier, f, bits, dims, order, best, flags },
+    WsBfsEmitArgs => WsBfsEmit { frontier, f, dims, flags, offsets, base, next, order },
+    WsPlateauDirectionArgs => WsPlateauDirection { bits, dims, order, edges },
+    UfTileLocalArgs => UfTileLocal { edges, dims, parent },
+    UfTileFacesArgs => UfTileFaces { edges, dims, parent },
+    WsFragmentCountArgs => WsFragmentCount { edges, parent, n, tile_sums },
+    WsFragmentNumberArgs => WsFragmentNumber { edges, parent, n, tile_offsets, labels },
+    WsLabelsArgs => WsLabels { edges, parent, n, labels },
 );
 
 #[cfg(test)]
@@ -268,9 +268,9 @@ mod tests {
     use crate::{Kernel, KernelArgs};
     use core::mem::{align_of, size_of};
 
-    /// The bytes each kernel's `.param .align 8 .b8 <name>_param_0[N]`
-    /// declares in the PTX: pointers and u64s take 8, `Dims3` 24,
-    /// `WatershedParams` 8 (two f32s).
+    /// The sizes of the argument structs, whose fields are the kernels'
+    /// parameters: pointers and u64s take 8, `Dims3` 24, `WatershedParams`
+    /// 8 (two f32s).
     #[test]
     fn argument_structs_have_the_expected_layout() {
         fn check<A: KernelArgs>(bytes: usize, kernel: Kernel) {
