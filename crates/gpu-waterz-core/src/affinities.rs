@@ -6,6 +6,7 @@ use rayon::prelude::*;
 
 /// The values of an affinity graph: float32, or uint8 meaning `k / 255`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum AffinityValues<'a> {
     /// Affinities in `[0, 1]`.
     F32(ArrayView4<'a, f32>),

@@ -80,6 +80,7 @@ pub fn check_watershed_thresholds(low: f64, high: f64) -> Result<crate::Watershe
 
 /// How edge statistics are accumulated and compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Arithmetic {
     /// waterz's own arithmetic, bit for bit: float32 running means, float32
     /// scores. The CPU reference in this mode reproduces stock waterz.
@@ -94,6 +95,7 @@ pub enum Arithmetic {
 /// An edge scoring function. Edges are merged while their score is below
 /// the threshold; all of these are `1 - statistic`, as waterz's `OneMinus`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum ScoringFunction {
     /// `OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>`, waterz's default.
     MeanAffinity,

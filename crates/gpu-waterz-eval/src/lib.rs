@@ -33,6 +33,7 @@ pub struct Metrics {
 
 /// Errors of evaluation.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EvalError {
     /// Bad input.
     #[error(transparent)]

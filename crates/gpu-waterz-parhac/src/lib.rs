@@ -34,6 +34,9 @@ pub enum ParhacError {
     /// waterz's bin queue takes at most 65536 bins.
     #[error("discretize_queue must be 0 (no bins) or a number of bins of at most 65536, not {0}")]
     QueueBins(u64),
+    /// A scoring function or arithmetic this version does not implement.
+    #[error("{0} is not implemented")]
+    Unsupported(String),
     /// The GPU failed.
     #[error(transparent)]
     Runtime(#[from] gpu_waterz_runtime::RuntimeError),

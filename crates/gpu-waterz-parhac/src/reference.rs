@@ -98,7 +98,7 @@ impl IterativeMerging {
         Ok(Self::with_statistics(
             graph.n_nodes,
             graph.edges.clone(),
-            EdgeStatistics::new(graph, scoring, arithmetic),
+            EdgeStatistics::new(graph, scoring, arithmetic)?,
             discretize_queue,
         ))
     }

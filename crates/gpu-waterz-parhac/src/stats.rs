@@ -43,11 +43,16 @@ fn one_minus(x: f32) -> f64 {
 }
 
 impl EdgeStatistics {
-    /// Accumulates the statistics of `graph`'s faces in waterz's order.
-    pub fn new(graph: &RegionGraph, scoring: ScoringFunction, arithmetic: Arithmetic) -> Self {
+    /// Accumulates the statistics of `graph`'s faces in waterz's order; a
+    /// scoring function or arithmetic this crate does not know is an error.
+    pub fn new(
+        graph: &RegionGraph,
+        scoring: ScoringFunction,
+        arithmetic: Arithmetic,
+    ) -> Result<Self, crate::ParhacError> {
         let n = graph.n_edges();
         let edges = 0..n;
-        match (scoring, arithmetic) {
+        Ok(match (scoring, arithmetic) {
             (ScoringFunction::MeanAffinity, Arithmetic::Waterz) => {
                 let mut count = vec![0u64; n];
                 let mut mean = vec![0f32; n];
@@ -90,7 +95,13 @@ impl EdgeStatistics {
                 }
                 Self::HistogramQuantile { quantile, bins, counts, sum, lowest }
             }
-        }
+            (scoring, arithmetic) => {
+                return Err(crate::ParhacError::Unsupported(format!(
+                    "the scoring function {} in {arithmetic:?} arithmetic",
+                    scoring.waterz_name()
+                )))
+            }
+        })
     }
 
     /// The score of edge `e` (lower merges first).

@@ -116,7 +116,7 @@ impl From<gpu_waterz_parhac::ParhacError> for Error {
         use gpu_waterz_parhac::ParhacError as E;
         let kind = match &e {
             E::Runtime(r) => runtime_kind(r),
-            E::TooManyNodes { .. } => ErrorKind::Unsupported,
+            E::TooManyNodes { .. } | E::Unsupported(_) => ErrorKind::Unsupported,
             _ => ErrorKind::InvalidInput,
         };
         Self::wrap(kind, e)

@@ -71,11 +71,13 @@ impl GpuEngine {
         let affinity_bytes = match affs.values() {
             AffinityValues::F32(_) => 12 * n,
             AffinityValues::U8(_) => 3 * n,
+            _ => return Err(Error::unsupported("the GPU backend reads float32 or uint8 affinities")),
         };
         gpu.check_free_memory(bytes_needed(n, affinity_bytes), &format!("decoding {n} voxels on the GPU"))?;
         let device = match affs.values() {
             AffinityValues::F32(v) => DeviceAffinities::upload_f32(gpu, &contiguous(v), dims)?,
             AffinityValues::U8(v) => DeviceAffinities::upload_u8(gpu, &contiguous(v), dims)?,
+            _ => return Err(Error::unsupported("the GPU backend reads float32 or uint8 affinities")),
         };
         Self::new(gpu, &device, config, thresholds)
     }

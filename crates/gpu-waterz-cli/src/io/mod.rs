@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// Errors of reading and writing volumes.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum IoError {
     /// The file could not be opened or read. (The cause is part of the
     /// message, not a separate source, so that it is printed once.)
@@ -62,6 +63,7 @@ pub enum IoError {
 
 /// A volume of one of the element types gpu-waterz reads.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Volume {
     /// float32.
     F32(ArrayD<f32>),
@@ -111,6 +113,7 @@ impl Volume {
 
 /// Where a volume lives: a `.npy` file, or a dataset in an HDF5 file.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum VolumeSource {
     /// A `.npy` file.
     Npy(PathBuf),

@@ -55,6 +55,12 @@ pub(crate) fn aggregated_faces(
             check_len("rg_emit_entries", "affinities", a, 3 * n)?;
             (a.as_ptr(), AffinityKind::U8)
         }
+        _ => {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "rg_emit_entries",
+                reason: "the region graph reads float32 or uint8 affinities only".into(),
+            })
+        }
     };
     let emit_cfg = cfg.with_shared_bytes(cfg.threads * RG_EMIT_SHARED_BYTES_PER_THREAD);
     let args = RgEmitEntriesArgs {

@@ -9,6 +9,7 @@ pub use gpu_waterz_abi::watershed::MAX_VOXELS;
 
 /// Affinity values in device memory.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum AffinityBuffer {
     /// float32 in `[0, 1]`.
     F32(DeviceBuffer<f32>),
