@@ -4,18 +4,26 @@
 //! Labels come from a CREMI HDF5 (`--cremi sample_A.hdf`,
 //! `volumes/labels/neuron_ids`, with affinities from `--cremi-affinities
 //! DATASET` when it has them), else from the pinky40 segmentation in the
-//! data directory, else from synthetic neurites. A tile of CNN-like
-//! affinities is generated from them (`gpu_waterz_cli::generate`) and stacked
-//! along z on the GPU to `--voxels` (default 2.16e9, the seed's size). The
-//! decode (watershed, region graph, ParHAC at `--threshold`, the
-//! segmentation on the device) is timed with the affinities resident, at
-//! every size of `--sizes`. VOI against ground truth is measured on one
-//! tile, where `--waterz` also runs stock waterz (PyPI, through
-//! `--python`) on the same data for the side-by-side figures.
+//! data directory, else from synthetic neurites; CNN-like affinities are
+//! generated from them (`gpu_waterz_cli::generate`). The decode (watershed,
+//! region graph, ParHAC at `--threshold`, the segmentation on the device)
+//! is timed with the affinities resident.
+//!
+//! Two layouts:
+//! - contiguous (the default): one volume of `--shape Z,Y,X` (default
+//!   512³), the labels cropped or mirrored to it as `gpu-waterz generate
+//!   --labels` does, so that merge chains are as long as a real volume's.
+//!   It reports the rounds and the merges per round; VOI is measured on the
+//!   whole volume, where `--waterz` also runs stock waterz (PyPI, through
+//!   `--python`) on the same data, up to 134 Mvoxel.
+//! - `--tiled`: a `--tile` stacked along z on the GPU to `--voxels`
+//!   (default 2.16e9, the seed's size), at every size of `--sizes`; VOI
+//!   and stock waterz on one tile.
 
 use anyhow::{anyhow, bail, Context, Result};
 use gpu_waterz::{AffinityBuffer, DeviceAffinities, Gpu};
 use gpu_waterz::{Agglomeration, Backend, Config};
+use gpu_waterz_cli::generate::GeneratorParams;
 use gpu_waterz_cli::io::{read_hdf5, write_atomically, write_npy, Volume};
 use gpu_waterz_core::{AffinityGraph, Dims3};
 use ndarray::{s, Array3, Array4, Ix3, Ix4};
@@ -35,9 +43,26 @@ struct Args {
     python: String,
     json: PathBuf,
     markdown: Option<PathBuf>,
+    tiled: bool,
+    shape: (usize, usize, usize),
 }
 
-const USAGE: &str = "usage: bench-cremi [--voxels N] [--threshold T] [--epsilon E] [--cremi FILE.hdf [--cremi-affinities DATASET]] [--tile Z,Y,X] [--sizes N1,N2,...] [--repeats R] [--waterz [--python PYTHON]] [--json OUT.json] [--markdown docs/BENCHMARKS.md]";
+/// The largest contiguous volume on which stock waterz runs beside the GPU
+/// (512³: about 19 s for it on the H200's host).
+const WATERZ_MAX_VOXELS: u64 = 1 << 27;
+
+const USAGE: &str = "usage: bench-cremi [--shape Z,Y,X | --tiled [--voxels N] [--tile Z,Y,X] [--sizes N1,N2,...]] [--threshold T] [--epsilon E] [--cremi FILE.hdf [--cremi-affinities DATASET]] [--repeats R] [--waterz [--python PYTHON]] [--json OUT.json] [--markdown docs/BENCHMARKS.md]";
+
+/// `Z,Y,X` as three positive sizes.
+fn parse_shape(flag: &str, v: Option<String>) -> Result<(usize, usize, usize)> {
+    let v = v.ok_or_else(|| anyhow!("{flag} needs Z,Y,X"))?;
+    let p: Vec<usize> = v.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
+    let &[z, y, x] = &p[..] else { bail!("{flag} takes three sizes Z,Y,X, not {v:?}") };
+    if z == 0 || y == 0 || x == 0 {
+        bail!("{flag} {v} has no voxels");
+    }
+    Ok((z, y, x))
+}
 
 fn parse_args() -> Result<Args> {
     let mut args = Args {
@@ -53,7 +78,10 @@ fn parse_args() -> Result<Args> {
         python: "python3".into(),
         json: PathBuf::from("bench-cremi.json"),
         markdown: None,
+        tiled: false,
+        shape: (512, 512, 512),
     };
+    let mut tiled_only = Vec::new();
     let mut it = std::env::args().skip(1);
     let number = |v: Option<String>, name: &str| -> Result<f64> {
         let v = v.ok_or_else(|| anyhow!("{name} needs a value\n{USAGE}"))?;
@@ -61,21 +89,22 @@ fn parse_args() -> Result<Args> {
     };
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--voxels" => args.voxels = number(it.next(), "--voxels")? as u64,
+            "--voxels" => {
+                args.voxels = number(it.next(), "--voxels")? as u64;
+                tiled_only.push("--voxels");
+            }
+            "--tiled" => args.tiled = true,
+            "--shape" => args.shape = parse_shape("--shape", it.next())?,
             "--threshold" => args.threshold = number(it.next(), "--threshold")?,
             "--epsilon" => args.epsilon = number(it.next(), "--epsilon")?,
             "--cremi" => args.cremi = Some(it.next().ok_or_else(|| anyhow!("--cremi needs a file"))?.into()),
             "--cremi-affinities" => args.cremi_affinities = it.next(),
             "--tile" => {
-                let v = it.next().ok_or_else(|| anyhow!("--tile needs Z,Y,X"))?;
-                let p: Vec<usize> = v.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
-                let &[z, y, x] = &p[..] else { bail!("--tile takes three sizes Z,Y,X, not {v:?}") };
-                if z == 0 || y == 0 || x == 0 {
-                    bail!("--tile {v} has no voxels");
-                }
-                args.tile = (z, y, x);
+                args.tile = parse_shape("--tile", it.next())?;
+                tiled_only.push("--tile");
             }
             "--sizes" => {
+                tiled_only.push("--sizes");
                 let v = it.next().ok_or_else(|| anyhow!("--sizes needs a list"))?;
                 args.sizes =
                     v.split(',').map(|x| x.trim().parse::<f64>().map(|f| f as u64)).collect::<Result<_, _>>()?;
@@ -91,6 +120,9 @@ fn parse_args() -> Result<Args> {
             }
             other => bail!("unknown argument {other:?}\n{USAGE}"),
         }
+    }
+    if let Some(flag) = tiled_only.first().filter(|_| !args.tiled) {
+        bail!("{flag} sets the tiled layout: pass --tiled too (the contiguous layout takes --shape)");
     }
     if !(0.0..=1.0).contains(&args.threshold) {
         bail!("--threshold must lie in [0, 1], not {}", args.threshold);
@@ -297,6 +329,168 @@ fn run_waterz(args: &Args, tile: &Array4<f32>, gt: &Array3<u64>) -> Result<serde
 fn main() -> Result<()> {
     let args = parse_args()?;
     let gpu = Gpu::new(0).context("bench-cremi measures the GPU pipeline and needs a CUDA GPU")?;
+    if args.tiled {
+        tiled(&args, &gpu)
+    } else {
+        contiguous(&args, &gpu)
+    }
+}
+
+/// The labels of the contiguous volume, cropped or mirrored to `--shape`,
+/// and where they came from.
+fn contiguous_labels(args: &Args) -> Result<(Array3<u32>, String)> {
+    let shape = args.shape;
+    let from = |path: &Path, dataset: &str, what: &str| -> Result<Array3<u32>> {
+        let labels = read_hdf5(path, dataset)
+            .with_context(|| format!("reading {dataset} from {}", path.display()))?
+            .into_labels(what)?
+            .into_dimensionality::<Ix3>()
+            .map_err(|_| anyhow!("{what} must be 3-dimensional"))?;
+        Ok(gpu_waterz_cli::generate::crop_or_mirror(&labels, shape))
+    };
+    if let Some(path) = &args.cremi {
+        return Ok((from(path, "volumes/labels/neuron_ids", "neuron_ids")?, format!("CREMI {}", path.display())));
+    }
+    let pinky = data_dir().join("pinky40-labels-512.h5");
+    if pinky.exists() {
+        return Ok((from(&pinky, "labels", "pinky40")?, "pinky40 labels (512³) cropped or mirrored".into()));
+    }
+    eprintln!("bench-cremi: {} is absent; using synthetic neurites", pinky.display());
+    let n = shape.0 * shape.1 * shape.2;
+    let labels = gpu_waterz_cli::generate::neurite_labels(1, shape, (n / 500_000).max(60));
+    Ok((labels, "synthetic drifting-Voronoi neurites".into()))
+}
+
+/// The quantiles 0, 10, 50, 90 and 100 % of `values` in their order.
+fn quantiles(values: &[u64]) -> [u64; 5] {
+    let at = |q: f64| values.get(((values.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
+    [at(0.0), at(0.1), at(0.5), at(0.9), at(1.0)]
+}
+
+/// The contiguous layout: one volume of `--shape`, no stacking.
+fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
+    let device = gpu.name()?;
+    let (z, y, x) = args.shape;
+    let t = Instant::now();
+    let (labels, source) = contiguous_labels(args)?;
+    let affs = match &args.cremi_affinities {
+        Some(_) => bail!("--cremi-affinities goes with --tiled (the contiguous layout generates the affinities)"),
+        None => gpu_waterz_cli::generate::affinities(&labels, &GeneratorParams { seed: 1, ..Default::default() }),
+    };
+    eprintln!("bench-cremi: {:?} volume from {source} in {:.1} s", args.shape, t.elapsed().as_secs_f64());
+    let dims = Dims3::new(z as u64, y as u64, x as u64);
+    let n = dims.z * dims.y * dims.x;
+    let config = Config::new(&[args.threshold]).epsilon(args.epsilon).backend(Backend::Gpu(gpu.clone()));
+    let device_affs = DeviceAffinities::upload_f32(gpu, affs.as_slice().expect("generated in C order"), dims)?;
+    gpu.reset_peak_pool_bytes()?;
+    let (warm_s, run) = decode(gpu, &device_affs, &config)?;
+    let peak = gpu.peak_pool_bytes()?;
+    let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
+    let rounds = stats.rounds.len();
+    let merges = quantiles(&stats.rounds.iter().map(|r| r.n_merged).collect::<Vec<_>>());
+    let slots = quantiles(&stats.rounds.iter().map(|r| r.n_edges).collect::<Vec<_>>());
+    let (n_fragments, n_edges) = (run.n_fragments(), stats.n_edges);
+    drop(run);
+    let mut times = Vec::new();
+    let mut stages = serde_json::Value::Null;
+    for _ in 0..args.repeats {
+        let (s, run) = decode(gpu, &device_affs, &config)?;
+        times.push(s);
+        stages = serde_json::to_value(run.timings())?;
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let merging = stages["merging_s"].as_f64().unwrap_or(f64::NAN);
+    eprintln!(
+        "bench-cremi: contiguous {:?} = {n} voxels: median {median:.3} s (warm-up {warm_s:.3} s), merging {merging:.3} s, {n_fragments} fragments, {n_edges} edges, {rounds} rounds; merges per round at 0/10/50/90/100 % of the rounds: {merges:?}; edge slots per round: {slots:?}; stages of the last run (s): {stages}",
+        args.shape
+    );
+    let parhac = parhac_five_thresholds(gpu, &device_affs, args.epsilon, args.repeats)?;
+    drop(device_affs);
+
+    let measure_quality = n <= WATERZ_MAX_VOXELS;
+    let gt = labels.mapv(u64::from);
+    let metrics = if measure_quality {
+        let graph = AffinityGraph::from_f32(affs.view())?;
+        let mut run = Agglomeration::new(&graph, config.clone().ground_truth(gt.clone()))?;
+        run.next_threshold()?.and_then(|r| r.metrics)
+    } else {
+        None
+    };
+    let waterz = if args.waterz && measure_quality { Some(run_waterz(args, &affs, &gt)?) } else { None };
+    let mut summary = serde_json::json!({
+        "device": device,
+        "layout": "contiguous",
+        "source": source,
+        "shape": [z, y, x],
+        "voxels": n,
+        "threshold": args.threshold,
+        "epsilon": args.epsilon,
+        "decode": {
+            "median_s": median,
+            "times_s": times,
+            "warm_up_s": warm_s,
+            "gvoxels_per_s": n as f64 / median / 1e9,
+            "stages_s": stages,
+            "peak_device_bytes": peak,
+            "n_fragments": n_fragments,
+            "n_edges": n_edges,
+            "rounds": rounds,
+            "merges_per_round_quantiles": merges,
+            "slots_per_round_quantiles": slots,
+        },
+        "parhac_five_thresholds": parhac,
+    });
+    if let Some(m) = &metrics {
+        summary["gpu_voi_split"] = m.voi_split.into();
+        summary["gpu_voi_merge"] = m.voi_merge.into();
+    }
+    let mut waterz_cell = if measure_quality {
+        "not run (pass --waterz)".to_string()
+    } else {
+        format!("not run: more than {WATERZ_MAX_VOXELS} voxels")
+    };
+    if let Some(w) = &waterz {
+        let seconds = w["seconds"].as_f64().unwrap_or(f64::NAN);
+        summary["waterz"] = w.clone();
+        summary["speedup"] = (seconds / median).into();
+        waterz_cell = format!(
+            "{seconds:.2} s ({:.2} Mvoxel/s); VOI split/merge {:.4}/{:.4}; GPU {:.0}× faster; its merging at 0.1..0.9 {:.2} s",
+            n as f64 / seconds / 1e6,
+            w["voi_split"].as_f64().unwrap_or(f64::NAN),
+            w["voi_merge"].as_f64().unwrap_or(f64::NAN),
+            seconds / median,
+            w["merging_five_thresholds_seconds"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    let text = serde_json::to_string_pretty(&summary)?;
+    write_atomically(&args.json, text.as_bytes())?;
+    println!("{text}");
+    if let Some(md) = &args.markdown {
+        let quality = match &metrics {
+            Some(m) => format!("GPU VOI split/merge {:.4}/{:.4}", m.voi_split, m.voi_merge),
+            None => "VOI not measured (volume too large for the side-by-side)".into(),
+        };
+        let row = format!(
+            "| bench-cremi (contiguous) | {device} | threshold {}, ε {}, {source} | {z}×{y}×{x} = {:.3} G: {median:.3} s ({:.2} Gvox/s, peak {}); merging {merging:.3} s in {rounds} rounds (merges per round, quantiles 0/10/50/90/100 %: {merges:?}); ParHAC at 0.1..0.9 {:.3} s, {} rounds | {quality} | {waterz_cell} |\n",
+            args.threshold,
+            args.epsilon,
+            n as f64 / 1e9,
+            n as f64 / median / 1e9,
+            peak_text(peak, n),
+            parhac["median_merging_s"].as_f64().unwrap_or(f64::NAN),
+            parhac["rounds"],
+        );
+        let mut md_text = std::fs::read_to_string(md).unwrap_or_default();
+        md_text.push_str(&row);
+        write_atomically(md, md_text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The tiled layout: a tile stacked along z to each size.
+fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
     let device = gpu.name()?;
     let (_, total_memory) = gpu.memory_info()?;
     let t = Instant::now();

@@ -129,6 +129,27 @@ fn box_blur(q: &Array3<f32>) -> Array3<f32> {
     out
 }
 
+/// A centred crop of `source` to `(zd, yd, xd)`; mirrored where the shape
+/// is larger than the source (0, 1, ..., n-1, n-1, ..., 0, 0, 1, ...), so
+/// that a larger volume stays one contiguous segmentation (no seams between
+/// copies). Labels keep their low 32 bits.
+pub fn crop_or_mirror(source: &Array3<u64>, (zd, yd, xd): (usize, usize, usize)) -> Array3<u32> {
+    let (sz, sy, sx) = source.dim();
+    let offset = |want: usize, have: usize| have.saturating_sub(want) / 2;
+    let (oz, oy, ox) = (offset(zd, sz), offset(yd, sy), offset(xd, sx));
+    let mirror = |i: usize, n: usize| {
+        let k = i % (2 * n);
+        if k < n {
+            k
+        } else {
+            2 * n - 1 - k
+        }
+    };
+    Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+        source[[mirror(z + oz, sz), mirror(y + oy, sy), mirror(x + ox, sx)]] as u32
+    })
+}
+
 /// CNN-like affinities `(3, z, y, x)` for `labels`.
 pub fn affinities(labels: &Array3<u32>, params: &GeneratorParams) -> Array4<f32> {
     let (zd, yd, xd) = labels.dim();

@@ -6,7 +6,6 @@ use super::outputs::Outputs;
 use anyhow::Result;
 use gpu_waterz_cli::generate as generator;
 use gpu_waterz_cli::io::write_npy;
-use ndarray::Array3;
 use std::path::PathBuf;
 
 /// The arguments of `gpu-waterz generate`.
@@ -40,7 +39,7 @@ pub struct GenerateArgs {
 pub fn run(args: &GenerateArgs) -> Result<()> {
     let shape = shape_zyx(&args.shape)?;
     let labels = match &args.labels {
-        Some(spec) => crop_or_mirror(&read_labels(spec, "labels")?, shape),
+        Some(spec) => generator::crop_or_mirror(&read_labels(spec, "labels")?, shape),
         None => generator::neurite_labels(args.seed, shape, args.cells),
     };
     let params = generator::GeneratorParams { seed: args.seed, ..Default::default() };
@@ -55,23 +54,4 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
     write_npy(&args.out_ground_truth, &labels.mapv(u64::from).view())?;
     written.keep();
     Ok(())
-}
-
-/// A centred crop of `source` to `(zd, yd, xd)`; mirrored where the shape
-/// is larger than the source (0, 1, ..., n-1, n-1, ..., 0, 0, 1, ...).
-fn crop_or_mirror(source: &Array3<u64>, (zd, yd, xd): (usize, usize, usize)) -> Array3<u32> {
-    let (sz, sy, sx) = source.dim();
-    let offset = |want: usize, have: usize| have.saturating_sub(want) / 2;
-    let (oz, oy, ox) = (offset(zd, sz), offset(yd, sy), offset(xd, sx));
-    let mirror = |i: usize, n: usize| {
-        let k = i % (2 * n);
-        if k < n {
-            k
-        } else {
-            2 * n - 1 - k
-        }
-    };
-    Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
-        source[[mirror(z + oz, sz), mirror(y + oy, sy), mirror(x + ox, sx)]] as u32
-    })
 }
