@@ -494,7 +494,7 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
     let device = gpu.name()?;
     let (_, total_memory) = gpu.memory_info()?;
     let t = Instant::now();
-    let (tile_labels, tile_affs, source) = make_tile(&args)?;
+    let (tile_labels, tile_affs, source) = make_tile(args)?;
     eprintln!("bench-cremi: tile {:?} from {source} in {:.1} s", args.tile, t.elapsed().as_secs_f64());
     let tile_voxels = (args.tile.0 * args.tile.1 * args.tile.2) as u64;
     let config = Config::new(&[args.threshold]).epsilon(args.epsilon).backend(Backend::Gpu(gpu.clone()));
@@ -503,14 +503,14 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
     let mut parhac = None;
     for &target in &args.sizes {
         let n_tiles = (target as f64 / tile_voxels as f64).round().max(1.0) as u64;
-        let affs = stacked(&gpu, &tile_affs, n_tiles)?;
+        let affs = stacked(gpu, &tile_affs, n_tiles)?;
         let dims = affs.dims();
         let n = affs.n_voxels();
         // The first decode warms up and measures the memory: the high
         // watermark of the stream-ordered pool every buffer comes from
         // (affinities included).
         gpu.reset_peak_pool_bytes()?;
-        let (warm_s, run) = decode(&gpu, &affs, &config)?;
+        let (warm_s, run) = decode(gpu, &affs, &config)?;
         let peak = gpu.peak_pool_bytes()?;
         let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
         let (n_fragments, n_edges, parhac_rounds) = (run.n_fragments(), stats.n_edges, stats.rounds.len());
@@ -521,7 +521,7 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
         let mut times = Vec::new();
         let mut stages = serde_json::Value::Null;
         for _ in 0..args.repeats {
-            let (s, run) = decode(&gpu, &affs, &config)?;
+            let (s, run) = decode(gpu, &affs, &config)?;
             times.push(s);
             stages = serde_json::to_value(run.timings())?;
         }
@@ -535,7 +535,7 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
             peak_text(peak, n)
         );
         if target == *args.sizes.last().expect("sizes") {
-            parhac = Some(parhac_five_thresholds(&gpu, &affs, args.epsilon, args.repeats)?);
+            parhac = Some(parhac_five_thresholds(gpu, &affs, args.epsilon, args.repeats)?);
         }
         sizes.push(SizeResult {
             voxels: n,
@@ -560,7 +560,7 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
     let mut crop_run = Agglomeration::new(&graph, config.clone().ground_truth(gt.clone()))?;
     let crop_result = crop_run.next_threshold()?.ok_or_else(|| anyhow!("no threshold"))?;
     let crop_metrics = crop_result.metrics.ok_or_else(|| anyhow!("no metrics"))?;
-    let waterz = if args.waterz { Some(run_waterz(&args, &tile_affs, &gt)?) } else { None };
+    let waterz = if args.waterz { Some(run_waterz(args, &tile_affs, &gt)?) } else { None };
     let largest = sizes.last().expect("at least one size");
     let gpu_rate = largest.voxels as f64 / largest.median_s;
     let mut summary = serde_json::json!({
@@ -606,7 +606,7 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
         ));
     }
     if let Some(md) = &args.markdown {
-        append_row(md, &device, &args, &sizes, &crop_metrics, &waterz_cell)?;
+        append_row(md, &device, args, &sizes, &crop_metrics, &waterz_cell)?;
     }
     Ok(())
 }
