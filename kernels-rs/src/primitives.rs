@@ -259,13 +259,38 @@ kernel! {
 }
 
 kernel! {
-    /// Order-preserving compaction without per-element offsets: each tile
-    /// ranks its set flags in shared memory and writes their indices after the
-    /// tile's offset (the exclusive scan of [`scan_tile_sums`] over the flags).
+    /// Per-tile counts of the non-zero flags among `n` `u32`s, for
+    /// [`compact_tiles`] (whatever the values, each non-zero flag counts
+    /// once, as [`compact_tiles`] keeps it once).
     ///
     /// # Safety
-    /// `flags` holds `n` u32s that are 0 or 1; `tile_offsets` one u64 per tile;
-    /// `out` one u32 per set flag; launched like [`scan_tile_sums`].
+    /// As [`scan_tile_sums`], with `flags` for `input`.
+    ///
+    /// # Parameters
+    /// - `flags`, `n`: the flags; `tile_sums`: receives each tile's count.
+    ///
+    /// # Thread mapping
+    /// As [`scan_tile_sums`].
+    pub unsafe extern "ptx-kernel" fn count_set_flags(
+        flags: *const u32,
+        n: u64,
+        tile_sums: *mut u64,
+    ) as CountSetFlagsArgs {
+        // SAFETY: launched as documented; `i < n`.
+        unsafe { tile_sum(n, |i| (*flags.add(i as usize) != 0) as u64, tile_sums) }
+    }
+}
+
+kernel! {
+    /// Order-preserving compaction without per-element offsets: each tile
+    /// ranks its set (non-zero) flags in shared memory and writes their
+    /// indices after the tile's offset (the exclusive scan of
+    /// [`count_set_flags`] over the same flags).
+    ///
+    /// # Safety
+    /// `flags` holds `n` u32s; `tile_offsets` one u64 per tile, the scan of
+    /// [`count_set_flags`] over them; `out` one u32 per set flag; launched
+    /// like [`scan_tile_sums`].
     ///
     /// # Parameters
     /// - `flags`, `n`; `tile_offsets`; `out`: the indices of the set flags.

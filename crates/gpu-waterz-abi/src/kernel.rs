@@ -48,6 +48,7 @@ kernels! {
     ScanTiles => "scan_tiles",
     ScanChunksU64 => "scan_chunks_u64",
     AddTileOffsetsU64 => "add_tile_offsets_u64",
+    CountSetFlags => "count_set_flags",
     CompactTiles => "compact_tiles",
     RadixHistogram => "radix_histogram",
     RadixScatter => "radix_scatter",

@@ -93,15 +93,27 @@ pub struct AddTileOffsetsU64Args {
     pub addends: *const u64,
 }
 
+/// `count_set_flags`: each tile's number of non-zero flags among `n` u32s.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CountSetFlagsArgs {
+    /// `n` u32s.
+    pub flags: *const u32,
+    /// How many.
+    pub n: u64,
+    /// One u64 per tile of [`SCAN_TILE`].
+    pub tile_sums: *mut u64,
+}
+
 /// `compact_tiles`: the indices of the set flags, in order.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct CompactTilesArgs {
-    /// `n` u32s, each 0 or 1.
+    /// `n` u32s; the non-zero ones are kept.
     pub flags: *const u32,
     /// How many.
     pub n: u64,
-    /// One u64 per tile: the exclusive scan of the tiles' counts.
+    /// One u64 per tile: the exclusive scan of `count_set_flags`' counts.
     pub tile_offsets: *const u64,
     /// One u32 per set flag.
     pub out: *mut u32,
@@ -186,6 +198,7 @@ impl_kernel_args!(
     ScanTilesArgs => ScanTiles { input, n, tile_offsets, output, total },
     ScanChunksU64Args => ScanChunksU64 { values, n, chunk_totals },
     AddTileOffsetsU64Args => AddTileOffsetsU64 { values, n, addends },
+    CountSetFlagsArgs => CountSetFlags { flags, n, tile_sums },
     CompactTilesArgs => CompactTiles { flags, n, tile_offsets, out },
     RadixHistogramArgs => RadixHistogram { keys, n, shift, hist },
     RadixScatterArgs => RadixScatter { keys_in, values_in, n, shift, offsets, keys_out, values_out },

@@ -59,6 +59,11 @@ impl<T> DeviceBuffer<T> {
         self.len() == 0
     }
 
+    /// The ordinal of the device that holds the buffer.
+    pub fn ordinal(&self) -> usize {
+        self.slice().ordinal()
+    }
+
     /// The size in bytes.
     pub fn num_bytes(&self) -> usize {
         self.slice().num_bytes()
@@ -89,7 +94,32 @@ impl<T> DeviceBuffer<T> {
     }
 }
 
+/// The bytes of `len` elements of `T`, or an error when they exceed
+/// `isize::MAX` (so that no allocation's size can wrap around and leave a
+/// buffer whose length claims more than was allocated).
+fn byte_len<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>()).filter(|&b| b <= isize::MAX as usize).ok_or_else(|| {
+        RuntimeError::InvalidLaunch {
+            kernel: "allocation",
+            reason: format!("{len} elements of {} bytes do not fit an allocation", std::mem::size_of::<T>()),
+        }
+    })
+}
+
 impl Gpu {
+    /// Fails unless `buffer` lives on this device: a kernel launched here
+    /// must not address another device's memory, and a buffer is freed on
+    /// its own device's stream.
+    pub fn check_device<T>(&self, buffer: &DeviceBuffer<T>, what: &str) -> Result<()> {
+        if buffer.ordinal() != self.ordinal() {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "launch",
+                reason: format!("{what} is on device {}, the launch on device {}", buffer.ordinal(), self.ordinal()),
+            });
+        }
+        Ok(())
+    }
+
     /// Maps an allocation failure to [`RuntimeError::OutOfMemory`] (with the
     /// bytes asked for and free) or to a driver error with context.
     fn allocation<T>(
@@ -177,6 +207,7 @@ impl Gpu {
 
     /// Copies `host` into `buffer` starting at element `offset`.
     pub fn upload_into<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>, offset: usize, host: &[T]) -> Result<()> {
+        self.check_device(buffer, "the buffer")?;
         let end = offset.checked_add(host.len()).filter(|&e| e <= buffer.len()).ok_or_else(|| {
             RuntimeError::InvalidLaunch {
                 kernel: "upload_into",
@@ -189,7 +220,7 @@ impl Gpu {
 
     /// A new device buffer of `len` zeroed elements.
     pub fn zeros<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
-        let bytes = len * std::mem::size_of::<T>();
+        let bytes = byte_len::<T>(len)?;
         let inner = self.allocation(self.stream.alloc_zeros(len), bytes, "allocating a buffer")?;
         Ok(DeviceBuffer::owned(inner))
     }
@@ -211,6 +242,8 @@ impl Gpu {
         dst: &mut DeviceBuffer<T>,
         len: usize,
     ) -> Result<()> {
+        self.check_device(src, "the source")?;
+        self.check_device(dst, "the destination")?;
         if len > src.len() || len > dst.len() {
             return Err(RuntimeError::InvalidLaunch {
                 kernel: "copy_prefix",
@@ -233,6 +266,7 @@ impl Gpu {
 
     /// Sets every element of `buffer` to zero.
     pub fn memset_zero<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>) -> Result<()> {
+        self.check_device(buffer, "the buffer")?;
         self.stream.memset_zeros(buffer.slice_mut()).context(|| "zeroing a buffer".into())
     }
 
@@ -240,6 +274,7 @@ impl Gpu {
     /// memset, at copy bandwidth). `0xFF` makes every integer element its
     /// type's maximum.
     pub fn memset_bytes<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>, byte: u8) -> Result<()> {
+        self.check_device(buffer, "the buffer")?;
         let bytes = buffer.num_bytes();
         let address = buffer.as_mut_ptr() as usize as u64;
         // SAFETY: `address` is a live allocation of `bytes` bytes, used on
@@ -258,10 +293,24 @@ impl Gpu {
     /// [`DeviceElement`]s, so reading one is never undefined behaviour, only
     /// meaningless until written.
     pub fn uninit<T: DeviceElement>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = byte_len::<T>(len)?;
         // SAFETY: device memory is never read on the host before a copy
-        // from the device, and every bit pattern is a valid `T`.
+        // from the device, and every bit pattern is a valid `T`; `len`
+        // elements fit `isize::MAX` bytes (checked), so cudarc's size
+        // computation does not overflow.
         let r = unsafe { self.stream.alloc::<T>(len) };
-        let inner = self.allocation(r, len * std::mem::size_of::<T>(), "allocating a buffer")?;
+        let inner = self.allocation(r, bytes, "allocating a buffer")?;
         Ok(DeviceBuffer::owned(inner))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn allocation_sizes_never_wrap() {
+        assert_eq!(super::byte_len::<u32>(1000).unwrap(), 4000);
+        assert!(super::byte_len::<u32>((1 << 62) + 1).is_err());
+        assert!(super::byte_len::<u64>(usize::MAX / 8 + 1).is_err());
+        assert!(super::byte_len::<u8>(isize::MAX as usize + 1).is_err());
     }
 }

@@ -52,6 +52,7 @@ fn scan_u64_in_place(gpu: &Gpu, values: &mut DeviceBuffer<u64>, n: u64) -> Resul
 /// The exclusive prefix sums of the first `n` u32s of `input`, as u64s,
 /// and their total (downloaded, so this synchronizes).
 pub fn exclusive_scan(gpu: &Gpu, input: &DeviceBuffer<u32>, n: u64) -> Result<(DeviceBuffer<u64>, u64)> {
+    gpu.check_device(input, "the scan's input")?;
     check_len("scan_tiles", "input", input, n)?;
     if n == 0 {
         return Ok((gpu.zeros::<u64>(1)?, 0));
@@ -79,17 +80,18 @@ pub fn exclusive_scan(gpu: &Gpu, input: &DeviceBuffer<u32>, n: u64) -> Result<(D
     Ok((output, total))
 }
 
-/// The indices `i < n` with `flags[i] != 0` (flags 0 or 1), in order, and
+/// The indices `i < n` with `flags[i] != 0`, in order, and
 /// their number. Tiles rank their flags in shared memory; no per-element
 /// offsets are materialized.
 pub fn compact_indices(gpu: &Gpu, flags: &DeviceBuffer<u32>, n: u64) -> Result<(DeviceBuffer<u32>, u64)> {
+    gpu.check_device(flags, "the flags")?;
     check_len("compact_tiles", "flags", flags, n)?;
     let mut out = None;
     let count = tile_compaction(
         gpu,
         n,
         |cfg, tile_sums| {
-            let args = ScanTileSumsArgs { input: flags.as_ptr(), n, tile_sums };
+            let args = CountSetFlagsArgs { flags: flags.as_ptr(), n, tile_sums };
             // SAFETY: `flags` holds n u32s, `tile_sums` one u64 per tile;
             // one block of SCAN_THREADS per tile with its shared memory.
             unsafe { gpu.launch(cfg, args) }
@@ -98,8 +100,8 @@ pub fn compact_indices(gpu: &Gpu, flags: &DeviceBuffer<u32>, n: u64) -> Result<(
             let mut indices = gpu.uninit::<u32>(count.max(1) as usize)?;
             let args = CompactTilesArgs { flags: flags.as_ptr(), n, tile_offsets, out: indices.as_mut_ptr() };
             // SAFETY: as above; `tile_offsets` is the scan of the tiles'
-            // counts (of flags that are 0 or 1) and `indices` holds one u32
-            // per set flag.
+            // counts of non-zero flags, which `compact_tiles` keeps, and
+            // `indices` holds one u32 per such flag (at most `n`).
             unsafe { gpu.launch(cfg, args) }?;
             out = Some(indices);
             Ok(())
@@ -156,6 +158,8 @@ pub fn radix_sort_pairs(
 ) -> Result<(DeviceBuffer<u64>, DeviceBuffer<u64>)> {
     check_len("radix_scatter", "keys", &keys, n)?;
     check_len("radix_scatter", "values", &values, n)?;
+    gpu.check_device(&keys, "the keys")?;
+    gpu.check_device(&values, "the values")?;
     if n <= 1 || shifts.is_empty() {
         return Ok((keys, values));
     }
@@ -237,6 +241,8 @@ fn reduce_runs_with(
 ) -> Result<ReducedRuns> {
     check_len("reduce_runs", "keys", keys, n)?;
     check_len("reduce_runs", "values", values, n)?;
+    gpu.check_device(keys, "the keys")?;
+    gpu.check_device(values, "the values")?;
     if n == 0 {
         return Ok(ReducedRuns { keys: gpu.zeros(1)?, counts: gpu.zeros(1)?, sums: gpu.zeros(1)?, n_runs: 0 });
     }
@@ -275,6 +281,7 @@ fn reduce_runs_with(
 /// Runs the Rust kernel `sum_u32` (shared-memory tree per block, one global
 /// atomic per block) and downloads the one result.
 pub fn sum_u32(gpu: &Gpu, input: &DeviceBuffer<u32>) -> Result<u64> {
+    gpu.check_device(input, "the input")?;
     use gpu_waterz_abi::{SumU32Args, REDUCE_THREADS};
     let n = input.len() as u64;
     if n == 0 {

@@ -31,7 +31,14 @@ fn compaction_keeps_order() {
     let gpu = gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
     for &n in SIZES {
-        let flags: Vec<u32> = (0..n).map(|_| (rng.gen_range(0..10) == 0) as u32).collect();
+        // Any non-zero flag is set once, whatever its value (u32::MAX too).
+        let flags: Vec<u32> = (0..n)
+            .map(|_| match rng.gen_range(0..20) {
+                0 => 1,
+                1 => rng.gen_range(2..=u32::MAX),
+                _ => 0,
+            })
+            .collect();
         let buffer = gpu.upload(&flags).unwrap();
         let (out, count) = compact_indices(&gpu, &buffer, n as u64).unwrap();
         let expected: Vec<u32> = (0..n as u32).filter(|&i| flags[i as usize] != 0).collect();

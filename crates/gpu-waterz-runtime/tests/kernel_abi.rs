@@ -71,6 +71,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<ScanTilesArgs>(c);
     check::<ScanChunksU64Args>(c);
     check::<AddTileOffsetsU64Args>(c);
+    check::<CountSetFlagsArgs>(c);
     check::<CompactTilesArgs>(c);
     check::<RadixHistogramArgs>(c);
     check::<RadixScatterArgs>(c);

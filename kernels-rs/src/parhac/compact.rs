@@ -62,8 +62,8 @@ kernel! {
     /// self-loop, which cannot happen, would be counted in `n_bad`).
     ///
     /// # Safety
-    /// `indices` holds `n` in-bounds slot indices of edges; with
-    /// [`EndpointMap::Lookup`] the endpoints index `map`; the outputs hold at
+    /// `indices` holds `n` in-bounds slot indices; with
+    /// [`EndpointMap::Lookup`] the endpoints of the non-empty ones index `map`; the outputs hold at
     /// least `offset + n` elements and do not alias the inputs; `n_bad` is one
     /// u32.
     ///
@@ -94,7 +94,8 @@ kernel! {
                 let e = *indices.add(i as usize) as usize;
                 let o = (offset + i) as usize;
                 let mut key = EdgeKey::from_bits(*keys.add(e));
-                if endpoints == EndpointMap::Lookup {
+                // An empty slot stays empty (its endpoints index nothing).
+                if endpoints == EndpointMap::Lookup && !key.is_empty() {
                     let (a, b) = (*map.add(key.u() as usize) as u64, *map.add(key.v() as usize) as u64);
                     key = match EdgeKey::between(a, b) {
                         Some(k) => k,

@@ -139,6 +139,9 @@ impl DeviceEdges {
         n_edges: u64,
         n_nodes: u64,
     ) -> Result<Self, GraphError> {
+        for (what, buffer) in [("the key buffer", &keys), ("the count buffer", &counts), ("the sum buffer", &sums)] {
+            gpu.check_device(buffer, what)?;
+        }
         check_buffer("the key buffer", &keys, n_edges)?;
         check_buffer("the count buffer", &counts, n_edges)?;
         check_buffer("the sum buffer", &sums, n_edges)?;
@@ -159,6 +162,12 @@ impl DeviceEdges {
             sums: gpu.duplicate(&self.sums)?,
             ..*self
         })
+    }
+
+    /// Fails unless the edges live on `gpu`'s device.
+    pub fn check_device(&self, gpu: &Gpu) -> Result<(), GraphError> {
+        gpu.check_device(&self.keys, "the edges")?;
+        Ok(())
     }
 
     /// The number of edges.

@@ -25,6 +25,8 @@ pub fn region_graph(
     affs: &DeviceAffinities,
     fragments: &DeviceFragments,
 ) -> Result<DeviceEdges, GraphError> {
+    affs.check_device(gpu)?;
+    gpu.check_device(fragments.labels(), "the fragments")?;
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
     let (keys, values, n_entries) = launch::aggregated_faces(gpu, fragments, affs)?;
     timer.mark("face entries")?;

@@ -702,10 +702,12 @@ pub(super) fn gather(
     // the source's endpoints; `dst` holds `offset + n` elements (all
     // checked above); `n_bad` is one u32.
     unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
-    dst.len = offset + n;
+    // The copies count only once they are known good: after an error the
+    // destination keeps its previous length.
     if map.is_some() {
         check_no_bad(gpu, &n_bad, K, "edges became self-loops through the node map")?;
     }
+    dst.len = offset + n;
     Ok(())
 }
 

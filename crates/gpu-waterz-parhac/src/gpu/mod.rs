@@ -106,6 +106,12 @@ impl GpuParhac {
         if !epsilon.is_finite() || epsilon < 0.0 {
             return Err(CoreError::Epsilon(epsilon).into());
         }
+        edges.check_device(gpu).map_err(|e| {
+            ParhacError::Runtime(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
+                kernel: "GpuParhac::new",
+                reason: e.to_string(),
+            })
+        })?;
         let n_nodes = edges.n_nodes();
         if n_nodes > u32::MAX as u64 {
             return Err(ParhacError::TooManyNodes { n_nodes });
@@ -241,6 +247,7 @@ impl GpuParhac {
     /// anything is launched), on the device: every voxel's region.
     pub fn segmentation(&self, fragments: &DeviceFragments) -> Result<DeviceBuffer<u32>, ParhacError> {
         segment::check_fragments(fragments, self.state.n_nodes)?;
+        self.gpu.check_device(fragments.labels(), "the fragments")?;
         let roots = self.roots()?;
         let labels = fragments.labels();
         Ok(launch::segment(&self.gpu, labels, labels.len() as u64, &roots)?)

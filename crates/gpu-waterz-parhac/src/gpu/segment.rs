@@ -35,6 +35,8 @@ pub fn segment_u64(
     table: &DeviceBuffer<u64>,
 ) -> Result<DeviceBuffer<u64>, ParhacError> {
     check_fragments(fragments, table.len() as u64)?;
+    gpu.check_device(fragments.labels(), "the fragments")?;
+    gpu.check_device(table, "the table")?;
     let labels = fragments.labels();
     Ok(launch::segment_u64(gpu, labels, labels.len() as u64, table)?)
 }

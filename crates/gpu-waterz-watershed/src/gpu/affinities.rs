@@ -30,6 +30,14 @@ impl AffinityBuffer {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The ordinal of the device that holds the values.
+    pub fn ordinal(&self) -> usize {
+        match self {
+            AffinityBuffer::F32(b) => b.ordinal(),
+            AffinityBuffer::U8(b) => b.ordinal(),
+        }
+    }
 }
 
 /// An affinity graph `(3, z, y, x)` in device memory, owned or borrowed
@@ -100,6 +108,21 @@ impl DeviceAffinities {
     /// The values: exactly `3 * n_voxels()` of them.
     pub fn data(&self) -> &AffinityBuffer {
         &self.data
+    }
+
+    /// Fails unless the affinities live on `gpu`'s device.
+    pub fn check_device(&self, gpu: &Gpu) -> Result<()> {
+        if self.data.ordinal() != gpu.ordinal() {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "launch",
+                reason: format!(
+                    "the affinities are on device {}, the launch on device {}",
+                    self.data.ordinal(),
+                    gpu.ordinal()
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -48,6 +48,7 @@ impl DeviceFragments {
         dims: Dims3,
         n_fragments: u64,
     ) -> Result<Self, WatershedError> {
+        gpu.check_device(&labels, "the labels")?;
         let n = check_dims(dims)?;
         if labels.len() as u64 != n {
             return Err(invalid_labels(format!("{} labels for a volume of {n} voxels ({dims:?})", labels.len())));
@@ -114,6 +115,7 @@ pub fn watershed(
     affs: &DeviceAffinities,
     params: WatershedParams,
 ) -> Result<DeviceFragments, WatershedError> {
+    affs.check_device(gpu)?;
     if !params.keeps_masks_inside() {
         return Err(WatershedError::Input(CoreError::WatershedThresholds {
             low: params.aff_threshold_low as f64,
