@@ -111,7 +111,7 @@ impl GpuEngine {
                     )));
                 }
                 let ids: Vec<u32> = dense.dense.iter().map(|&d| d as u32).collect();
-                let labels = DeviceFragments::from_labels(gpu, gpu.upload(&ids)?, dims, n_fragments)?;
+                let labels = DeviceFragments::upload(gpu, &ids, dims, n_fragments)?;
                 (labels, Some(dense.original))
             }
         };

@@ -57,6 +57,18 @@ impl DeviceFragments {
         Ok(Self { labels, n_fragments, dims, plateau_levels: 0 })
     }
 
+    /// Fragments from host labels (`dims.z * dims.y * dims.x` of them, C
+    /// order), checked on the host (every label at most `n_fragments`),
+    /// then uploaded once.
+    pub fn upload(gpu: &Gpu, labels: &[u32], dims: Dims3, n_fragments: u64) -> Result<Self, WatershedError> {
+        let n = check_dims(dims)?;
+        if labels.len() as u64 != n {
+            return Err(invalid_labels(format!("{} labels for a volume of {n} voxels ({dims:?})", labels.len())));
+        }
+        check_labels(labels, n_fragments)?;
+        Ok(Self { labels: gpu.upload(labels)?, n_fragments, dims, plateau_levels: 0 })
+    }
+
     /// One label per voxel (C order): 0 for background, else `1..=n_fragments`.
     pub fn labels(&self) -> &DeviceBuffer<u32> {
         &self.labels
