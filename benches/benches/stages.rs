@@ -31,6 +31,44 @@ fn cpu_reference(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // The serial finish of the GPU merging (`SerialMerger`) against the
+    // serial reference in exact arithmetic, on graphs the size of the live
+    // graph the GPU hands over on a contiguous 512³ volume (about 50,000
+    // edges), merged to the end.
+    let mut group = c.benchmark_group("serial-finish");
+    group.sample_size(10);
+    let random = gpu_waterz_parhac::cpu::random_graph(1, 20_000, 60_000, 50, 0);
+    let (_, hub_nodes, hub) = gpu_waterz_parhac::cpu::adversarial_graphs(1, 40).swap_remove(2);
+    for (name, n_nodes, edges) in [("random-60k", 20_000u64, random), ("hub", hub_nodes, hub)] {
+        group.bench_function(format!("serial-merger-build/{name}"), |b| {
+            b.iter(|| gpu_waterz_parhac::serial::SerialMerger::new(n_nodes, &edges).unwrap())
+        });
+        group.bench_function(format!("serial-merger-to-0.5/{name}"), |b| {
+            b.iter(|| {
+                let mut m = gpu_waterz_parhac::serial::SerialMerger::new(n_nodes, &edges).unwrap();
+                m.merge_until(0.5, None)
+            })
+        });
+        group.throughput(Throughput::Elements(edges.len() as u64));
+        group.bench_function(format!("serial-merger/{name}"), |b| {
+            b.iter(|| {
+                let mut m = gpu_waterz_parhac::serial::SerialMerger::new(n_nodes, &edges).unwrap();
+                m.merge_until(1.0, None)
+            })
+        });
+        group.bench_function(format!("reference-exact/{name}"), |b| {
+            b.iter(|| {
+                let mut m = IterativeMerging::from_contact_stats(
+                    n_nodes,
+                    edges.iter().map(|e| [e.u, e.v]).collect(),
+                    edges.iter().map(|e| e.stats).collect(),
+                );
+                m.merge_until(1.0, None)
+            })
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, cpu_reference);

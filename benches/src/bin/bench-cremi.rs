@@ -22,7 +22,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use gpu_waterz::{AffinityBuffer, DeviceAffinities, Gpu};
-use gpu_waterz::{Agglomeration, Backend, Config};
+use gpu_waterz::{Agglomeration, Backend, Config, GpuStats, HostFinish};
 use gpu_waterz_cli::generate::GeneratorParams;
 use gpu_waterz_cli::io::{read_hdf5, write_atomically, write_npy, Volume};
 use gpu_waterz_core::{AffinityGraph, Dims3};
@@ -45,13 +45,16 @@ struct Args {
     markdown: Option<PathBuf>,
     tiled: bool,
     shape: (usize, usize, usize),
+    /// The serial-finish policies: the first is the benchmark's, the
+    /// others are compared with it (contiguous layout).
+    host_finish: Vec<HostFinish>,
 }
 
 /// The largest contiguous volume on which stock waterz runs beside the GPU
 /// (512³: about 19 s for it on the H200's host).
 const WATERZ_MAX_VOXELS: u64 = 1 << 27;
 
-const USAGE: &str = "usage: bench-cremi [--shape Z,Y,X | --tiled [--voxels N] [--tile Z,Y,X] [--sizes N1,N2,...]] [--threshold T] [--epsilon E] [--cremi FILE.hdf [--cremi-affinities DATASET]] [--repeats R] [--waterz [--python PYTHON]] [--json OUT.json] [--markdown docs/BENCHMARKS.md]";
+const USAGE: &str = "usage: bench-cremi [--shape Z,Y,X | --tiled [--voxels N] [--tile Z,Y,X] [--sizes N1,N2,...]] [--threshold T] [--epsilon E] [--host-finish never|default|EDGES,MERGES,SMALL[/...]] [--cremi FILE.hdf [--cremi-affinities DATASET]] [--repeats R] [--waterz [--python PYTHON]] [--json OUT.json] [--markdown docs/BENCHMARKS.md]";
 
 /// `Z,Y,X` as three positive sizes.
 fn parse_shape(flag: &str, v: Option<String>) -> Result<(usize, usize, usize)> {
@@ -62,6 +65,42 @@ fn parse_shape(flag: &str, v: Option<String>) -> Result<(usize, usize, usize)> {
         bail!("{flag} {v} has no voxels");
     }
     Ok((z, y, x))
+}
+
+/// Serial-finish policies separated by `/`: `never`, `default`, or
+/// `EDGES,MERGES,SMALL` (`HostFinish`'s three fields).
+fn parse_host_finish(v: Option<String>) -> Result<Vec<HostFinish>> {
+    let v = v.ok_or_else(|| anyhow!("--host-finish needs never, default or EDGES,MERGES,SMALL"))?;
+    v.split('/')
+        .map(|p| match p.trim() {
+            "never" => Ok(HostFinish::NEVER),
+            "default" => Ok(HostFinish::default()),
+            fields => {
+                let f: Vec<u64> = fields.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
+                let &[max_edges, min_merges_per_round, small_edges] = &f[..] else {
+                    bail!("--host-finish takes never, default or EDGES,MERGES,SMALL, not {p:?}")
+                };
+                Ok(HostFinish { max_edges, min_merges_per_round, small_edges })
+            }
+        })
+        .collect()
+}
+
+/// GPU rounds and serial finishes on the host.
+fn round_counts(stats: &GpuStats<'_>) -> (usize, usize) {
+    let on_host = stats.rounds.iter().filter(|r| r.on_host).count();
+    (stats.rounds.len() - on_host, on_host)
+}
+
+/// Debug logs on standard error (the serial finish's phases, the
+/// thresholds) when `GPU_WATERZ_LOG` is `debug` or `trace`.
+fn init_logging() {
+    let level = match std::env::var("GPU_WATERZ_LOG").as_deref() {
+        Ok("debug") => tracing::Level::DEBUG,
+        Ok("trace") => tracing::Level::TRACE,
+        _ => return,
+    };
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).init();
 }
 
 fn parse_args() -> Result<Args> {
@@ -80,6 +119,7 @@ fn parse_args() -> Result<Args> {
         markdown: None,
         tiled: false,
         shape: (512, 512, 512),
+        host_finish: vec![HostFinish::default()],
     };
     let mut tiled_only = Vec::new();
     let mut it = std::env::args().skip(1);
@@ -97,6 +137,7 @@ fn parse_args() -> Result<Args> {
             "--shape" => args.shape = parse_shape("--shape", it.next())?,
             "--threshold" => args.threshold = number(it.next(), "--threshold")?,
             "--epsilon" => args.epsilon = number(it.next(), "--epsilon")?,
+            "--host-finish" => args.host_finish = parse_host_finish(it.next())?,
             "--cremi" => args.cremi = Some(it.next().ok_or_else(|| anyhow!("--cremi needs a file"))?.into()),
             "--cremi-affinities" => args.cremi_affinities = it.next(),
             "--tile" => {
@@ -248,9 +289,13 @@ fn parhac_five_thresholds(
     gpu: &Gpu,
     affs: &DeviceAffinities,
     epsilon: f64,
+    host_finish: HostFinish,
     repeats: usize,
 ) -> Result<serde_json::Value> {
-    let config = Config::new(&[0.1, 0.3, 0.5, 0.7, 0.9]).epsilon(epsilon).backend(Backend::Gpu(gpu.clone()));
+    let config = Config::new(&[0.1, 0.3, 0.5, 0.7, 0.9])
+        .epsilon(epsilon)
+        .host_finish(host_finish)
+        .backend(Backend::Gpu(gpu.clone()));
     let mut times = Vec::new();
     let mut summary = serde_json::Value::Null;
     for _ in 0..repeats.max(1) {
@@ -261,11 +306,12 @@ fn parhac_five_thresholds(
         let merging = run.timings().merging_s;
         times.push(merging);
         let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
-        let rounds = stats.rounds.len();
+        let (rounds, on_host) = round_counts(&stats);
         summary = serde_json::json!({
             "n_fragments": run.n_fragments(),
             "n_edges": stats.n_edges,
             "rounds": rounds,
+            "host_finishes": on_host,
             "compactions": stats.n_compactions,
             "merging_s": merging,
             "mean_round_us": merging * 1e6 / rounds.max(1) as f64,
@@ -327,6 +373,7 @@ fn run_waterz(args: &Args, tile: &Array4<f32>, gt: &Array3<u64>) -> Result<serde
 }
 
 fn main() -> Result<()> {
+    init_logging();
     let args = parse_args()?;
     let gpu = Gpu::new(0).context("bench-cremi measures the GPU pipeline and needs a CUDA GPU")?;
     if args.tiled {
@@ -380,15 +427,20 @@ fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
     eprintln!("bench-cremi: {:?} volume from {source} in {:.1} s", args.shape, t.elapsed().as_secs_f64());
     let dims = Dims3::new(z as u64, y as u64, x as u64);
     let n = dims.z * dims.y * dims.x;
-    let config = Config::new(&[args.threshold]).epsilon(args.epsilon).backend(Backend::Gpu(gpu.clone()));
+    let config = Config::new(&[args.threshold])
+        .epsilon(args.epsilon)
+        .host_finish(args.host_finish[0])
+        .backend(Backend::Gpu(gpu.clone()));
     let device_affs = DeviceAffinities::upload_f32(gpu, affs.as_slice().expect("generated in C order"), dims)?;
     gpu.reset_peak_pool_bytes()?;
     let (warm_s, run) = decode(gpu, &device_affs, &config)?;
     let peak = gpu.peak_pool_bytes()?;
     let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
-    let rounds = stats.rounds.len();
-    let merges = quantiles(&stats.rounds.iter().map(|r| r.n_merged).collect::<Vec<_>>());
-    let slots = quantiles(&stats.rounds.iter().map(|r| r.n_edges).collect::<Vec<_>>());
+    let (rounds, host_finishes) = round_counts(&stats);
+    let gpu_rounds: Vec<_> = stats.rounds.iter().filter(|r| !r.on_host).collect();
+    let merges = quantiles(&gpu_rounds.iter().map(|r| r.n_merged).collect::<Vec<_>>());
+    let slots = quantiles(&gpu_rounds.iter().map(|r| r.n_edges).collect::<Vec<_>>());
+    let host_merged: u64 = stats.rounds.iter().filter(|r| r.on_host).map(|r| r.n_merged).sum();
     let (n_fragments, n_edges) = (run.n_fragments(), stats.n_edges);
     drop(run);
     let mut times = Vec::new();
@@ -403,10 +455,36 @@ fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
     let median = sorted[sorted.len() / 2];
     let merging = stages["merging_s"].as_f64().unwrap_or(f64::NAN);
     eprintln!(
-        "bench-cremi: contiguous {:?} = {n} voxels: median {median:.3} s (warm-up {warm_s:.3} s), merging {merging:.3} s, {n_fragments} fragments, {n_edges} edges, {rounds} rounds; merges per round at 0/10/50/90/100 % of the rounds: {merges:?}; edge slots per round: {slots:?}; stages of the last run (s): {stages}",
+        "bench-cremi: contiguous {:?} = {n} voxels: median {median:.3} s (warm-up {warm_s:.3} s), merging {merging:.3} s, {n_fragments} fragments, {n_edges} edges, {rounds} GPU rounds + {host_finishes} serial finishes ({host_merged} merges on the host); merges per GPU round at 0/10/50/90/100 % of the rounds: {merges:?}; edge slots per round: {slots:?}; stages of the last run (s): {stages}",
         args.shape
     );
-    let parhac = parhac_five_thresholds(gpu, &device_affs, args.epsilon, args.repeats)?;
+    let parhac = parhac_five_thresholds(gpu, &device_affs, args.epsilon, args.host_finish[0], args.repeats)?;
+    // The other policies, on the same volume, for the crossover.
+    let mut sweep = Vec::new();
+    for &policy in &args.host_finish[1..] {
+        let config = config.clone().host_finish(policy);
+        let mut times = Vec::new();
+        let mut row = serde_json::Value::Null;
+        for _ in 0..args.repeats {
+            let (s, run) = decode(gpu, &device_affs, &config)?;
+            let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
+            let (rounds, on_host) = round_counts(&stats);
+            times.push(s);
+            row = serde_json::json!({
+                "policy": format!("{policy:?}"),
+                "merging_s": run.timings().merging_s,
+                "rounds": rounds,
+                "host_finishes": on_host,
+                "host_merges": stats.rounds.iter().filter(|r| r.on_host).map(|r| r.n_merged).sum::<u64>(),
+                "host_seconds": stats.rounds.iter().filter(|r| r.on_host).map(|r| r.seconds).sum::<f64>(),
+            });
+        }
+        times.sort_by(f64::total_cmp);
+        row["median_decode_s"] = times[times.len() / 2].into();
+        row["five_thresholds"] = parhac_five_thresholds(gpu, &device_affs, args.epsilon, policy, args.repeats)?;
+        eprintln!("bench-cremi: policy {row}");
+        sweep.push(row);
+    }
     drop(device_affs);
 
     let measure_quality = n <= WATERZ_MAX_VOXELS;
@@ -437,10 +515,14 @@ fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
             "n_fragments": n_fragments,
             "n_edges": n_edges,
             "rounds": rounds,
+            "host_finishes": host_finishes,
+            "host_merges": host_merged,
+            "host_finish": format!("{:?}", args.host_finish[0]),
             "merges_per_round_quantiles": merges,
             "slots_per_round_quantiles": slots,
         },
         "parhac_five_thresholds": parhac,
+        "host_finish_sweep": sweep,
     });
     if let Some(m) = &metrics {
         summary["gpu_voi_split"] = m.voi_split.into();
@@ -473,7 +555,7 @@ fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
             None => "VOI not measured (volume too large for the side-by-side)".into(),
         };
         let row = format!(
-            "| bench-cremi (contiguous) | {device} | threshold {}, ε {}, {source} | {z}×{y}×{x} = {:.3} G: {median:.3} s ({:.2} Gvox/s, peak {}); merging {merging:.3} s in {rounds} rounds (merges per round, quantiles 0/10/50/90/100 %: {merges:?}); ParHAC at 0.1..0.9 {:.3} s, {} rounds | {quality} | {waterz_cell} |\n",
+            "| bench-cremi (contiguous) | {device} | threshold {}, ε {}, {source} | {z}×{y}×{x} = {:.3} G: {median:.3} s ({:.2} Gvox/s, peak {}); merging {merging:.3} s in {rounds} GPU rounds + {host_finishes} serial finish ({host_merged} merges) (merges per GPU round, quantiles 0/10/50/90/100 %: {merges:?}); ParHAC at 0.1..0.9 {:.3} s, {} GPU rounds + {} serial finishes | {quality} | {waterz_cell} |\n",
             args.threshold,
             args.epsilon,
             n as f64 / 1e9,
@@ -481,6 +563,7 @@ fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
             peak_text(peak, n),
             parhac["median_merging_s"].as_f64().unwrap_or(f64::NAN),
             parhac["rounds"],
+            parhac["host_finishes"],
         );
         let mut md_text = std::fs::read_to_string(md).unwrap_or_default();
         md_text.push_str(&row);
@@ -497,7 +580,10 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
     let (tile_labels, tile_affs, source) = make_tile(args)?;
     eprintln!("bench-cremi: tile {:?} from {source} in {:.1} s", args.tile, t.elapsed().as_secs_f64());
     let tile_voxels = (args.tile.0 * args.tile.1 * args.tile.2) as u64;
-    let config = Config::new(&[args.threshold]).epsilon(args.epsilon).backend(Backend::Gpu(gpu.clone()));
+    let config = Config::new(&[args.threshold])
+        .epsilon(args.epsilon)
+        .host_finish(args.host_finish[0])
+        .backend(Backend::Gpu(gpu.clone()));
 
     let mut sizes = Vec::new();
     let mut parhac = None;
@@ -513,7 +599,7 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
         let (warm_s, run) = decode(gpu, &affs, &config)?;
         let peak = gpu.peak_pool_bytes()?;
         let stats = run.gpu_stats().ok_or_else(|| anyhow!("the GPU backend reports its figures"))?;
-        let (n_fragments, n_edges, parhac_rounds) = (run.n_fragments(), stats.n_edges, stats.rounds.len());
+        let (n_fragments, n_edges, parhac_rounds) = (run.n_fragments(), stats.n_edges, round_counts(&stats).0);
         let slots: Vec<u64> = stats.rounds.iter().map(|r| r.n_edges).collect();
         let at = |q: f64| slots.get(((slots.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
         let slot_profile = [at(0.0), at(0.1), at(0.5), at(0.9), at(1.0)];
@@ -535,7 +621,7 @@ fn tiled(args: &Args, gpu: &Gpu) -> Result<()> {
             peak_text(peak, n)
         );
         if target == *args.sizes.last().expect("sizes") {
-            parhac = Some(parhac_five_thresholds(gpu, &affs, args.epsilon, args.repeats)?);
+            parhac = Some(parhac_five_thresholds(gpu, &affs, args.epsilon, args.host_finish[0], args.repeats)?);
         }
         sizes.push(SizeResult {
             voxels: n,

@@ -137,6 +137,49 @@ impl Parhac {
         }
     }
 
+    /// Runs at most `max_rounds` rounds at `threshold` (compared in
+    /// float32), appending their merges to `history` when given; returns
+    /// the number of merges. Unlike [`Self::merge_until`] the threshold is
+    /// not recorded as done: [`Self::finish_serially`] (or `merge_until`)
+    /// ends it.
+    pub fn run_rounds(&mut self, threshold: f32, max_rounds: usize, mut history: Option<&mut Vec<Merge>>) -> usize {
+        let mut total = 0;
+        for _ in 0..max_rounds {
+            let merged = self.round(threshold as f64, history.as_deref_mut());
+            if merged == 0 {
+                break;
+            }
+            total += merged;
+        }
+        total
+    }
+
+    /// Ends `threshold` serially, as the GPU does once its rounds merge
+    /// few pairs: the current graph goes to
+    /// [`crate::serial::merge_components`], which merges the best edge while
+    /// it scores below the threshold (per component of the edges below it);
+    /// its merges join the forest and its graph replaces this one. Appends the
+    /// merges to `history` when given (in the order they happened); returns
+    /// their number. At ε = 0 on tie-free input the result is the same as
+    /// [`Self::merge_until`]'s (see `docs/parhac.md`).
+    pub fn finish_serially(&mut self, threshold: f32, history: Option<&mut Vec<Merge>>) -> Result<usize, ParhacError> {
+        let t = threshold as f64;
+        if t <= self.merged_until {
+            return Ok(0);
+        }
+        self.merged_until = t;
+        let finished = crate::serial::merge_components(self.parent.len() as u64, &self.edges, threshold)?;
+        let merges = finished.merges;
+        for m in &merges {
+            self.parent[m.b as usize] = m.a;
+        }
+        self.edges = finished.edges;
+        if let Some(h) = history {
+            h.extend_from_slice(&merges);
+        }
+        Ok(merges.len())
+    }
+
     /// One round; returns the number of merged pairs.
     fn round(&mut self, threshold: f64, history: Option<&mut Vec<Merge>>) -> usize {
         let n = self.parent.len();
@@ -244,6 +287,78 @@ pub fn random_graph(seed: u64, n_nodes: u64, n_edges: usize, max_count: u64, lev
         pairs.insert((u.min(v), u.max(v)), ContactStats { contact_count: count, affinity_sum: sum });
     }
     pairs.into_iter().map(|((u, v), stats)| Edge { u, v, stats }).collect()
+}
+
+/// Statistics of `count` faces whose mean affinity is close to `mean`,
+/// lowered by `salt` units of 2^-32 (below 4096) so that means differ.
+fn stats_near(count: u64, mean: f64, salt: u64) -> ContactStats {
+    let one = (1u64 << 32) as f64;
+    let per_face = ((mean.clamp(0.0, 1.0) * one) as u64).saturating_sub(salt % 4096).min(1 << 32);
+    ContactStats { contact_count: count, affinity_sum: per_face * count }
+}
+
+/// Graphs built to hurt merging in rounds, for tests and benchmarks, each
+/// `(name, n_nodes, edges)` and tie-free with overwhelming probability
+/// (means perturbed per edge); `scale` ≥ 1 multiplies their sizes. A star
+/// (one hub, every other node a leaf), a long path whose means fall along
+/// it, a big hub among many small regions that also touch their
+/// neighbours, many equal hubs side by side (stars of the same shape
+/// linked in a ring), and a random graph. Edges are sorted by endpoints,
+/// each pair once.
+pub fn adversarial_graphs(seed: u64, scale: u64) -> Vec<(&'static str, u64, Vec<Edge>)> {
+    let mut rng = gpu_waterz_core::synthetic::SplitMix64::new(seed);
+    let scale = scale.max(1);
+    let mut unit = move || rng.next_u64();
+    let mut below = |n: u64| unit() % n;
+    let mut graphs = Vec::new();
+    let n = (200 + below(200)) * scale;
+    let star = (2..n)
+        .map(|v| Edge { u: 1, v, stats: stats_near(1 + below(50), 0.6 + 0.4 * frac(below(1 << 24)), v) })
+        .collect();
+    graphs.push(("star", n, star));
+    let n = (300 + below(300)) * scale;
+    let step = 0.9 / n as f64;
+    let path = (1..n - 1)
+        .map(|u| Edge { u, v: u + 1, stats: stats_near(1 + below(20), 0.99 - u as f64 * step, below(4096)) })
+        .collect();
+    graphs.push(("path", n, path));
+    let n = (400 + below(200)) * scale;
+    let mut hub = Vec::new();
+    for v in 2..n {
+        hub.push(Edge { u: 1, v, stats: stats_near(1 + below(100), 0.5 + 0.5 * frac(below(1 << 24)), below(4096)) });
+        if v + 1 < n && below(3) == 0 {
+            hub.push(Edge { u: v, v: v + 1, stats: stats_near(1 + below(10), frac(below(1 << 24)), below(4096)) });
+        }
+    }
+    graphs.push(("hub", n, hub));
+    let (hubs, leaves) = (20 * scale, 30u64);
+    let n = 1 + hubs * (leaves + 1);
+    let mut many = Vec::new();
+    for h in 0..hubs {
+        let centre = 1 + h * (leaves + 1);
+        for l in 1..=leaves {
+            many.push(Edge {
+                u: centre,
+                v: centre + l,
+                stats: stats_near(5, 0.7 + l as f64 * 0.009, (h * 64 + l) % 4096),
+            });
+        }
+        let next = 1 + ((h + 1) % hubs) * (leaves + 1);
+        let (u, v) = (centre.min(next), centre.max(next));
+        many.push(Edge { u, v, stats: stats_near(3, 0.4 + frac(below(1 << 24)) * 1e-3, h % 4096) });
+    }
+    graphs.push(("many hubs", n, many));
+    let n = (50 + below(150)) * scale;
+    graphs.push(("random", n, random_graph(seed, n, n as usize * 4, 50, 0)));
+    for (_, _, edges) in &mut graphs {
+        edges.sort_by_key(|e| (e.u, e.v));
+    }
+    graphs
+}
+
+/// `x / 2^24` for `x < 2^24`: a fraction in `[0, 1)`.
+fn frac(x: u64) -> f64 {
+    x as f64 / (1u64 << 24) as f64
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod cpu;
 pub mod gpu;
 pub mod queue;
 pub mod reference;
+pub mod serial;
 pub mod stats;
 
 pub use reference::{IterativeMerging, Merge, ScoredEdge};
@@ -58,6 +59,16 @@ pub enum ParhacError {
         /// The number of fragments, the largest id.
         n_fragments: u64,
         /// The nodes of the graph (or entries of the table).
+        n_nodes: u64,
+    },
+    /// An edge that is a loop, unordered, or outside the nodes.
+    #[error("edge ({u}, {v}) is not an edge u < v between nodes below {n_nodes}")]
+    InvalidEdge {
+        /// The smaller endpoint, as given.
+        u: u64,
+        /// The larger endpoint, as given.
+        v: u64,
+        /// The number of nodes.
         n_nodes: u64,
     },
     /// The history was asked for but not recorded.

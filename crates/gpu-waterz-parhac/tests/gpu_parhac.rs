@@ -1,7 +1,10 @@
 //! The GPU ParHAC against the CPU ParHAC (and so, at ε = 0, against
 //! waterz's serial order, which the CPU ParHAC's own tests tie it to):
-//! the same regions, merges, rounds and remaining graph at every
-//! threshold, ties included, every rerun; and malformed input refused.
+//! in rounds only ([`HostFinish::NEVER`]), the same regions, merges, rounds
+//! and remaining graph at every threshold, ties included; with the serial
+//! finish on the host (the default), the same regions, merges and graph as
+//! waterz's serial order on tie-free input, on graphs built to hurt
+//! merging in rounds; every rerun identical; malformed input refused.
 
 use gpu_waterz_abi::graph::EdgeKey;
 use gpu_waterz_abi::Dims3;
@@ -15,7 +18,7 @@ use gpu_waterz_watershed::gpu::DeviceFragments;
 fn random_graph(seed: u64, n_nodes: u64, n_edges: usize, levels: u64) -> Vec<Edge> {
     gpu_waterz_parhac::cpu::random_graph(seed, n_nodes, n_edges, 20, levels)
 }
-use gpu_waterz_parhac::gpu::{segment_u64, GpuParhac};
+use gpu_waterz_parhac::gpu::{segment_u64, GpuParhac, HostFinish};
 use gpu_waterz_parhac::{IterativeMerging, Merge};
 use gpu_waterz_runtime::testing::gpu;
 use gpu_waterz_runtime::Gpu;
@@ -41,7 +44,20 @@ type Trace = Vec<(Vec<u32>, Vec<Merge>, Vec<(u64, u64, u64)>)>;
 /// The GPU's trace; without `history` (at ε = 0 the rounds then run in
 /// four fused launches) the merge lists are left empty.
 fn gpu_trace(g: &Gpu, n_nodes: u64, edges: &[Edge], epsilon: f64, history: bool) -> (Trace, usize) {
-    let mut parhac = GpuParhac::new(g, upload(g, edges, n_nodes), epsilon, history).unwrap();
+    gpu_trace_with(g, n_nodes, edges, epsilon, history, HostFinish::NEVER)
+}
+
+/// [`gpu_trace`] with a serial-finish policy.
+fn gpu_trace_with(
+    g: &Gpu,
+    n_nodes: u64,
+    edges: &[Edge],
+    epsilon: f64,
+    history: bool,
+    host_finish: HostFinish,
+) -> (Trace, usize) {
+    let mut parhac =
+        GpuParhac::new(g, upload(g, edges, n_nodes), epsilon, history).unwrap().with_host_finish(host_finish);
     let mut trace = Vec::new();
     for t in THRESHOLDS {
         let start = parhac.history_len();
@@ -122,6 +138,49 @@ fn large_graphs_with_compaction_equal_the_cpu_parhac() {
     }
 }
 
+/// The policies the tests run: rounds only, the default, the host at once
+/// (every graph here is small), and after the first batch of rounds.
+const POLICIES: [HostFinish; 4] = [
+    HostFinish::NEVER,
+    HostFinish { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096 },
+    HostFinish { max_edges: u64::MAX, min_merges_per_round: 0, small_edges: u64::MAX },
+    HostFinish { max_edges: u64::MAX, min_merges_per_round: u64::MAX, small_edges: 0 },
+];
+
+/// The GPU at ε = 0 with `policy` against waterz's serial order in exact
+/// arithmetic: regions (both merge into the smaller id, so equal
+/// partitions have equal ids), merges with their scores (as sets: the
+/// order differs), and the remaining graph, at every threshold.
+fn check_against_serial(g: &Gpu, name: &str, n_nodes: u64, edges: &[Edge], policy: HostFinish) -> (usize, usize) {
+    let mut serial = IterativeMerging::from_contact_stats(
+        n_nodes,
+        edges.iter().map(|e| [e.u, e.v]).collect(),
+        edges.iter().map(|e| e.stats).collect(),
+    );
+    let (trace, _) = gpu_trace_with(g, n_nodes, edges, 0.0, true, policy);
+    let mut parhac = GpuParhac::new(g, upload(g, edges, n_nodes), 0.0, false).unwrap().with_host_finish(policy);
+    for (i, t) in THRESHOLDS.into_iter().enumerate() {
+        let mut theirs = Vec::new();
+        serial.merge_until(t, Some(&mut theirs));
+        parhac.merge_until(t).unwrap();
+        let serial_roots: Vec<u32> = (0..n_nodes).map(|i| serial.region_of(i) as u32).collect();
+        let roots = g.download(&parhac.roots().unwrap()).unwrap();
+        assert_eq!(&roots[..n_nodes as usize], &serial_roots[..], "{name}, {policy:?}, threshold {t}: regions");
+        assert_eq!(trace[i].0, serial_roots, "{name}, {policy:?}, threshold {t}: regions with history");
+        let key = |m: &Merge| (m.a, m.b, m.c, m.score.to_bits());
+        let mut ours: Vec<_> = trace[i].1.iter().map(key).collect();
+        let mut theirs: Vec<_> = theirs.iter().map(key).collect();
+        ours.sort_unstable();
+        theirs.sort_unstable();
+        assert_eq!(ours, theirs, "{name}, {policy:?}, threshold {t}: merges");
+        let graph: Vec<(u64, u64, u64)> =
+            parhac.region_graph().unwrap().iter().map(|e| (e.u, e.v, e.score.to_bits())).collect();
+        assert_eq!(graph, trace[i].2, "{name}, {policy:?}, threshold {t}: graph with and without history");
+    }
+    let on_host = parhac.rounds().iter().filter(|r| r.on_host).count();
+    (parhac.rounds().len() - on_host, on_host)
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn epsilon_zero_equals_the_serial_order_on_tie_free_graphs() {
@@ -129,19 +188,31 @@ fn epsilon_zero_equals_the_serial_order_on_tie_free_graphs() {
     for seed in 0..40u64 {
         let n_nodes = 10 + seed * 7;
         let edges = random_graph(1000 + seed, n_nodes, n_nodes as usize * 3, 0);
-        let mut parhac = GpuParhac::new(&g, upload(&g, &edges, n_nodes), 0.0, false).unwrap();
-        let mut serial = IterativeMerging::from_contact_stats(
-            n_nodes,
-            edges.iter().map(|e| [e.u, e.v]).collect(),
-            edges.iter().map(|e| e.stats).collect(),
-        );
-        for t in THRESHOLDS {
-            parhac.merge_until(t).unwrap();
-            serial.merge_until(t, None);
-            let roots = g.download(&parhac.roots().unwrap()).unwrap();
-            let serial_roots: Vec<u32> = (0..n_nodes).map(|i| serial.region_of(i) as u32).collect();
-            // Both merge into the smaller id, so equal partitions have equal ids.
-            assert_eq!(&roots[..n_nodes as usize], &serial_roots[..], "seed {seed}, threshold {t}");
+        for policy in POLICIES {
+            check_against_serial(&g, "random", n_nodes, &edges, policy);
+        }
+    }
+}
+
+/// Stars, long paths, a big hub among small regions, many equal hubs and
+/// random graphs, small and large enough to compact: with the serial finish
+/// and without, waterz's serial order; the serial finish takes the rounds
+/// from thousands to a few.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn graphs_that_hurt_rounds_equal_the_serial_order() {
+    let g = gpu();
+    for (seed, scale) in [(1u64, 1u64), (2, 1), (3, 40)] {
+        for (name, n_nodes, edges) in gpu_waterz_parhac::cpu::adversarial_graphs(seed, scale) {
+            let (rounds, _) = check_against_serial(&g, name, n_nodes, &edges, HostFinish::NEVER);
+            let (fewer, on_host) = check_against_serial(&g, name, n_nodes, &edges, HostFinish::default());
+            for policy in &POLICIES[2..] {
+                check_against_serial(&g, name, n_nodes, &edges, *policy);
+            }
+            eprintln!(
+                "{name} ({} edges): {rounds} rounds without the serial finish, {fewer} rounds + {on_host} serial finishes with it",
+                edges.len()
+            );
         }
     }
 }
@@ -153,9 +224,11 @@ fn reruns_are_identical_and_segmentations_follow_the_regions() {
     let n_nodes = 5000;
     let edges = random_graph(7, n_nodes, 20_000, 7);
     for history in [true, false] {
-        let first = gpu_trace(&g, n_nodes, &edges, 0.0, history);
-        for _ in 0..4 {
-            assert_eq!(gpu_trace(&g, n_nodes, &edges, 0.0, history), first);
+        for policy in POLICIES {
+            let first = gpu_trace_with(&g, n_nodes, &edges, 0.0, history, policy);
+            for _ in 0..4 {
+                assert_eq!(gpu_trace_with(&g, n_nodes, &edges, 0.0, history, policy), first);
+            }
         }
     }
     // A "volume" that holds every node id once, the background twice.

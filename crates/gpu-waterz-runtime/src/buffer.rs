@@ -288,6 +288,20 @@ impl Gpu {
         self.stream.clone_dtoh(buffer.slice()).context(|| format!("downloading {} elements", buffer.len()))
     }
 
+    /// Copies the first `len` elements of a device buffer to a new host
+    /// vector (synchronizes).
+    pub fn download_prefix<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>, len: usize) -> Result<Vec<T>> {
+        self.check_device(buffer, "the buffer")?;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let view = buffer.slice().try_slice(0..len).ok_or_else(|| RuntimeError::InvalidLaunch {
+            kernel: "download_prefix",
+            reason: format!("{len} elements from a buffer of {}", buffer.len()),
+        })?;
+        self.stream.clone_dtoh(&view).context(|| format!("downloading {len} elements"))
+    }
+
     /// A new device buffer of `len` elements whose contents are unspecified:
     /// every element holds some bit pattern, all of which are valid
     /// [`DeviceElement`]s, so reading one is never undefined behaviour, only

@@ -2,6 +2,7 @@
 
 use crate::{Error, Result};
 use gpu_waterz_core::{Arithmetic, ScoringFunction};
+use gpu_waterz_parhac::gpu::HostFinish;
 use gpu_waterz_runtime::Gpu;
 use ndarray::Array3;
 
@@ -67,6 +68,7 @@ pub struct Config {
     pub(crate) aff_threshold_high: f64,
     pub(crate) arithmetic: Option<Arithmetic>,
     pub(crate) epsilon: f64,
+    pub(crate) host_finish: HostFinish,
     pub(crate) discretize_queue: u64,
     pub(crate) merge_history: bool,
     pub(crate) region_graph: bool,
@@ -87,6 +89,7 @@ impl Config {
             aff_threshold_high: 0.9999,
             arithmetic: None,
             epsilon: 0.0,
+            host_finish: HostFinish::default(),
             discretize_queue: 0,
             merge_history: false,
             region_graph: false,
@@ -133,6 +136,18 @@ impl Config {
     /// waterz's serial order and takes only 0.
     pub fn epsilon(mut self, epsilon: f64) -> Self {
         self.epsilon = epsilon;
+        self
+    }
+
+    /// When the GPU backend (at ε = 0) hands a threshold's last merges to
+    /// the host, which merges the remaining graph serially in one step
+    /// instead of thousands of rounds that merge one pair each. The result
+    /// is the same (waterz's serial order on tie-free input; see
+    /// `docs/parhac.md`). Default: [`HostFinish::default`];
+    /// [`HostFinish::NEVER`] keeps every merge in GPU rounds. The CPU
+    /// backend merges serially anyway and ignores it.
+    pub fn host_finish(mut self, host_finish: HostFinish) -> Self {
+        self.host_finish = host_finish;
         self
     }
 

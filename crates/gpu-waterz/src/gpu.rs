@@ -120,7 +120,8 @@ impl GpuEngine {
         let t = Instant::now();
         let edges = gpu_waterz_graph::gpu::region_graph(gpu, affs, &fragments)?;
         let n_edges = edges.n_edges();
-        let parhac = GpuParhac::new(gpu, edges, config.epsilon, config.merge_history)?;
+        let parhac =
+            GpuParhac::new(gpu, edges, config.epsilon, config.merge_history)?.with_host_finish(config.host_finish);
         gpu.synchronize()?;
         timings.region_graph_s = secs(t);
         tracing::debug!(n_fragments = fragments.n_fragments(), n_edges, "GPU region graph ready");

@@ -39,7 +39,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use gpu::{bytes_needed, WORKING_BYTES_PER_VOXEL};
 pub use gpu_waterz_core::{AffinityGraph, Arithmetic, Dims3, ScoringFunction};
 pub use gpu_waterz_eval::Metrics;
-pub use gpu_waterz_parhac::gpu::GpuRoundInfo;
+pub use gpu_waterz_parhac::gpu::{GpuRoundInfo, HostFinish};
 pub use gpu_waterz_parhac::{Merge, ScoredEdge};
 pub use gpu_waterz_runtime::{DeviceBuffer, Gpu};
 pub use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};

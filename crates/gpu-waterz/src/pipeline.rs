@@ -222,7 +222,8 @@ impl Agglomeration {
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct GpuStats<'a> {
-    /// Every ParHAC round run so far.
+    /// Every ParHAC round run so far, and every serial finish of a
+    /// threshold on the host (`on_host`, one entry each).
     pub rounds: &'a [GpuRoundInfo],
     /// How often the edge slots were compacted.
     pub n_compactions: u64,

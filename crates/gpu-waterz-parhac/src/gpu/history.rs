@@ -17,14 +17,15 @@ pub(super) struct DeviceHistory {
     scores: DeviceBuffer<f64>,
     len: u64,
     /// Where each round's merges start, to sort them by `(a, b)` as the
-    /// CPU ParHAC lists them.
-    round_starts: Vec<u64>,
+    /// CPU ParHAC lists them, and whether they are sorted so (a serial
+    /// finish's merges keep the order they happened in).
+    segments: Vec<(u64, bool)>,
 }
 
 impl DeviceHistory {
     /// No merges yet.
     pub(super) fn new(gpu: &Gpu) -> Result<Self> {
-        Ok(Self { keys: gpu.zeros(1)?, scores: gpu.zeros(1)?, len: 0, round_starts: Vec::new() })
+        Ok(Self { keys: gpu.zeros(1)?, scores: gpu.zeros(1)?, len: 0, segments: Vec::new() })
     }
 
     /// The number of merges recorded.
@@ -47,8 +48,30 @@ impl DeviceHistory {
         launch::history(gpu, &slots.edges, &indices, state.original_ids(), offset, &mut self.keys, &mut self.scores)?;
         self.len += n;
         if self.len > offset {
-            self.round_starts.push(offset);
+            self.segments.push((offset, true));
         }
+        Ok(())
+    }
+
+    /// Appends merges made on the host (original ids), in their order.
+    pub(super) fn append(&mut self, gpu: &Gpu, merges: &[Merge]) -> Result<()> {
+        let offset = self.len;
+        let n = merges.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let needed = (offset + n) as usize;
+        if self.keys.len() < needed {
+            let capacity = needed.max(2 * self.keys.len());
+            self.keys = grow(gpu, &self.keys, offset, capacity)?;
+            self.scores = grow(gpu, &self.scores, offset, capacity)?;
+        }
+        let keys: Vec<u64> = merges.iter().map(|m| EdgeKey::new(m.a, m.b).bits()).collect();
+        let scores: Vec<f64> = merges.iter().map(|m| m.score).collect();
+        gpu.upload_into(&mut self.keys, offset as usize, &keys)?;
+        gpu.upload_into(&mut self.scores, offset as usize, &scores)?;
+        self.len += n;
+        self.segments.push((offset, false));
         Ok(())
     }
 
@@ -64,10 +87,11 @@ impl DeviceHistory {
                 Merge { a: key.u(), b: key.v(), c: key.u(), score: scores[i] }
             })
             .collect();
-        let mut bounds = self.round_starts.clone();
-        bounds.push(self.len);
-        for w in bounds.windows(2) {
-            merges[w[0] as usize..w[1] as usize].sort_by_key(|m| (m.a, m.b));
+        let ends = self.segments.iter().skip(1).map(|&(start, _)| start).chain([self.len]);
+        for (&(start, sorted), end) in self.segments.iter().zip(ends) {
+            if sorted {
+                merges[start as usize..end as usize].sort_by_key(|m| (m.a, m.b));
+            }
         }
         Ok(merges.split_off(start.min(self.len) as usize))
     }

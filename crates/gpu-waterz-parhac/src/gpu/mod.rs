@@ -29,6 +29,7 @@ mod best;
 mod compact;
 mod contract;
 mod history;
+mod host_finish;
 #[allow(unsafe_code)]
 mod launch;
 mod matching;
@@ -37,11 +38,12 @@ mod renumber;
 mod segment;
 mod slots;
 
+pub use host_finish::HostFinish;
 pub use segment::segment_u64;
 
 use crate::{ParhacError, ScoredEdge};
 use gpu_waterz_abi::graph::EdgeKey;
-use gpu_waterz_abi::parhac::{edge_score, RoundParams};
+use gpu_waterz_abi::parhac::{edge_score, round_tag, RoundParams};
 use gpu_waterz_core::CoreError;
 use gpu_waterz_graph::gpu::DeviceEdges;
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
@@ -79,6 +81,9 @@ pub struct GpuRoundInfo {
     /// Wall time of the round, contraction (and compaction) included, in
     /// seconds (the end of a threshold, after its last round, not included).
     pub seconds: f64,
+    /// Whether this was the serial finish of a threshold on the host
+    /// ([`HostFinish`]): `n_merged` pairs merged in one step.
+    pub on_host: bool,
 }
 
 /// ParHAC's state on the GPU: the contracted graph and the merge forest.
@@ -95,6 +100,7 @@ pub struct GpuParhac {
     history: Option<DeviceHistory>,
     rounds: Vec<GpuRoundInfo>,
     merged_until: f64,
+    host_finish: HostFinish,
 }
 
 impl GpuParhac {
@@ -132,7 +138,16 @@ impl GpuParhac {
             history,
             rounds: Vec::new(),
             merged_until: f64::NEG_INFINITY,
+            host_finish: HostFinish::default(),
         })
+    }
+
+    /// Sets when a threshold's last merges go to the host (ε = 0 only).
+    /// Default: [`HostFinish::default`]; [`HostFinish::NEVER`] keeps every
+    /// merge in GPU rounds.
+    pub fn with_host_finish(mut self, host_finish: HostFinish) -> Self {
+        self.host_finish = host_finish;
+        self
     }
 
     /// The rounds run so far.
@@ -167,10 +182,15 @@ impl GpuParhac {
         let gpu = &self.gpu;
         let mut total = 0;
         let first_tag = (self.rounds.len() + 1) as u32;
+        let mut last_merged = None;
         loop {
             let start = Instant::now();
             let first_round = self.rounds.len() as u64;
             let n_slots = self.slots.n_slots();
+            if self.epsilon == 0.0 && last_merged.is_none() && self.host_finish.hands_off(n_slots, None) {
+                // A small graph: no rounds at all.
+                return Ok(total + self.finish_on_host(threshold, first_tag, false, start)?);
+            }
             let batch = if self.history.is_some() { 1 } else { batch_size(n_slots) };
             for i in 0..batch {
                 let params = RoundParams::new(n_slots, t, self.epsilon, first_round + i as u64);
@@ -194,7 +214,7 @@ impl GpuParhac {
                     seconds,
                     "ParHAC round"
                 );
-                self.rounds.push(GpuRoundInfo { n_edges: n_slots, n_merged: c.n_merged, seconds });
+                self.rounds.push(GpuRoundInfo { n_edges: n_slots, n_merged: c.n_merged, seconds, on_host: false });
                 self.holes += c.n_removed;
                 if c.n_merged == 0 {
                     // No edge is below the threshold: the batch's later
@@ -212,6 +232,10 @@ impl GpuParhac {
                 }
                 total += c.n_merged;
             }
+            last_merged = counts.last().map(|c| c.n_merged);
+            if self.epsilon == 0.0 && self.host_finish.hands_off(n_slots, last_merged) {
+                return Ok(total + self.finish_on_host(threshold, first_tag, true, Instant::now())?);
+            }
             let parkable = counts.last().map_or(0, |c| c.n_parkable);
             if n_slots >= MIN_SLOTS_TO_COMPACT && 4 * (self.holes + parkable) > n_slots {
                 compact::compact(gpu, &mut self.slots, &mut self.state, &mut self.parked)?;
@@ -219,6 +243,44 @@ impl GpuParhac {
                 self.compactions += 1;
             }
         }
+    }
+
+    /// Ends the threshold that started with the round tagged `first_tag`
+    /// on the host ([`HostFinish`]), right after a round when
+    /// `after_round` (the slots are compacted first, so that the host takes
+    /// only edges whose nodes can still merge: the last round's park flags
+    /// name the others) or before any; returns the merges. `start` is when
+    /// this step began, for its entry in [`Self::rounds`].
+    fn finish_on_host(
+        &mut self,
+        threshold: f32,
+        first_tag: u32,
+        after_round: bool,
+        start: Instant,
+    ) -> Result<u64, ParhacError> {
+        let gpu = &self.gpu;
+        let n_slots = self.slots.n_slots();
+        if after_round && n_slots >= MIN_SLOTS_TO_COMPACT {
+            compact::compact(gpu, &mut self.slots, &mut self.state, &mut self.parked)?;
+            self.compactions += 1;
+        }
+        let tag = round_tag(self.rounds.len() as u64);
+        let merged =
+            host_finish::finish_on_host(gpu, &mut self.slots, &mut self.state, self.history.as_mut(), threshold, tag)?;
+        compact::finish_threshold(gpu, &mut self.slots, &mut self.parked, &mut self.state, first_tag)?;
+        self.holes = 0;
+        let seconds = start.elapsed().as_secs_f64();
+        self.rounds.push(GpuRoundInfo { n_edges: n_slots, n_merged: merged, seconds, on_host: true });
+        tracing::debug!(
+            threshold,
+            rounds = self.rounds.len(),
+            on_host = merged,
+            n_slots,
+            seconds,
+            n_edges = self.slots.n_slots(),
+            "ParHAC threshold finished on the host"
+        );
+        Ok(merged)
     }
 
     /// The merges recorded since merge `start` (0: all), as waterz lists

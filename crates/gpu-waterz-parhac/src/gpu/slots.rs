@@ -17,8 +17,9 @@ pub(super) const MAX_BATCH: usize = 64;
 /// an endpoint: each buffer holds at least `len` elements, and every slot
 /// below `len` holds a hole or an edge `(u, v)` with `u < v < node_bound`.
 /// Slots are filled only from a [`DeviceEdges`] (checked), by the gathers
-/// of the `launch` module (which append whole copies), and by kernels that
-/// rewrite keys with ids below the bound they are given.
+/// of the `launch` module (which append whole copies), by kernels that
+/// rewrite keys with ids below the bound they are given, and by the serial
+/// finish (`host_finish`, which checks its keys against the bound).
 #[derive(Debug)]
 pub(super) struct EdgeArrays {
     pub(super) keys: DeviceBuffer<u64>,
