@@ -57,6 +57,9 @@ fn cpu_reference(c: &mut Criterion) {
                 m.merge_until(1.0, None)
             })
         });
+        group.bench_function(format!("merge-components/{name}"), |b| {
+            b.iter(|| gpu_waterz_parhac::serial::merge_components(n_nodes, &edges, 1.0).unwrap())
+        });
         group.bench_function(format!("reference-exact/{name}"), |b| {
             b.iter(|| {
                 let mut m = IterativeMerging::from_contact_stats(
