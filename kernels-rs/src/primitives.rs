@@ -28,6 +28,33 @@ kernel! {
     }
 }
 
+kernel! {
+    /// Packs two u32 arrays into u64 keys:
+    /// `out[i] = high[start + i] << 32 | low[start + i]`.
+    ///
+    /// # Safety
+    /// `high` and `low` hold `start + n` u32s, `out` `n` writable u64s.
+    ///
+    /// # Parameters
+    /// - `high`, `low`: the halves; `start`, `n`: the pairs; `out`: the keys.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration.
+    pub unsafe extern "ptx-kernel" fn pack_u32_pairs(
+        high: *const u32,
+        low: *const u32,
+        start: u64,
+        n: u64,
+        out: *mut u64,
+    ) as PackU32PairsArgs {
+        // SAFETY: `i < n`, and `start + i` is below the halves' length.
+        grid_stride(n, |i| unsafe {
+            let j = (start + i) as usize;
+            *out.add(i as usize) = ((*high.add(j) as u64) << 32) | *low.add(j) as u64;
+        });
+    }
+}
+
 /// Block-wide exclusive scan of one `u64` per thread in shared memory
 /// (`SCAN_THREADS` entries); returns this thread's exclusive prefix and
 /// the block total.

@@ -489,10 +489,23 @@ fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
 
     let measure_quality = n <= WATERZ_MAX_VOXELS;
     let gt = labels.mapv(u64::from);
+    let mut evaluation = serde_json::Value::Null;
     let metrics = if measure_quality {
         let graph = AffinityGraph::from_f32(affs.view())?;
         let mut run = Agglomeration::new(&graph, config.clone().ground_truth(gt.clone()))?;
-        run.next_threshold()?.and_then(|r| r.metrics)
+        let result = run.next_threshold()?.ok_or_else(|| anyhow!("no threshold"))?;
+        // The evaluation on the GPU against the CPU's on the same volumes.
+        let gpu_s = run.timings().evaluation_s;
+        let t = Instant::now();
+        let cpu = gpu_waterz_eval::evaluate(result.segmentation.view(), gt.view())?;
+        let cpu_s = t.elapsed().as_secs_f64();
+        let equal = result.metrics.is_some_and(|m| {
+            [m.voi_split, m.voi_merge, m.rand_split, m.rand_merge].map(f64::to_bits)
+                == [cpu.voi_split, cpu.voi_merge, cpu.rand_split, cpu.rand_merge].map(f64::to_bits)
+        });
+        evaluation = serde_json::json!({ "gpu_s": gpu_s, "cpu_s": cpu_s, "bit_identical": equal });
+        eprintln!("bench-cremi: evaluation on the GPU {gpu_s:.4} s (ground truth upload included), on the CPU {cpu_s:.4} s ({} threads); bit-identical: {equal}", rayon::current_num_threads());
+        result.metrics
     } else {
         None
     };
@@ -523,6 +536,7 @@ fn contiguous(args: &Args, gpu: &Gpu) -> Result<()> {
         },
         "parhac_five_thresholds": parhac,
         "host_finish_sweep": sweep,
+        "evaluation": evaluation,
     });
     if let Some(m) = &metrics {
         summary["gpu_voi_split"] = m.voi_split.into();

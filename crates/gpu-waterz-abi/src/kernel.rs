@@ -44,6 +44,7 @@ macro_rules! kernels {
 kernels! {
     SumU32 => "sum_u32",
     IotaU32 => "iota_u32",
+    PackU32Pairs => "pack_u32_pairs",
     ScanTileSums => "scan_tile_sums",
     ScanTiles => "scan_tiles",
     ScanChunksU64 => "scan_chunks_u64",

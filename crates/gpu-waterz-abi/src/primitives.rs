@@ -40,6 +40,23 @@ pub struct IotaU32Args {
     pub n: u64,
 }
 
+/// `pack_u32_pairs`: `out[i] = high[start + i] << 32 | low[start + i]`
+/// for `i < n`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PackU32PairsArgs {
+    /// `start + n` u32s, the upper halves.
+    pub high: *const u32,
+    /// `start + n` u32s, the lower halves.
+    pub low: *const u32,
+    /// The first pair.
+    pub start: u64,
+    /// How many pairs.
+    pub n: u64,
+    /// `n` writable u64s.
+    pub out: *mut u64,
+}
+
 /// `scan_tile_sums`: each tile's sum of `n` u32s.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -194,6 +211,7 @@ pub struct ReduceRunsPackedArgs(pub ReduceRunsArgs);
 
 impl_kernel_args!(
     IotaU32Args => IotaU32 { out, n },
+    PackU32PairsArgs => PackU32Pairs { high, low, start, n, out },
     ScanTileSumsArgs => ScanTileSums { input, n, tile_sums },
     ScanTilesArgs => ScanTiles { input, n, tile_offsets, output, total },
     ScanChunksU64Args => ScanChunksU64 { values, n, chunk_totals },

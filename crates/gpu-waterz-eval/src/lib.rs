@@ -9,8 +9,12 @@
 //!   (on counts, which gives the same ratios).
 //!
 //! The contingency table is built in parallel (rayon) with `u64` counts, so
-//! it is exact for any number of voxels; sums run in `f64`.
+//! it is exact for any number of voxels; sums run in `f64`. [`gpu`] builds
+//! the same table on the GPU (sort and reduce-by-key), and the metrics from
+//! it with the same code.
 #![forbid(unsafe_code)]
+
+pub mod gpu;
 
 use gpu_waterz_core::CoreError;
 use ndarray::ArrayView3;
@@ -41,6 +45,15 @@ pub enum EvalError {
     /// Every ground-truth voxel is 0, so nothing can be compared.
     #[error("the ground truth has no labelled voxels (all are 0, which is ignored)")]
     NoGroundTruth,
+    /// The GPU evaluation failed.
+    #[error(transparent)]
+    Gpu(#[from] gpu_waterz_runtime::RuntimeError),
+    /// More ground-truth labels than the GPU evaluation's u32 ids hold.
+    #[error("the GPU evaluation takes fewer than 2^32 - 1 ground-truth labels, not {n_labels}")]
+    TooManyLabels {
+        /// The number of distinct labels.
+        n_labels: u64,
+    },
 }
 
 /// The contingency table of `(gt, seg)` label pairs over voxels with `gt != 0`.

@@ -30,6 +30,33 @@ pub fn iota_u32(gpu: &Gpu, n: u64) -> Result<DeviceBuffer<u32>> {
     Ok(out)
 }
 
+/// Pairs `start..start + n` of two u32 buffers packed into u64 keys,
+/// `high << 32 | low` (a new buffer of `n` keys).
+pub fn pack_u32_pairs(
+    gpu: &Gpu,
+    high: &DeviceBuffer<u32>,
+    low: &DeviceBuffer<u32>,
+    start: u64,
+    n: u64,
+) -> Result<DeviceBuffer<u64>> {
+    const K: &str = "pack_u32_pairs";
+    gpu.check_device(high, "the upper halves")?;
+    gpu.check_device(low, "the lower halves")?;
+    let end = start.checked_add(n).ok_or_else(|| crate::RuntimeError::InvalidLaunch {
+        kernel: K,
+        reason: format!("pairs {start}..{start} + {n} overflow"),
+    })?;
+    check_len(K, "high", high, end)?;
+    check_len(K, "low", low, end)?;
+    let mut out = gpu.uninit::<u64>(n.max(1) as usize)?;
+    if n > 0 {
+        let args = PackU32PairsArgs { high: high.as_ptr(), low: low.as_ptr(), start, n, out: out.as_mut_ptr() };
+        // SAFETY: both halves hold `start + n` u32s (checked), `out` `n` u64s.
+        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    }
+    Ok(out)
+}
+
 /// Scans the first `n` u64s of `values` in place (exclusive), in levels of
 /// `SCAN_TILE`.
 fn scan_u64_in_place(gpu: &Gpu, values: &mut DeviceBuffer<u64>, n: u64) -> Result<()> {

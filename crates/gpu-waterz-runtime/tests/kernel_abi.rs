@@ -67,6 +67,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     let c = &mut checked;
     check::<SumU32Args>(c);
     check::<IotaU32Args>(c);
+    check::<PackU32PairsArgs>(c);
     check::<ScanTileSumsArgs>(c);
     check::<ScanTilesArgs>(c);
     check::<ScanChunksU64Args>(c);

@@ -85,7 +85,11 @@ impl From<gpu_waterz_core::CoreError> for Error {
 
 impl From<gpu_waterz_eval::EvalError> for Error {
     fn from(e: gpu_waterz_eval::EvalError) -> Self {
-        Self::wrap(ErrorKind::InvalidInput, e)
+        let kind = match &e {
+            gpu_waterz_eval::EvalError::Gpu(r) => runtime_kind(r),
+            _ => ErrorKind::InvalidInput,
+        };
+        Self::wrap(kind, e)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::result::{DeviceThresholdResult, StageTimings, ThresholdResult};
 use crate::{Config, Error, Merge, Result, ScoredEdge};
 use gpu_waterz_core::params::check_watershed_thresholds;
 use gpu_waterz_core::{check_volume_shape, AffinityGraph, AffinityValues, Dims3};
+use gpu_waterz_eval::gpu::{evaluate_on_gpu, DeviceGroundTruth};
 use gpu_waterz_graph::DenseLabels;
 use gpu_waterz_parhac::gpu::{GpuParhac, GpuRoundInfo};
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
@@ -32,6 +33,13 @@ pub fn bytes_needed(n_voxels: u64, affinity_bytes: u64) -> u64 {
 /// The merge history and the region graph of one threshold, when asked for.
 type Extras = (Option<Vec<Merge>>, Option<Vec<ScoredEdge>>);
 
+/// The ground truth: on the host until the first evaluation uploads it
+/// (after the region graph, whose peak memory it would add to).
+enum GroundTruth {
+    Host(Array3<u64>),
+    Device(DeviceGroundTruth),
+}
+
 /// waterz's agglomeration on the GPU, one threshold at a time.
 pub(crate) struct GpuEngine {
     gpu: Gpu,
@@ -43,7 +51,7 @@ pub(crate) struct GpuEngine {
     /// Dense id to user fragment id, when the user gave fragments.
     original: Option<Vec<u64>>,
     parhac: GpuParhac,
-    ground_truth: Option<Array3<u64>>,
+    ground_truth: Option<GroundTruth>,
     next: usize,
     timings: StageTimings,
     n_edges: u64,
@@ -134,7 +142,7 @@ impl GpuEngine {
             dims,
             original,
             parhac,
-            ground_truth: config.ground_truth,
+            ground_truth: config.ground_truth.map(GroundTruth::Host),
             next: 0,
             timings,
             n_edges,
@@ -213,10 +221,9 @@ impl GpuEngine {
         let segmentation = gpu_waterz_parhac::gpu::segment_u64(&self.gpu, &self.fragments, &table)?;
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
-        // Metrics need the volume on the host; only then is it copied.
         let metrics = if self.ground_truth.is_some() {
-            let host = self.download(&segmentation)?;
-            self.evaluate(&host)?
+            let regions = self.parhac.segmentation(&self.fragments)?;
+            self.evaluate(&regions)?
         } else {
             None
         };
@@ -229,23 +236,35 @@ impl GpuEngine {
             return Ok(None);
         };
         let t = Instant::now();
-        let labels = self.gpu.download(&self.parhac.segmentation(&self.fragments)?)?;
+        let regions = self.parhac.segmentation(&self.fragments)?;
+        let labels = self.gpu.download(&regions)?;
         let n = self.n_voxels() as usize;
         let values: Vec<u64> = labels[..n].iter().map(|&l| self.original_id(l as u64)).collect();
         let segmentation = Array3::from_shape_vec(self.shape(), values).expect("one label per voxel");
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
-        let metrics = self.evaluate(&segmentation)?;
+        let metrics = self.evaluate(&regions)?;
         Ok(Some(ThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
-    /// waterz's metrics of `segmentation` against the configured ground
-    /// truth (`None` without one), computed on the host.
-    fn evaluate(&mut self, segmentation: &Array3<u64>) -> Result<Option<gpu_waterz_eval::Metrics>> {
+    /// waterz's metrics of a segmentation in region ids (as
+    /// `GpuParhac::segmentation` gives it) against the configured ground
+    /// truth (`None` without one): the contingency table on the GPU, the
+    /// metrics from it as the CPU evaluation computes them (bit for bit).
+    fn evaluate(&mut self, regions: &DeviceBuffer<u32>) -> Result<Option<gpu_waterz_eval::Metrics>> {
         let t = Instant::now();
+        if let Some(GroundTruth::Host(gt)) = &self.ground_truth {
+            let gt = gt.as_standard_layout();
+            let device = DeviceGroundTruth::upload(&self.gpu, gt.as_slice().expect("standard layout"))?;
+            self.ground_truth = Some(GroundTruth::Device(device));
+        }
         let metrics = match &self.ground_truth {
-            Some(gt) => Some(gpu_waterz_eval::evaluate(segmentation.view(), gt.view())?),
-            None => None,
+            Some(GroundTruth::Device(gt)) => {
+                let bound = self.fragments.n_fragments() + 1;
+                let id = |s: u32| self.original_id(s as u64);
+                Some(evaluate_on_gpu(&self.gpu, regions, bound, &id, gt)?)
+            }
+            _ => None,
         };
         self.timings.evaluation_s += secs(t);
         Ok(metrics)
