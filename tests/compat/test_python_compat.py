@@ -60,6 +60,49 @@ def test_fragments_scores_and_more_channels():
     assert_same(run_ours(extra, THRESHOLDS), run_waterz(extra, THRESHOLDS))
 
 
+def test_waterz_inputs_any_threshold_and_affinities_outside_0_1():
+    """waterz's README thresholds [0, 100, 200], negative ones, and finite
+    affinities outside [0, 1] (lossy-compressed HDF5 decodes 1.0000315):
+    the CPU backend gives stock waterz's results, bit for bit."""
+    rng = np.random.default_rng(11)
+    gt = voronoi_labels(rng, (6, 16, 16), 6)
+    affs = cnn_like(rng, gt)
+    for thresholds in ([0, 100, 200], [-1.0, 0.5]):
+        assert_same(run_ours(affs, thresholds, gt=gt), run_waterz(affs, thresholds, gt=gt))
+    outside = affs.copy()
+    outside[0, 2, 3, 3] = 1.0000315
+    outside[1, 2, 3, 4] = 1.0001676
+    outside[2, 3, 5, 5] = -0.01
+    assert_same(run_ours(outside, THRESHOLDS, gt=gt, history=True), run_waterz(outside, THRESHOLDS, gt=gt, history=True))
+
+
+def test_drop_in_defaults_and_version():
+    """Unchanged waterz calls: the default backend is 'auto' (without a GPU
+    the CPU reference, so stock waterz's results; with one the GPU
+    backend's), and there is a __version__."""
+    import waterz
+
+    rng = np.random.default_rng(12)
+    affs = cnn_like(rng, voronoi_labels(rng, (6, 16, 16), 6))
+    ours = [s.copy() for s in gpu_waterz.agglomerate(affs, THRESHOLDS)]
+    if _has_gpu():
+        expected = [s.copy() for s in gpu_waterz.agglomerate(affs, THRESHOLDS, backend="gpu")]
+    else:
+        expected = [s.copy() for s in waterz.agglomerate(affs, THRESHOLDS)]
+    assert len(ours) == len(expected) == len(THRESHOLDS)
+    for o, t in zip(ours, expected):
+        np.testing.assert_array_equal(o, t)
+    assert isinstance(gpu_waterz.__version__, str) and gpu_waterz.__version__.count(".") == 2
+
+
+def _has_gpu():
+    try:
+        list(gpu_waterz.agglomerate(np.zeros((3, 2, 2, 2), np.float32), [0.5], backend="gpu"))
+        return True
+    except RuntimeError:
+        return False
+
+
 def test_real_gala():
     import h5py
 
@@ -88,7 +131,8 @@ def test_bad_input_raises_python_errors():
         (TypeError, "float32", dict(affs=affs.astype(np.float64))),
         (ValueError, "shape of the affinities", dict(gt=np.zeros((4, 5, 5), np.uint32))),
         (ValueError, "NaN", dict(affs=np.where(affs > 0.5, np.nan, affs).astype(np.float32))),
-        (ValueError, "outside [0, 1]", dict(thresholds=[1.5])),
+        (ValueError, "finite", dict(thresholds=[float("nan")])),
+        (ValueError, "infinite", dict(affs=np.where(affs > 0.5, np.inf, affs).astype(np.float32))),
         (ValueError, "unsupported scoring function", dict(scoring_function="OneMinus<Foo>")),
         (ValueError, "backend", dict(backend="tpu")),
         (ValueError, "discretize_queue", dict(discretize_queue=70000)),

@@ -8,7 +8,8 @@ use rayon::prelude::*;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum AffinityValues<'a> {
-    /// Affinities in `[0, 1]`.
+    /// Affinities: finite, normally in `[0, 1]` (see
+    /// [`AffinityGraph::n_outside_unit_interval`]).
     F32(ArrayView4<'a, f32>),
     /// Quantized affinities: `k` stands for `k / 255`.
     U8(ArrayView4<'a, u8>),
@@ -19,11 +20,13 @@ pub enum AffinityValues<'a> {
 /// at index 0 along their axis are outside the volume and never read.
 ///
 /// Construction checks the shape (exactly 3 channels, no empty axis) and,
-/// for float input, that every value is in `[0, 1]` (no NaN).
+/// for float input, that every value is finite (no NaN, no infinity), and
+/// counts the values outside `[0, 1]`, which waterz takes as they are.
 #[derive(Clone, Debug)]
 pub struct AffinityGraph<'a> {
     values: AffinityValues<'a>,
     dims: Dims3,
+    n_outside_unit_interval: u64,
 }
 
 /// The float32 value of a quantized affinity, `k / 255` rounded as numpy's
@@ -47,19 +50,26 @@ impl<'a> AffinityGraph<'a> {
     /// Wraps float32 affinities after checking shape and values.
     pub fn from_f32(view: ArrayView4<'a, f32>) -> Result<Self> {
         let dims = dims_of(view.shape())?;
-        check_values(&view)?;
-        Ok(Self { values: AffinityValues::F32(view), dims })
+        let n_outside_unit_interval = check_values(&view)?;
+        Ok(Self { values: AffinityValues::F32(view), dims, n_outside_unit_interval })
     }
 
     /// Wraps uint8 affinities (`k / 255`) after checking the shape.
     pub fn from_u8(view: ArrayView4<'a, u8>) -> Result<Self> {
         let dims = dims_of(view.shape())?;
-        Ok(Self { values: AffinityValues::U8(view), dims })
+        Ok(Self { values: AffinityValues::U8(view), dims, n_outside_unit_interval: 0 })
     }
 
     /// The volume's extent.
     pub fn dims(&self) -> Dims3 {
         self.dims
+    }
+
+    /// How many values lie outside `[0, 1]`: waterz takes them as they are
+    /// (and so does the CPU reference in waterz's arithmetic); exact
+    /// integer statistics clamp them to `[0, 1]`.
+    pub fn n_outside_unit_interval(&self) -> u64 {
+        self.n_outside_unit_interval
     }
 
     /// The values as given.
@@ -108,17 +118,16 @@ pub fn from_inside_probability(q: &ndarray::Array3<f32>) -> ndarray::Array4<f32>
     })
 }
 
-fn check_values(view: &ArrayView4<'_, f32>) -> Result<()> {
-    // Find the first bad value in C order, in parallel over z-sections.
+/// Fails on the first NaN or infinite value (in C order); returns how many
+/// values lie outside `[0, 1]` (finite, which waterz takes as they are).
+fn check_values(view: &ArrayView4<'_, f32>) -> Result<u64> {
     let bad = view.axis_iter(Axis(0)).enumerate().find_map(|(c, channel)| {
         channel.axis_iter(Axis(0)).into_par_iter().enumerate().find_map_first(|(z, section)| {
             section.indexed_iter().find_map(|((y, x), &value)| {
                 let what = if value.is_nan() {
                     "NaN"
-                } else if value < 0.0 {
-                    "below 0"
-                } else if value > 1.0 {
-                    "above 1"
+                } else if value.is_infinite() {
+                    "infinite"
                 } else {
                     return None;
                 };
@@ -126,10 +135,15 @@ fn check_values(view: &ArrayView4<'_, f32>) -> Result<()> {
             })
         })
     });
-    match bad {
-        Some(e) => Err(e),
-        None => Ok(()),
+    if let Some(e) = bad {
+        return Err(e);
     }
+    let outside = view
+        .axis_iter(Axis(1))
+        .into_par_iter()
+        .map(|section| section.iter().filter(|&&v| !(0.0..=1.0).contains(&v)).count() as u64)
+        .sum();
+    Ok(outside)
 }
 
 #[cfg(test)]
@@ -148,16 +162,19 @@ mod tests {
     }
 
     #[test]
-    fn rejects_nan_and_out_of_range_with_position() {
+    fn rejects_nan_and_infinity_with_position_and_counts_values_outside_0_1() {
         let mut a = Array4::<f32>::zeros((3, 2, 3, 4));
         a[[1, 1, 2, 3]] = f32::NAN;
         let e = AffinityGraph::from_f32(a.view()).unwrap_err().to_string();
         assert!(e.contains("NaN") && e.contains("channel 1") && e.contains("z=1, y=2, x=3"), "{e}");
-        a[[1, 1, 2, 3]] = 1.5;
+        a[[1, 1, 2, 3]] = f32::NEG_INFINITY;
         let e = AffinityGraph::from_f32(a.view()).unwrap_err().to_string();
-        assert!(e.contains("above 1"), "{e}");
-        a[[1, 1, 2, 3]] = -0.0;
-        assert!(AffinityGraph::from_f32(a.view()).is_ok());
+        assert!(e.contains("infinite") && e.contains("channel 1"), "{e}");
+        // Finite values outside [0, 1] are waterz's input too: counted.
+        a[[1, 1, 2, 3]] = 1.0001676;
+        a[[0, 0, 0, 0]] = -0.5;
+        a[[2, 1, 1, 1]] = -0.0;
+        assert_eq!(AffinityGraph::from_f32(a.view()).unwrap().n_outside_unit_interval(), 2);
     }
 
     #[test]

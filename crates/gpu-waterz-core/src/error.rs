@@ -26,14 +26,14 @@ pub enum CoreError {
         /// The most this backend supports.
         max: u64,
     },
-    /// An affinity is NaN or outside `[0, 1]`.
+    /// An affinity is NaN or infinite.
     #[error(
-        "affinity {value} at channel {channel}, voxel (z={z}, y={y}, x={x}) is {what}; affinities must be in [0, 1]"
+        "affinity {value} at channel {channel}, voxel (z={z}, y={y}, x={x}) is {what}; affinities must be finite numbers"
     )]
     AffinityValue {
         /// The offending value.
         value: f32,
-        /// `"NaN"`, `"below 0"` or `"above 1"`.
+        /// `"NaN"` or `"infinite"`.
         what: &'static str,
         /// Channel of the value.
         channel: usize,

@@ -5,7 +5,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Merge thresholds: finite, in `[0, 1]`, strictly ascending.
+/// Merge thresholds: finite, strictly ascending. Any finite value is
+/// waterz's: merging continues while the best score is below the threshold,
+/// so one below every score merges nothing and one above every score merges
+/// every connected region.
 ///
 /// waterz passes thresholds to its C++ as float32 and compares float32
 /// scores with them; [`Thresholds::as_f32`] gives those values.
@@ -13,8 +16,8 @@ use std::str::FromStr;
 pub struct Thresholds(Vec<f64>);
 
 impl Thresholds {
-    /// Validates thresholds in the order given: unsorted, duplicated,
-    /// non-finite or out-of-range values are an error.
+    /// Validates thresholds in the order given: unsorted, duplicated or
+    /// non-finite values are an error.
     pub fn new(thresholds: &[f64]) -> Result<Self> {
         let err = |reason: String| CoreError::Thresholds { thresholds: thresholds.to_vec(), reason };
         if thresholds.is_empty() {
@@ -23,9 +26,6 @@ impl Thresholds {
         for &t in thresholds {
             if !t.is_finite() {
                 return Err(err(format!("{t} is not a finite number")));
-            }
-            if !(0.0..=1.0).contains(&t) {
-                return Err(err(format!("{t} is outside [0, 1]")));
             }
         }
         for pair in thresholds.windows(2) {
@@ -217,16 +217,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thresholds_must_be_sorted_unique_finite_in_range() {
+    fn thresholds_must_be_sorted_unique_and_finite() {
         assert!(Thresholds::new(&[0.1, 0.3, 0.5]).is_ok());
+        // waterz takes any threshold: its README's example is [0, 100, 200].
+        assert!(Thresholds::new(&[-1.0, 0.0, 100.0, 200.0, 1e300]).is_ok());
         for (bad, needle) in [
             (vec![], "at least one"),
             (vec![0.5, 0.1], "ascending"),
             (vec![0.1, 0.1], "twice"),
             (vec![f64::NAN], "finite"),
             (vec![f64::INFINITY], "finite"),
-            (vec![1.5], "outside [0, 1]"),
-            (vec![-0.1], "outside [0, 1]"),
             (vec![0.1, 0.1 + 1e-12], "float32"),
         ] {
             let e = Thresholds::new(&bad).unwrap_err().to_string();

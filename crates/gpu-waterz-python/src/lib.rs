@@ -53,5 +53,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cuda::CudaVolume>()?;
     m.add_function(wrap_pyfunction!(pipeline::agglomerate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

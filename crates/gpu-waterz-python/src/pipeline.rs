@@ -26,6 +26,13 @@ impl Agglomeration {
         self.run.backend().to_string()
     }
 
+    /// What the input made this run do differently from stock waterz (see
+    /// `gpu_waterz::Agglomeration::warnings`).
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.run.warnings().to_vec()
+    }
+
     fn next_threshold<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let run = &mut self.run;
         if !self.on_device {

@@ -5,7 +5,7 @@ use crate::cpu::CpuEngine;
 use crate::gpu::GpuEngine;
 use crate::result::{DeviceThresholdResult, StageTimings, ThresholdResult};
 use crate::{Error, Result};
-use gpu_waterz_core::{AffinityGraph, Thresholds};
+use gpu_waterz_core::{AffinityGraph, Arithmetic, Thresholds};
 use gpu_waterz_parhac::gpu::GpuRoundInfo;
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
 use gpu_waterz_watershed::gpu::DeviceAffinities;
@@ -41,6 +41,7 @@ enum Engine {
 pub struct Agglomeration {
     engine: Engine,
     note: Option<String>,
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Agglomeration {
@@ -95,11 +96,24 @@ impl Agglomeration {
         if let Some(note) = &note {
             tracing::info!("{note}");
         }
+        let mut warnings = Vec::new();
+        let outside = affinities.n_outside_unit_interval();
+        let exact = gpu.is_some() || config.arithmetic == Some(Arithmetic::Exact);
+        if outside > 0 && exact {
+            let backend = if gpu.is_some() { "the GPU backend" } else { "exact arithmetic" };
+            let warning = format!(
+                "{outside} affinities lie outside [0, 1]; {backend} clamps them to [0, 1] in the merge statistics \
+                 (the watershed takes them as given), so scores of edges with such faces differ from stock \
+                 waterz's; the CPU backend in waterz's arithmetic takes them as waterz does"
+            );
+            tracing::warn!("{warning}");
+            warnings.push(warning);
+        }
         let engine = match gpu {
             Some(gpu) => Engine::Gpu(Box::new(GpuEngine::from_host(&gpu, affinities, config, thresholds)?)),
             None => Engine::Cpu(Box::new(CpuEngine::new(affinities, config, thresholds)?)),
         };
-        Ok(Self { engine, note })
+        Ok(Self { engine, note, warnings })
     }
 
     /// As [`Agglomeration::new`], for affinities already on a GPU (uploaded
@@ -128,7 +142,7 @@ impl Agglomeration {
             return Err(Error::unsupported(why));
         }
         let engine = GpuEngine::new(gpu, affinities, config, thresholds)?;
-        Ok(Self { engine: Engine::Gpu(Box::new(engine)), note: None })
+        Ok(Self { engine: Engine::Gpu(Box::new(engine)), note: None, warnings: Vec::new() })
     }
 
     /// The backend this pipeline runs on.
@@ -142,6 +156,14 @@ impl Agglomeration {
     /// Why [`Backend::Auto`] chose the CPU, when it did.
     pub fn backend_note(&self) -> Option<&str> {
         self.note.as_deref()
+    }
+
+    /// What the input made this run do differently from stock waterz, each
+    /// stated once (also logged as a `tracing` warning): affinities outside
+    /// `[0, 1]` clamped by exact statistics. Empty for most inputs.
+    /// Affinities already on the device are taken as they are, unchecked.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The GPU this pipeline runs on, if it does.

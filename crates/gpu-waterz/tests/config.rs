@@ -82,3 +82,35 @@ fn merge_history_and_graph_come_in_the_callers_ids() {
         assert!(result.region_graph.unwrap().iter().all(|e| e.u > 500 && e.v > 500));
     }
 }
+
+/// waterz's input semantics: any finite threshold, and finite affinities
+/// outside [0, 1], which waterz's arithmetic takes as they are and exact
+/// statistics clamp, saying so once.
+#[test]
+fn any_finite_threshold_and_affinities_outside_0_1() {
+    let mut affs = volume();
+    // waterz's README example: thresholds far above every score merge
+    // everything connected; one below every score merges nothing.
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let run = Agglomeration::new(&graph, Config::new(&[-1.0, 0.0, 100.0, 200.0]).backend(Backend::Cpu)).unwrap();
+    let segs: Vec<_> = run.map(|r| r.unwrap().segmentation).collect();
+    assert_eq!(segs.len(), 4);
+    assert_eq!(segs[0], segs[1], "nothing merges below every score");
+    assert_eq!(segs[2], segs[3], "everything connected merged by 100");
+    assert!(segs[2].iter().filter(|&&l| l != 0).all(|&l| l == segs[2].iter().copied().find(|&l| l != 0).unwrap()));
+    // Lossy-compressed inputs decode slightly above 1.
+    affs[[0, 3, 5, 5]] = 1.0000315;
+    affs[[1, 3, 5, 6]] = 1.0001676;
+    affs[[2, 2, 2, 2]] = -0.002;
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    assert_eq!(graph.n_outside_unit_interval(), 3);
+    let waterz_order = Agglomeration::new(&graph, Config::new(&[0.5]).backend(Backend::Cpu)).unwrap();
+    assert!(waterz_order.warnings().is_empty(), "waterz's arithmetic takes them as they are");
+    let exact = Config::new(&[0.5]).arithmetic(Arithmetic::Exact).backend(Backend::Cpu);
+    let exact = Agglomeration::new(&graph, exact).unwrap();
+    assert_eq!(exact.warnings().len(), 1);
+    assert!(exact.warnings()[0].starts_with("3 affinities lie outside [0, 1]"), "{:?}", exact.warnings());
+    // NaN and infinity stay errors.
+    affs[[2, 2, 2, 2]] = f32::INFINITY;
+    assert!(AffinityGraph::from_f32(affs.view()).unwrap_err().to_string().contains("infinite"));
+}

@@ -4,7 +4,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use gpu_waterz_cli::io::{Volume, VolumeSource};
 use gpu_waterz_core::AffinityGraph;
-use ndarray::{Array3, Array4, ArrayD, Ix3, Ix4};
+use ndarray::{Array3, Array4, ArrayD, Axis, Ix3, Ix4, Slice};
 
 /// Labels (uint32/uint64, also uint8) of shape (z, y, x); `what` names
 /// them in errors.
@@ -17,7 +17,7 @@ pub fn read_labels(spec: &str, what: &str) -> Result<Array3<u64>> {
         .map_err(|_| anyhow!("the {what} {spec} must be 3-dimensional (z, y, x), not {shape:?}"))
 }
 
-/// Affinities (3, z, y, x) as read: float32, or uint8 meaning k/255.
+/// Affinities (channels, z, y, x) as read: float32, or uint8 meaning k/255.
 pub enum Affinities {
     F32(Array4<f32>),
     U8(Array4<u8>),
@@ -34,19 +34,30 @@ impl Affinities {
         })
     }
 
-    /// The validated affinity graph over these values.
+    /// The validated affinity graph over these values: the first three
+    /// channels, as waterz uses them.
     pub fn graph(&self) -> Result<AffinityGraph<'_>> {
         Ok(match self {
-            Affinities::F32(a) => AffinityGraph::from_f32(a.view())?,
-            Affinities::U8(a) => AffinityGraph::from_u8(a.view())?,
+            Affinities::F32(a) => AffinityGraph::from_f32(a.slice_axis(Axis(0), Slice::from(..3.min(a.dim().0))))?,
+            Affinities::U8(a) => AffinityGraph::from_u8(a.slice_axis(Axis(0), Slice::from(..3.min(a.dim().0))))?,
         })
+    }
+
+    /// Says that only the first three channels are used, when there are
+    /// more (as waterz does).
+    pub fn channel_note(&self) -> Option<String> {
+        let channels = match self {
+            Affinities::F32(a) => a.dim().0,
+            Affinities::U8(a) => a.dim().0,
+        };
+        (channels > 3).then(|| format!("the affinities have {channels} channels; the first 3 are used, as waterz does"))
     }
 }
 
 fn to_4d<T>(a: ArrayD<T>, spec: &str) -> Result<Array4<T>> {
     let shape = a.shape().to_vec();
     a.into_dimensionality::<Ix4>()
-        .map_err(|_| anyhow!("affinities {spec} must have the shape (3, z, y, x), not {shape:?}"))
+        .map_err(|_| anyhow!("affinities {spec} must have the shape (3, z, y, x) (or more channels), not {shape:?}"))
 }
 
 /// `--shape z,y,x`: three sizes, none zero.

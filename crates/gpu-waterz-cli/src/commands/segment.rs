@@ -33,17 +33,20 @@ enum ArithmeticArg {
 /// The arguments of `gpu-waterz segment`.
 #[derive(clap::Args)]
 pub struct SegmentArgs {
-    /// Affinities (3, z, y, x): a .npy (float32, or uint8 meaning k/255) or file.h5:/dataset.
+    /// Affinities (channels, z, y, x), the first 3 channels used as waterz does: a .npy
+    /// (float32, or uint8 meaning k/255), file.h5:/dataset or dir.zarr/array.
     #[arg(long)]
     affinities: String,
-    /// Merge thresholds, comma-separated, ascending, in [0, 1].
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// Merge thresholds, comma-separated, ascending; any finite value (merging goes on while
+    /// the best score is below the threshold, as in waterz).
+    #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
     thresholds: Vec<f64>,
     /// Output folder for segmentation_<i>.npy and summary.json.
     #[arg(long)]
     out_dir: PathBuf,
-    /// Where to run.
-    #[arg(long, value_enum, default_value = "cpu")]
+    /// Where to run: auto takes the GPU when one is usable and runs these settings, else the
+    /// CPU (and says why).
+    #[arg(long, value_enum, default_value = "auto")]
     backend: Backend,
     /// Fragments (uint32/uint64 labels) to use instead of the watershed.
     #[arg(long)]
@@ -107,6 +110,13 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     if let Some(note) = run.backend_note() {
         progress.note(note);
     }
+    if let Some(note) = affinities.channel_note() {
+        progress.note(&note);
+    }
+    // Warnings are printed even with --quiet, and kept in summary.json.
+    for warning in run.warnings() {
+        eprintln!("gpu-waterz: warning: {warning}");
+    }
     let mut outputs = Outputs::default();
     let mut per_threshold = Vec::new();
     let n_thresholds = args.thresholds.len();
@@ -122,6 +132,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     };
     let mut summary = serde_json::json!({
         "backend": run.backend().to_string(),
+        "warnings": run.warnings(),
         "affinities": args.affinities,
         "shape": [dims.z, dims.y, dims.x],
         "n_voxels": affs.n_voxels(),

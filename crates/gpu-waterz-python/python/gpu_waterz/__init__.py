@@ -1,10 +1,15 @@
 """gpu-waterz: waterz's watershed and agglomeration, in Rust.
 
 A drop-in for `waterz`: ``import gpu_waterz as waterz``. ``agglomerate``
-yields waterz's tuples in waterz's order. ``backend='gpu'`` (the default)
-runs the GPU pipeline; ``backend='cpu'`` runs the exact CPU reference,
-which gives the same segmentations, metrics and merge histories as stock
-waterz 0.10.1.
+yields waterz's tuples in waterz's order. ``backend='auto'`` (the default)
+runs the GPU pipeline when a GPU is usable and the settings are ones it
+runs, else the exact CPU reference, which gives the same segmentations,
+metrics and merge histories as stock waterz 0.10.1; ``backend='gpu'`` and
+``backend='cpu'`` choose one.
+
+What differs from waterz: the segmentations yielded are copies (waterz
+yields views of one buffer that the next threshold overwrites), and the
+work of a threshold happens when the generator is advanced to it.
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+import warnings
+
 from . import _native
 
-__all__ = ["agglomerate", "evaluate", "CudaVolume"]
+__all__ = ["agglomerate", "evaluate", "CudaVolume", "__version__"]
+
+__version__ = _native.__version__
 
 CudaVolume = _native.CudaVolume
 
@@ -69,7 +78,7 @@ def agglomerate(
     force_rebuild: bool = False,
     *,
     epsilon: float | None = None,
-    backend: str = "gpu",
+    backend: str = "auto",
 ) -> Iterator:
     """Compute segmentations from an affinity graph for several thresholds.
 
@@ -79,12 +88,19 @@ def agglomerate(
         affs: numpy array, float32 (or uint8 meaning k/255), 4 dimensional
 
             The affinities as an array with affs[channel][z][y][x]; channel
-            c is the face to the previous voxel along z, y, x.
+            c is the face to the previous voxel along z, y, x; the first three
+            channels are used, as waterz does. Finite values outside [0, 1]
+            are taken as waterz takes them by the CPU backend; the GPU
+            backend's exact statistics clamp them to [0, 1] and say so with a
+            warning (UserWarning) giving their number. NaN and infinity
+            raise ValueError.
 
         thresholds: list of float
 
-            The thresholds to compute segmentations for, in [0, 1]. They are
-            sorted; one segmentation is returned per threshold, ascending.
+            The thresholds to compute segmentations for: any finite numbers
+            (merging goes on while the best score is below the threshold, as
+            in waterz). They are sorted; one segmentation is returned per
+            threshold, ascending.
 
         gt: numpy array, integer, 3 dimensional (optional)
 
@@ -121,7 +137,7 @@ def agglomerate(
 
             ParHAC's ε for the GPU backend's parallel merging.
 
-        backend: 'gpu', 'cpu' or 'auto' (keyword only)
+        backend: 'auto' (the default), 'gpu' or 'cpu' (keyword only)
 
             'cpu' runs the exact CPU reference (stock waterz's results, bit
             for bit). 'gpu' runs the GPU pipeline: the same watershed, exact
@@ -188,6 +204,8 @@ def agglomerate(
         affs_f32, affs_u8, cuda_affs, backend, ordinal, distinct, gt, fragments, *common,
         0.0 if epsilon is None else float(epsilon),
     )
+    for warning in run.warnings:
+        warnings.warn(f"gpu_waterz: {warning}", UserWarning, stacklevel=2)
     return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert)
 
 

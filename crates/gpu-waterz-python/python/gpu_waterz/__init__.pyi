@@ -30,9 +30,11 @@ def agglomerate(
     force_rebuild: bool = False,
     *,
     epsilon: float | None = None,
-    backend: str = "gpu",
+    backend: str = "auto",
 ) -> Iterator[tuple | NDArray[np.uint64] | Any]:
     """waterz's generator; with CUDA input (torch, cupy) the segmentations
     are device arrays of the same library (torch: int64)."""
     ...
+__version__: str
+
 def evaluate(segmentation: NDArray[np.uint64], gt: NDArray[np.uint64]) -> Metrics: ...
