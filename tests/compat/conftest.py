@@ -27,7 +27,7 @@ def run_reference(tmp_path, affs, thresholds, gt=None, fragments=None, scoring="
     np.save(affs_path, affs)
     out = tmp_path / "out"
     args = ["segment", "--affinities", affs_path, "--thresholds", ",".join(repr(float(t)) for t in thresholds),
-            "--out-dir", out, "--scoring", scoring, *extra]
+            "--out-dir", out, "--overwrite", "--backend", "cpu", "--scoring", scoring, *extra]
     if history:
         args.append("--merge-history")
     if region_graph:

@@ -55,3 +55,22 @@ def test_missing_zarr_array_is_a_clear_error(tmp_path):
     proc = run_cli("segment", "--affinities", f"{tmp_path}/absent.zarr/affs", "--thresholds", "0.5",
                    "--out-dir", tmp_path / "out", check=False)
     assert proc.returncode != 0 and "cannot read" in proc.stderr
+
+
+def test_corrupt_zarr_chunk_is_named_with_its_codec(tmp_path):
+    """A chunk that does not decode is named (indices and file) with the
+    codecs that failed, not reported as an unsupported element type."""
+    rng = np.random.default_rng(6)
+    affs = cnn_like(rng, voronoi_labels(rng, (4, 16, 16), 4))
+    for fmt in (2, 3):
+        path = tmp_path / f"c{fmt}.zarr"
+        root = zarr.open_group(path, mode="w", zarr_format=fmt)
+        root.create_array("affs", data=affs, chunks=(3, 2, 16, 16))
+        chunk_files = sorted(p for p in (path / "affs").rglob("*") if p.is_file() and not p.name.startswith((".z", "zarr.json")))
+        assert chunk_files, "the array has chunk files"
+        chunk_files[0].write_bytes(b"not a compressed chunk" * 3)
+        proc = run_cli("segment", "--affinities", f"{path}/affs", "--thresholds", "0.5",
+                       "--out-dir", tmp_path / f"out{fmt}", check=False)
+        assert proc.returncode != 0 and "panicked" not in proc.stderr, proc.stderr
+        assert "chunk [" in proc.stderr and "cannot be decoded by the codecs" in proc.stderr, proc.stderr
+        assert "unsupported element type" not in proc.stderr, proc.stderr

@@ -47,9 +47,10 @@ fn segment(dir: &Path, affs: &Path, extra: &[&str]) -> (bool, String, Vec<String
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(!stderr.contains("panicked"), "the CLI panicked: {stderr}");
-    let files = std::fs::read_dir(&out)
+    let mut files: Vec<String> = std::fs::read_dir(&out)
         .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
+    files.sort();
     (output.status.success(), stderr, files)
 }
 
@@ -109,8 +110,11 @@ fn waterz_inputs_outside_0_1_and_more_channels() {
     assert!(stderr.contains("4 channels; the first 3 are used"), "{stderr}");
     assert!(!stderr.contains("warning"), "waterz's arithmetic takes them as they are: {stderr}");
     assert_eq!(files.iter().filter(|f| f.starts_with("segmentation_")).count(), 3);
-    let (ok, stderr, _) =
-        segment(&dir, &p, &["--thresholds", "0.5", "--backend", "cpu", "--arithmetic", "exact", "--quiet"]);
+    let (ok, stderr, _) = segment(
+        &dir,
+        &p,
+        &["--thresholds", "0.5", "--backend", "cpu", "--arithmetic", "exact", "--quiet", "--overwrite"],
+    );
     assert!(ok, "{stderr}");
     assert!(stderr.contains("warning: 2 affinities lie outside [0, 1]"), "{stderr}");
 }
@@ -221,7 +225,7 @@ fn quiet_or_not_a_terminal_keeps_stderr_empty() {
     let (ok, stderr, _) = segment(&dir, &affs, &["--thresholds", "0.5"]);
     assert!(ok, "{stderr}");
     assert!(stderr.lines().all(|l| l.starts_with("gpu-waterz: ") && !l.contains(" ...")), "{stderr:?}");
-    let (ok, stderr, _) = segment(&dir, &affs, &["--thresholds", "0.5", "--quiet"]);
+    let (ok, stderr, _) = segment(&dir, &affs, &["--thresholds", "0.5", "--quiet", "--overwrite"]);
     assert!(ok, "{stderr}");
     assert!(stderr.is_empty(), "--quiet: {stderr:?}");
 }
@@ -236,4 +240,134 @@ fn demo_decodes_a_generated_volume_and_reports_voi() {
     let bad = Command::new(cli()).args(["demo", "--shape", "0,4,4"]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no voxels"));
+}
+
+/// Names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The output folder is transactional: a non-empty one is refused without
+/// --overwrite; re-running with fewer thresholds leaves no stale files; a
+/// run holding the folder keeps a second one out; a failed run keeps the
+/// previous result.
+#[test]
+fn output_folders_hold_one_complete_result() {
+    let dir = scratch("transactional");
+    let affs = good_affs(&dir);
+    let out = dir.join("out");
+    let (ok, stderr, files) = segment(&dir, &affs, &["--thresholds", "0.1,0.3,0.5,0.7", "--quiet"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(files.iter().filter(|f| f.starts_with("segmentation_")).count(), 4);
+    // Non-empty without --overwrite: refused, the result untouched.
+    let (ok, stderr, files) = segment(&dir, &affs, &["--thresholds", "0.5", "--quiet"]);
+    assert!(!ok && stderr.contains("not empty") && stderr.contains("--overwrite"), "{stderr}");
+    assert_eq!(files.len(), 5);
+    // Fewer thresholds with --overwrite: exactly the new result.
+    let (ok, stderr, files) = segment(&dir, &affs, &["--thresholds", "0.3,0.5", "--quiet", "--overwrite"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(files, ["segmentation_0.npy", "segmentation_1.npy", "summary.json"]);
+    // A failing run (its ground truth is missing) keeps the previous result.
+    let gt = dir.join("missing.npy");
+    let gt = gt.to_str().unwrap();
+    let (ok, _, after) = segment(&dir, &affs, &["--thresholds", "0.1", "--ground-truth", gt, "--quiet", "--overwrite"]);
+    assert!(!ok);
+    assert_eq!(after, files);
+    // Another live run holds the folder (this test process stands in for
+    // it): refused, with the process named.
+    std::fs::write(dir.join(".out.gpu-waterz-lock"), std::process::id().to_string()).unwrap();
+    let (ok, stderr, after) = segment(&dir, &affs, &["--thresholds", "0.1", "--quiet", "--overwrite"]);
+    assert!(!ok && stderr.contains(&format!("process {}", std::process::id())), "{stderr}");
+    assert_eq!(after, files);
+    std::fs::remove_file(dir.join(".out.gpu-waterz-lock")).unwrap();
+    assert_eq!(names(&dir), ["affs.npy", "out"]);
+    assert!(out.join("summary.json").exists());
+}
+
+/// Runs killed (SIGKILL) at several points leave either the previous
+/// result or the new one, never a mix; the next run removes what they left
+/// and puts a set-aside previous result back.
+#[test]
+fn killed_runs_never_leave_a_half_written_folder() {
+    let dir = scratch("killed");
+    let affs = dir.join("affs.npy");
+    let gt = dir.join("gt.npy");
+    let generated = Command::new(cli())
+        .args(["generate", "--shape", "24,128,128", "--seed", "3", "--out-affinities"])
+        .arg(&affs)
+        .arg("--out-ground-truth")
+        .arg(&gt)
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{}", String::from_utf8_lossy(&generated.stderr));
+    let out = dir.join("out");
+    let (ok, stderr, first) = segment(&dir, &affs, &["--thresholds", "0.3,0.5", "--backend", "cpu", "--quiet"]);
+    assert!(ok, "{stderr}");
+    let mut previous = std::fs::read(out.join("summary.json")).unwrap();
+    for delay_ms in [0u64, 30, 100, 250, 500, 1000] {
+        let mut child = Command::new(cli())
+            .arg("segment")
+            .arg("--affinities")
+            .arg(&affs)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(["--thresholds", "0.1,0.3,0.5,0.7,0.9", "--backend", "cpu", "--merge-history", "--quiet"])
+            .arg("--overwrite")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        let now = names(&out);
+        let summary = std::fs::read(out.join("summary.json")).unwrap();
+        if status.success() {
+            assert_eq!(now.iter().filter(|f| f.starts_with("segmentation_")).count(), 5, "{delay_ms} ms: {now:?}");
+        } else if summary == previous {
+            assert_eq!(now, first, "{delay_ms} ms: the previous result, whole");
+        } else {
+            assert_eq!(now.iter().filter(|f| f.starts_with("segmentation_")).count(), 5, "{delay_ms} ms: {now:?}");
+        }
+        // The next run cleans up whatever the killed one left beside it.
+        let (ok, stderr, _) =
+            segment(&dir, &affs, &["--thresholds", "0.3,0.5", "--backend", "cpu", "--quiet", "--overwrite"]);
+        assert!(ok, "{delay_ms} ms: {stderr}");
+        assert_eq!(names(&dir), ["affs.npy", "gt.npy", "out"], "{delay_ms} ms: leftovers");
+        assert_eq!(names(&out), first);
+        previous = std::fs::read(out.join("summary.json")).unwrap();
+    }
+}
+
+/// `../shared/data/<name>` (or `$GPU_WATERZ_DATA/<name>`); a missing file
+/// fails the test.
+fn data_file(name: &str) -> PathBuf {
+    let dir = std::env::var_os("GPU_WATERZ_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is absent: the test needs ../shared/data", path.display());
+    path
+}
+
+/// Messages that name the real problem: an HDF5 file without a dataset
+/// lists its datasets; an empty volume says it is empty.
+#[test]
+fn messages_name_the_real_problem() {
+    let dir = scratch("messages");
+    let h5 = data_file("gala-em-train.h5");
+    let (ok, stderr, _) = segment(&dir, &h5, &["--thresholds", "0.5"]);
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("name a dataset as FILE:/DATASET"), "{stderr}");
+    assert!(stderr.contains("gala-em-train.h5:/boundary_probability"), "{stderr}");
+    assert!(!stderr.contains("NUMPY"), "not reported as a bad npy: {stderr}");
+    let empty = dir.join("empty.npy");
+    write_atomically(&empty, &npy_bytes_u64(&[0, 2, 2], &[])).unwrap();
+    let e = empty.to_str().unwrap();
+    let out = Command::new(cli()).args(["evaluate", "--segmentation", e, "--ground-truth", e]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("empty") && !stderr.contains("all are 0"), "{stderr}");
 }

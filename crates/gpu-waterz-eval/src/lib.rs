@@ -148,6 +148,9 @@ where
         }
         .into());
     }
+    if ground_truth.is_empty() {
+        return Err(CoreError::EmptyVolume { shape: ground_truth.shape().to_vec() }.into());
+    }
     let seg = segmentation.as_standard_layout();
     let gt = ground_truth.as_standard_layout();
     let table = contingency(seg.as_slice().expect("standard layout"), gt.as_slice().expect("standard layout"));
@@ -194,6 +197,10 @@ mod tests {
         assert!((m.voi_split - 1.0).abs() < 1e-12);
         let s = Array3::<u64>::zeros((1, 1, 3));
         assert!(matches!(evaluate(s.view(), s.view()), Err(EvalError::NoGroundTruth)));
+        // No voxels at all is an empty volume, not an unlabelled one.
+        let empty = Array3::<u64>::zeros((0, 4, 4));
+        let e = evaluate(empty.view(), empty.view()).unwrap_err().to_string();
+        assert!(e.contains("empty"), "{e}");
     }
 
     #[test]

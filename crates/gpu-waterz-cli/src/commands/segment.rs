@@ -3,7 +3,7 @@
 //! metrics) and, when asked, merge histories and remaining region graphs.
 
 use super::input::{read_labels, Affinities};
-use super::outputs::Outputs;
+use super::outputs::OutputFolder;
 use super::progress::Progress;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -41,9 +41,13 @@ pub struct SegmentArgs {
     /// the best score is below the threshold, as in waterz).
     #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
     thresholds: Vec<f64>,
-    /// Output folder for segmentation_<i>.npy and summary.json.
+    /// Output folder for segmentation_<i>.npy and summary.json: written whole or not at all
+    /// (a run writes into a hidden sibling folder and renames it into place when complete).
     #[arg(long)]
     out_dir: PathBuf,
+    /// Replace a non-empty --out-dir (only once the new result is complete).
+    #[arg(long)]
+    overwrite: bool,
     /// Where to run: auto takes the GPU when one is usable and runs these settings, else the
     /// CPU (and says why).
     #[arg(long, value_enum, default_value = "auto")]
@@ -87,9 +91,10 @@ pub struct SegmentArgs {
 pub fn run(args: &SegmentArgs) -> Result<()> {
     let progress = Progress::new(args.quiet);
     let start = Instant::now();
-    // Open the device before reading anything, so that a machine without
-    // one fails at once.
+    // Open the device and take the output folder before reading anything,
+    // so that a machine without one, or a folder in use, fails at once.
     let config = config(args)?;
+    let folder = OutputFolder::begin(&args.out_dir, args.overwrite)?;
 
     let t = Instant::now();
     let affinities = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
@@ -103,8 +108,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     }
     let read_s = t.elapsed().as_secs_f64();
 
-    let out_dir = &args.out_dir;
-    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let out_dir = folder.path();
     let scoring = args.scoring.parse::<ScoringFunction>()?;
     let mut run = progress.stage("watershed and region graph", || Ok(Agglomeration::new(&affs, config)?))?;
     if let Some(note) = run.backend_note() {
@@ -117,13 +121,12 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     for warning in run.warnings() {
         eprintln!("gpu-waterz: warning: {warning}");
     }
-    let mut outputs = Outputs::default();
     let mut per_threshold = Vec::new();
     let n_thresholds = args.thresholds.len();
     for (i, threshold) in args.thresholds.iter().enumerate() {
         let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
         let Some(result) = progress.stage(&stage, || Ok(run.next_threshold()?))? else { break };
-        per_threshold.push(write_threshold(out_dir, i, &result, &mut outputs)?);
+        per_threshold.push(write_threshold(out_dir, i, &result)?);
     }
     let dims = affs.dims();
     let arithmetic = match (run.backend(), args.arithmetic) {
@@ -158,7 +161,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     }
     let summary_path = out_dir.join("summary.json");
     write_atomically(&summary_path, serde_json::to_string_pretty(&summary)?.as_bytes())?;
-    outputs.keep();
+    folder.commit()?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
 }
@@ -188,18 +191,12 @@ fn config(args: &SegmentArgs) -> Result<Config> {
     Ok(config)
 }
 
-/// Writes threshold `i`'s files into `out_dir` (recorded in `outputs`) and
-/// returns its entry of summary.json.
-fn write_threshold(
-    out_dir: &Path,
-    i: usize,
-    result: &ThresholdResult,
-    outputs: &mut Outputs,
-) -> Result<serde_json::Value> {
+/// Writes threshold `i`'s files into `out_dir` and returns its entry of
+/// summary.json.
+fn write_threshold(out_dir: &Path, i: usize, result: &ThresholdResult) -> Result<serde_json::Value> {
     let file = format!("segmentation_{i}.npy");
     let path = out_dir.join(&file);
     write_npy(&path, &result.segmentation.view())?;
-    outputs.push(path);
     let mut entry = serde_json::json!({
         "threshold": result.threshold,
         "file": file,
@@ -212,7 +209,6 @@ fn write_threshold(
         let hfile = format!("merge_history_{i}.json");
         let hpath = out_dir.join(&hfile);
         write_atomically(&hpath, serde_json::to_string(h)?.as_bytes())?;
-        outputs.push(hpath);
         entry["merge_history_file"] = hfile.into();
         entry["n_merges"] = h.len().into();
     }
@@ -220,7 +216,6 @@ fn write_threshold(
         let gfile = format!("region_graph_{i}.json");
         let gpath = out_dir.join(&gfile);
         write_atomically(&gpath, serde_json::to_string(g)?.as_bytes())?;
-        outputs.push(gpath);
         entry["region_graph_file"] = gfile.into();
     }
     Ok(entry)

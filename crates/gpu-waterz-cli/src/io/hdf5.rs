@@ -33,3 +33,48 @@ pub fn read_hdf5(file: &Path, dataset: &str) -> Result<Volume, IoError> {
         }
     })
 }
+
+/// Whether `path` names an HDF5 file (`.h5`, `.hdf5`, `.hdf`).
+pub(super) fn is_hdf5_name(path: &Path) -> bool {
+    path.extension().is_some_and(|e| ["h5", "hdf5", "hdf"].iter().any(|x| e.eq_ignore_ascii_case(x)))
+}
+
+/// The error for an HDF5 file named without a dataset: it lists the file's
+/// datasets, so that the user can pick one.
+pub(super) fn missing_dataset(file: &Path) -> IoError {
+    if !file.exists() {
+        return IoError::Read {
+            path: file.to_path_buf(),
+            cause: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        };
+    }
+    let mut found = Vec::new();
+    if let Ok(h5) = hdf5_pure::File::open(file) {
+        list_datasets(&h5.root(), "", &mut found, 0);
+    }
+    let listing = if found.is_empty() {
+        "the file lists no datasets".to_string()
+    } else {
+        let shown: Vec<String> = found.iter().take(20).map(|d| format!("{}:{d}", file.display())).collect();
+        format!("its datasets: {}", shown.join(", "))
+    };
+    format_err(file, "HDF5", format!("name a dataset as FILE:/DATASET; {listing}"))
+}
+
+/// Appends the paths of the datasets under `group` (prefix `prefix`), a
+/// few levels deep.
+fn list_datasets(group: &hdf5_pure::Group, prefix: &str, out: &mut Vec<String>, depth: usize) {
+    if let Ok(names) = group.datasets() {
+        out.extend(names.into_iter().map(|n| format!("{prefix}/{n}")));
+    }
+    if depth >= 4 {
+        return;
+    }
+    if let Ok(groups) = group.groups() {
+        for name in groups {
+            if let Ok(child) = group.group(&name) {
+                list_datasets(&child, &format!("{prefix}/{name}"), out, depth + 1);
+            }
+        }
+    }
+}

@@ -157,6 +157,7 @@ impl VolumeSource {
     /// Reads the volume.
     pub fn read(&self) -> Result<Volume, IoError> {
         match self {
+            VolumeSource::Npy(path) if hdf5::is_hdf5_name(path) => Err(hdf5::missing_dataset(path)),
             VolumeSource::Npy(path) => read_npy(path),
             VolumeSource::Hdf5 { file, dataset } => read_hdf5(file, dataset),
             VolumeSource::Zarr { root, array } => read_zarr(root, array),
