@@ -74,3 +74,20 @@ def test_corrupt_zarr_chunk_is_named_with_its_codec(tmp_path):
         assert proc.returncode != 0 and "panicked" not in proc.stderr, proc.stderr
         assert "chunk [" in proc.stderr and "cannot be decoded by the codecs" in proc.stderr, proc.stderr
         assert "unsupported element type" not in proc.stderr, proc.stderr
+
+
+def test_unsupported_hdf5_features_say_how_to_convert(tmp_path):
+    """HDF5 2.0's newest layout (libver='latest') and v2 B-tree chunk
+    indexes: the error names the feature and the conversion."""
+    import h5py
+
+    rng = np.random.default_rng(7)
+    affs = cnn_like(rng, voronoi_labels(rng, (4, 16, 16), 4))
+    path = tmp_path / "latest.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("affs", data=affs, chunks=(3, 2, 8, 8), maxshape=(None,) * 4, compression="gzip")
+    proc = run_cli("segment", "--affinities", f"{path}:/affs", "--thresholds", "0.5", "--out-dir", tmp_path / "o",
+                   check=False)
+    assert proc.returncode != 0 and "panicked" not in proc.stderr, proc.stderr
+    assert "storage feature" in proc.stderr and "h5repack" in proc.stderr, proc.stderr
+    assert not (tmp_path / "o").exists()

@@ -14,11 +14,25 @@ pub fn read_hdf5(file: &Path, dataset: &str) -> Result<Volume, IoError> {
     }
     let bad = |reason: String| format_err(file, "HDF5", reason);
     let h5 = hdf5_pure::File::open(file).map_err(|e| bad(e.to_string()))?;
-    let ds = h5.dataset(dataset).map_err(|e| bad(format!("no dataset {dataset:?}: {e}")))?;
+    let ds = h5.dataset(dataset).map_err(|e| {
+        let hint = unsupported_hint(&e.to_string(), file);
+        if hint.is_empty() {
+            bad(format!("no dataset {dataset:?}: {e}"))
+        } else {
+            IoError::Unsupported { path: file.to_path_buf(), reason: format!("dataset {dataset:?}: {hint} ({e})") }
+        }
+    })?;
     let shape: Vec<usize> = ds.shape().map_err(|e| bad(e.to_string()))?.into_iter().map(|s| s as usize).collect();
     let dim = IxDyn(&shape);
     let mk = |e: ndarray::ShapeError| bad(e.to_string());
-    let read = |e: hdf5_pure::Error| bad(format!("reading {dataset:?}: {e}"));
+    let read = |e: hdf5_pure::Error| {
+        let hint = unsupported_hint(&e.to_string(), file);
+        if hint.is_empty() {
+            bad(format!("reading {dataset:?}: {e}"))
+        } else {
+            IoError::Unsupported { path: file.to_path_buf(), reason: format!("dataset {dataset:?}: {hint} ({e})") }
+        }
+    };
     Ok(match ds.dtype().map_err(|e| bad(e.to_string()))? {
         hdf5_pure::DType::F32 => Volume::F32(ArrayD::from_shape_vec(dim, ds.read_f32().map_err(read)?).map_err(mk)?),
         hdf5_pure::DType::U8 => Volume::U8(ArrayD::from_shape_vec(dim, ds.read_u8().map_err(read)?).map_err(mk)?),
@@ -77,4 +91,24 @@ fn list_datasets(group: &hdf5_pure::Group, prefix: &str, out: &mut Vec<String>, 
             }
         }
     }
+}
+
+/// For an error from a storage feature the reader does not implement (the
+/// data layout of HDF5 2.0 files written with `libver='latest'`, chunk
+/// indexes of datasets with several unlimited dimensions), which feature it
+/// is and how to convert the file; else nothing.
+fn unsupported_hint(error: &str, file: &Path) -> String {
+    let feature = if error.contains("data layout version") {
+        "the data layout message of HDF5 2.0's newest format (h5py libver='latest')"
+    } else if error.contains("B-tree chunk index") || error.contains("chunk index") {
+        "the version 2 B-tree chunk index (chunked datasets with several unlimited dimensions, h5py libver >= 'v110')"
+    } else {
+        return String::new();
+    };
+    format!(
+        "gpu-waterz's HDF5 reader does not read {feature}; rewrite the file in the HDF5 1.8 format, e.g. \
+         `h5repack --low=0 --high=1 {f} converted.h5` (or in h5py: libver=('earliest', 'v108'), or maxshape=None), \
+         or convert it to zarr",
+        f = file.display()
+    )
 }

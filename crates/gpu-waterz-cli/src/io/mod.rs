@@ -49,6 +49,14 @@ pub enum IoError {
         /// What is wrong.
         reason: String,
     },
+    /// A valid file that uses a storage feature gpu-waterz does not read.
+    #[error("{path} uses a storage feature gpu-waterz cannot read: {reason}")]
+    Unsupported {
+        /// The path.
+        path: PathBuf,
+        /// Which feature, and how to convert the file.
+        reason: String,
+    },
     /// The element type is not one that gpu-waterz reads.
     #[error("{path}: unsupported element type {dtype}; expected {expected}")]
     Dtype {
