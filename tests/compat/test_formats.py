@@ -91,3 +91,64 @@ def test_unsupported_hdf5_features_say_how_to_convert(tmp_path):
     assert proc.returncode != 0 and "panicked" not in proc.stderr, proc.stderr
     assert "storage feature" in proc.stderr and "h5repack" in proc.stderr, proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_zarr_and_hdf5_outputs_with_funlib_attributes(tmp_path):
+    """`--out x.zarr` and `--out x.h5`: one segmentation per threshold, the
+    same labels as the .npy folder (uint32 when they fit), the input's
+    resolution and offset with axis names and units, the threshold, merge
+    histories as arrays, the summary as an attribute; read back by
+    zarr-python and h5py. An existing file is replaced only with
+    --overwrite."""
+    import h5py
+
+    rng = np.random.default_rng(8)
+    gt = voronoi_labels(rng, (8, 32, 32), 10)
+    affs = cnn_like(rng, gt)
+    root = zarr.open_group(tmp_path / "in.zarr", mode="w", zarr_format=3)
+    a = root.create_array("affs", data=affs, chunks=(3, 4, 16, 16))
+    a.attrs["resolution"] = [40, 4, 4]
+    a.attrs["offset"] = [400, 8, 8]
+    source = f"{tmp_path}/in.zarr/affs"
+    run_cli("segment", "--affinities", source, "--thresholds", "0.3,0.5", "--out-dir", tmp_path / "npy",
+            "--merge-history", "--backend", "cpu")
+    summary = json.loads((tmp_path / "npy" / "summary.json").read_text())
+    expected = [np.load(tmp_path / "npy" / t["file"]) for t in summary["thresholds"]]
+    histories = [json.loads((tmp_path / "npy" / t["merge_history_file"]).read_text()) for t in summary["thresholds"]]
+    assert all(t["dtype"] == "uint32" and e.dtype == np.uint32 for t, e in zip(summary["thresholds"], expected))
+
+    run_cli("segment", "--affinities", source, "--thresholds", "0.3,0.5", "--out", tmp_path / "out.zarr",
+            "--merge-history", "--units", "nm", "--backend", "cpu")
+    z = zarr.open_group(tmp_path / "out.zarr", mode="r")
+    h5_path = tmp_path / "out.h5"
+    run_cli("segment", "--affinities", source, "--thresholds", "0.3,0.5", "--out", h5_path, "--merge-history",
+            "--units", "nm", "--resolution", "40,4,4", "--backend", "cpu")
+    with h5py.File(h5_path, "r") as f:
+        for i, (want, history) in enumerate(zip(expected, histories)):
+            for name, arr, attrs in (("zarr", z[f"segmentation_{i}"][:], dict(z[f"segmentation_{i}"].attrs)),
+                                     ("hdf5", f[f"segmentation_{i}"][:], dict(f[f"segmentation_{i}"].attrs))):
+                np.testing.assert_array_equal(arr, want, err_msg=name)
+                assert arr.dtype == np.uint32, name
+                assert list(attrs["resolution"]) == [40, 4, 4], (name, attrs)
+                assert list(attrs["offset"]) == [400, 8, 8], (name, attrs)
+                assert [_text(x) for x in attrs["axis_names"]] == ["z", "y", "x"], (name, attrs)
+                assert [_text(x) for x in attrs["units"]] == ["nm"] * 3, (name, attrs)
+                assert float(attrs["threshold"]) == [0.3, 0.5][i], (name, attrs)
+            for name, triples, scores in (("zarr", z[f"merge_history_{i}"][:], z[f"merge_scores_{i}"][:]),
+                                          ("hdf5", f[f"merge_history_{i}"][:], f[f"merge_scores_{i}"][:])):
+                assert triples.shape == (len(history), 3), name
+                assert [list(map(int, t)) for t in triples] == [[m["a"], m["b"], m["c"]] for m in history], name
+                assert list(scores) == [m["score"] for m in history], name
+        assert json.loads(f.attrs["gpu_waterz"])["thresholds"][1]["file"] == "segmentation_1"
+    assert z.attrs["gpu_waterz"]["thresholds"][0]["file"] == "segmentation_0"
+    proc = run_cli("segment", "--affinities", source, "--thresholds", "0.5", "--out", h5_path, check=False)
+    assert proc.returncode != 0 and "--overwrite" in proc.stderr, proc.stderr
+    run_cli("segment", "--affinities", source, "--thresholds", "0.5", "--out", h5_path, "--overwrite")
+    with h5py.File(h5_path, "r") as f:
+        assert sorted(f.keys()) == ["segmentation_0"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zarr", "npy", "out.h5", "out.zarr"]
+
+
+def _text(x):
+    """An HDF5 fixed-length string attribute element (bytes) or a str."""
+    return x.decode() if isinstance(x, bytes) else str(x)

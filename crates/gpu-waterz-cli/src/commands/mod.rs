@@ -5,6 +5,7 @@ pub mod evaluate;
 pub mod generate;
 pub mod segment;
 
+mod containers;
 mod input;
 mod outputs;
 mod progress;

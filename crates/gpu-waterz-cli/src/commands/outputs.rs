@@ -61,12 +61,15 @@ fn leftover_pid(file_name: &str, prefix: &str) -> Option<u32> {
     file_name.strip_prefix(prefix)?.parse().ok()
 }
 
-/// An output folder written transactionally (see the module docs).
+/// An output folder (or single output file) written transactionally (see
+/// the module docs).
 pub struct OutputFolder {
     target: PathBuf,
     staging: PathBuf,
     previous: PathBuf,
     lock: PathBuf,
+    /// The target is one file (an HDF5 output), not a folder.
+    file: bool,
     committed: bool,
 }
 
@@ -75,12 +78,14 @@ impl OutputFolder {
     /// killed runs' leftovers, and a fresh staging folder. Fails at once
     /// when another run holds the lock, when `target` is a file, or when it
     /// is a non-empty folder and `overwrite` is not set.
-    pub fn begin(target: &Path, overwrite: bool) -> Result<Self> {
+    /// With `file`, the target is one file: the staging location is then a
+    /// file, not created here, and an existing target counts as non-empty.
+    pub fn begin(target: &Path, overwrite: bool, file: bool) -> Result<Self> {
         let name = target
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .filter(|n| n != "." && n != "..")
-            .with_context(|| format!("--out-dir {} must name a folder", target.display()))?;
+            .with_context(|| format!("the output {} must name a folder or file", target.display()))?;
         let parent = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -94,12 +99,24 @@ impl OutputFolder {
             staging: parent.join(format!(".{name}.staging-{pid}")),
             previous: parent.join(format!(".{name}.previous-{pid}")),
             lock,
+            file,
             committed: false,
         };
         folder.clean_up_leftovers(&parent, &name)?;
-        if folder.target.exists() {
+        if folder.file && folder.target.exists() {
+            if folder.target.is_dir() {
+                bail!("the output {} is a folder, not a file", folder.target.display());
+            }
+            if !overwrite {
+                bail!(
+                    "the output {} exists: pass --overwrite to replace it once the new result is complete, or choose \
+                     another path",
+                    folder.target.display()
+                );
+            }
+        } else if folder.target.exists() {
             if !folder.target.is_dir() {
-                bail!("--out-dir {} is a file, not a folder", folder.target.display());
+                bail!("the output {} is a file, not a folder", folder.target.display());
             }
             let mut entries = std::fs::read_dir(&folder.target)
                 .with_context(|| format!("reading {}", folder.target.display()))?
@@ -111,19 +128,21 @@ impl OutputFolder {
                 let more = if entries.len() > 4 { ", …" } else { "" };
                 entries.truncate(4);
                 bail!(
-                    "--out-dir {} is not empty (it holds {}{more}): pass --overwrite to replace it once the new result \
+                    "the output {} is not empty (it holds {}{more}): pass --overwrite to replace it once the new result \
                      is complete, or choose another folder",
                     folder.target.display(),
                     entries.join(", ")
                 );
             }
         }
-        std::fs::create_dir(&folder.staging).with_context(|| format!("creating {}", folder.staging.display()))?;
+        if !folder.file {
+            std::fs::create_dir(&folder.staging).with_context(|| format!("creating {}", folder.staging.display()))?;
+        }
         Ok(folder)
     }
 
-    /// Where this run writes its files (renamed to the target on
-    /// [`OutputFolder::commit`]).
+    /// Where this run writes its files (or its one file), renamed to the
+    /// target on [`OutputFolder::commit`].
     pub fn path(&self) -> &Path {
         &self.staging
     }
@@ -141,12 +160,10 @@ impl OutputFolder {
             let file_name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
             if leftover_pid(&file_name, &staging_prefix).is_some() {
-                std::fs::remove_dir_all(&path)
-                    .with_context(|| format!("removing the incomplete result {}", path.display()))?;
+                remove_any(&path).with_context(|| format!("removing the incomplete result {}", path.display()))?;
             } else if leftover_pid(&file_name, &previous_prefix).is_some() {
                 if self.target.exists() {
-                    std::fs::remove_dir_all(&path)
-                        .with_context(|| format!("removing the replaced result {}", path.display()))?;
+                    remove_any(&path).with_context(|| format!("removing the replaced result {}", path.display()))?;
                 } else {
                     std::fs::rename(&path, &self.target).with_context(|| {
                         format!("putting the previous result {} back as {}", path.display(), self.target.display())
@@ -171,6 +188,13 @@ impl OutputFolder {
     /// target is absent or empty; else the previous result is set aside,
     /// the new one renamed into place, and the previous one removed.
     pub fn commit(mut self) -> Result<()> {
+        if self.file {
+            // A rename over a file replaces it atomically.
+            std::fs::rename(&self.staging, &self.target)
+                .with_context(|| format!("moving the result into {}", self.target.display()))?;
+            self.committed = true;
+            return Ok(());
+        }
         if self.target.is_dir() {
             let empty = std::fs::read_dir(&self.target)?.next().is_none();
             if empty {
@@ -195,12 +219,21 @@ impl OutputFolder {
 impl Drop for OutputFolder {
     fn drop(&mut self) {
         if !self.committed {
-            let _ = std::fs::remove_dir_all(&self.staging);
+            let _ = remove_any(&self.staging);
             if self.previous.exists() && !self.target.exists() {
                 let _ = std::fs::rename(&self.previous, &self.target);
             }
         }
         let _ = std::fs::remove_file(&self.lock);
+    }
+}
+
+/// Removes a file or a folder with its content.
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
     }
 }
 
@@ -256,23 +289,23 @@ mod tests {
     fn a_result_appears_whole_and_replaces_only_when_complete() {
         let dir = scratch("whole");
         let target = dir.join("out");
-        let run = OutputFolder::begin(&target, false).unwrap();
+        let run = OutputFolder::begin(&target, false, false).unwrap();
         std::fs::write(run.path().join("a"), "1").unwrap();
         assert!(!target.exists(), "nothing shows before the commit");
         run.commit().unwrap();
         assert_eq!(files(&target), ["a"]);
         assert_eq!(files(&dir), ["out"], "no lock or staging left");
         // Non-empty: refused without --overwrite, before anything is written.
-        let e = OutputFolder::begin(&target, false).err().unwrap().to_string();
+        let e = OutputFolder::begin(&target, false, false).err().unwrap().to_string();
         assert!(e.contains("not empty") && e.contains("--overwrite"), "{e}");
         // A failed run keeps the previous result.
-        let run = OutputFolder::begin(&target, true).unwrap();
+        let run = OutputFolder::begin(&target, true, false).unwrap();
         std::fs::write(run.path().join("b"), "2").unwrap();
         drop(run);
         assert_eq!(files(&target), ["a"]);
         assert_eq!(files(&dir), ["out"]);
         // A complete one replaces it, stale files included.
-        let run = OutputFolder::begin(&target, true).unwrap();
+        let run = OutputFolder::begin(&target, true, false).unwrap();
         std::fs::write(run.path().join("c"), "3").unwrap();
         run.commit().unwrap();
         assert_eq!(files(&target), ["c"]);
@@ -283,8 +316,8 @@ mod tests {
     fn a_live_lock_is_refused_and_dead_runs_leftovers_are_cleaned() {
         let dir = scratch("locks");
         let target = dir.join("out");
-        let first = OutputFolder::begin(&target, false).unwrap();
-        let e = OutputFolder::begin(&target, false).err().unwrap().to_string();
+        let first = OutputFolder::begin(&target, false, false).unwrap();
+        let e = OutputFolder::begin(&target, false, false).err().unwrap().to_string();
         assert!(e.contains("another gpu-waterz run"), "{e}");
         drop(first);
         // A killed run: its lock (a process id that does not run), its
@@ -294,12 +327,12 @@ mod tests {
         std::fs::create_dir(dir.join(".out.staging-4294967294")).unwrap();
         std::fs::create_dir(dir.join(".out.previous-4294967294")).unwrap();
         std::fs::write(dir.join(".out.previous-4294967294").join("summary.json"), "{}").unwrap();
-        let run = OutputFolder::begin(&target, false).err().unwrap().to_string();
+        let run = OutputFolder::begin(&target, false, false).err().unwrap().to_string();
         assert!(run.contains("not empty"), "the previous result is back: {run}");
         assert_eq!(files(&target), ["summary.json"]);
         assert_eq!(files(&dir), ["out"]);
         std::fs::write(target.join(".segmentation_0.npy.tmp-77"), "x").unwrap();
-        let run = OutputFolder::begin(&target, true).unwrap();
+        let run = OutputFolder::begin(&target, true, false).unwrap();
         assert_eq!(files(&target), ["summary.json"], "older temporary files go");
         drop(run);
     }

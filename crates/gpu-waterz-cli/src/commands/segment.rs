@@ -1,15 +1,17 @@
 //! `gpu-waterz segment`: an affinity graph to one segmentation per
-//! threshold, written as `.npy` with a `summary.json` (stage timings,
-//! metrics) and, when asked, merge histories and remaining region graphs.
+//! threshold, written as a folder of `.npy` with a `summary.json` (stage
+//! timings, metrics), a zarr group or an HDF5 file (`containers`), with,
+//! when asked, merge histories and remaining region graphs.
 
+use super::containers::{spatial_attributes, Container, ContainerWriter, LabelType};
 use super::input::{read_labels, Affinities};
 use super::outputs::OutputFolder;
 use super::progress::Progress;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use gpu_waterz::{count_segments, Agglomeration, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
-use gpu_waterz_cli::io::{write_atomically, write_npy};
-use std::path::{Path, PathBuf};
+use gpu_waterz_cli::io::VolumeSource;
+use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -41,10 +43,27 @@ pub struct SegmentArgs {
     /// the best score is below the threshold, as in waterz).
     #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
     thresholds: Vec<f64>,
-    /// Output folder for segmentation_<i>.npy and summary.json: written whole or not at all
-    /// (a run writes into a hidden sibling folder and renames it into place when complete).
+    /// Output folder for segmentation_<i>.npy and summary.json (the same as --out with a folder).
+    #[arg(long, conflicts_with = "out", required_unless_present = "out")]
+    out_dir: Option<PathBuf>,
+    /// Output by suffix: PATH.zarr a zarr v3 group, PATH.h5 (.hdf5, .hdf) an HDF5 file, else a
+    /// folder of .npy files; one segmentation_<i> per threshold with resolution, offset, axis
+    /// names and units. Written whole or not at all (a run writes beside it, then renames).
     #[arg(long)]
-    out_dir: PathBuf,
+    out: Option<PathBuf>,
+    /// Element type of the segmentations: auto (uint32 when every label fits, else uint64),
+    /// uint32 or uint64 (waterz's).
+    #[arg(long, value_enum, default_value = "auto")]
+    label_type: LabelType,
+    /// Voxel size z,y,x for the outputs' attributes (default: the input's `resolution`).
+    #[arg(long, value_delimiter = ',')]
+    resolution: Option<Vec<f64>>,
+    /// Offset z,y,x in world units for the outputs' attributes (default: the input's `offset`).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    offset: Option<Vec<f64>>,
+    /// Unit of the resolution and offset (e.g. nm) for the outputs' attributes.
+    #[arg(long)]
+    units: Option<String>,
     /// Replace a non-empty --out-dir (only once the new result is complete).
     #[arg(long)]
     overwrite: bool,
@@ -94,7 +113,14 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     // Open the device and take the output folder before reading anything,
     // so that a machine without one, or a folder in use, fails at once.
     let config = config(args)?;
-    let folder = OutputFolder::begin(&args.out_dir, args.overwrite)?;
+    for (flag, values) in [("--resolution", &args.resolution), ("--offset", &args.offset)] {
+        if let Some(v) = values.as_ref().filter(|v| v.len() != 3 || v.iter().any(|x| !x.is_finite())) {
+            anyhow::bail!("{flag} takes three finite numbers z,y,x, not {v:?}");
+        }
+    }
+    let target = args.out.as_ref().or(args.out_dir.as_ref()).context("--out or --out-dir names the output")?;
+    let container = if args.out.is_some() { Container::of(target) } else { Container::NpyFolder };
+    let folder = OutputFolder::begin(target, args.overwrite, container.is_file())?;
 
     let t = Instant::now();
     let affinities = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
@@ -108,7 +134,13 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     }
     let read_s = t.elapsed().as_secs_f64();
 
-    let out_dir = folder.path();
+    let spatial = spatial_attributes(
+        &VolumeSource::parse(&args.affinities).attributes(),
+        args.resolution.as_deref(),
+        args.offset.as_deref(),
+        args.units.as_deref(),
+    );
+    let mut writer = ContainerWriter::new(container, folder.path(), args.label_type, spatial.clone())?;
     let scoring = args.scoring.parse::<ScoringFunction>()?;
     let mut run = progress.stage("watershed and region graph", || Ok(Agglomeration::new(&affs, config)?))?;
     if let Some(note) = run.backend_note() {
@@ -126,7 +158,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     for (i, threshold) in args.thresholds.iter().enumerate() {
         let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
         let Some(result) = progress.stage(&stage, || Ok(run.next_threshold()?))? else { break };
-        per_threshold.push(write_threshold(out_dir, i, &result)?);
+        per_threshold.push(write_threshold(&mut writer, i, &result)?);
     }
     let dims = affs.dims();
     let arithmetic = match (run.backend(), args.arithmetic) {
@@ -159,8 +191,12 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
             "parhac_rounds": stats.rounds.len(),
         });
     }
-    let summary_path = out_dir.join("summary.json");
-    write_atomically(&summary_path, serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    summary["output"] = serde_json::json!({
+        "path": target,
+        "container": format!("{container:?}"),
+        "attributes": spatial,
+    });
+    writer.finish(&summary)?;
     folder.commit()?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
@@ -191,32 +227,33 @@ fn config(args: &SegmentArgs) -> Result<Config> {
     Ok(config)
 }
 
-/// Writes threshold `i`'s files into `out_dir` and returns its entry of
-/// summary.json.
-fn write_threshold(out_dir: &Path, i: usize, result: &ThresholdResult) -> Result<serde_json::Value> {
-    let file = format!("segmentation_{i}.npy");
-    let path = out_dir.join(&file);
-    write_npy(&path, &result.segmentation.view())?;
+/// Writes threshold `i`'s results with `writer` and returns its entry of
+/// the summary.
+fn write_threshold(writer: &mut ContainerWriter, i: usize, result: &ThresholdResult) -> Result<serde_json::Value> {
+    let (name, dtype) = writer.segmentation(i, result.threshold, &result.segmentation)?;
     let mut entry = serde_json::json!({
         "threshold": result.threshold,
-        "file": file,
+        "file": name,
+        "dtype": dtype,
         "n_segments": count_segments(&result.segmentation.view()),
     });
     if let Some(m) = &result.metrics {
         entry["metrics"] = serde_json::to_value(m)?;
     }
     if let Some(h) = &result.merge_history {
-        let hfile = format!("merge_history_{i}.json");
-        let hpath = out_dir.join(&hfile);
-        write_atomically(&hpath, serde_json::to_string(h)?.as_bytes())?;
-        entry["merge_history_file"] = hfile.into();
+        let names = writer.merge_history(i, h)?;
+        entry["merge_history_file"] = names[0].clone().into();
+        if let Some(scores) = names.get(1) {
+            entry["merge_scores"] = scores.clone().into();
+        }
         entry["n_merges"] = h.len().into();
     }
     if let Some(g) = &result.region_graph {
-        let gfile = format!("region_graph_{i}.json");
-        let gpath = out_dir.join(&gfile);
-        write_atomically(&gpath, serde_json::to_string(g)?.as_bytes())?;
-        entry["region_graph_file"] = gfile.into();
+        let names = writer.region_graph(i, g)?;
+        entry["region_graph_file"] = names[0].clone().into();
+        if let Some(scores) = names.get(1) {
+            entry["region_graph_scores"] = scores.clone().into();
+        }
     }
     Ok(entry)
 }

@@ -112,3 +112,36 @@ fn unsupported_hint(error: &str, file: &Path) -> String {
         f = file.display()
     )
 }
+
+/// The attributes of dataset `dataset` of the HDF5 file `file` that are
+/// numbers, strings or lists of them, as JSON (empty when unreadable).
+pub(super) fn attributes(file: &Path, dataset: &str) -> serde_json::Map<String, serde_json::Value> {
+    use hdf5_pure::AttrValue as A;
+    use serde_json::Value;
+    let mut out = serde_json::Map::new();
+    let Ok(h5) = hdf5_pure::File::open(file) else { return out };
+    let Ok(ds) = h5.dataset(dataset) else { return out };
+    let Ok(attrs) = ds.attrs() else { return out };
+    let numbers = |v: Vec<f64>| Value::Array(v.into_iter().map(Value::from).collect());
+    for (name, value) in attrs {
+        let json = match value {
+            A::F64(x) => Value::from(x),
+            A::F32(x) => Value::from(x as f64),
+            A::I64(x) => Value::from(x),
+            A::I32(x) => Value::from(x),
+            A::U64(x) => Value::from(x),
+            A::U32(x) => Value::from(x),
+            A::F64Array(v) => numbers(v),
+            A::F32Array(v) => numbers(v.into_iter().map(f64::from).collect()),
+            A::I64Array(v) => numbers(v.into_iter().map(|x| x as f64).collect()),
+            A::I32Array(v) => numbers(v.into_iter().map(f64::from).collect()),
+            A::U64Array(v) => numbers(v.into_iter().map(|x| x as f64).collect()),
+            A::U32Array(v) => numbers(v.into_iter().map(f64::from).collect()),
+            A::String(s) | A::AsciiString(s) => Value::from(s),
+            A::StringArray(v) => Value::Array(v.into_iter().map(Value::from).collect()),
+            _ => continue,
+        };
+        out.insert(name, json);
+    }
+    out
+}

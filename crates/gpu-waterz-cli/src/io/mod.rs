@@ -173,6 +173,19 @@ impl VolumeSource {
     }
 }
 
+impl VolumeSource {
+    /// The attributes stored with the volume (zarr array attributes, HDF5
+    /// dataset attributes; none for `.npy`), as JSON; empty when they
+    /// cannot be read (the volume's own read reports such problems).
+    pub fn attributes(&self) -> serde_json::Map<String, serde_json::Value> {
+        match self {
+            VolumeSource::Npy(_) => serde_json::Map::new(),
+            VolumeSource::Hdf5 { file, dataset } => hdf5::attributes(file, dataset),
+            VolumeSource::Zarr { root, array } => zarr::attributes(root, array),
+        }
+    }
+}
+
 /// A [`IoError::Format`] for `path`.
 pub(crate) fn format_err(path: &Path, format: &'static str, reason: impl Into<String>) -> IoError {
     IoError::Format { path: path.to_path_buf(), format, reason: reason.into() }

@@ -91,3 +91,13 @@ fn for_each_chunk(shape: &[u64], visit: &mut dyn FnMut(&[u64])) {
         }
     }
 }
+
+/// The attributes of array `array` of the zarr hierarchy at `root` (empty
+/// when it cannot be opened).
+pub(super) fn attributes(root: &Path, array: &str) -> serde_json::Map<String, serde_json::Value> {
+    let Ok(store) = zarrs::filesystem::FilesystemStore::new(root) else { return serde_json::Map::new() };
+    match zarrs::array::Array::open(std::sync::Arc::new(store), array) {
+        Ok(handle) => handle.attributes().clone(),
+        Err(_) => serde_json::Map::new(),
+    }
+}
