@@ -15,6 +15,25 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log the library's events on stderr: -v info, -vv debug, -vvv trace.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Log level of the library's events (error, warn, info, debug, trace); overrides -v.
+    #[arg(long, global = true)]
+    log_level: Option<tracing::Level>,
+}
+
+/// Logs the library's `tracing` events on stderr at the level asked for
+/// (errors only by default: the commands print the library's warnings
+/// themselves, once).
+fn init_logging(cli: &Cli) {
+    let level = cli.log_level.unwrap_or(match cli.verbose {
+        0 => tracing::Level::ERROR,
+        1 => tracing::Level::INFO,
+        2 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    });
+    let _ = tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).without_time().try_init();
 }
 
 #[derive(Subcommand)]
@@ -33,6 +52,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(&cli);
     let result = match &cli.command {
         Command::Segment(args) => segment::run(args),
         Command::Generate(args) => generate::run(args),

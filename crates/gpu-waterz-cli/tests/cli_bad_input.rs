@@ -371,3 +371,29 @@ fn messages_name_the_real_problem() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("empty") && !stderr.contains("all are 0"), "{stderr}");
 }
+
+/// `--progress json` gives one JSON object per line for pipelines; `-vv`
+/// shows the library's debug events.
+#[test]
+fn machine_readable_progress_and_log_levels() {
+    let dir = scratch("progress");
+    let affs = good_affs(&dir);
+    let (ok, stderr, _) = segment(&dir, &affs, &["--thresholds", "0.3,0.5", "--progress", "json", "--backend", "cpu"]);
+    assert!(ok, "{stderr}");
+    let events: Vec<serde_json::Value> =
+        stderr.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))).collect();
+    let done: Vec<&str> =
+        events.iter().filter(|e| e["event"] == "stage_done").filter_map(|e| e["stage"].as_str()).collect();
+    assert!(done.contains(&"reading the affinities") && done.contains(&"threshold 2/2 (0.5)"), "{done:?}");
+    assert!(events.iter().filter(|e| e["event"] == "stage_done").all(|e| e["seconds"].as_f64().is_some()));
+    let out = Command::new(cli())
+        .args(["-vv", "segment", "--affinities"])
+        .arg(&affs)
+        .arg("--out-dir")
+        .arg(dir.join("verbose"))
+        .args(["--thresholds", "0.5", "--backend", "cpu", "--quiet"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("DEBUG"), "{stderr}");
+}

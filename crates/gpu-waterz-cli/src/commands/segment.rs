@@ -6,7 +6,7 @@
 use super::containers::{spatial_attributes, Container, ContainerWriter, LabelType};
 use super::input::{read_labels, Affinities};
 use super::outputs::OutputFolder;
-use super::progress::Progress;
+use super::progress::{Progress, ProgressMode};
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use gpu_waterz::{count_segments, Agglomeration, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
@@ -102,13 +102,16 @@ pub struct SegmentArgs {
     /// ParHAC's epsilon (GPU backend).
     #[arg(long)]
     epsilon: Option<f64>,
-    /// No progress on stderr.
+    /// No progress or notes on stderr (warnings and errors still).
     #[arg(long)]
     quiet: bool,
+    /// Progress on stderr: auto (spinners on a terminal), json (one object per line), none.
+    #[arg(long, value_enum, default_value = "auto")]
+    progress: ProgressMode,
 }
 
 pub fn run(args: &SegmentArgs) -> Result<()> {
-    let progress = Progress::new(args.quiet);
+    let progress = Progress::new(args.progress, args.quiet);
     let start = Instant::now();
     // Open the device and take the output folder before reading anything,
     // so that a machine without one, or a folder in use, fails at once.
@@ -158,7 +161,8 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     for (i, threshold) in args.thresholds.iter().enumerate() {
         let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
         let Some(result) = progress.stage(&stage, || Ok(run.next_threshold()?))? else { break };
-        per_threshold.push(write_threshold(&mut writer, i, &result)?);
+        let write = format!("writing threshold {}/{n_thresholds}", i + 1);
+        per_threshold.push(progress.stage(&write, || write_threshold(&mut writer, i, &result))?);
     }
     let dims = affs.dims();
     let arithmetic = match (run.backend(), args.arithmetic) {
@@ -196,8 +200,10 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         "container": format!("{container:?}"),
         "attributes": spatial,
     });
-    writer.finish(&summary)?;
-    folder.commit()?;
+    progress.stage("finishing the output", || {
+        writer.finish(&summary)?;
+        folder.commit()
+    })?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
 }
