@@ -118,8 +118,14 @@ def test_zarr_and_hdf5_outputs_with_funlib_attributes(tmp_path):
     assert all(t["dtype"] == "uint32" and e.dtype == np.uint32 for t, e in zip(summary["thresholds"], expected))
 
     run_cli("segment", "--affinities", source, "--thresholds", "0.3,0.5", "--out", tmp_path / "out.zarr",
-            "--merge-history", "--units", "nm", "--backend", "cpu")
+            "--merge-history", "--units", "nm", "--backend", "cpu", "--write-fragments")
     z = zarr.open_group(tmp_path / "out.zarr", mode="r")
+    # The fragments: every one lies in a single segment of each threshold.
+    fragments = z["fragments"][:]
+    assert list(z["fragments"].attrs["resolution"]) == [40, 4, 4]
+    for want in expected:
+        pairs = np.unique(np.stack([fragments.ravel(), want.ravel()]), axis=1)
+        assert len(np.unique(pairs[0])) == pairs.shape[1]
     h5_path = tmp_path / "out.h5"
     run_cli("segment", "--affinities", source, "--thresholds", "0.3,0.5", "--out", h5_path, "--merge-history",
             "--units", "nm", "--resolution", "40,4,4", "--backend", "cpu")

@@ -71,6 +71,12 @@ impl CpuEngine {
 
     /// Merges up to the next threshold and returns its result, or `None`
     /// after the last threshold.
+    /// The fragments (the watershed's, or the configured ones) in the
+    /// caller's ids.
+    pub(crate) fn fragments(&self) -> Array3<u64> {
+        self.dense.mapv(|d| self.original[d as usize])
+    }
+
     pub(crate) fn next_threshold(&mut self) -> Result<Option<ThresholdResult>> {
         let Some(&threshold) = self.thresholds.get(self.next) else {
             return Ok(None);

@@ -270,6 +270,15 @@ impl GpuEngine {
         Ok(metrics)
     }
 
+    /// The fragments (the watershed's, or the configured ones) in the
+    /// caller's ids, downloaded.
+    pub(crate) fn fragments(&self) -> Result<Array3<u64>> {
+        let labels = self.gpu.download(self.fragments.labels())?;
+        let n = self.n_voxels() as usize;
+        let values: Vec<u64> = labels[..n].iter().map(|&l| self.original_id(l as u64)).collect();
+        Ok(Array3::from_shape_vec(self.shape(), values).expect("one label per voxel"))
+    }
+
     /// Downloads a device segmentation as a host volume.
     pub(crate) fn download(&self, segmentation: &DeviceBuffer<u64>) -> Result<Array3<u64>> {
         let mut values = self.gpu.download(segmentation)?;

@@ -228,6 +228,16 @@ impl Agglomeration {
         }
     }
 
+    /// The fragments the merging starts from (the watershed's, or the
+    /// configured ones), in the caller's ids (waterz's uint64 labels; 0 is
+    /// the background), on the host.
+    pub fn fragments(&self) -> Result<ndarray::Array3<u64>> {
+        match &self.engine {
+            Engine::Cpu(c) => Ok(c.fragments()),
+            Engine::Gpu(g) => g.fragments(),
+        }
+    }
+
     /// The GPU backend's figures: ParHAC rounds so far, slot compactions,
     /// region-graph edges before merging. `None` on the CPU backend.
     pub fn gpu_stats(&self) -> Option<GpuStats<'_>> {

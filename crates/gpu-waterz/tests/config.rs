@@ -114,3 +114,22 @@ fn any_finite_threshold_and_affinities_outside_0_1() {
     affs[[2, 2, 2, 2]] = f32::INFINITY;
     assert!(AffinityGraph::from_f32(affs.view()).unwrap_err().to_string().contains("infinite"));
 }
+
+/// The fragments come back in the caller's ids: the configured ones as
+/// given, the watershed's as the pieces every segmentation is made of.
+#[test]
+fn fragments_come_back_in_the_callers_ids() {
+    let affs = volume();
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let run = Agglomeration::new(&graph, Config::new(&[0.5]).backend(Backend::Cpu)).unwrap();
+    let fragments = run.fragments().unwrap();
+    let seg = run.into_iter().next().unwrap().unwrap().segmentation;
+    let mut segment_of = std::collections::HashMap::new();
+    for (&f, &s) in fragments.iter().zip(seg.iter()) {
+        assert_eq!(*segment_of.entry(f).or_insert(s), s, "fragment {f} lies in one segment");
+    }
+    assert!(segment_of.len() > 1);
+    let given = fragments.mapv(|f| if f == 0 { 0 } else { 1000 + 3 * f });
+    let run = Agglomeration::new(&graph, Config::new(&[0.5]).fragments(given.clone()).backend(Backend::Cpu)).unwrap();
+    assert_eq!(run.fragments().unwrap(), given);
+}

@@ -117,15 +117,31 @@ impl ContainerWriter {
         threshold: f64,
         segmentation: &Array3<u64>,
     ) -> Result<(String, &'static str)> {
-        let labels = narrow(segmentation, self.label_type)?;
-        let dtype = labels.dtype();
         let mut attributes = self.spatial.clone();
         attributes.insert("threshold".into(), threshold.into());
+        self.labels(&format!("segmentation_{i}"), segmentation, attributes)
+    }
+
+    /// Writes the fragments the merging started from; returns their name
+    /// and element type.
+    pub fn fragments(&mut self, fragments: &Array3<u64>) -> Result<(String, &'static str)> {
+        self.labels("fragments", fragments, self.spatial.clone())
+    }
+
+    /// Writes a label volume as `stem` (`stem.npy` in an npy folder).
+    fn labels(
+        &mut self,
+        stem: &str,
+        segmentation: &Array3<u64>,
+        attributes: Map<String, Value>,
+    ) -> Result<(String, &'static str)> {
+        let labels = narrow(segmentation, self.label_type)?;
+        let dtype = labels.dtype();
         let (z, y, x) = segmentation.dim();
         let shape = [z as u64, y as u64, x as u64];
         match self.container {
             Container::NpyFolder => {
-                let name = format!("segmentation_{i}.npy");
+                let name = format!("{stem}.npy");
                 let path = self.path.join(&name);
                 match &labels {
                     Labels::U32(a) => write_npy(&path, &a.view())?,
@@ -134,7 +150,7 @@ impl ContainerWriter {
                 Ok((name, dtype))
             }
             Container::Zarr => {
-                let name = format!("segmentation_{i}");
+                let name = stem.to_string();
                 let chunks = [shape[0].clamp(1, 64), shape[1].clamp(1, 64), shape[2].clamp(1, 64)];
                 match labels {
                     Labels::U32(a) => {
@@ -145,7 +161,7 @@ impl ContainerWriter {
                 Ok((name, dtype))
             }
             Container::Hdf5 => {
-                let name = format!("segmentation_{i}");
+                let name = stem.to_string();
                 let builder = self.hdf5.as_mut().expect("an HDF5 writer");
                 let chunks = [shape[0].clamp(1, 64), shape[1].clamp(1, 64), shape[2].clamp(1, 64)];
                 let dataset = builder.create_dataset(&name);

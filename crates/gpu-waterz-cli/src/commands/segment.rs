@@ -64,6 +64,9 @@ pub struct SegmentArgs {
     /// Unit of the resolution and offset (e.g. nm) for the outputs' attributes.
     #[arg(long)]
     units: Option<String>,
+    /// Also write the fragments the merging starts from (`fragments`).
+    #[arg(long)]
+    write_fragments: bool,
     /// Replace a non-empty --out-dir (only once the new result is complete).
     #[arg(long)]
     overwrite: bool,
@@ -156,6 +159,13 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     for warning in run.warnings() {
         eprintln!("gpu-waterz: warning: {warning}");
     }
+    let fragments_entry = if args.write_fragments {
+        let fragments = run.fragments()?;
+        let (name, dtype) = progress.stage("writing the fragments", || writer.fragments(&fragments))?;
+        Some(serde_json::json!({ "file": name, "dtype": dtype, "n_fragments": run.n_fragments() }))
+    } else {
+        None
+    };
     let mut per_threshold = Vec::new();
     let n_thresholds = args.thresholds.len();
     for (i, threshold) in args.thresholds.iter().enumerate() {
@@ -194,6 +204,9 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
             "n_edges": stats.n_edges,
             "parhac_rounds": stats.rounds.len(),
         });
+    }
+    if let Some(entry) = fragments_entry {
+        summary["fragments"] = entry;
     }
     summary["output"] = serde_json::json!({
         "path": target,
