@@ -147,12 +147,21 @@ def test_zarr_and_hdf5_outputs_with_funlib_attributes(tmp_path):
                 assert list(scores) == [m["score"] for m in history], name
         assert json.loads(f.attrs["gpu_waterz"])["thresholds"][1]["file"] == "segmentation_1"
     assert z.attrs["gpu_waterz"]["thresholds"][0]["file"] == "segmentation_0"
+    # zarr v2, for readers that have not moved to v3.
+    run_cli("segment", "--affinities", source, "--thresholds", "0.3,0.5", "--out", tmp_path / "v2out.zarr",
+            "--zarr-format", "2", "--merge-history", "--backend", "cpu")
+    z2 = zarr.open_group(tmp_path / "v2out.zarr", mode="r", zarr_format=2)
+    for i, want in enumerate(expected):
+        np.testing.assert_array_equal(z2[f"segmentation_{i}"][:], want)
+        assert list(z2[f"segmentation_{i}"].attrs["resolution"]) == [40, 4, 4]
+        assert z2[f"merge_history_{i}"].shape == (len(histories[i]), 3)
+    assert z2.attrs["gpu_waterz"]["thresholds"][1]["threshold"] == 0.5
     proc = run_cli("segment", "--affinities", source, "--thresholds", "0.5", "--out", h5_path, check=False)
     assert proc.returncode != 0 and "--overwrite" in proc.stderr, proc.stderr
     run_cli("segment", "--affinities", source, "--thresholds", "0.5", "--out", h5_path, "--overwrite")
     with h5py.File(h5_path, "r") as f:
         assert sorted(f.keys()) == ["segmentation_0"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zarr", "npy", "out.h5", "out.zarr"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.zarr", "npy", "out.h5", "out.zarr", "v2out.zarr"]
 
 
 def _text(x):

@@ -90,6 +90,7 @@ pub struct ContainerWriter {
     path: PathBuf,
     label_type: LabelType,
     spatial: Map<String, Value>,
+    zarr_format: u8,
     zarr: Option<Arc<zarrs::filesystem::FilesystemStore>>,
     hdf5: Option<hdf5_pure::FileBuilder>,
 }
@@ -98,7 +99,16 @@ impl ContainerWriter {
     /// Starts writing `container` at `path` (a folder that exists for the
     /// folder kinds; a file to be created for HDF5). `spatial` holds the
     /// spatial attributes each segmentation carries.
-    pub fn new(container: Container, path: &Path, label_type: LabelType, spatial: Map<String, Value>) -> Result<Self> {
+    pub fn new(
+        container: Container,
+        path: &Path,
+        label_type: LabelType,
+        spatial: Map<String, Value>,
+        zarr_format: u8,
+    ) -> Result<Self> {
+        if container == Container::Zarr && !(zarr_format == 2 || zarr_format == 3) {
+            return Err(anyhow!("--zarr-format is 2 or 3, not {zarr_format}"));
+        }
         let zarr = match container {
             Container::Zarr => Some(Arc::new(
                 zarrs::filesystem::FilesystemStore::new(path).with_context(|| format!("opening {}", path.display()))?,
@@ -106,7 +116,7 @@ impl ContainerWriter {
             _ => None,
         };
         let hdf5 = (container == Container::Hdf5).then(hdf5_pure::FileBuilder::new);
-        Ok(Self { container, path: path.to_path_buf(), label_type, spatial, zarr, hdf5 })
+        Ok(Self { container, path: path.to_path_buf(), label_type, spatial, zarr_format, zarr, hdf5 })
     }
 
     /// Writes the segmentation of threshold `i`; returns its name in the
@@ -191,27 +201,60 @@ impl ContainerWriter {
     where
         zarrs::array::FillValue: From<T>,
     {
-        let store = self.zarr.clone().expect("a zarr store");
-        let data_type = match std::mem::size_of::<T>() {
-            4 => zarrs::array::data_type::uint32(),
-            _ => zarrs::array::data_type::uint64(),
+        let numpy = match std::mem::size_of::<T>() {
+            4 => "<u4",
+            _ => "<u8",
         };
-        let array = zarrs::array::ArrayBuilder::new(
-            shape.to_vec(),
-            *chunks,
-            data_type,
-            zarrs::array::FillValue::from(T::default()),
-        )
-        .bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(3, false))])
-        .dimension_names(Some(["z", "y", "x"]))
-        .attributes(attributes.clone())
-        .build(store, &format!("/{name}"))
-        .with_context(|| format!("creating the zarr array {name}"))?;
-        array.store_metadata().with_context(|| format!("writing the metadata of {name}"))?;
+        let array = self.zarr_create(name, shape, chunks, numpy, Some(["z", "y", "x"]), attributes.clone())?;
         array
             .store_array_subset(&array.subset_all(), values)
             .with_context(|| format!("writing the zarr array {name}"))?;
         Ok(())
+    }
+
+    /// Creates the zarr array `name` (metadata written) in this writer's
+    /// zarr format: `numpy` names the element type (`<u4`, `<u8`, `<f8`);
+    /// zstd compressed in v3, gzip in v2 (what every zarr v2 reader has).
+    fn zarr_create(
+        &self,
+        name: &str,
+        shape: &[u64],
+        chunks: &[u64],
+        numpy: &str,
+        dimension_names: Option<[&str; 3]>,
+        attributes: Map<String, Value>,
+    ) -> Result<zarrs::array::Array<zarrs::filesystem::FilesystemStore>> {
+        let store = self.zarr.clone().expect("a zarr store");
+        let path = format!("/{name}");
+        let array = if self.zarr_format == 2 {
+            let metadata: zarrs::array::ArrayMetadataV2 = serde_json::from_value(serde_json::json!({
+                "zarr_format": 2,
+                "shape": shape,
+                "chunks": chunks,
+                "dtype": numpy,
+                "compressor": {"id": "gzip", "level": 5},
+                "fill_value": 0,
+                "order": "C",
+                "filters": null,
+                "dimension_separator": ".",
+            }))
+            .context("zarr v2 metadata")?;
+            let metadata = metadata.with_attributes(attributes);
+            zarrs::array::Array::new_with_metadata(store, &path, zarrs::array::ArrayMetadata::V2(metadata))
+        } else {
+            let (data_type, fill) = match numpy {
+                "<u4" => (zarrs::array::data_type::uint32(), zarrs::array::FillValue::from(0u32)),
+                "<u8" => (zarrs::array::data_type::uint64(), zarrs::array::FillValue::from(0u64)),
+                _ => (zarrs::array::data_type::float64(), zarrs::array::FillValue::from(0f64)),
+            };
+            let mut builder = zarrs::array::ArrayBuilder::new(shape.to_vec(), chunks.to_vec(), data_type, fill);
+            builder.bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(3, false))]);
+            builder.dimension_names(dimension_names).attributes(attributes);
+            builder.build(store, &path)
+        }
+        .with_context(|| format!("creating the zarr array {name}"))?;
+        array.store_metadata().with_context(|| format!("writing the metadata of {name}"))?;
+        Ok(array)
     }
 
     /// Writes the merges of threshold `i`; returns the names written.
@@ -248,27 +291,10 @@ impl ContainerWriter {
         let n = scores.len() as u64;
         match self.container {
             Container::Zarr => {
-                let store = self.zarr.clone().expect("a zarr store");
                 let chunk = n.clamp(1, 1 << 16);
-                let ids_array = zarrs::array::ArrayBuilder::new(
-                    vec![n, width],
-                    [chunk, width],
-                    zarrs::array::data_type::uint64(),
-                    zarrs::array::FillValue::from(0u64),
-                )
-                .bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(3, false))])
-                .build(store.clone(), &format!("/{name}"))?;
-                ids_array.store_metadata()?;
+                let ids_array = self.zarr_create(name, &[n, width], &[chunk, width], "<u8", None, Map::new())?;
                 ids_array.store_array_subset(&ids_array.subset_all(), ids)?;
-                let scores_array = zarrs::array::ArrayBuilder::new(
-                    vec![n],
-                    [chunk],
-                    zarrs::array::data_type::float64(),
-                    zarrs::array::FillValue::from(0f64),
-                )
-                .bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(3, false))])
-                .build(store, &format!("/{scores_name}"))?;
-                scores_array.store_metadata()?;
+                let scores_array = self.zarr_create(scores_name, &[n], &[chunk], "<f8", None, Map::new())?;
                 scores_array.store_array_subset(&scores_array.subset_all(), scores)?;
             }
             Container::Hdf5 => {
@@ -287,6 +313,11 @@ impl ContainerWriter {
         let text = serde_json::to_string_pretty(summary)?;
         match self.container {
             Container::NpyFolder => write_atomically(&self.path.join("summary.json"), text.as_bytes())?,
+            Container::Zarr if self.zarr_format == 2 => {
+                let attributes = serde_json::json!({ "gpu_waterz": summary });
+                write_atomically(&self.path.join(".zgroup"), br#"{"zarr_format": 2}"#)?;
+                write_atomically(&self.path.join(".zattrs"), serde_json::to_string_pretty(&attributes)?.as_bytes())?;
+            }
             Container::Zarr => {
                 let store = self.zarr.expect("a zarr store");
                 let mut attributes = Map::new();

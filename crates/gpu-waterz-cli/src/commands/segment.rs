@@ -67,6 +67,9 @@ pub struct SegmentArgs {
     /// Also write the fragments the merging starts from (`fragments`).
     #[arg(long)]
     write_fragments: bool,
+    /// zarr format of a .zarr --out: 3 or 2.
+    #[arg(long, default_value_t = 3)]
+    zarr_format: u8,
     /// Replace a non-empty --out-dir (only once the new result is complete).
     #[arg(long)]
     overwrite: bool,
@@ -146,7 +149,8 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         args.offset.as_deref(),
         args.units.as_deref(),
     );
-    let mut writer = ContainerWriter::new(container, folder.path(), args.label_type, spatial.clone())?;
+    let mut writer =
+        ContainerWriter::new(container, folder.path(), args.label_type, spatial.clone(), args.zarr_format)?;
     let scoring = args.scoring.parse::<ScoringFunction>()?;
     let mut run = progress.stage("watershed and region graph", || Ok(Agglomeration::new(&affs, config)?))?;
     if let Some(note) = run.backend_note() {
