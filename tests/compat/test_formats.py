@@ -167,3 +167,23 @@ def test_zarr_and_hdf5_outputs_with_funlib_attributes(tmp_path):
 def _text(x):
     """An HDF5 fixed-length string attribute element (bytes) or a str."""
     return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def test_funlib_reads_the_outputs(tmp_path):
+    """funlib.persistence (daisy's array layer) opens the zarr outputs, v3
+    and v2, with their voxel size, offset, axis names and units."""
+    funlib = pytest.importorskip("funlib.persistence")
+    rng = np.random.default_rng(9)
+    gt = voronoi_labels(rng, (8, 32, 32), 6)
+    np.save(tmp_path / "affs.npy", cnn_like(rng, gt))
+    for fmt in ("3", "2"):
+        out = tmp_path / f"out{fmt}.zarr"
+        run_cli("segment", "--affinities", tmp_path / "affs.npy", "--thresholds", "0.3", "--out", out,
+                "--zarr-format", fmt, "--resolution", "40,4,4", "--offset", "400,8,8", "--units", "nm",
+                "--backend", "cpu")
+        ds = funlib.open_ds(str(out / "segmentation_0"))
+        assert tuple(ds.voxel_size) == (40, 4, 4), fmt
+        assert tuple(ds.offset) == (400, 8, 8), fmt
+        assert list(ds.axis_names) == ["z", "y", "x"] and list(ds.units) == ["nm"] * 3, fmt
+        assert ds.dtype == np.uint32 and ds.shape == (8, 32, 32), fmt
+        np.testing.assert_array_equal(ds.to_ndarray(ds.roi), zarr.open_array(out / "segmentation_0", mode="r")[:])

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use std::process::Command;
 
 /// The stock waterz the reference is checked against, and what its suite needs.
-const COMPAT_PACKAGES: &[&str] = &["waterz==0.10.1", "numpy", "h5py", "zarr", "pytest"];
+const COMPAT_PACKAGES: &[&str] = &["waterz==0.10.1", "numpy", "h5py", "zarr", "funlib.persistence", "pytest"];
 
 /// The virtualenv with stock waterz and the suite's packages (made or
 /// updated here); returns its Python.

@@ -362,7 +362,8 @@ fn hdf5_attribute(value: &Value) -> Option<hdf5_pure::AttrValue> {
 }
 
 /// The spatial attributes a segmentation carries, funlib/daisy's
-/// conventions: `resolution` and `offset` (z, y, x; from the input's
+/// conventions: `resolution` (also as `voxel_size`, the key of newer
+/// funlib.persistence) and `offset` (z, y, x; from the input's
 /// attributes, a 4-value list losing its channel entry, overridden by the
 /// command line), `axis_names` and `units`.
 pub fn spatial_attributes(
@@ -379,7 +380,9 @@ pub fn spatial_attributes(
     let mut out = Map::new();
     let numbers = |v: &[f64]| Value::Array(v.iter().map(|&x| x.into()).collect());
     if let Some(r) = resolution.map(numbers).or_else(|| spatial("resolution")).or_else(|| spatial("voxel_size")) {
-        out.insert("resolution".into(), r);
+        // funlib.persistence reads `voxel_size` (newer) or `resolution`.
+        out.insert("resolution".into(), r.clone());
+        out.insert("voxel_size".into(), r);
     }
     if let Some(o) = offset.map(numbers).or_else(|| spatial("offset")) {
         out.insert("offset".into(), o);
@@ -420,6 +423,7 @@ mod tests {
             serde_json::from_str(r#"{"resolution": [1, 40, 4, 4], "offset": [0, 400, 8, 8], "other": 1}"#).unwrap();
         let a = spatial_attributes(&input, None, None, Some("nm"));
         assert_eq!(a["resolution"], serde_json::json!([40, 4, 4]));
+        assert_eq!(a["voxel_size"], a["resolution"]);
         assert_eq!(a["offset"], serde_json::json!([400, 8, 8]));
         assert_eq!(a["units"], serde_json::json!(["nm", "nm", "nm"]));
         assert!(!a.contains_key("other"));
