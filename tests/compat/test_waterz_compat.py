@@ -98,6 +98,11 @@ def test_user_fragments_with_sparse_ids(tmp_path, seed):
          "OneMinus<HistogramQuantileAffinity<RegionGraphType, 75, ScoreValue, 256, true>>"),
         ("max", "OneMinus<MaxAffinity<RegionGraphType, ScoreValue>>"),
         ("min", "OneMinus<MinAffinity<RegionGraphType, ScoreValue>>"),
+        ("exact-quantile-50", "OneMinus<QuantileAffinity<RegionGraphType, 50, ScoreValue>>"),
+        ("exact-quantile-25-noinit", "OneMinus<QuantileAffinity<RegionGraphType, 25, ScoreValue, false>>"),
+        ("mean-max-4", "OneMinus<MeanMaxKAffinity<RegionGraphType, 4, ScoreValue>>"),
+        ("OneMinus<MeanMaxKAffinity<RegionGraphType, 1, ScoreValue>>",
+         "OneMinus<MeanMaxKAffinity<RegionGraphType, 1, ScoreValue>>"),
     ],
 )
 def test_other_scoring_functions(tmp_path, ours, waterz_name):

@@ -113,11 +113,30 @@ pub enum ScoringFunction {
         /// (waterz's default, `true`).
         init_with_max: bool,
     },
+    /// `OneMinus<QuantileAffinity<RegionGraphType, Q, ScoreValue[, InitWithMax]>>`:
+    /// the exact quantile of the face affinities (waterz's
+    /// `VectorQuantileProvider`).
+    Quantile {
+        /// The quantile, in percent (0 to 100).
+        quantile: u32,
+        /// Whether a new edge starts from its maximum affinity alone
+        /// (waterz's default, `true`).
+        init_with_max: bool,
+    },
+    /// `OneMinus<MeanMaxKAffinity<RegionGraphType, K, ScoreValue>>`: the
+    /// mean of the `k` largest face affinities.
+    MeanMaxK {
+        /// How many of the largest affinities (1 to 1024).
+        k: u32,
+    },
 }
 
-const SUPPORTED: &str = "mean, max, min, quantile-<Q>[-<bins>][-noinit], or waterz's spellings \
-OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>, OneMinus<MaxAffinity<...>>, \
-OneMinus<MinAffinity<...>>, OneMinus<HistogramQuantileAffinity<RegionGraphType, Q, ScoreValue, Bins[, InitWithMax]>>";
+const SUPPORTED: &str = "mean, max, min, quantile-<Q>[-<bins>][-noinit], exact-quantile-<Q>[-noinit], \
+mean-max-<K>, or waterz's spellings OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>, \
+OneMinus<MaxAffinity<...>>, OneMinus<MinAffinity<...>>, \
+OneMinus<HistogramQuantileAffinity<RegionGraphType, Q, ScoreValue, Bins[, InitWithMax]>>, \
+OneMinus<QuantileAffinity<RegionGraphType, Q, ScoreValue[, InitWithMax]>>, \
+OneMinus<MeanMaxKAffinity<RegionGraphType, K, ScoreValue>>";
 
 /// waterz's canonical spelling: C++ whitespace folded, none around `<>,`.
 fn normalize(s: &str) -> String {
@@ -139,6 +158,30 @@ impl ScoringFunction {
             Self::HistogramQuantile { quantile, bins, init_with_max } => format!(
                 "OneMinus<HistogramQuantileAffinity<RegionGraphType, {quantile}, ScoreValue, {bins}, {init_with_max}>>"
             ),
+            Self::Quantile { quantile, init_with_max } => {
+                format!("OneMinus<QuantileAffinity<RegionGraphType, {quantile}, ScoreValue, {init_with_max}>>")
+            }
+            Self::MeanMaxK { k } => format!("OneMinus<MeanMaxKAffinity<RegionGraphType, {k}, ScoreValue>>"),
+        }
+    }
+
+    fn parse_exact_quantile(given: &str, q: &str, init: Option<&str>) -> Result<Self> {
+        let quantile: u32 = q.parse().map_err(|_| Self::unsupported(given))?;
+        let init_with_max = match init {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(_) => return Err(Self::unsupported(given)),
+        };
+        if quantile > 100 {
+            return Err(Self::unsupported(given));
+        }
+        Ok(Self::Quantile { quantile, init_with_max })
+    }
+
+    fn parse_max_k(given: &str, k: &str) -> Result<Self> {
+        match k.parse::<u32>() {
+            Ok(k) if (1..=1024).contains(&k) => Ok(Self::MeanMaxK { k }),
+            _ => Err(Self::unsupported(given)),
         }
     }
 
@@ -173,6 +216,17 @@ impl FromStr for ScoringFunction {
             "min" => return Ok(Self::MinAffinity),
             _ => {}
         }
+        if let Some(rest) = short.strip_prefix("exact-quantile-") {
+            let parts: Vec<&str> = rest.split('-').collect();
+            return match parts.as_slice() {
+                [q] => Self::parse_exact_quantile(given, q, None),
+                [q, "noinit"] => Self::parse_exact_quantile(given, q, Some("false")),
+                _ => Err(Self::unsupported(given)),
+            };
+        }
+        if let Some(k) = short.strip_prefix("mean-max-") {
+            return Self::parse_max_k(given, k);
+        }
         if let Some(rest) = short.strip_prefix("quantile-") {
             let parts: Vec<&str> = rest.split('-').collect();
             return match parts.as_slice() {
@@ -199,6 +253,24 @@ impl FromStr for ScoringFunction {
             return match parts.as_slice() {
                 [q, "ScoreValue", b] => Self::parse_quantile(given, q, b, None),
                 [q, "ScoreValue", b, init] => Self::parse_quantile(given, q, b, Some(init)),
+                _ => Err(Self::unsupported(given)),
+            };
+        }
+        if let Some(inner) =
+            s.strip_prefix("OneMinus<QuantileAffinity<RegionGraphType,").and_then(|r| r.strip_suffix(">>"))
+        {
+            let parts: Vec<&str> = inner.split(',').collect();
+            return match parts.as_slice() {
+                [q, "ScoreValue"] => Self::parse_exact_quantile(given, q, None),
+                [q, "ScoreValue", init] => Self::parse_exact_quantile(given, q, Some(init)),
+                _ => Err(Self::unsupported(given)),
+            };
+        }
+        if let Some(inner) =
+            s.strip_prefix("OneMinus<MeanMaxKAffinity<RegionGraphType,").and_then(|r| r.strip_suffix(">>"))
+        {
+            return match inner.split(',').collect::<Vec<_>>().as_slice() {
+                [k, "ScoreValue"] => Self::parse_max_k(given, k),
                 _ => Err(Self::unsupported(given)),
             };
         }
@@ -255,6 +327,20 @@ mod tests {
             "OneMinus<HistogramQuantileAffinity<RegionGraphType, 50, ScoreValue, 256>>".parse().unwrap();
         assert_eq!(q, ScoringFunction::HistogramQuantile { quantile: 50, bins: 256, init_with_max: true });
         assert_eq!("max".parse::<ScoringFunction>().unwrap(), ScoringFunction::MaxAffinity);
+        let exact = "OneMinus<QuantileAffinity<RegionGraphType, 25, ScoreValue, false>>".parse::<ScoringFunction>();
+        assert_eq!(exact.unwrap(), ScoringFunction::Quantile { quantile: 25, init_with_max: false });
+        let exact = "exact-quantile-50".parse::<ScoringFunction>().unwrap();
+        assert_eq!(exact, ScoringFunction::Quantile { quantile: 50, init_with_max: true });
+        let maxk = "OneMinus<MeanMaxKAffinity<RegionGraphType, 10, ScoreValue>>".parse::<ScoringFunction>();
+        assert_eq!(maxk.unwrap(), ScoringFunction::MeanMaxK { k: 10 });
+        assert_eq!("mean-max-3".parse::<ScoringFunction>().unwrap(), ScoringFunction::MeanMaxK { k: 3 });
+        for bad in ["mean-max-0", "exact-quantile-101", "OneMinus<MeanMaxKAffinity<RegionGraphType, x, ScoreValue>>"] {
+            assert!(bad.parse::<ScoringFunction>().is_err(), "{bad}");
+        }
+        for f in [ScoringFunction::Quantile { quantile: 30, init_with_max: false }, ScoringFunction::MeanMaxK { k: 4 }]
+        {
+            assert_eq!(f.waterz_name().parse::<ScoringFunction>().unwrap(), f);
+        }
         assert_eq!(
             "quantile-90".parse::<ScoringFunction>().unwrap(),
             ScoringFunction::HistogramQuantile { quantile: 90, bins: 256, init_with_max: true }
@@ -266,8 +352,8 @@ mod tests {
 
     #[test]
     fn rejects_unknown_functions_by_name() {
-        let e = "OneMinus<MeanMaxKAffinity<RegionGraphType, 10, ScoreValue>>".parse::<ScoringFunction>().unwrap_err();
-        assert!(e.to_string().contains("MeanMaxKAffinity"), "{e}");
+        let e = "OneMinus<ContactArea<RegionGraphType>>".parse::<ScoringFunction>().unwrap_err();
+        assert!(e.to_string().contains("ContactArea"), "{e}");
         assert!("quantile-101".parse::<ScoringFunction>().is_err());
     }
 }

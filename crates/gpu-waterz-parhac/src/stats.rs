@@ -34,6 +34,56 @@ pub enum EdgeStatistics {
         /// Lowest non-empty bin per edge (`bins` when empty).
         lowest: Vec<i32>,
     },
+    /// waterz's `VectorQuantileProvider`: every face affinity kept (only
+    /// the largest while an edge is new, with `InitWithMax`). waterz reads
+    /// the element at the quantile's position without sorting until an
+    /// edge receives a merge (then `std::nth_element` puts the exact
+    /// quantile there; here the values are sorted, which puts the same
+    /// value there).
+    VectorQuantile {
+        /// Quantile in percent.
+        quantile: u32,
+        /// The affinities of each edge: in waterz's order until the edge
+        /// receives a merge, sorted after.
+        values: Vec<Vec<f32>>,
+    },
+    /// waterz's `MaxKAffinityProvider` (`MaxKValues`): the `k` largest face
+    /// affinities per edge, descending, padded with `f32::MIN`.
+    MaxK {
+        /// How many.
+        k: usize,
+        /// `k` values per edge, flattened.
+        values: Vec<f32>,
+    },
+}
+
+/// waterz's `VectorQuantileProvider::getQuantileIterator`: the position
+/// `q * size / 100` (integer arithmetic), the last one at 100 %.
+fn quantile_position(quantile: u32, size: usize) -> usize {
+    let pivot = (quantile as usize * size / 100) as i32 as usize;
+    if pivot == size {
+        pivot - 1
+    } else {
+        pivot
+    }
+}
+
+/// `MaxKValues::push`: inserts `value` into the descending `slots`.
+fn max_k_push(slots: &mut [f32], value: f32) {
+    let k = slots.len();
+    for i in 0..k {
+        if slots[i] == f32::MIN {
+            slots[i] = value;
+            return;
+        }
+        if slots[i] < value {
+            for j in (i + 1..k).rev() {
+                slots[j] = slots[j - 1];
+            }
+            slots[i] = value;
+            return;
+        }
+    }
 }
 
 /// waterz's `OneMinus`: `1.0 - x` in double, returned as float.
@@ -95,6 +145,34 @@ impl EdgeStatistics {
                 }
                 Self::HistogramQuantile { quantile, bins, counts, sum, lowest }
             }
+            (ScoringFunction::Quantile { quantile, init_with_max }, _) => {
+                let values = edges
+                    .map(|e| {
+                        let mut v: Vec<f32> = Vec::new();
+                        for &a in graph.faces(e) {
+                            if init_with_max && v.len() == 1 {
+                                if v[0] < a {
+                                    v[0] = a;
+                                }
+                                continue;
+                            }
+                            v.push(a);
+                        }
+                        v
+                    })
+                    .collect();
+                Self::VectorQuantile { quantile, values }
+            }
+            (ScoringFunction::MeanMaxK { k }, _) => {
+                let k = k as usize;
+                let mut values = vec![f32::MIN; n * k];
+                for e in edges {
+                    for &a in graph.faces(e) {
+                        max_k_push(&mut values[e * k..(e + 1) * k], a);
+                    }
+                }
+                Self::MaxK { k, values }
+            }
             (scoring, arithmetic) => {
                 return Err(crate::ParhacError::Unsupported(format!(
                     "the scoring function {} in {arithmetic:?} arithmetic",
@@ -125,6 +203,25 @@ impl EdgeStatistics {
                 // undiscretize<float>: ((float)bin + 0.5) / levels in double, to float.
                 let value = (((bin as f32) as f64 + 0.5) / *bins as f64) as f32;
                 one_minus(value)
+            }
+            Self::VectorQuantile { quantile, values, .. } => {
+                let v = &values[e];
+                one_minus(v[quantile_position(*quantile, v.len())])
+            }
+            Self::MaxK { k, values } => {
+                // MaxKValues::average: a float sum up to the first unset
+                // slot, divided by the count.
+                let mut sum = 0f32;
+                let mut count = 0;
+                for &v in &values[e * k..(e + 1) * k] {
+                    if v == f32::MIN {
+                        break;
+                    }
+                    sum += v;
+                    count += 1;
+                }
+                let average = if count == 0 { f32::NAN } else { sum / count as f32 };
+                one_minus(average)
             }
         }
     }
@@ -167,6 +264,35 @@ impl EdgeStatistics {
                 sum[from] = 0;
                 lowest[to] = lowest[to].min(lowest[from]);
                 lowest[from] = *bins as i32;
+                true
+            }
+            Self::VectorQuantile { values, .. } => {
+                // waterz puts the part of `from` below its quantile position
+                // first and the rest last, then `nth_element`s `to`: only
+                // the value at the position is defined, and sorting gives
+                // the same one.
+                let from_values = std::mem::take(&mut values[from]);
+                let to_values = &mut values[to];
+                to_values.extend_from_slice(&from_values);
+                to_values.sort_unstable_by(f32::total_cmp);
+                true
+            }
+            Self::MaxK { k, values } => {
+                // MaxKValues::merge: the k largest of two descending lists
+                // (ties take `b`, the other's, first).
+                let k = *k;
+                let a: Vec<f32> = values[to * k..(to + 1) * k].to_vec();
+                let b: Vec<f32> = values[from * k..(from + 1) * k].to_vec();
+                let (mut i, mut j) = (0, 0);
+                for slot in 0..k {
+                    if a[i] > b[j] {
+                        values[to * k + slot] = a[i];
+                        i += 1;
+                    } else {
+                        values[to * k + slot] = b[j];
+                        j += 1;
+                    }
+                }
                 true
             }
         }

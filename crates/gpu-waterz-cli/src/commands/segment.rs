@@ -89,7 +89,8 @@ pub struct SegmentArgs {
     /// Watershed: affinities at or above this always connect voxels.
     #[arg(long, default_value_t = 0.9999)]
     aff_threshold_high: f64,
-    /// Edge score: mean, max, min, quantile-<Q>[-<bins>][-noinit], or waterz's C++ spelling.
+    /// Edge score: mean, max, min, quantile-<Q>[-<bins>][-noinit] (histogram),
+    /// exact-quantile-<Q>[-noinit], mean-max-<K>, or waterz's C++ spelling.
     #[arg(long, default_value = "mean")]
     scoring: String,
     /// Statistics arithmetic: the CPU reference defaults to waterz's, the

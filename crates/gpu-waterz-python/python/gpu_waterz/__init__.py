@@ -123,7 +123,10 @@ def agglomerate(
         scoring_function: str
 
             waterz's C++ spelling; supported: OneMinus of MeanAffinity,
-            MaxAffinity, MinAffinity and HistogramQuantileAffinity.
+            MaxAffinity, MinAffinity, HistogramQuantileAffinity,
+            QuantileAffinity (exact quantiles) and MeanMaxKAffinity, with
+            stock waterz's results on the CPU backend; the GPU backend runs
+            MeanAffinity ('auto' takes the CPU for the others).
 
         discretize_queue: int
 
