@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use std::process::Command;
 
 /// The stock waterz the reference is checked against, and what its suite needs.
-const COMPAT_PACKAGES: &[&str] = &["waterz==0.10.1", "numpy", "h5py", "zarr", "funlib.persistence", "pytest"];
+const COMPAT_PACKAGES: &[&str] =
+    &["waterz==0.10.1", "numpy", "h5py", "zarr", "funlib.persistence", "pytest", "maturin>=1.5,<2", "ziglang"];
 
 /// The virtualenv with stock waterz and the suite's packages (made or
 /// updated here); returns its Python.
@@ -35,14 +36,17 @@ pub fn run(args: &[String]) -> Result<()> {
         .context("the downstream example failed")?;
 
     let python = compat_venv(&root)?;
-    // The Python package, built by maturin as users build it (README).
+    // The Python package as it ships: an abi3 wheel for manylinux2014
+    // (glibc >= 2.17; maturin links with zig and checks the policy), and the
+    // sdist, which must build too; the suite runs from the installed wheel.
+    let wheel = build_wheel(&root, &python)?;
     run_command(
         Command::new(&python)
             .current_dir(&root)
-            .args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", "./crates/gpu-waterz-python"])
-            .env("CARGO_TARGET_DIR", root.join("target")),
+            .args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps"])
+            .arg(&wheel),
     )
-    .context("building and installing the gpu_waterz Python package")?;
+    .context("installing the gpu_waterz wheel")?;
     run_command(
         Command::new(&python)
             .current_dir(&root)
@@ -50,4 +54,50 @@ pub fn run(args: &[String]) -> Result<()> {
             .env("GPU_WATERZ_BIN", root.join("target/release/gpu-waterz")),
     )
     .context("the equivalence suite against stock waterz failed")
+}
+
+/// Builds the Python package's manylinux2014 abi3 wheel (and its sdist, as
+/// a check) with maturin and zig from the virtualenv of `python`; returns
+/// the wheel's path.
+fn build_wheel(root: &std::path::Path, python: &std::path::Path) -> Result<std::path::PathBuf> {
+    let bin = python.parent().context("the virtualenv's bin folder")?;
+    let out = root.join("target/wheels");
+    if out.exists() {
+        std::fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let manifest = root.join("crates/gpu-waterz-python/Cargo.toml");
+    run_command(
+        Command::new(bin.join("maturin"))
+            .current_dir(root)
+            .args(["build", "--release", "--zig", "--compatibility", "manylinux2014", "-i"])
+            .arg(python)
+            .arg("--out")
+            .arg(&out)
+            .arg("-m")
+            .arg(&manifest)
+            .env("PATH", &path)
+            .env("CARGO_TARGET_DIR", root.join("target")),
+    )
+    .context("building the manylinux2014 wheel (maturin with zig)")?;
+    run_command(
+        Command::new(bin.join("maturin"))
+            .current_dir(root)
+            .args(["sdist", "--out"])
+            .arg(&out)
+            .arg("-m")
+            .arg(&manifest)
+            .env("PATH", &path),
+    )
+    .context("building the sdist")?;
+    let wheel = std::fs::read_dir(&out)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .context("maturin wrote no wheel")?;
+    let name = wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    anyhow::ensure!(
+        name.contains("abi3") && name.contains("manylinux_2_17"),
+        "the wheel {name} is not abi3 manylinux2014"
+    );
+    Ok(wheel)
 }
