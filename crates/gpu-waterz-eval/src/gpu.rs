@@ -2,7 +2,7 @@
 //! segment)` pair packed into a 64-bit key, sorted (radix sort) and reduced
 //! by key with integer counts, a chunk of voxels at a time; only the table
 //! (one entry per distinct pair) comes to the host, where
-//! [`metrics_from_table`](crate::metrics_from_table) computes the metrics.
+//! [`metrics_from_table`] computes the metrics.
 //! The table is the one [`contingency`](crate::contingency) builds from
 //! the same volumes, entry for entry, so the metrics are the CPU
 //! evaluation's bit for bit.
