@@ -159,3 +159,39 @@ def test_scores_match_the_data_readme(tmp_path):
     merge = [0.493, 0.495, 0.497, 0.499, 0.520]
     for r, s, m in zip(ours, split, merge):
         assert abs(r["metrics"]["voi_split"] - s) < 5e-4 and abs(r["metrics"]["voi_merge"] - m) < 5e-4
+
+
+SIZE_CONTROL = ("Divide<Subtract<MaxSize<RegionGraphType>,MinSize<RegionGraphType>>,"
+                "Add<MaxSize<RegionGraphType>,MinSize<RegionGraphType>>>")
+
+
+@pytest.mark.parametrize(
+    "expression,thresholds",
+    [
+        # Stock waterz's prebuilt size control (double scores in [0, 1)).
+        (SIZE_CONTROL, [0.1, 0.3, 0.5, 0.7, 0.9]),
+        # Region sizes with an affinity statistic: float32 * size_t.
+        ("Multiply<OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>, MinSize<RegionGraphType>>", [1, 5, 20, 100]),
+        # ContactArea first in the provider chain: its merges stop the
+        # mean's (waterz's short-circuit). (Stock waterz 0.10.1 crashes on
+        # chains of three providers, e.g. Add<Step<ContactArea, MaxSize>,
+        # OneMinus<MeanAffinity>>, so none is compared here.)
+        ("Add<ContactArea<RegionGraphType>, OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>>", [2, 5, 20]),
+        ("Step<ContactArea<RegionGraphType>, MaxSize<RegionGraphType>>", [0.5, 1.5]),
+        # The mean first: ContactArea never sees a merge.
+        ("Divide<OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>, ContactArea<RegionGraphType>>",
+         [0.01, 0.05, 0.2]),
+        # An integer score (stored and compared as a float, as every score).
+        ("ContactArea<RegionGraphType>", [2.5, 7.9, 30]),
+        ("Invert<Square<Add<MaxSize<RegionGraphType>, Constant<RegionGraphType, 1>>>>", [0.001, 0.01, 0.1]),
+    ],
+    ids=["size-control", "mean-times-min-size", "area-plus-mean", "step", "mean-over-area", "area",
+         "inverse-square-size"],
+)
+def test_scoring_expressions(tmp_path, expression, thresholds):
+    """waterz's statistics combined by its operators, as its C++ computes
+    them: types, short-circuiting provider chains, region sizes."""
+    rng = np.random.default_rng(11)
+    gt = voronoi_labels(rng, (6, 16, 16), 8)
+    compare(tmp_path, cnn_like(rng, gt), gt=gt, thresholds=thresholds, scoring=expression,
+            waterz_scoring=expression, label=expression)

@@ -8,6 +8,7 @@
 pub mod affinities;
 pub mod error;
 pub mod params;
+pub mod scoring;
 pub mod synthetic;
 
 pub use affinities::{AffinityGraph, AffinityValues};

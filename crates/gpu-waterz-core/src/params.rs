@@ -94,7 +94,7 @@ pub enum Arithmetic {
 
 /// An edge scoring function. Edges are merged while their score is below
 /// the threshold; all of these are `1 - statistic`, as waterz's `OneMinus`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ScoringFunction {
     /// `OneMinus<MeanAffinity<RegionGraphType, ScoreValue>>`, waterz's default.
@@ -129,6 +129,10 @@ pub enum ScoringFunction {
         /// How many of the largest affinities (1 to 1024).
         k: u32,
     },
+    /// Any other combination of waterz's statistics and operators
+    /// (`crate::scoring`), e.g. its size control
+    /// `Divide<Subtract<MaxSize<...>, MinSize<...>>, Add<MaxSize<...>, MinSize<...>>>`.
+    Expression(Box<crate::scoring::ScoreExpr>),
 }
 
 const SUPPORTED: &str = "mean, max, min, quantile-<Q>[-<bins>][-noinit], exact-quantile-<Q>[-noinit], \
@@ -136,7 +140,8 @@ mean-max-<K>, or waterz's spellings OneMinus<MeanAffinity<RegionGraphType, Score
 OneMinus<MaxAffinity<...>>, OneMinus<MinAffinity<...>>, \
 OneMinus<HistogramQuantileAffinity<RegionGraphType, Q, ScoreValue, Bins[, InitWithMax]>>, \
 OneMinus<QuantileAffinity<RegionGraphType, Q, ScoreValue[, InitWithMax]>>, \
-OneMinus<MeanMaxKAffinity<RegionGraphType, K, ScoreValue>>";
+OneMinus<MeanMaxKAffinity<RegionGraphType, K, ScoreValue>>, and their combinations with ContactArea, \
+MinSize, MaxSize, Constant<RegionGraphType, C> by OneMinus, Invert, Square, Add, Subtract, Multiply, Divide, Step";
 
 /// waterz's canonical spelling: C++ whitespace folded, none around `<>,`.
 fn normalize(s: &str) -> String {
@@ -162,6 +167,7 @@ impl ScoringFunction {
                 format!("OneMinus<QuantileAffinity<RegionGraphType, {quantile}, ScoreValue, {init_with_max}>>")
             }
             Self::MeanMaxK { k } => format!("OneMinus<MeanMaxKAffinity<RegionGraphType, {k}, ScoreValue>>"),
+            Self::Expression(e) => e.waterz_name(),
         }
     }
 
@@ -274,7 +280,14 @@ impl FromStr for ScoringFunction {
                 _ => Err(Self::unsupported(given)),
             };
         }
-        Err(Self::unsupported(given))
+        match crate::scoring::parse(&s) {
+            Ok(expr) => Ok(Self::Expression(Box::new(expr))),
+            Err(Some(missing)) => Err(CoreError::ScoringFunction {
+                given: format!("{given} (not implemented: {missing})"),
+                supported: SUPPORTED,
+            }),
+            Err(None) => Err(Self::unsupported(given)),
+        }
     }
 }
 
@@ -352,8 +365,8 @@ mod tests {
 
     #[test]
     fn rejects_unknown_functions_by_name() {
-        let e = "OneMinus<ContactArea<RegionGraphType>>".parse::<ScoringFunction>().unwrap_err();
-        assert!(e.to_string().contains("ContactArea"), "{e}");
+        let e = "OneMinus<Random<RegionGraphType>>".parse::<ScoringFunction>().unwrap_err();
+        assert!(e.to_string().contains("not implemented: Random"), "{e}");
         assert!("quantile-101".parse::<ScoringFunction>().is_err());
     }
 }

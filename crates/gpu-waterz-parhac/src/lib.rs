@@ -17,6 +17,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod cpu;
+pub mod expression;
 pub mod gpu;
 pub mod queue;
 pub mod reference;

@@ -92,15 +92,24 @@ impl IterativeMerging {
         arithmetic: Arithmetic,
         discretize_queue: u64,
     ) -> Result<Self, ParhacError> {
+        Self::with_node_sizes(graph, None, scoring, arithmetic, discretize_queue)
+    }
+
+    /// As [`IterativeMerging::new`], with the voxel count of every node,
+    /// which scoring expressions with region sizes (`MinSize`, `MaxSize`)
+    /// need.
+    pub fn with_node_sizes(
+        graph: &RegionGraph,
+        node_sizes: Option<Vec<u64>>,
+        scoring: ScoringFunction,
+        arithmetic: Arithmetic,
+        discretize_queue: u64,
+    ) -> Result<Self, ParhacError> {
         if discretize_queue > 65536 {
             return Err(ParhacError::QueueBins(discretize_queue));
         }
-        Ok(Self::with_statistics(
-            graph.n_nodes,
-            graph.edges.clone(),
-            EdgeStatistics::new(graph, scoring, arithmetic)?,
-            discretize_queue,
-        ))
+        let stats = EdgeStatistics::with_node_sizes(graph, node_sizes, scoring, arithmetic)?;
+        Ok(Self::with_statistics(graph.n_nodes, graph.edges.clone(), stats, discretize_queue))
     }
 
     /// Prepares merging of a graph given by its edges and their exact
@@ -136,7 +145,7 @@ impl IterativeMerging {
     }
 
     fn score_edge(&mut self, e: usize) -> f64 {
-        let s = self.stats.score(e);
+        let s = self.stats.score(e, self.edges[e]);
         self.scores[e] = s;
         self.queue.push(e, s);
         s
@@ -227,9 +236,15 @@ impl IterativeMerging {
 
     fn merge_regions(&mut self, e: usize) -> u64 {
         let [a, b] = self.edges[e];
-        // None of the supported statistics lives on nodes, so waterz's
-        // `notifyNodeMerge` reports no change and marks nothing stale here.
+        // Only region sizes live on nodes: when they change, every edge of
+        // `a` is stale, and so is every edge of `b` it takes over.
+        let node_changed = self.stats.merge_node(b, a);
         self.root_paths[b as usize] = a;
+        if node_changed {
+            for &edge in &self.incident[a as usize] {
+                self.stale[edge] = true;
+            }
+        }
         let neighbour_edges = std::mem::replace(&mut self.incident[b as usize], vec![e]);
         for neighbour_edge in neighbour_edges {
             if neighbour_edge == e {
@@ -238,7 +253,12 @@ impl IterativeMerging {
             let [nu, nv] = self.edges[neighbour_edge];
             let neighbour = if nu == b { nv } else { nu };
             match self.find_edge(a, neighbour) {
-                None => self.move_edge(neighbour_edge, a, neighbour),
+                None => {
+                    self.move_edge(neighbour_edge, a, neighbour);
+                    if node_changed {
+                        self.stale[neighbour_edge] = true;
+                    }
+                }
                 Some(a_edge) => {
                     if self.scores[neighbour_edge] > self.scores[a_edge] {
                         let changed = self.stats.merge_edge(neighbour_edge, a_edge);
@@ -254,7 +274,7 @@ impl IterativeMerging {
                         self.remove_incident(au, a_edge);
                         self.remove_incident(av, a_edge);
                         self.move_edge(neighbour_edge, a, neighbour);
-                        if changed {
+                        if changed || node_changed {
                             self.stale[neighbour_edge] = true;
                         }
                         self.deleted[a_edge] = true;

@@ -55,6 +55,9 @@ pub enum EdgeStatistics {
         /// `k` values per edge, flattened.
         values: Vec<f32>,
     },
+    /// A scoring expression over several providers
+    /// ([`crate::expression::ExpressionStatistics`]).
+    Expression(Box<crate::expression::ExpressionStatistics>),
 }
 
 /// waterz's `VectorQuantileProvider::getQuantileIterator`: the position
@@ -100,9 +103,23 @@ impl EdgeStatistics {
         scoring: ScoringFunction,
         arithmetic: Arithmetic,
     ) -> Result<Self, crate::ParhacError> {
+        Self::with_node_sizes(graph, None, scoring, arithmetic)
+    }
+
+    /// As [`EdgeStatistics::new`], with the voxel count of every node for
+    /// expressions that read region sizes (`MinSize`, `MaxSize`).
+    pub fn with_node_sizes(
+        graph: &RegionGraph,
+        node_sizes: Option<Vec<u64>>,
+        scoring: ScoringFunction,
+        arithmetic: Arithmetic,
+    ) -> Result<Self, crate::ParhacError> {
         let n = graph.n_edges();
         let edges = 0..n;
         Ok(match (scoring, arithmetic) {
+            (ScoringFunction::Expression(expr), Arithmetic::Waterz) => {
+                Self::Expression(Box::new(crate::expression::ExpressionStatistics::new(graph, *expr, node_sizes)?))
+            }
             (ScoringFunction::MeanAffinity, Arithmetic::Waterz) => {
                 let mut count = vec![0u64; n];
                 let mut mean = vec![0f32; n];
@@ -182,12 +199,33 @@ impl EdgeStatistics {
         })
     }
 
-    /// The score of edge `e` (lower merges first).
-    pub fn score(&self, e: usize) -> f64 {
+    /// The score of edge `e`, which joins `ends` (lower merges first).
+    pub fn score(&self, e: usize, ends: [u64; 2]) -> f64 {
         match self {
-            Self::WaterzMean { mean, .. } => one_minus(mean[e]),
             Self::ExactMean(stats) => 1.0 - stats[e].mean(),
-            Self::Max(v) | Self::Min(v) => one_minus(v[e]),
+            Self::Expression(x) => x.score(e, ends),
+            _ => one_minus(self.value(e)),
+        }
+    }
+
+    /// Merges the statistics of node `from` into node `to`; whether any
+    /// changed (waterz's `notifyNodeMerge`; only region sizes live on
+    /// nodes).
+    pub fn merge_node(&mut self, from: u64, to: u64) -> bool {
+        match self {
+            Self::Expression(x) => x.merge_node(from, to),
+            _ => false,
+        }
+    }
+
+    /// The statistic of edge `e` before `OneMinus` (the float32 value of
+    /// waterz's provider; NaN for the exact mean and for expressions,
+    /// which have no single float32 value).
+    pub fn value(&self, e: usize) -> f32 {
+        match self {
+            Self::WaterzMean { mean, .. } => mean[e],
+            Self::ExactMean(_) | Self::Expression(_) => f32::NAN,
+            Self::Max(v) | Self::Min(v) => v[e],
             Self::HistogramQuantile { quantile, bins, counts, sum, .. } => {
                 let b = *bins as usize;
                 let pivot = (*quantile as i32).wrapping_mul(sum[e]) / 100 + 1;
@@ -201,12 +239,11 @@ impl EdgeStatistics {
                     bin += 1;
                 }
                 // undiscretize<float>: ((float)bin + 0.5) / levels in double, to float.
-                let value = (((bin as f32) as f64 + 0.5) / *bins as f64) as f32;
-                one_minus(value)
+                (((bin as f32) as f64 + 0.5) / *bins as f64) as f32
             }
-            Self::VectorQuantile { quantile, values, .. } => {
+            Self::VectorQuantile { quantile, values } => {
                 let v = &values[e];
-                one_minus(v[quantile_position(*quantile, v.len())])
+                v[quantile_position(*quantile, v.len())]
             }
             Self::MaxK { k, values } => {
                 // MaxKValues::average: a float sum up to the first unset
@@ -220,8 +257,11 @@ impl EdgeStatistics {
                     sum += v;
                     count += 1;
                 }
-                let average = if count == 0 { f32::NAN } else { sum / count as f32 };
-                one_minus(average)
+                if count == 0 {
+                    f32::NAN
+                } else {
+                    sum / count as f32
+                }
             }
         }
     }
@@ -230,6 +270,7 @@ impl EdgeStatistics {
     /// the statistics of `to` changed (waterz's `notifyEdgeMerge`).
     pub fn merge_edge(&mut self, from: usize, to: usize) -> bool {
         match self {
+            Self::Expression(x) => x.merge_edge(from, to),
             Self::WaterzMean { count, mean } => {
                 let (from_n, to_n) = (count[from], count[to]);
                 mean[to] = (mean[from] * from_n as f32 + mean[to] * to_n as f32) / (from_n + to_n) as f32;

@@ -3,7 +3,7 @@
 use crate::result::{StageTimings, ThresholdResult};
 use crate::{Config, Merge, Result, ScoredEdge};
 use gpu_waterz_core::params::check_watershed_thresholds;
-use gpu_waterz_core::{check_volume_shape, AffinityGraph, Arithmetic};
+use gpu_waterz_core::{check_volume_shape, AffinityGraph, Arithmetic, ScoringFunction};
 use gpu_waterz_graph::{region_graph, DenseLabels};
 use gpu_waterz_parhac::IterativeMerging;
 use ndarray::Array3;
@@ -53,7 +53,25 @@ impl CpuEngine {
         let dense = Array3::from_shape_vec(shape, labels.dense).expect("one label per voxel");
         let n_nodes = labels.original.len() as u64;
         let graph = region_graph(affs, dense.view(), n_nodes);
-        let merging = IterativeMerging::new(&graph, config.scoring, arithmetic, config.discretize_queue)?;
+        // Region sizes (voxels per fragment, waterz's `addVoxel`) for the
+        // scoring expressions that read them.
+        let node_sizes = match &config.scoring {
+            ScoringFunction::Expression(e) if e.uses_sizes() => {
+                let mut sizes = vec![0u64; n_nodes as usize];
+                for &d in dense.iter() {
+                    sizes[d as usize] += 1;
+                }
+                Some(sizes)
+            }
+            _ => None,
+        };
+        let merging = IterativeMerging::with_node_sizes(
+            &graph,
+            node_sizes,
+            config.scoring.clone(),
+            arithmetic,
+            config.discretize_queue,
+        )?;
         timings.region_graph_s = t.elapsed().as_secs_f64();
         Ok(Self {
             thresholds,

@@ -124,9 +124,12 @@ def agglomerate(
 
             waterz's C++ spelling; supported: OneMinus of MeanAffinity,
             MaxAffinity, MinAffinity, HistogramQuantileAffinity,
-            QuantileAffinity (exact quantiles) and MeanMaxKAffinity, with
-            stock waterz's results on the CPU backend; the GPU backend runs
-            MeanAffinity ('auto' takes the CPU for the others).
+            QuantileAffinity (exact quantiles) and MeanMaxKAffinity, and
+            their combinations with ContactArea, MinSize, MaxSize and
+            Constant by OneMinus, Invert, Square, Add, Subtract, Multiply,
+            Divide and Step (e.g. waterz's size control), with stock
+            waterz's results on the CPU backend; not Random. The GPU
+            backend runs MeanAffinity ('auto' takes the CPU for the others).
 
         discretize_queue: int
 
