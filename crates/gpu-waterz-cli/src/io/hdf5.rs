@@ -1,4 +1,8 @@
-//! HDF5 datasets (`file.h5:/dataset`), read with the pure-Rust hdf5-pure.
+//! HDF5 datasets (`file.h5:/dataset`), read with the pure-Rust hdf5-pure;
+//! the storage features it does not read (HDF5 2.0's newest data layout,
+//! written by h5py with `libver='latest'`, and the version-2 B-tree chunk
+//! index of datasets with several unlimited dimensions) are read with the
+//! pure-Rust rust-hdf5 instead.
 
 use super::{format_err, IoError, Volume};
 use ndarray::{ArrayD, IxDyn};
@@ -6,6 +10,40 @@ use std::path::Path;
 
 /// Reads dataset `dataset` of the HDF5 file `file`.
 pub fn read_hdf5(file: &Path, dataset: &str) -> Result<Volume, IoError> {
+    match read_with_hdf5_pure(file, dataset) {
+        Err(IoError::Unsupported { path, reason }) => read_with_rust_hdf5(file, dataset).map_err(|second| {
+            IoError::Unsupported { path, reason: format!("{reason}; the second reader failed too: {second}") }
+        }),
+        other => other,
+    }
+}
+
+/// The fallback reader for the features hdf5-pure does not read.
+fn read_with_rust_hdf5(file: &Path, dataset: &str) -> Result<Volume, String> {
+    use rust_hdf5::DatatypeMessage as T;
+    let h5 = rust_hdf5::H5File::open(file).map_err(|e| e.to_string())?;
+    let ds = h5.dataset(dataset).map_err(|e| e.to_string())?;
+    let dim = IxDyn(&ds.shape());
+    let mk = |e: ndarray::ShapeError| e.to_string();
+    let err = |e: rust_hdf5::Hdf5Error| e.to_string();
+    Ok(match ds.datatype().map_err(err)? {
+        T::FloatingPoint { size: 4, .. } => {
+            Volume::F32(ArrayD::from_shape_vec(dim, ds.read_raw().map_err(err)?).map_err(mk)?)
+        }
+        T::FixedPoint { size: 1, signed: false, .. } => {
+            Volume::U8(ArrayD::from_shape_vec(dim, ds.read_raw().map_err(err)?).map_err(mk)?)
+        }
+        T::FixedPoint { size: 4, signed: false, .. } => {
+            Volume::U32(ArrayD::from_shape_vec(dim, ds.read_raw().map_err(err)?).map_err(mk)?)
+        }
+        T::FixedPoint { size: 8, signed: false, .. } => {
+            Volume::U64(ArrayD::from_shape_vec(dim, ds.read_raw().map_err(err)?).map_err(mk)?)
+        }
+        other => return Err(format!("element type {other:?}; expected float32, uint8, uint32 or uint64")),
+    })
+}
+
+fn read_with_hdf5_pure(file: &Path, dataset: &str) -> Result<Volume, IoError> {
     if !file.exists() {
         return Err(IoError::Read {
             path: file.to_path_buf(),
