@@ -133,3 +133,15 @@ fn fragments_come_back_in_the_callers_ids() {
     let run = Agglomeration::new(&graph, Config::new(&[0.5]).fragments(given.clone()).backend(Backend::Cpu)).unwrap();
     assert_eq!(run.fragments().unwrap(), given);
 }
+
+#[test]
+fn count_segments_counts_distinct_non_zero_labels() {
+    let mut a = gpu_waterz::ndarray::Array3::<u64>::zeros((3, 4, 5));
+    assert_eq!(gpu_waterz::count_segments(&a.view()), 0);
+    a[[0, 0, 1]] = 7;
+    a[[0, 0, 2]] = 7;
+    a[[2, 3, 4]] = 7;
+    a[[1, 2, 2]] = 1 << 40;
+    a[[1, 2, 3]] = 3;
+    assert_eq!(gpu_waterz::count_segments(&a.view()), 3);
+}

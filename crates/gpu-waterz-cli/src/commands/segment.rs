@@ -177,7 +177,10 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
         let Some(result) = progress.stage(&stage, || Ok(run.next_threshold()?))? else { break };
         let write = format!("writing threshold {}/{n_thresholds}", i + 1);
-        per_threshold.push(progress.stage(&write, || write_threshold(&mut writer, i, &result))?);
+        let t = Instant::now();
+        let mut entry = progress.stage(&write, || write_threshold(&mut writer, i, &result))?;
+        entry["write_s"] = t.elapsed().as_secs_f64().into();
+        per_threshold.push(entry);
     }
     let dims = affs.dims();
     let arithmetic = match (run.backend(), args.arithmetic) {
