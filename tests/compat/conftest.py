@@ -109,3 +109,15 @@ def require_data(name):
     if not path.exists():
         pytest.fail(f"{path} is absent: the real-data tests need ../shared/data (or GPU_WATERZ_DATA)")
     return path
+
+
+def gpu_backend_error():
+    """Why gpu_waterz's GPU backend cannot run here (a message), or None
+    when it can."""
+    import gpu_waterz
+
+    try:
+        list(gpu_waterz.agglomerate(np.zeros((3, 1, 1, 2), np.float32), [0.5], backend="gpu"))
+        return None
+    except RuntimeError as e:
+        return str(e)

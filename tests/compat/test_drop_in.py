@@ -9,6 +9,7 @@ waterz's and the other outputs are not compared."""
 import numpy as np
 import pytest
 
+from conftest import gpu_backend_error
 from volumes import cnn_like, voronoi_labels
 
 stock = pytest.importorskip("waterz")
@@ -17,15 +18,7 @@ gpu_waterz = pytest.importorskip("gpu_waterz")
 THRESHOLDS = [0.1, 0.3, 0.5, 0.7, 0.9]
 
 
-def _gpu_usable():
-    try:
-        list(gpu_waterz.agglomerate(np.zeros((3, 1, 1, 2), np.float32), [0.5], backend="gpu"))
-        return True
-    except RuntimeError:
-        return False
-
-
-ON_GPU = _gpu_usable()
+ON_GPU = gpu_backend_error() is None
 
 
 def tutorial(waterz, affs, gt, fragments):

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import require_data, run_waterz
+from conftest import gpu_backend_error, require_data, run_waterz
 from volumes import affinities_from_boundary, cnn_like, quantize, voronoi_labels
 
 gpu_waterz = pytest.importorskip("gpu_waterz")
@@ -19,15 +19,7 @@ gpu_waterz = pytest.importorskip("gpu_waterz")
 THRESHOLDS = [0.1, 0.3, 0.5, 0.7, 0.9]
 
 
-def _gpu_error():
-    try:
-        list(gpu_waterz.agglomerate(np.zeros((3, 1, 1, 2), np.float32), [0.5], backend="gpu"))
-        return None
-    except RuntimeError as e:
-        return str(e)
-
-
-GPU_ERROR = _gpu_error()
+GPU_ERROR = gpu_backend_error()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@
 pub mod gpu;
 pub mod reference;
 
-pub use reference::{region_graph, DenseLabels, RegionGraph};
+pub use reference::{distinct_labels, region_graph, DenseLabels, RegionGraph};
 
 /// Errors of the region-graph stage.
 #[derive(Debug, thiserror::Error)]

@@ -51,35 +51,40 @@ pub struct DenseLabels {
     pub original: Vec<u64>,
 }
 
+/// The distinct values of `labels`, sorted: found per chunk in parallel,
+/// skipping runs of one value (a volume holds few distinct labels, so no
+/// copy of it is sorted).
+pub fn distinct_labels(labels: &[u64]) -> Vec<u64> {
+    let mut distinct: Vec<u64> = labels
+        .par_chunks(1 << 16)
+        .fold(std::collections::HashSet::new, |mut seen, chunk| {
+            let mut last = None;
+            for &l in chunk {
+                if last != Some(l) {
+                    seen.insert(l);
+                    last = Some(l);
+                }
+            }
+            seen
+        })
+        .reduce(std::collections::HashSet::new, |mut a, b| {
+            if a.len() < b.len() {
+                return b.into_iter().chain(a).collect();
+            }
+            a.extend(b);
+            a
+        })
+        .into_iter()
+        .collect();
+    distinct.sort_unstable();
+    distinct
+}
+
 impl DenseLabels {
     /// Relabels `labels` (any `u64` ids, 0 = background).
     pub fn new(labels: ArrayView3<'_, u64>) -> Self {
         let flat: Vec<u64> = labels.iter().copied().collect();
-        // The distinct labels, found per chunk in parallel (a volume holds
-        // few distinct labels: no copy of it is sorted), then sorted.
-        let mut original: Vec<u64> = flat
-            .par_chunks(1 << 16)
-            .fold(std::collections::HashSet::new, |mut seen, chunk| {
-                let mut last = None;
-                for &l in chunk {
-                    // Runs of one label are the common case: skip them.
-                    if last != Some(l) {
-                        seen.insert(l);
-                        last = Some(l);
-                    }
-                }
-                seen
-            })
-            .reduce(std::collections::HashSet::new, |mut a, b| {
-                if a.len() < b.len() {
-                    return b.into_iter().chain(a).collect();
-                }
-                a.extend(b);
-                a
-            })
-            .into_iter()
-            .collect();
-        original.sort_unstable();
+        let mut original = distinct_labels(&flat);
         if original.first() != Some(&0) {
             original.insert(0, 0);
         }

@@ -52,32 +52,15 @@ pub use result::{DeviceThresholdResult, StageTimings, ThresholdResult};
 /// The shared vocabulary (shapes, parameters, input errors), re-exported.
 pub use gpu_waterz_core as core;
 
-/// The number of distinct non-zero labels of a volume (counted per slab in
-/// parallel, skipping runs of one label; a volume holds few distinct
-/// labels, so nothing of its size is copied or sorted).
+/// The number of distinct non-zero labels of a volume.
 pub fn count_segments(labels: &ndarray::ArrayView3<'_, u64>) -> usize {
-    use ndarray::parallel::prelude::*;
-    labels
-        .axis_iter(ndarray::Axis(0))
-        .into_par_iter()
-        .fold(std::collections::HashSet::new, |mut seen, slab| {
-            let mut last = 0;
-            for &l in slab.iter() {
-                if l != last {
-                    seen.insert(l);
-                    last = l;
-                }
-            }
-            seen
-        })
-        .reduce(std::collections::HashSet::new, |mut a, b| {
-            if a.len() < b.len() {
-                return b.into_iter().chain(a).collect();
-            }
-            a.extend(b);
-            a
-        })
-        .into_iter()
-        .filter(|&l| l != 0)
-        .count()
+    let owned;
+    let flat = match labels.as_slice() {
+        Some(s) => s,
+        None => {
+            owned = labels.iter().copied().collect::<Vec<_>>();
+            &owned
+        }
+    };
+    gpu_waterz_graph::distinct_labels(flat).iter().filter(|&&l| l != 0).count()
 }
