@@ -17,8 +17,9 @@
 //! `1..=n` in the order waterz finds them.
 
 use gpu_waterz_abi::watershed::{steepest_mask, DIRECTION_BITS, OPPOSITE};
-use gpu_waterz_core::{AffinityGraph, Dims3, WatershedParams};
+use gpu_waterz_core::{AffinityGraph, AffinityValues, Dims3, WatershedParams};
 use ndarray::Array3;
+use rayon::prelude::*;
 
 /// The fragments of a watershed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +38,12 @@ const VISITED: u64 = 0x40;
 /// waterz's watershed of `affs` with thresholds `params`.
 pub fn watershed(affs: &AffinityGraph<'_>, params: WatershedParams) -> Fragments {
     let dims = affs.dims();
+    // Contiguous float32 affinities are read in place; others are copied.
+    if let AffinityValues::F32(view) = affs.values() {
+        if let Some(flat) = view.as_slice() {
+            return watershed_flat(flat, dims, params);
+        }
+    }
     let flat = affs.to_f32_vec();
     watershed_flat(&flat, dims, params)
 }
@@ -52,32 +59,29 @@ pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fra
     let high = params.aff_threshold_high;
     let mut seg = vec![0u64; n];
 
-    // Pass 1: the edge mask.
-    let mut idx = 0;
-    for z in 0..zd {
+    // Pass 1: the edge mask (each voxel on its own: z-sections in
+    // parallel).
+    seg.par_chunks_mut((yd * xd).max(1)).enumerate().for_each(|(z, section)| {
         for y in 0..yd {
             for x in 0..xd {
                 let faces = gpu_waterz_abi::watershed::face_affinities(affs, dims, z as u64, y as u64, x as u64, low);
-                seg[idx] = steepest_mask(faces, low, high) as u64;
-                idx += 1;
+                section[y * xd + x] = steepest_mask(faces, low, high) as u64;
             }
         }
-    }
+    });
 
     let offset: [isize; 6] = [-((yd * xd) as isize), -(xd as isize), -1, (yd * xd) as isize, xd as isize, 1];
     let bit = |d: usize| DIRECTION_BITS[d] as u64;
     let neighbour = |i: usize, d: usize| (i as isize + offset[d]) as usize;
 
-    // Pass 2: plateau corners.
-    let mut bfs: Vec<usize> = Vec::new();
-    for i in 0..n {
-        for d in 0..6 {
-            if seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) == 0 {
-                seg[i] |= VISITED;
-                bfs.push(i);
-                break;
-            }
-        }
+    // Pass 2: plateau corners, queued in scan order (found in parallel:
+    // the test reads direction bits only, which the marks do not touch).
+    let mut bfs: Vec<usize> = (0..n)
+        .into_par_iter()
+        .filter(|&i| (0..6).any(|d| seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) == 0))
+        .collect();
+    for &i in &bfs {
+        seg[i] |= VISITED;
     }
 
     // Pass 3: divide the plateaus.
@@ -146,9 +150,7 @@ pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fra
             }
         }
     }
-    for v in seg.iter_mut() {
-        *v &= !HIGH_BIT;
-    }
+    seg.par_iter_mut().for_each(|v| *v &= !HIGH_BIT);
     tracing::debug!(n_fragments = next_id - 1, "reference watershed");
     Fragments {
         labels: Array3::from_shape_vec((zd, yd, xd), seg).expect("the shape holds n voxels"),

@@ -50,7 +50,9 @@ impl CpuEngine {
             None => {
                 let params = check_watershed_thresholds(config.aff_threshold_low, config.aff_threshold_high)?;
                 let w = gpu_waterz_watershed::watershed(affs, params);
-                DenseLabels::new(w.labels.view())
+                // The watershed's labels are dense already: 1..=n.
+                let (dense, _) = w.labels.into_raw_vec_and_offset();
+                DenseLabels { dense, original: (0..=w.n_fragments).collect() }
             }
         };
         timings.watershed_s = t.elapsed().as_secs_f64();
