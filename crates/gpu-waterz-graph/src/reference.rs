@@ -83,15 +83,23 @@ pub fn distinct_labels(labels: &[u64]) -> Vec<u64> {
 impl DenseLabels {
     /// Relabels `labels` (any `u64` ids, 0 = background).
     pub fn new(labels: ArrayView3<'_, u64>) -> Self {
-        let flat: Vec<u64> = labels.iter().copied().collect();
-        let mut original = distinct_labels(&flat);
+        // Contiguous labels are read in place; others are copied once.
+        let owned;
+        let flat: &[u64] = match labels.as_slice() {
+            Some(s) => s,
+            None => {
+                owned = labels.iter().copied().collect::<Vec<u64>>();
+                &owned
+            }
+        };
+        let mut original = distinct_labels(flat);
         if original.first() != Some(&0) {
             original.insert(0, 0);
         }
         // Identity when the labels are already dense (the watershed's are).
         let identity = original.iter().enumerate().all(|(k, &l)| k as u64 == l);
         let dense = if identity {
-            flat
+            flat.to_vec()
         } else {
             flat.par_iter().map(|l| original.binary_search(l).expect("every label is in the table") as u64).collect()
         };
