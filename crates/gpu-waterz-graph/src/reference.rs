@@ -2,7 +2,7 @@
 //! relabelling that lets user fragments carry any `u64` ids.
 
 use gpu_waterz_core::{AffinityGraph, ContactStats};
-use ndarray::{ArrayView3, Zip};
+use ndarray::ArrayView3;
 use rayon::prelude::*;
 
 /// A region adjacency graph over dense node ids `0..n_nodes`.
@@ -118,23 +118,37 @@ pub fn region_graph(affs: &AffinityGraph<'_>, labels: ArrayView3<'_, u64>, n_nod
     let dims = affs.dims();
     let shape = (dims.z as usize, dims.y as usize, dims.x as usize);
     assert_eq!(labels.dim(), shape, "labels must have the affinities' shape");
-    // (u, v, affinity) for every boundary face, in waterz's scan order.
-    let mut faces: Vec<(u64, u64, f32)> = Vec::new();
-    Zip::indexed(labels).for_each(|(z, y, x), &id1| {
-        let p = [z, y, x];
-        for d in 0..3 {
-            if p[d] == 0 {
-                continue;
-            }
-            let id2 = labels[[z - (d == 0) as usize, y - (d == 1) as usize, x - (d == 2) as usize]];
-            if id1 != id2 {
-                let (u, v) = if id1 < id2 { (id1, id2) } else { (id2, id1) };
-                if u != 0 {
-                    faces.push((u, v, affs.get(d, z, y, x)));
+    // (u, v, affinity) for every boundary face, in waterz's scan order:
+    // each z-section's faces in parallel, concatenated in z order.
+    let sections: Vec<Vec<(u64, u64, f32)>> = (0..shape.0)
+        .into_par_iter()
+        .map(|z| {
+            let mut faces = Vec::new();
+            for y in 0..shape.1 {
+                for x in 0..shape.2 {
+                    let id1 = labels[[z, y, x]];
+                    let p = [z, y, x];
+                    for d in 0..3 {
+                        if p[d] == 0 {
+                            continue;
+                        }
+                        let id2 = labels[[z - (d == 0) as usize, y - (d == 1) as usize, x - (d == 2) as usize]];
+                        if id1 != id2 {
+                            let (u, v) = if id1 < id2 { (id1, id2) } else { (id2, id1) };
+                            if u != 0 {
+                                faces.push((u, v, affs.get(d, z, y, x)));
+                            }
+                        }
+                    }
                 }
             }
-        }
-    });
+            faces
+        })
+        .collect();
+    let mut faces: Vec<(u64, u64, f32)> = Vec::with_capacity(sections.iter().map(Vec::len).sum());
+    for section in sections {
+        faces.extend(section);
+    }
     // A stable sort keeps each edge's faces in scan order.
     faces.par_sort_by_key(|&(u, v, _)| (u, v));
     let mut edges = Vec::new();
