@@ -307,7 +307,9 @@ def _results(run, wanted, has_gt, history, graph, convert=None):
             current_threshold = t32
         _, seg, metrics, merges, rg = current
         if convert is None:
-            result = (seg.copy(),)
+            # Each distinct threshold's segmentation is a new array that
+            # nothing else holds; a repeated threshold gets its own copy.
+            result = (seg.copy() if repeat else seg,)
         else:
             # A fresh device volume for each distinct threshold; repeats
             # share it (as views of one tensor, like waterz's copies).
