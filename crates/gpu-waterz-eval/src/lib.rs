@@ -134,6 +134,24 @@ pub fn metrics_from_table(table: &HashMap<(u64, u64), u64>) -> Result<Metrics, E
     Ok(Metrics { voi_split: h_st - h_t, voi_merge: h_st - h_s, rand_split: sum_p / sum_t, rand_merge: sum_p / sum_s })
 }
 
+/// waterz's metrics of a segmentation given as the regions of fragments:
+/// `fragment_table` counts the voxels of every (ground truth, fragment)
+/// pair (from [`contingency`] or [`gpu::contingency_on_gpu`] over the
+/// fragments, once), `region_of` gives each fragment's segment label. The
+/// segmentation's table is the fragment table with every fragment replaced
+/// by its region, the same integer counts as from the voxels, so the
+/// metrics are [`evaluate`]'s bit for bit.
+pub fn metrics_of_regions(
+    fragment_table: &HashMap<(u64, u64), u64>,
+    region_of: impl Fn(u64) -> u64,
+) -> Result<Metrics, EvalError> {
+    let mut table = HashMap::with_capacity(fragment_table.len());
+    for (&(g, fragment), &count) in fragment_table {
+        *table.entry((g, region_of(fragment))).or_insert(0) += count;
+    }
+    metrics_from_table(&table)
+}
+
 /// waterz's metrics of `segmentation` against `ground_truth` (0 ignored).
 pub fn evaluate<S, G>(segmentation: ArrayView3<'_, S>, ground_truth: ArrayView3<'_, G>) -> Result<Metrics, EvalError>
 where

@@ -150,13 +150,7 @@ impl CpuEngine {
         });
         let t = Instant::now();
         let metrics = match &self.fragment_table {
-            Some(fragments) => {
-                let mut table = std::collections::HashMap::with_capacity(fragments.len());
-                for (&(g, fragment), &count) in fragments {
-                    *table.entry((g, roots[fragment as usize])).or_insert(0) += count;
-                }
-                Some(gpu_waterz_eval::metrics_from_table(&table)?)
-            }
+            Some(fragments) => Some(gpu_waterz_eval::metrics_of_regions(fragments, |f| roots[f as usize])?),
             None => None,
         };
         self.timings.evaluation_s += t.elapsed().as_secs_f64();

@@ -10,7 +10,7 @@ use crate::result::{DeviceThresholdResult, StageTimings, ThresholdResult};
 use crate::{Config, Error, Merge, Result, ScoredEdge};
 use gpu_waterz_core::params::check_watershed_thresholds;
 use gpu_waterz_core::{check_volume_shape, AffinityGraph, AffinityValues, Dims3};
-use gpu_waterz_eval::gpu::{evaluate_on_gpu, DeviceGroundTruth};
+use gpu_waterz_eval::gpu::{contingency_on_gpu, DeviceGroundTruth, DEFAULT_CHUNK_VOXELS};
 use gpu_waterz_graph::DenseLabels;
 use gpu_waterz_parhac::gpu::{GpuParhac, GpuRoundInfo};
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
@@ -33,11 +33,13 @@ pub fn bytes_needed(n_voxels: u64, affinity_bytes: u64) -> u64 {
 /// The merge history and the region graph of one threshold, when asked for.
 type Extras = (Option<Vec<Merge>>, Option<Vec<ScoredEdge>>);
 
-/// The ground truth: on the host until the first evaluation uploads it
-/// (after the region graph, whose peak memory it would add to).
+/// The ground truth: on the host until the first evaluation (after the
+/// region graph, whose peak memory it would add to) turns it, on the GPU,
+/// into the table of (ground truth, fragment) voxel counts that every
+/// threshold's metrics come from.
 enum GroundTruth {
     Host(Array3<u64>),
-    Device(DeviceGroundTruth),
+    FragmentTable(std::collections::HashMap<(u64, u64), u64>),
 }
 
 /// waterz's agglomeration on the GPU, one threshold at a time.
@@ -221,12 +223,7 @@ impl GpuEngine {
         let segmentation = gpu_waterz_parhac::gpu::segment_u64(&self.gpu, &self.fragments, &table)?;
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
-        let metrics = if self.ground_truth.is_some() {
-            let regions = self.parhac.segmentation(&self.fragments)?;
-            self.evaluate(&regions)?
-        } else {
-            None
-        };
+        let metrics = self.evaluate(&roots)?;
         Ok(Some(DeviceThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
@@ -243,26 +240,36 @@ impl GpuEngine {
         let segmentation = Array3::from_shape_vec(self.shape(), values).expect("one label per voxel");
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
-        let metrics = self.evaluate(&regions)?;
+        let metrics = match self.ground_truth {
+            Some(_) => {
+                let roots = self.gpu.download(&self.parhac.roots()?)?;
+                self.evaluate(&roots)?
+            }
+            None => None,
+        };
         Ok(Some(ThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
-    /// waterz's metrics of a segmentation in region ids (as
-    /// `GpuParhac::segmentation` gives it) against the configured ground
-    /// truth (`None` without one): the contingency table on the GPU, the
-    /// metrics from it as the CPU evaluation computes them (bit for bit).
-    fn evaluate(&mut self, regions: &DeviceBuffer<u32>) -> Result<Option<gpu_waterz_eval::Metrics>> {
+    /// waterz's metrics of the segmentation whose fragments have the
+    /// regions `roots` (one per node, as `GpuParhac::roots` gives them)
+    /// against the configured ground truth (`None` without one). The first
+    /// call builds the (ground truth, fragment) table on the GPU (sort and
+    /// reduce-by-key over the volume, once); every threshold then maps it
+    /// through its regions, as the CPU backend does, so the metrics are the
+    /// CPU evaluation's bit for bit.
+    fn evaluate(&mut self, roots: &[u32]) -> Result<Option<gpu_waterz_eval::Metrics>> {
         let t = Instant::now();
         if let Some(GroundTruth::Host(gt)) = &self.ground_truth {
             let gt = gt.as_standard_layout();
             let device = DeviceGroundTruth::upload(&self.gpu, gt.as_slice().expect("standard layout"))?;
-            self.ground_truth = Some(GroundTruth::Device(device));
+            let bound = self.fragments.n_fragments() + 1;
+            let labels = self.fragments.labels();
+            let table = contingency_on_gpu(&self.gpu, labels, bound, &|f| f as u64, &device, DEFAULT_CHUNK_VOXELS)?;
+            self.ground_truth = Some(GroundTruth::FragmentTable(table));
         }
         let metrics = match &self.ground_truth {
-            Some(GroundTruth::Device(gt)) => {
-                let bound = self.fragments.n_fragments() + 1;
-                let id = |s: u32| self.original_id(s as u64);
-                Some(evaluate_on_gpu(&self.gpu, regions, bound, &id, gt)?)
+            Some(GroundTruth::FragmentTable(table)) => {
+                Some(gpu_waterz_eval::metrics_of_regions(table, |f| self.original_id(roots[f as usize] as u64))?)
             }
             _ => None,
         };
