@@ -31,7 +31,7 @@ pub fn run(args: &[String]) -> Result<()> {
         let python = crate::test::compat_venv(&root)?;
         args.extend(["--python".into(), python.display().to_string()]);
     }
-    let mut cmd = Command::new(root.join("target/release/bench-cremi"));
+    let mut cmd = Command::new(crate::cargo_target_dir().join("release/bench-cremi"));
     cmd.current_dir(&root).args(&args);
     if std::env::var_os("GPU_WATERZ_DATA").is_none() {
         cmd.env("GPU_WATERZ_DATA", root.join("../shared/data"));

@@ -118,8 +118,8 @@ fn bundle(dir: &Path) -> Result<()> {
     crate::bench_cremi::build()?;
     let tools = dir.join("tools");
     std::fs::create_dir_all(&tools)?;
-    std::fs::copy(project_root().join("target/release/gpu-waterz"), tools.join("gpu-waterz"))?;
-    std::fs::copy(project_root().join("target/release/bench-cremi"), tools.join("bench-cremi"))?;
+    std::fs::copy(crate::cargo_target_dir().join("release/gpu-waterz"), tools.join("gpu-waterz"))?;
+    std::fs::copy(crate::cargo_target_dir().join("release/bench-cremi"), tools.join("bench-cremi"))?;
     let data_src = project_root().join("../shared/data");
     let data_dst = dir.join("data");
     if data_src.is_dir() {

@@ -61,6 +61,14 @@ pub fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
 }
 
+/// Where cargo puts what it builds: `$CARGO_TARGET_DIR` when the user set it
+/// (relative paths are taken from the workspace root, as cargo does), else
+/// `target/` in the workspace.
+pub fn cargo_target_dir() -> PathBuf {
+    let root = project_root();
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
+}
+
 /// Runs a command, failing with its command line if it fails.
 pub fn run_command(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");

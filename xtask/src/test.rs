@@ -51,7 +51,7 @@ pub fn run(args: &[String]) -> Result<()> {
         Command::new(&python)
             .current_dir(&root)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/compat"])
-            .env("GPU_WATERZ_BIN", root.join("target/release/gpu-waterz")),
+            .env("GPU_WATERZ_BIN", crate::cargo_target_dir().join("release/gpu-waterz")),
     )
     .context("the equivalence suite against stock waterz failed")
 }
