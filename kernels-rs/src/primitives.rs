@@ -55,6 +55,143 @@ kernel! {
     }
 }
 
+/// The first slot to probe for `key` in a table of `mask + 1` slots.
+#[inline(always)]
+fn pair_slot(key: u64, mask: u64) -> u64 {
+    ((key ^ (key >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20) & mask
+}
+
+/// Adds `count` to `key`'s slot of the table (claiming a free slot by
+/// compare-and-swap), probing linearly; flags `overflow` when every slot
+/// holds another key.
+///
+/// # Safety
+/// `keys` and `counts` hold `mask + 1` elements; `overflow` one u32.
+#[inline(always)]
+unsafe fn add_pair(keys: *mut u64, counts: *mut u64, mask: u64, overflow: *mut u32, key: u64, count: u64) {
+    let mut slot = pair_slot(key, mask);
+    let mut probes = 0u64;
+    while probes <= mask {
+        // SAFETY: `slot <= mask`; a claimed key never changes, so a stale
+        // read can only show a free slot, which the swap then settles.
+        unsafe {
+            let seen = core::ptr::read_volatile(keys.add(slot as usize));
+            let mine = seen == key
+                || (seen == EMPTY_PAIR_KEY && {
+                    let previous = atomic_cas_u64(keys.add(slot as usize), EMPTY_PAIR_KEY, key);
+                    previous == EMPTY_PAIR_KEY || previous == key
+                });
+            if mine {
+                atomic_add_u64(counts.add(slot as usize), count);
+                return;
+            }
+        }
+        slot = (slot + 1) & mask;
+        probes += 1;
+    }
+    // SAFETY: `overflow` is one u32.
+    unsafe { atomic_add_u32(overflow, 1) };
+}
+
+kernel! {
+    /// Counts the pairs `high[start + i] << 32 | low[start + i]` for
+    /// `i < n` whose high half is not 0, in an open-addressing hash table:
+    /// the integer counts of a contingency table without sorting.
+    ///
+    /// # Safety
+    /// `high` and `low` hold `start + n` u32s, every low half below
+    /// `u32::MAX`; `keys` and `counts` hold `capacity` elements (a power of
+    /// two), initialised to `EMPTY_PAIR_KEY` and 0; `overflow` one u32.
+    ///
+    /// # Parameters
+    /// - `high`, `low`, `start`, `n`: the pairs;
+    /// - `keys`, `counts`, `capacity`: the table;
+    /// - `overflow`: set non-zero when the table was full (counts missing).
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop over runs of `COUNT_PAIRS_RUN` consecutive pairs;
+    /// a thread adds one count per run of equal pairs in its run (labels
+    /// are piecewise constant along x, so most runs need one atomic).
+    pub unsafe extern "ptx-kernel" fn count_u32_pairs(
+        high: *const u32,
+        low: *const u32,
+        start: u64,
+        n: u64,
+        keys: *mut u64,
+        counts: *mut u64,
+        capacity: u64,
+        overflow: *mut u32,
+    ) as CountU32PairsArgs {
+        let mask = capacity - 1;
+        grid_stride(n.div_ceil(COUNT_PAIRS_RUN), |run| {
+            let first = run * COUNT_PAIRS_RUN;
+            let last = if first + COUNT_PAIRS_RUN < n { first + COUNT_PAIRS_RUN } else { n };
+            let mut current = EMPTY_PAIR_KEY;
+            let mut count = 0u64;
+            let mut i = first;
+            while i < last {
+                let j = (start + i) as usize;
+                // SAFETY: `j < start + n`, within both halves.
+                let (h, l) = unsafe { (*high.add(j), *low.add(j)) };
+                if h != 0 {
+                    let key = ((h as u64) << 32) | l as u64;
+                    if key != current {
+                        if count > 0 {
+                            // SAFETY: the table's extent is the caller's.
+                            unsafe { add_pair(keys, counts, mask, overflow, current, count) };
+                        }
+                        current = key;
+                        count = 0;
+                    }
+                    count += 1;
+                }
+                i += 1;
+            }
+            if count > 0 {
+                // SAFETY: as above.
+                unsafe { add_pair(keys, counts, mask, overflow, current, count) };
+            }
+        });
+    }
+}
+
+kernel! {
+    /// Keeps the low 32 bits of each u64 and finds the largest value (so
+    /// that the caller knows whether anything was cut).
+    ///
+    /// # Safety
+    /// `input` holds `n` u64s, `out` `n` writable u32s, `max` one u64 that
+    /// is 0 before the launch.
+    ///
+    /// # Parameters
+    /// - `input`, `n`: the values; `out`: their low halves; `max`: their
+    ///   maximum.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration; one atomic maximum per
+    /// thread at the end.
+    pub unsafe extern "ptx-kernel" fn narrow_u64_to_u32(
+        input: *const u64,
+        n: u64,
+        out: *mut u32,
+        max: *mut u64,
+    ) as NarrowU64ToU32Args {
+        let mut largest = 0u64;
+        // SAFETY: `i < n`.
+        grid_stride(n, |i| unsafe {
+            let v = *input.add(i as usize);
+            *out.add(i as usize) = v as u32;
+            if v > largest {
+                largest = v;
+            }
+        });
+        if largest > 0 {
+            // SAFETY: `max` is one u64.
+            unsafe { atomic_max_u64(max, largest) };
+        }
+    }
+}
+
 /// Block-wide exclusive scan of one `u64` per thread in shared memory
 /// (`SCAN_THREADS` entries); returns this thread's exclusive prefix and
 /// the block total.

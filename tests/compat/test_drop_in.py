@@ -106,4 +106,4 @@ def test_unchanged_waterz_code(script):
         return
     for a, b in zip(_segmentations(ours), _segmentations(theirs)):
         m = stock.evaluate(a.astype(np.uint64), b.astype(np.uint64))
-        assert m["V_Info_split"] + m["V_Info_merge"] < 0.05, (script.__name__, m)
+        assert m["voi_split"] + m["voi_merge"] < 0.05, (script.__name__, m)

@@ -200,3 +200,23 @@ def test_cli_gpu_backend_writes_what_the_python_gpu_backend_returns(gpu, tmp_pat
         assert abs(entry["metrics"]["voi_split"] - r["metrics"]["V_Info_split"]) < 1e-12
         history = json.loads((out / entry["merge_history_file"]).read_text())
         assert [(h["a"], h["b"], h["score"]) for h in history] == [(h["a"], h["b"], h["score"]) for h in r["history"]]
+
+
+def test_a_cuda_ground_truth_is_read_in_place_with_the_same_metrics(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("SKIPPED: torch has no CUDA")
+    rng = np.random.default_rng(5)
+    gt = voronoi_labels(rng, (16, 64, 64), 30).astype(np.int64)
+    affs = cnn_like(rng, gt)
+    tensor = torch.from_numpy(affs).cuda()
+    for labels in (gt, gt + (1 << 40)):  # fits u32 (narrowed on the device) / does not (downloaded)
+        labels[0, 0, :5] = 0
+        host = list(gpu_waterz.agglomerate(affs, [0.3, 0.5], gt=labels.astype(np.uint64), backend="gpu"))
+        device = list(gpu_waterz.agglomerate(tensor, [0.3, 0.5], gt=torch.from_numpy(labels).cuda(), backend="gpu"))
+        for (_, want), (_, got) in zip(host, device):
+            assert got == want, "metrics from a CUDA ground truth equal those from a numpy one, bit for bit"
+    negative = torch.from_numpy(gt).cuda()
+    negative[0, 0, 0] = -3
+    with pytest.raises(ValueError, match="negative"):
+        list(gpu_waterz.agglomerate(tensor, [0.5], gt=negative, backend="gpu"))

@@ -66,26 +66,122 @@ pub fn build(arch: &str) -> Result<String> {
     std::fs::read_to_string(&built).with_context(|| format!("reading {}", built.display()))
 }
 
+/// The architectures whose compiled kernels (cubin) are committed beside the
+/// PTX and embedded by the runtime, each with the PTX it is assembled from
+/// (a cubin's PTX must not target a newer architecture than the cubin).
+pub const CUBIN_ARCHS: &[(&str, &str)] = &[
+    ("sm_80", "sm_80"),
+    ("sm_86", "sm_80"),
+    ("sm_89", "sm_80"),
+    ("sm_90", "sm_90"),
+    ("sm_100", "sm_90"),
+    ("sm_120", "sm_90"),
+];
+
+/// The PTX architectures the cubins are assembled from: the committed
+/// default and the oldest supported one.
+const PTX_ARCHS: &[&str] = &[DEFAULT_ARCH, "sm_80"];
+
+/// The ptxas release the committed cubins come from; another release may
+/// assemble different bytes, so `--check` insists on this one.
+pub const PTXAS_VERSION: &str = "V12.8.93";
+
+/// The Python package that ships that ptxas.
+const PTXAS_PACKAGE: &str = "nvidia-cuda-nvcc-cu12==12.8.93";
+
+/// Where the cubin for `arch` is kept.
+pub fn cubin_path(arch: &str) -> PathBuf {
+    project_root().join(format!("kernels-rs/cubin/gpu_waterz_kernels.{arch}.cubin"))
+}
+
+/// The ptxas to assemble with: `$GPU_WATERZ_PTXAS`, else the pinned release
+/// installed (once) from PyPI into `target/ptxas-venv`.
+fn ptxas() -> Result<PathBuf> {
+    if let Ok(path) = std::env::var("GPU_WATERZ_PTXAS") {
+        return Ok(PathBuf::from(path));
+    }
+    let venv = project_root().join("target/ptxas-venv");
+    let python = venv.join("bin/python3");
+    let find = |python: &std::path::Path| -> Option<PathBuf> {
+        let out = Command::new(python)
+            .args([
+                "-c",
+                "import nvidia.cuda_nvcc, os; print(os.path.join(list(nvidia.cuda_nvcc.__path__)[0], 'bin', 'ptxas'))",
+            ])
+            .output()
+            .ok()?;
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        (out.status.success() && path.is_file()).then_some(path)
+    };
+    if let Some(path) = python.is_file().then(|| find(&python)).flatten() {
+        return Ok(path);
+    }
+    run_command(Command::new("python3").args(["-m", "venv"]).arg(&venv)).context("making target/ptxas-venv")?;
+    run_command(Command::new(&python).args(["-m", "pip", "install", "-q", PTXAS_PACKAGE]))
+        .with_context(|| format!("installing {PTXAS_PACKAGE} (ptxas) into target/ptxas-venv"))?;
+    find(&python).context("ptxas is missing from the installed nvidia-cuda-nvcc-cu12")
+}
+
+/// Assembles `ptx` for `arch` with `ptxas` and returns the cubin's bytes.
+fn assemble(ptxas: &std::path::Path, ptx: &str, arch: &str) -> Result<Vec<u8>> {
+    let dir = project_root().join("target/kernels/cubin");
+    std::fs::create_dir_all(&dir)?;
+    let input = dir.join(format!("input.{arch}.ptx"));
+    let output = dir.join(format!("gpu_waterz_kernels.{arch}.cubin"));
+    std::fs::write(&input, ptx)?;
+    run_command(Command::new(ptxas).arg(format!("-arch={arch}")).arg("-O3").arg(&input).arg("-o").arg(&output))
+        .with_context(|| format!("assembling the kernels for {arch}"))?;
+    std::fs::read(&output).with_context(|| format!("reading {}", output.display()))
+}
+
+/// Writes `bytes` to `path`, or with `check` fails unless `path` holds them.
+fn write_or_check(path: &std::path::Path, bytes: &[u8], check: bool, how: &str) -> Result<()> {
+    if check {
+        let committed = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        if committed != bytes {
+            bail!(
+                "{} is stale: it differs from what {how} builds now; run `cargo xtask kernels` and commit it",
+                path.display()
+            );
+        }
+        println!("kernels: {} is up to date ({} bytes)", path.display(), bytes.len());
+    } else {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        println!("kernels: wrote {} ({} bytes)", path.display(), bytes.len());
+    }
+    Ok(())
+}
+
 pub fn run(args: &[String]) -> Result<()> {
     let mut args = args.to_vec();
     let check = take_flag(&mut args, "--check");
-    let arch = take_value(&mut args, "--arch")?.unwrap_or_else(|| DEFAULT_ARCH.to_string());
+    let arch = take_value(&mut args, "--arch")?;
     no_more_args(&args)?;
-    let ptx = build(&arch)?;
-    let path = ptx_path(&arch);
-    if check {
-        let committed = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        if committed != ptx {
-            bail!(
-                "{} is stale: it differs from what kernels-rs builds now; run `cargo xtask kernels{}` and commit it",
-                path.display(),
-                if arch == DEFAULT_ARCH { String::new() } else { format!(" --arch {arch}") }
-            );
+    if let Some(arch) = arch {
+        // One architecture's PTX only (for GPU_WATERZ_PTX).
+        let ptx = build(&arch)?;
+        return write_or_check(&ptx_path(&arch), ptx.as_bytes(), check, "kernels-rs");
+    }
+    let ptxas = ptxas()?;
+    let version = Command::new(&ptxas).arg("--version").output().context("running ptxas --version")?;
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    if !version.contains(PTXAS_VERSION) {
+        let message = format!("{} is not ptxas {PTXAS_VERSION}, which the committed cubins come from", ptxas.display());
+        if check {
+            bail!("{message}; unset GPU_WATERZ_PTXAS to use the pinned one");
         }
-        println!("kernels: {} is up to date ({} bytes, {arch})", path.display(), ptx.len());
-    } else {
-        std::fs::write(&path, &ptx).with_context(|| format!("writing {}", path.display()))?;
-        println!("kernels: wrote {} ({} bytes, {arch})", path.display(), ptx.len());
+        eprintln!("kernels: warning: {message}");
+    }
+    for &ptx_arch in PTX_ARCHS {
+        let ptx = build(ptx_arch)?;
+        write_or_check(&ptx_path(ptx_arch), ptx.as_bytes(), check, "kernels-rs")?;
+        for &(cubin_arch, _) in CUBIN_ARCHS.iter().filter(|(_, from)| *from == ptx_arch) {
+            let cubin = assemble(&ptxas, &ptx, cubin_arch)?;
+            write_or_check(&cubin_path(cubin_arch), &cubin, check, "ptxas")?;
+        }
     }
     Ok(())
 }

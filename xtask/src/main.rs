@@ -3,7 +3,11 @@
 //!
 //! Tasks:
 //! - `kernels [--check] [--arch sm_90]`: build `kernels-rs` to PTX with the
-//!   pinned nightly toolchain; `--check` fails if the committed PTX is stale.
+//!   pinned nightly toolchain (sm_90, and sm_80 for the older GPUs), and
+//!   assemble the cubins for sm_80 to sm_120 with the pinned ptxas (from
+//!   PyPI's nvidia-cuda-nvcc-cu12, installed into `target/ptxas-venv`);
+//!   `--check` fails if the committed PTX or cubins are stale. `--arch`
+//!   builds one architecture's PTX only.
 //! - `test`: the whole CPU test suite, the README's test command: `cargo
 //!   test --workspace`, then the equivalence suite against stock waterz
 //!   (`tests/compat`, pytest in a virtualenv with PyPI's `waterz==0.10.1`).
@@ -26,7 +30,7 @@ mod test;
 const USAGE: &str = "usage: cargo xtask <task>
 
 tasks:
-  kernels [--check] [--arch sm_90]   build kernels-rs to PTX (kernels-rs/ptx/)
+  kernels [--check] [--arch sm_90]   build kernels-rs to PTX and cubins (kernels-rs/ptx/, cubin/)
   test                               all CPU tests: cargo test + the waterz equivalence suite
   gpu-test [--bundle DIR]            run the GPU tests, or bundle them into DIR
   bench-cremi [--waterz] [args...]   the end-to-end GPU benchmark (bench-cremi --help)

@@ -220,3 +220,21 @@ fn the_runtime_embeds_the_committed_ptx() {
     let ptx = std::fs::read_to_string(root().join("kernels-rs/ptx/gpu_waterz_kernels.ptx")).unwrap();
     assert!(ptx.contains(".target sm_90"), "the committed PTX targets sm_90");
 }
+
+#[test]
+fn the_runtime_embeds_every_committed_cubin() {
+    let lib = std::fs::read_to_string(root().join("crates/gpu-waterz-runtime/src/lib.rs")).unwrap();
+    let mut cubins = 0;
+    for entry in std::fs::read_dir(root().join("kernels-rs/cubin")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            lib.contains(&format!("include_bytes!(\"../../../kernels-rs/cubin/{name}\")")),
+            "{name} is not embedded"
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..4], b"\x7fELF", "{name} is not a cubin (ELF)");
+        cubins += 1;
+    }
+    assert!(cubins >= 6, "sm_80 to sm_120: {cubins} cubins");
+}

@@ -45,6 +45,8 @@ kernels! {
     SumU32 => "sum_u32",
     IotaU32 => "iota_u32",
     PackU32Pairs => "pack_u32_pairs",
+    CountU32Pairs => "count_u32_pairs",
+    NarrowU64ToU32 => "narrow_u64_to_u32",
     ScanTileSums => "scan_tile_sums",
     ScanTiles => "scan_tiles",
     ScanChunksU64 => "scan_chunks_u64",

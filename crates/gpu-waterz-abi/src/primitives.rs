@@ -57,6 +57,54 @@ pub struct PackU32PairsArgs {
     pub out: *mut u64,
 }
 
+/// Consecutive elements each thread of `count_u32_pairs` reads, adding
+/// one count per run of equal pairs among them.
+pub const COUNT_PAIRS_RUN: u64 = 16;
+
+/// The key of a free slot of `count_u32_pairs`'s table: no pair packs to it
+/// as long as the low halves stay below `u32::MAX`.
+pub const EMPTY_PAIR_KEY: u64 = u64::MAX;
+
+/// `count_u32_pairs`: counts the distinct pairs
+/// `high[start + i] << 32 | low[start + i]` (`i < n`, pairs whose high half
+/// is 0 skipped) into an open-addressing hash table of `capacity` slots.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CountU32PairsArgs {
+    /// `start + n` u32s, the upper halves (0: not counted).
+    pub high: *const u32,
+    /// `start + n` u32s, the lower halves (below `u32::MAX`).
+    pub low: *const u32,
+    /// The first pair.
+    pub start: u64,
+    /// How many pairs.
+    pub n: u64,
+    /// `capacity` keys, [`EMPTY_PAIR_KEY`] where free.
+    pub keys: *mut u64,
+    /// `capacity` counts, 0 where free.
+    pub counts: *mut u64,
+    /// The table's slots, a power of two.
+    pub capacity: u64,
+    /// One u32: non-zero when a pair found the table full (its count is
+    /// then missing, and the table must be rebuilt larger).
+    pub overflow: *mut u32,
+}
+
+/// `narrow_u64_to_u32`: `out[i] = input[i] as u32` for `i < n`, and the
+/// largest input value into `max`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NarrowU64ToU32Args {
+    /// `n` u64s.
+    pub input: *const u64,
+    /// How many.
+    pub n: u64,
+    /// `n` writable u32s: the low halves.
+    pub out: *mut u32,
+    /// One u64, 0 before the launch: the largest value of `input` after it.
+    pub max: *mut u64,
+}
+
 /// `scan_tile_sums`: each tile's sum of `n` u32s.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -212,6 +260,8 @@ pub struct ReduceRunsPackedArgs(pub ReduceRunsArgs);
 impl_kernel_args!(
     IotaU32Args => IotaU32 { out, n },
     PackU32PairsArgs => PackU32Pairs { high, low, start, n, out },
+    CountU32PairsArgs => CountU32Pairs { high, low, start, n, keys, counts, capacity, overflow },
+    NarrowU64ToU32Args => NarrowU64ToU32 { input, n, out, max },
     ScanTileSumsArgs => ScanTileSums { input, n, tile_sums },
     ScanTilesArgs => ScanTiles { input, n, tile_offsets, output, total },
     ScanChunksU64Args => ScanChunksU64 { values, n, chunk_totals },

@@ -7,8 +7,10 @@
 //! the same volumes, entry for entry, so the metrics are the CPU
 //! evaluation's bit for bit.
 
-use crate::{metrics_from_table, EvalError, Metrics};
-use gpu_waterz_runtime::primitives::{digit_shifts, pack_u32_pairs, radix_sort_pairs, reduce_by_key};
+use crate::{metrics_from_table, ContingencyTable, EvalError, FastHash, Metrics};
+use gpu_waterz_runtime::primitives::{
+    count_u32_pairs, digit_shifts, narrow_u64_to_u32, pack_u32_pairs, radix_sort_pairs, reduce_by_key,
+};
 use gpu_waterz_runtime::{DeviceBuffer, Gpu, RuntimeError};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -36,30 +38,44 @@ fn bits_of(x: u64) -> u32 {
 }
 
 impl DeviceGroundTruth {
-    /// Uploads `labels` (one per voxel, in the segmentation's order).
-    /// Fails with more than `u32::MAX` distinct labels.
+    /// Uploads `labels` (one per voxel, in the segmentation's order): as
+    /// they are, narrowed to u32 on the device (no host copy) when every
+    /// label fits, else renumbered densely on the host first. Fails with
+    /// more than `u32::MAX` distinct labels.
     pub fn upload(gpu: &Gpu, labels: &[u64]) -> Result<Self, EvalError> {
-        let max = labels.par_iter().copied().max().unwrap_or(0);
-        let (dense, original): (Vec<u32>, Option<Vec<u64>>) = if max <= u32::MAX as u64 {
-            (labels.par_iter().map(|&l| l as u32).collect(), None)
-        } else {
-            let mut ids: Vec<u64> = labels.par_iter().copied().filter(|&l| l != 0).collect();
-            ids.par_sort_unstable();
-            ids.dedup();
-            if ids.len() as u64 >= u32::MAX as u64 {
-                return Err(EvalError::TooManyLabels { n_labels: ids.len() as u64 });
-            }
-            let index: HashMap<u64, u32> = ids.iter().enumerate().map(|(i, &l)| (l, i as u32 + 1)).collect();
-            let dense = labels.par_iter().map(|l| if *l == 0 { 0 } else { index[l] }).collect();
-            let mut original = vec![0];
-            original.extend(ids);
-            (dense, Some(original))
-        };
-        let bits = match &original {
-            Some(o) => bits_of(o.len() as u64 - 1),
-            None => bits_of(max),
-        };
-        Ok(Self { labels: gpu.upload(&dense).map_err(EvalError::Gpu)?, original, n_voxels: labels.len() as u64, bits })
+        let device = gpu.upload(labels).map_err(EvalError::Gpu)?;
+        if let Some(narrow) = Self::from_device(gpu, &device)? {
+            return Ok(narrow);
+        }
+        drop(device);
+        let mut ids: Vec<u64> = labels.par_iter().copied().filter(|&l| l != 0).collect();
+        ids.par_sort_unstable();
+        ids.dedup();
+        if ids.len() as u64 >= u32::MAX as u64 {
+            return Err(EvalError::TooManyLabels { n_labels: ids.len() as u64 });
+        }
+        let index: HashMap<u64, u32, FastHash> = ids.iter().enumerate().map(|(i, &l)| (l, i as u32 + 1)).collect();
+        let dense: Vec<u32> = labels.par_iter().map(|l| if *l == 0 { 0 } else { index[l] }).collect();
+        let mut original = vec![0];
+        original.extend(ids);
+        let bits = bits_of(original.len() as u64 - 1);
+        Ok(Self {
+            labels: gpu.upload(&dense).map_err(EvalError::Gpu)?,
+            original: Some(original),
+            n_voxels: labels.len() as u64,
+            bits,
+        })
+    }
+
+    /// Takes labels already on the device (one u64 per voxel), narrowed to
+    /// u32 there; `None` when a label exceeds `u32::MAX` (then download them
+    /// and use [`DeviceGroundTruth::upload`], which renumbers them).
+    pub fn from_device(gpu: &Gpu, labels: &DeviceBuffer<u64>) -> Result<Option<Self>, EvalError> {
+        let (narrow, max) = narrow_u64_to_u32(gpu, labels).map_err(EvalError::Gpu)?;
+        if max > u32::MAX as u64 {
+            return Ok(None);
+        }
+        Ok(Some(Self { labels: narrow, original: None, n_voxels: labels.len() as u64, bits: bits_of(max) }))
     }
 
     /// The number of voxels.
@@ -76,8 +92,12 @@ impl DeviceGroundTruth {
 /// a ground-truth label (not 0), as [`contingency`](crate::contingency)
 /// gives it: `segmentation` holds one u32 id per voxel (the first
 /// `ground_truth.n_voxels()` elements), every id below `segment_bound`, and
-/// `segment_id` maps an id to the segment's label. Sorts `chunk_voxels` at
-/// a time ([`DEFAULT_CHUNK_VOXELS`] bounds the device memory).
+/// `segment_id` maps an id to the segment's label. The pairs are counted in
+/// one pass through a hash table on the device (a few slots per segment,
+/// then 8 times more if those did not suffice); when that still does not
+/// suffice, or the memory is not there, they are sorted `chunk_voxels` at a
+/// time ([`DEFAULT_CHUNK_VOXELS`] bounds the device memory) and reduced by
+/// key. Either way the counts are exact integers.
 pub fn contingency_on_gpu(
     gpu: &Gpu,
     segmentation: &DeviceBuffer<u32>,
@@ -85,7 +105,7 @@ pub fn contingency_on_gpu(
     segment_id: &(dyn Fn(u32) -> u64 + Sync),
     ground_truth: &DeviceGroundTruth,
     chunk_voxels: u64,
-) -> Result<HashMap<(u64, u64), u64>, EvalError> {
+) -> Result<ContingencyTable, EvalError> {
     let n = ground_truth.n_voxels;
     if (segmentation.len() as u64) < n {
         return Err(EvalError::Gpu(RuntimeError::InvalidLaunch {
@@ -93,9 +113,48 @@ pub fn contingency_on_gpu(
             reason: format!("a segmentation of {} voxels for a ground truth of {n}", segmentation.len()),
         }));
     }
+    let mut table = ContingencyTable::default();
+    let add = |table: &mut ContingencyTable, key: u64, count: u64| -> Result<(), EvalError> {
+        let g = key >> 32;
+        if g == 0 {
+            return Ok(());
+        }
+        let s = key & u32::MAX as u64;
+        if s >= segment_bound {
+            return Err(EvalError::Gpu(RuntimeError::InvalidLaunch {
+                kernel: "count_u32_pairs",
+                reason: format!("segment id {s} is not below the bound {segment_bound}"),
+            }));
+        }
+        *table.entry((ground_truth.label(g), segment_id(s as u32))).or_insert(0) += count;
+        Ok(())
+    };
+    // The table in one pass through a hash table on the device, sized for
+    // a few ground-truth labels per segment; a larger one if that was too
+    // small; past that (or when the memory would not be there), sort.
+    let distinct_bound = n.max(1);
+    let mut capacity = (4 * segment_bound.max(1024)).min(2 * distinct_bound);
+    for _ in 0..2 {
+        let free = gpu.memory_info().map(|(free, _)| free).unwrap_or(0);
+        if capacity.saturating_mul(32) > free {
+            break;
+        }
+        let started = std::time::Instant::now();
+        if let Some(pairs) = count_u32_pairs(gpu, &ground_truth.labels, segmentation, 0, n, capacity)? {
+            let counted = started.elapsed();
+            let n_pairs = pairs.len();
+            table.reserve(n_pairs);
+            for (key, count) in pairs {
+                add(&mut table, key, count)?;
+            }
+            tracing::debug!(n_pairs, capacity, ?counted, tabled = ?started.elapsed(), "contingency table by hashing on the GPU");
+            return Ok(table);
+        }
+        tracing::debug!(capacity, "the contingency table overflowed its hash table");
+        capacity = (capacity * 8).min(2 * distinct_bound);
+    }
     let shifts = digit_shifts(bits_of(segment_bound.saturating_sub(1)), ground_truth.bits);
     let chunk = chunk_voxels.max(1);
-    let mut table: HashMap<(u64, u64), u64> = HashMap::new();
     let mut start = 0;
     while start < n {
         let len = chunk.min(n - start);
@@ -107,18 +166,7 @@ pub fn contingency_on_gpu(
         let run_keys = gpu.download_prefix(&runs.keys, runs.n_runs as usize)?;
         let counts = gpu.download_prefix(&runs.counts, runs.n_runs as usize)?;
         for (key, count) in run_keys.into_iter().zip(counts) {
-            let g = key >> 32;
-            if g == 0 {
-                continue;
-            }
-            let s = key & u32::MAX as u64;
-            if s >= segment_bound {
-                return Err(EvalError::Gpu(RuntimeError::InvalidLaunch {
-                    kernel: "pack_u32_pairs",
-                    reason: format!("segment id {s} is not below the bound {segment_bound}"),
-                }));
-            }
-            *table.entry((ground_truth.label(g), segment_id(s as u32))).or_insert(0) += count;
+            add(&mut table, key, count)?;
         }
         start += len;
     }

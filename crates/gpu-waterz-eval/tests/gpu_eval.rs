@@ -1,7 +1,8 @@
 //! The GPU contingency table and metrics against the CPU evaluation: the
 //! same table entry for entry and the same metrics bit for bit, for small
 //! and large (renumbered) ground-truth labels, mapped segment ids, one
-//! chunk or many; bad input refused. GPU tests: ignored without
+//! chunk or many, counted by hash table or (when it overflows) sorted; bad
+//! input refused. GPU tests: ignored without
 //! `--include-ignored`.
 
 use gpu_waterz_core::synthetic::SplitMix64;
@@ -28,6 +29,8 @@ fn the_gpu_table_and_metrics_equal_the_cpu_evaluation() {
         (2, 200_000, 3000, 40, 0),
         (3, 300_000, 70_000, 5000, 1 << 40),
         (4, 1 << 20, 1 << 20, 1 << 16, u32::MAX as u64 - 10),
+        // More distinct pairs than the hash tables hold: the sort path.
+        (5, 100_000, 10, 1_000_000, 0),
     ] {
         let (seg, gt) = volume(seed, n, bound, labels, offset);
         let mapped: Vec<u64> = seg.iter().map(|&s| id(s)).collect();

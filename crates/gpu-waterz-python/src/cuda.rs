@@ -30,6 +30,16 @@ pub(crate) fn borrow_affinities(gpu: &Gpu, address: u64, dtype: &str, dims: Dims
     borrowed.map_err(|e| crate::to_py_err(e.into()))
 }
 
+/// Views `n` CUDA labels (int64 or uint64, taken as u64) at device address
+/// `address` without a copy, under the same rule as [`borrow_affinities`]:
+/// dropped before the call that received the tensor returns (the pipeline
+/// reads them while it starts).
+pub(crate) fn borrow_labels(gpu: &Gpu, address: u64, n: usize) -> PyResult<DeviceBuffer<u64>> {
+    // SAFETY: see `borrow_affinities`; the driver checks that the range is
+    // one live allocation of this device.
+    unsafe { gpu.borrow_device_memory::<u64>(address, n) }.map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
+}
+
 /// A uint64 segmentation on a CUDA device, for torch and cupy to take
 /// without a copy.
 #[pyclass(module = "gpu_waterz._native")]

@@ -1,51 +1,124 @@
 //! `agglomerate`: the facade's pipeline, driven threshold by threshold.
 
-use crate::cuda::{borrow_affinities, CudaVolume};
+use crate::cuda::{borrow_affinities, borrow_labels, CudaVolume};
 use crate::results::result_tuple;
 use crate::{to_py_err, value_error};
 use gpu_waterz::{AffinityGraph, Backend, Config, Dims3, Gpu, ScoringFunction};
 use numpy::{IntoPyArray, PyReadonlyArray3, PyReadonlyArray4};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use std::sync::{Arc, Mutex};
+
+/// One threshold's result, on the host or on the device.
+enum Computed {
+    Host(gpu_waterz::ThresholdResult),
+    Device(gpu_waterz::DeviceThresholdResult),
+}
+
+/// A threshold computed on a worker thread.
+type Pending = std::thread::JoinHandle<gpu_waterz::Result<Option<Computed>>>;
 
 /// A running agglomeration: `next_threshold()` gives one result tuple per
-/// threshold, then `None`.
+/// threshold, then `None`. Each call starts the next threshold on a worker
+/// thread before it returns, so that the pipeline works while the caller
+/// holds the current result.
 #[pyclass(module = "gpu_waterz._native")]
 pub(crate) struct Agglomeration {
-    run: gpu_waterz::Agglomeration,
+    run: Arc<Mutex<gpu_waterz::Agglomeration>>,
+    /// The next threshold, being computed.
+    pending: Option<Pending>,
+    /// Thresholds not yet started.
+    remaining: usize,
     /// Segmentations stay on the device (CUDA affinities came in).
     on_device: bool,
     shape: (usize, usize, usize),
+}
+
+impl Agglomeration {
+    fn new(run: gpu_waterz::Agglomeration, thresholds: usize, on_device: bool, shape: (usize, usize, usize)) -> Self {
+        Self { run: Arc::new(Mutex::new(run)), pending: None, remaining: thresholds, on_device, shape }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, gpu_waterz::Agglomeration> {
+        self.run.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts the next threshold on a worker thread, if one is left.
+    fn start_next(&mut self) {
+        if self.remaining == 0 {
+            return;
+        }
+        self.remaining -= 1;
+        let run = Arc::clone(&self.run);
+        let on_device = self.on_device;
+        self.pending = Some(std::thread::spawn(move || {
+            let mut run = run.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if on_device {
+                Ok(run.next_threshold_device()?.map(Computed::Device))
+            } else {
+                Ok(run.next_threshold()?.map(Computed::Host))
+            }
+        }));
+    }
 }
 
 #[pymethods]
 impl Agglomeration {
     /// The backend that runs: `"cpu"` or `"gpu"`.
     #[getter]
-    fn backend(&self) -> String {
-        self.run.backend().to_string()
+    fn backend(&self, py: Python<'_>) -> String {
+        py.detach(|| self.lock().backend().to_string())
     }
 
     /// What the input made this run do differently from stock waterz (see
     /// `gpu_waterz::Agglomeration::warnings`).
     #[getter]
-    fn warnings(&self) -> Vec<String> {
-        self.run.warnings().to_vec()
+    fn warnings(&self, py: Python<'_>) -> Vec<String> {
+        py.detach(|| self.lock().warnings().to_vec())
+    }
+
+    /// Seconds spent so far per stage (upload, watershed, region graph,
+    /// merging, extraction, download, evaluation), as a dict; a threshold
+    /// being computed ahead is waited for.
+    #[getter]
+    fn timings(&self, py: Python<'_>) -> std::collections::HashMap<&'static str, f64> {
+        let t = py.detach(|| self.lock().timings().clone());
+        std::collections::HashMap::from([
+            ("upload", t.upload_s),
+            ("watershed", t.watershed_s),
+            ("region_graph", t.region_graph_s),
+            ("merging", t.merging_s),
+            ("extraction", t.extraction_s),
+            ("download", t.download_s),
+            ("evaluation", t.evaluation_s),
+        ])
     }
 
     fn next_threshold<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let run = &mut self.run;
-        if !self.on_device {
-            let result = py.detach(|| run.next_threshold()).map_err(to_py_err)?;
-            let Some(r) = result else { return Ok(None) };
-            let segmentation = r.segmentation.into_pyarray(py).into_any();
-            return result_tuple(py, r.threshold, segmentation, r.metrics, r.merge_history, r.region_graph).map(Some);
+        if self.pending.is_none() {
+            self.start_next();
         }
-        let result = py.detach(|| run.next_threshold_device()).map_err(to_py_err)?;
-        let Some(r) = result else { return Ok(None) };
-        let gpu = self.run.gpu().expect("device results come from the GPU backend").clone();
-        let volume = Bound::new(py, CudaVolume::new(r.segmentation, gpu, self.shape))?.into_any();
-        result_tuple(py, r.threshold, volume, r.metrics, r.merge_history, r.region_graph).map(Some)
+        let Some(pending) = self.pending.take() else { return Ok(None) };
+        let computed = py
+            .detach(|| pending.join())
+            .map_err(|_| {
+                pyo3::exceptions::PyRuntimeError::new_err("gpu_waterz: the pipeline's worker thread panicked")
+            })?
+            .map_err(to_py_err)?;
+        // The caller holds this result while the next one is computed.
+        self.start_next();
+        match computed {
+            None => Ok(None),
+            Some(Computed::Host(r)) => {
+                let segmentation = r.segmentation.into_pyarray(py).into_any();
+                result_tuple(py, r.threshold, segmentation, r.metrics, r.merge_history, r.region_graph).map(Some)
+            }
+            Some(Computed::Device(r)) => {
+                let gpu = py.detach(|| self.lock().gpu().cloned()).expect("device results come from the GPU backend");
+                let volume = Bound::new(py, CudaVolume::new(r.segmentation, gpu, self.shape))?.into_any();
+                result_tuple(py, r.threshold, volume, r.metrics, r.merge_history, r.region_graph).map(Some)
+            }
+        }
     }
 }
 
@@ -64,7 +137,7 @@ fn backend(name: &str, ordinal: usize) -> PyResult<Backend> {
 /// `(address, dtype, (z, y, x))` on device `ordinal`; thresholds are
 /// ascending and unique.
 #[pyfunction]
-#[pyo3(signature = (affs_f32, affs_u8, cuda_affs, backend_name, ordinal, thresholds, gt, fragments, aff_threshold_low, aff_threshold_high, scoring_function, discretize_queue, merge_history, region_graph, epsilon))]
+#[pyo3(signature = (affs_f32, affs_u8, cuda_affs, backend_name, ordinal, thresholds, gt, fragments, aff_threshold_low, aff_threshold_high, scoring_function, discretize_queue, merge_history, region_graph, epsilon, cuda_gt=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn agglomerate(
     py: Python<'_>,
@@ -83,6 +156,7 @@ pub(crate) fn agglomerate(
     merge_history: bool,
     region_graph: bool,
     epsilon: f64,
+    cuda_gt: Option<u64>,
 ) -> PyResult<Agglomeration> {
     let mut config = Config::new(&thresholds)
         .watershed_thresholds(aff_threshold_low, aff_threshold_high)
@@ -91,11 +165,15 @@ pub(crate) fn agglomerate(
         .merge_history(merge_history)
         .region_graph(region_graph)
         .epsilon(epsilon);
+    // The pipeline owns its volumes: copied once, on all threads.
+    let owned = |view: gpu_waterz::ndarray::ArrayView3<'_, u64>| {
+        py.detach(|| gpu_waterz::ndarray::Zip::from(view).par_map_collect(|&l| l))
+    };
     if let Some(g) = gt {
-        config = config.ground_truth(g.as_array().to_owned());
+        config = config.ground_truth(owned(g.as_array()));
     }
     if let Some(f) = fragments {
-        config = config.fragments(f.as_array().to_owned());
+        config = config.fragments(owned(f.as_array()));
     }
     match (&affs_f32, &affs_u8, cuda_affs) {
         (None, None, Some((address, dtype, (z, y, x)))) => {
@@ -108,9 +186,14 @@ pub(crate) fn agglomerate(
             let dims = Dims3::new(z, y, x);
             let run = py.detach(|| -> PyResult<_> {
                 let affs = borrow_affinities(&gpu, address, &dtype, dims)?;
-                gpu_waterz::Agglomeration::from_device(&affs, &gpu, config).map_err(to_py_err)
+                let gt = match cuda_gt {
+                    Some(address) => Some(borrow_labels(&gpu, address, (z * y * x) as usize)?),
+                    None => None,
+                };
+                gpu_waterz::Agglomeration::from_device_with_ground_truth(&affs, gt.as_ref(), &gpu, config)
+                    .map_err(to_py_err)
             })?;
-            Ok(Agglomeration { run, on_device: true, shape: (z as usize, y as usize, x as usize) })
+            Ok(Agglomeration::new(run, thresholds.len(), true, (z as usize, y as usize, x as usize)))
         }
         (f32s, u8s, None) => {
             let graph = match (f32s, u8s) {
@@ -122,7 +205,7 @@ pub(crate) fn agglomerate(
             let config = config.backend(backend(backend_name, ordinal)?);
             let run = py.detach(|| gpu_waterz::Agglomeration::new(&graph, config)).map_err(to_py_err)?;
             let d = graph.dims();
-            Ok(Agglomeration { run, on_device: false, shape: (d.z as usize, d.y as usize, d.x as usize) })
+            Ok(Agglomeration::new(run, thresholds.len(), false, (d.z as usize, d.y as usize, d.x as usize)))
         }
         _ => Err(value_error("give host affinities or CUDA affinities, not both")),
     }

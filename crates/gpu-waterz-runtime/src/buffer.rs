@@ -6,7 +6,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZero
 
 /// Element types that device buffers hold: plain integers and floats, valid
 /// for every bit pattern.
-pub trait DeviceElement: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin + 'static {}
+pub trait DeviceElement: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin + Send + Sync + 'static {}
 impl DeviceElement for u8 {}
 impl DeviceElement for u32 {}
 impl DeviceElement for u64 {}
@@ -138,13 +138,6 @@ impl Gpu {
         }
     }
 
-    /// Copies a host slice to a new device buffer.
-    pub fn upload<T: DeviceElement>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {
-        let bytes = std::mem::size_of_val(host);
-        let inner = self.allocation(self.stream.clone_htod(host), bytes, "uploading a buffer")?;
-        Ok(DeviceBuffer::owned(inner))
-    }
-
     /// Views `len` elements of type `T` at device address `ptr`, memory that
     /// something else allocated (a torch tensor, a cupy array). The driver
     /// must confirm that the whole range lies inside one allocation on this
@@ -203,19 +196,6 @@ impl Gpu {
         // The buffer is marked borrowed, so its drop leaks the handle.
         let inner = unsafe { self.stream.upgrade_device_ptr::<T>(ptr, len) };
         Ok(DeviceBuffer { inner: Some(inner), borrowed: true })
-    }
-
-    /// Copies `host` into `buffer` starting at element `offset`.
-    pub fn upload_into<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>, offset: usize, host: &[T]) -> Result<()> {
-        self.check_device(buffer, "the buffer")?;
-        let end = offset.checked_add(host.len()).filter(|&e| e <= buffer.len()).ok_or_else(|| {
-            RuntimeError::InvalidLaunch {
-                kernel: "upload_into",
-                reason: format!("{} elements at {offset} do not fit a buffer of {}", host.len(), buffer.len()),
-            }
-        })?;
-        let mut view = buffer.slice_mut().slice_mut(offset..end);
-        self.stream.memcpy_htod(host, &mut view).context(|| format!("uploading {} elements", host.len()))
     }
 
     /// A new device buffer of `len` zeroed elements.
@@ -277,29 +257,11 @@ impl Gpu {
         self.check_device(buffer, "the buffer")?;
         let bytes = buffer.num_bytes();
         let address = buffer.as_mut_ptr() as usize as u64;
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
         // SAFETY: `address` is a live allocation of `bytes` bytes, used on
         // this stream; every bit pattern is a valid DeviceElement.
         unsafe { cudarc::driver::result::memset_d8_async(address, byte, bytes, self.stream.cu_stream()) }
             .context(|| format!("setting {bytes} bytes"))
-    }
-
-    /// Copies a device buffer to a new host vector (synchronizes).
-    pub fn download<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
-        self.stream.clone_dtoh(buffer.slice()).context(|| format!("downloading {} elements", buffer.len()))
-    }
-
-    /// Copies the first `len` elements of a device buffer to a new host
-    /// vector (synchronizes).
-    pub fn download_prefix<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>, len: usize) -> Result<Vec<T>> {
-        self.check_device(buffer, "the buffer")?;
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let view = buffer.slice().try_slice(0..len).ok_or_else(|| RuntimeError::InvalidLaunch {
-            kernel: "download_prefix",
-            reason: format!("{len} elements from a buffer of {}", buffer.len()),
-        })?;
-        self.stream.clone_dtoh(&view).context(|| format!("downloading {len} elements"))
     }
 
     /// A new device buffer of `len` elements whose contents are unspecified:

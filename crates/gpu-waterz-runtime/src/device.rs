@@ -19,6 +19,9 @@ pub struct Gpu {
     pub(crate) module: Arc<OnceLock<KernelModule>>,
     /// Streaming multiprocessors, read once: launch configurations use it.
     multiprocessors: u32,
+    /// Page-locked buffers for large copies, made on first use (see
+    /// `staging`); one transfer at a time holds them.
+    pub(crate) staging: Arc<std::sync::Mutex<Option<crate::staging::Staging>>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -46,10 +49,27 @@ fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 impl Gpu {
     /// Opens CUDA device `ordinal`.
     ///
+    /// A device is opened once per process: later calls return a handle to
+    /// the same context, kernels and staging buffers, so that loading the
+    /// kernels and allocating page-locked memory are paid once, not per
+    /// pipeline.
+    ///
     /// Without a driver or without that device this returns
     /// [`RuntimeError::NoDriver`] or [`RuntimeError::NoDevice`]; it never
     /// panics.
     pub fn new(ordinal: usize) -> Result<Self> {
+        static OPENED: std::sync::Mutex<Vec<(usize, Gpu)>> = std::sync::Mutex::new(Vec::new());
+        let mut opened = OPENED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, gpu)) = opened.iter().find(|(o, _)| *o == ordinal) {
+            return Ok(gpu.clone());
+        }
+        let gpu = Self::open(ordinal)?;
+        opened.push((ordinal, gpu.clone()));
+        Ok(gpu)
+    }
+
+    /// Opens CUDA device `ordinal` with a new handle (see [`Gpu::new`]).
+    fn open(ordinal: usize) -> Result<Self> {
         // SAFETY: `is_culib_present` only tries to dlopen the driver library
         // and drops the handle; it has no other effect.
         let present = unsafe { cudarc::driver::sys::is_culib_present() };
@@ -77,7 +97,7 @@ impl Gpu {
                 .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .context(|| "reading the multiprocessor count".into())?
                 .max(1) as u32;
-            Ok(Self { ctx, stream, module: Arc::new(OnceLock::new()), multiprocessors })
+            Ok(Self { ctx, stream, module: Arc::new(OnceLock::new()), multiprocessors, staging: Arc::default() })
         })
     }
 

@@ -21,6 +21,7 @@ mod device;
 mod launch;
 mod module;
 pub mod primitives;
+mod staging;
 pub mod testing;
 mod timer;
 
@@ -28,10 +29,29 @@ pub use buffer::{DeviceBuffer, DeviceElement};
 pub use device::Gpu;
 pub use gpu_waterz_abi as abi;
 pub use launch::{check_len, tiled_config, LaunchConfig, BLOCK};
+pub use staging::{STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
 pub use timer::StageTimer;
 
 /// The PTX of `kernels-rs`, built for sm_90 by `cargo xtask kernels`.
 pub const KERNELS_PTX: &str = include_str!("../../../kernels-rs/ptx/gpu_waterz_kernels.ptx");
+
+/// The PTX of `kernels-rs` built for sm_80, which the driver compiles for
+/// devices older than sm_90 that have no cubin here.
+pub const KERNELS_PTX_SM80: &str = include_str!("../../../kernels-rs/ptx/gpu_waterz_kernels.sm_80.ptx");
+
+/// The kernels compiled for each architecture by `cargo xtask kernels`
+/// (ptxas from CUDA 12.8), as `(compute capability major * 10 + minor,
+/// cubin)`. A device whose capability is listed loads its cubin, with no
+/// compilation by the driver; any other loads [`KERNELS_PTX`] (or, before
+/// sm_90, [`KERNELS_PTX_SM80`]), which the driver compiles at the first use.
+pub const KERNELS_CUBINS: &[(u32, &[u8])] = &[
+    (80, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_80.cubin")),
+    (86, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_86.cubin")),
+    (89, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_89.cubin")),
+    (90, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_90.cubin")),
+    (100, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_100.cubin")),
+    (120, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_120.cubin")),
+];
 
 /// Environment variable naming a PTX file to load instead of [`KERNELS_PTX`]
 /// (for example one built by `cargo xtask kernels --arch sm_80`).

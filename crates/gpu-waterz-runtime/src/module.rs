@@ -1,7 +1,7 @@
 //! The embedded PTX module and its kernels, loaded once per device.
 
 use crate::device::Gpu;
-use crate::{DriverContext, Result, RuntimeError, KERNELS_PTX, PTX_OVERRIDE_ENV};
+use crate::{DriverContext, Result, RuntimeError, KERNELS_CUBINS, KERNELS_PTX, KERNELS_PTX_SM80, PTX_OVERRIDE_ENV};
 use cudarc::driver::{CudaFunction, CudaModule};
 use gpu_waterz_abi::Kernel;
 use std::sync::Arc;
@@ -14,25 +14,32 @@ pub(crate) struct KernelModule {
 }
 
 impl Gpu {
-    /// Loads the PTX (the embedded one, or the file named by
-    /// [`PTX_OVERRIDE_ENV`]) and looks up every kernel, once per device; a
-    /// kernel missing from the PTX is an error here, not at its launch.
+    /// Loads the kernels once per device and looks up every one; a kernel
+    /// missing from the module is an error here, not at its launch. The
+    /// module is the file named by [`PTX_OVERRIDE_ENV`] when it is set, else
+    /// the embedded cubin of the device's architecture ([`KERNELS_CUBINS`])
+    /// when there is one and the driver takes it, else the embedded PTX.
     pub(crate) fn kernels(&self) -> Result<&KernelModule> {
         if let Some(loaded) = self.module.get() {
             return Ok(loaded);
         }
-        let ptx = match std::env::var(PTX_OVERRIDE_ENV) {
-            Ok(path) => std::fs::read_to_string(&path).map_err(|source| RuntimeError::PtxOverride {
-                path,
-                env: PTX_OVERRIDE_ENV,
-                source,
-            })?,
-            Err(_) => KERNELS_PTX.to_string(),
+        let module = match std::env::var(PTX_OVERRIDE_ENV) {
+            Ok(path) => {
+                let ptx = std::fs::read_to_string(&path).map_err(|source| RuntimeError::PtxOverride {
+                    path,
+                    env: PTX_OVERRIDE_ENV,
+                    source,
+                })?;
+                self.load_ptx(ptx)?
+            }
+            Err(_) => match self.load_cubin() {
+                Some(module) => module,
+                None if self.capability_number().is_some_and(|c| c < 90) => {
+                    self.load_ptx(KERNELS_PTX_SM80.to_string())?
+                }
+                None => self.load_ptx(KERNELS_PTX.to_string())?,
+            },
         };
-        let module = self
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .context(|| "loading the gpu-waterz PTX module".into())?;
         let functions = Kernel::ALL
             .iter()
             .map(|k| module.load_function(k.name()).context(|| format!("looking up kernel {}", k.name())))
@@ -40,6 +47,33 @@ impl Gpu {
         // Another thread may have loaded it meanwhile; either copy is fine.
         let _ = self.module.set(KernelModule { _module: module, functions });
         Ok(self.module.get().expect("set just above"))
+    }
+
+    /// The embedded cubin of this device's architecture, loaded; `None`
+    /// when there is none or the driver refuses it (the PTX is the
+    /// fallback, so a refusal is logged, not returned).
+    fn load_cubin(&self) -> Option<Arc<CudaModule>> {
+        let capability = self.capability_number()?;
+        let (_, cubin) = KERNELS_CUBINS.iter().find(|(c, _)| *c == capability)?;
+        match self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.to_vec())) {
+            Ok(module) => {
+                tracing::debug!(capability, "loaded the gpu-waterz cubin");
+                Some(module)
+            }
+            Err(e) => {
+                tracing::warn!(capability, error = %e, "the driver refused the gpu-waterz cubin; compiling the PTX instead");
+                None
+            }
+        }
+    }
+
+    /// The device's compute capability as `major * 10 + minor`.
+    fn capability_number(&self) -> Option<u32> {
+        self.compute_capability().ok().map(|(major, minor)| (major * 10 + minor) as u32)
+    }
+
+    fn load_ptx(&self, ptx: String) -> Result<Arc<CudaModule>> {
+        self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).context(|| "loading the gpu-waterz PTX module".into())
     }
 
     /// The loaded function of `kernel`.

@@ -57,6 +57,93 @@ pub fn pack_u32_pairs(
     Ok(out)
 }
 
+/// The distinct pairs `high[start + i] << 32 | low[start + i]` (`i < n`)
+/// whose high half is not 0, each with its number of occurrences, counted
+/// on the device in an open-addressing hash table of `capacity` slots
+/// (rounded up to a power of two); only the table comes back. Returns
+/// `None` when the pairs did not fit the table (then some counts are
+/// missing: ask again with more slots, at most `n` distinct pairs exist).
+/// A pair equal to [`EMPTY_PAIR_KEY`] (both halves `u32::MAX`) is an error.
+/// The pairs come in no particular order; the counts are exact.
+pub fn count_u32_pairs(
+    gpu: &Gpu,
+    high: &DeviceBuffer<u32>,
+    low: &DeviceBuffer<u32>,
+    start: u64,
+    n: u64,
+    capacity: u64,
+) -> Result<Option<Vec<(u64, u64)>>> {
+    const K: &str = "count_u32_pairs";
+    gpu.check_device(high, "the upper halves")?;
+    gpu.check_device(low, "the lower halves")?;
+    let end = start.checked_add(n).ok_or_else(|| crate::RuntimeError::InvalidLaunch {
+        kernel: K,
+        reason: format!("pairs {start}..{start} + {n} overflow"),
+    })?;
+    check_len(K, "high", high, end)?;
+    check_len(K, "low", low, end)?;
+    let capacity = capacity.max(2).checked_next_power_of_two().ok_or_else(|| crate::RuntimeError::InvalidLaunch {
+        kernel: K,
+        reason: format!("a table of {capacity} slots"),
+    })?;
+    let mut keys = gpu.uninit::<u64>(capacity as usize)?;
+    gpu.memset_bytes(&mut keys, 0xFF)?;
+    let mut counts = gpu.zeros::<u64>(capacity as usize)?;
+    let mut overflow = gpu.zeros::<u32>(1)?;
+    if n > 0 {
+        let args = CountU32PairsArgs {
+            high: high.as_ptr(),
+            low: low.as_ptr(),
+            start,
+            n,
+            keys: keys.as_mut_ptr(),
+            counts: counts.as_mut_ptr(),
+            capacity,
+            overflow: overflow.as_mut_ptr(),
+        };
+        let runs = n.div_ceil(COUNT_PAIRS_RUN);
+        // SAFETY: both halves hold `start + n` u32s (checked); `keys` and
+        // `counts` hold `capacity` (a power of two) elements, set to
+        // EMPTY_PAIR_KEY and 0; `overflow` one u32.
+        unsafe { gpu.launch(gpu.grid_stride_config(runs), args) }?;
+    }
+    if gpu.download_element(&overflow, 0)? != 0 {
+        return Ok(None);
+    }
+    let keys = gpu.download(&keys)?;
+    let counts = gpu.download(&counts)?;
+    let mut pairs = Vec::new();
+    for (key, count) in keys.into_iter().zip(counts) {
+        if key == EMPTY_PAIR_KEY {
+            if count != 0 {
+                return Err(crate::RuntimeError::InvalidLaunch {
+                    kernel: K,
+                    reason: "a pair of two u32::MAX halves cannot be counted".into(),
+                });
+            }
+            continue;
+        }
+        pairs.push((key, count));
+    }
+    Ok(Some(pairs))
+}
+
+/// The low 32 bits of every value of `input` (a new buffer), and the
+/// largest value: when it exceeds `u32::MAX` the low halves lost bits.
+pub fn narrow_u64_to_u32(gpu: &Gpu, input: &DeviceBuffer<u64>) -> Result<(DeviceBuffer<u32>, u64)> {
+    gpu.check_device(input, "the values")?;
+    let n = input.len() as u64;
+    let mut out = gpu.uninit::<u32>(input.len().max(1))?;
+    let mut max = gpu.zeros::<u64>(1)?;
+    if n > 0 {
+        let args = NarrowU64ToU32Args { input: input.as_ptr(), n, out: out.as_mut_ptr(), max: max.as_mut_ptr() };
+        // SAFETY: `input` holds `n` u64s, `out` at least `n` u32s, `max` one
+        // zeroed u64.
+        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    }
+    Ok((out, gpu.download_element(&max, 0)?))
+}
+
 /// Scans the first `n` u64s of `values` in place (exclusive), in levels of
 /// `SCAN_TILE`.
 fn scan_u64_in_place(gpu: &Gpu, values: &mut DeviceBuffer<u64>, n: u64) -> Result<()> {

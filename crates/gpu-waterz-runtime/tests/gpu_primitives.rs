@@ -116,3 +116,42 @@ fn reduce_by_key_sums_runs_exactly() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn counting_pairs_in_a_hash_table_equals_the_cpu_and_reports_a_full_table() {
+    use gpu_waterz_runtime::primitives::count_u32_pairs;
+    let gpu = gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    for &(n, highs, lows) in &[(0usize, 3u32, 3u32), (1, 3, 3), (1000, 4, 50), (300_000, 200, 3000), (70_001, 5, 2)] {
+        // Runs of equal pairs, as labels along x give them, and zeros.
+        let mut high = Vec::with_capacity(n);
+        let mut low = Vec::with_capacity(n);
+        while high.len() < n {
+            let run = rng.gen_range(1..40).min(n - high.len());
+            let (h, l) = (rng.gen_range(0..highs), rng.gen_range(0..lows));
+            high.extend(std::iter::repeat_n(h, run));
+            low.extend(std::iter::repeat_n(l, run));
+        }
+        let start = n / 7;
+        let mut expected = std::collections::BTreeMap::new();
+        for i in start..n {
+            if high[i] != 0 {
+                *expected.entry(((high[i] as u64) << 32) | low[i] as u64).or_insert(0u64) += 1;
+            }
+        }
+        let (h, l) = (gpu.upload(&high).unwrap(), gpu.upload(&low).unwrap());
+        let pairs = count_u32_pairs(&gpu, &h, &l, start as u64, (n - start) as u64, 2 * expected.len() as u64 + 1)
+            .unwrap()
+            .expect("room for every pair");
+        let got: std::collections::BTreeMap<u64, u64> = pairs.into_iter().collect();
+        assert_eq!(got, expected, "n = {n}");
+        if expected.len() > 2 {
+            let full = count_u32_pairs(&gpu, &h, &l, start as u64, (n - start) as u64, 2).unwrap();
+            assert!(full.is_none(), "a table of 2 slots cannot hold {} pairs", expected.len());
+        }
+    }
+    let h = gpu.upload(&[u32::MAX]).unwrap();
+    assert!(count_u32_pairs(&gpu, &h, &h, 0, 1, 4).is_err(), "the reserved pair is refused");
+    assert!(count_u32_pairs(&gpu, &h, &h, 0, 2, 4).is_err(), "pairs past the buffers are refused");
+}

@@ -75,3 +75,42 @@ fn borrowed_device_memory_is_checked_by_the_driver() {
     // SAFETY: as above.
     assert!(unsafe { gpu.borrow_device_memory::<f32>(0x1000, 72) }.is_err());
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn staged_copies_round_trip_at_every_size_and_on_any_thread() {
+    use gpu_waterz_runtime::{STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
+    let gpu = gpu();
+    let chunk = STAGING_CHUNK_BYTES / 8;
+    let sizes = [0, 1, 1000, STAGING_MIN_BYTES / 8 - 1, STAGING_MIN_BYTES / 8, chunk, chunk + 1, 3 * chunk + 12_345];
+    // On a thread that never touched the device before (as a pipeline's
+    // worker thread does): the context must be made current there.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                for &n in &sizes {
+                    let host: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+                    let buffer = gpu.upload(&host).unwrap();
+                    assert_eq!(gpu.download(&buffer).unwrap(), host, "n = {n}");
+                    // A prefix, and an upload at an offset.
+                    let half = n / 2;
+                    assert_eq!(gpu.download_prefix(&buffer, half).unwrap(), &host[..half], "prefix of {n}");
+                    let mut target = gpu.zeros::<u64>(n + 7).unwrap();
+                    gpu.upload_into(&mut target, 7, &host).unwrap();
+                    let back = gpu.download(&target).unwrap();
+                    assert_eq!(&back[7..], &host[..], "upload at an offset, n = {n}");
+                    assert!(back[..7].iter().all(|&v| v == 0));
+                }
+                let buffer = gpu.upload(&[1u32, 2, 3]).unwrap();
+                assert!(gpu.download_prefix(&buffer, 4).is_err(), "a prefix longer than the buffer is an error");
+                let mut small = gpu.zeros::<u32>(3).unwrap();
+                assert!(gpu.upload_into(&mut small, 1, &[1, 2, 3]).is_err(), "an upload past the end is an error");
+            })
+            .join()
+            .unwrap();
+    });
+    // The same device handle, cached: a second `Gpu::new` shares it.
+    let again = Gpu::new(gpu.ordinal()).unwrap();
+    let buffer = again.upload(&[5u32; 100]).unwrap();
+    assert_eq!(gpu.download(&buffer).unwrap(), vec![5u32; 100]);
+}

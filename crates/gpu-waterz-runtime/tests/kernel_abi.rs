@@ -68,6 +68,8 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<SumU32Args>(c);
     check::<IotaU32Args>(c);
     check::<PackU32PairsArgs>(c);
+    check::<CountU32PairsArgs>(c);
+    check::<NarrowU64ToU32Args>(c);
     check::<ScanTileSumsArgs>(c);
     check::<ScanTilesArgs>(c);
     check::<ScanChunksU64Args>(c);

@@ -23,7 +23,7 @@ pub(crate) struct CpuEngine {
     /// a segmentation's table is this one with every fragment replaced by
     /// its region, the same integer counts as from the voxels, in far
     /// fewer steps.
-    fragment_table: Option<std::collections::HashMap<(u64, u64), u64>>,
+    fragment_table: Option<gpu_waterz_eval::ContingencyTable>,
     next: usize,
     timings: StageTimings,
     n_fragments: u64,

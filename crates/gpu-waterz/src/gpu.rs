@@ -39,7 +39,10 @@ type Extras = (Option<Vec<Merge>>, Option<Vec<ScoredEdge>>);
 /// threshold's metrics come from.
 enum GroundTruth {
     Host(Array3<u64>),
-    FragmentTable(std::collections::HashMap<(u64, u64), u64>),
+    /// Taken from device memory (narrowed to u32 there) when the pipeline
+    /// started.
+    Device(DeviceGroundTruth),
+    FragmentTable(gpu_waterz_eval::ContingencyTable),
 }
 
 /// waterz's agglomeration on the GPU, one threshold at a time.
@@ -84,18 +87,66 @@ impl GpuEngine {
             _ => return Err(Error::unsupported("the GPU backend reads float32 or uint8 affinities")),
         };
         gpu.check_free_memory(bytes_needed(n, affinity_bytes), &format!("decoding {n} voxels on the GPU"))?;
+        let t = Instant::now();
         let device = match affs.values() {
             AffinityValues::F32(v) => DeviceAffinities::upload_f32(gpu, &contiguous(v), dims)?,
             AffinityValues::U8(v) => DeviceAffinities::upload_u8(gpu, &contiguous(v), dims)?,
             _ => return Err(Error::unsupported("the GPU backend reads float32 or uint8 affinities")),
         };
-        Self::new(gpu, &device, config, thresholds)
+        gpu.synchronize()?;
+        let upload_s = secs(t);
+        let mut engine = Self::new(gpu, &device, config, thresholds)?;
+        engine.timings.upload_s = upload_s;
+        Ok(engine)
     }
 
     /// Runs the watershed (or takes the configured fragments) and builds
     /// the region graph of affinities on the device; merging starts with
     /// the first threshold. The affinities may be dropped afterwards.
     pub(crate) fn new(gpu: &Gpu, affs: &DeviceAffinities, config: Config, thresholds: Vec<f64>) -> Result<Self> {
+        Self::with_device_ground_truth(gpu, affs, None, config, thresholds)
+    }
+
+    /// As [`GpuEngine::new`], with the ground truth (one u64 label per
+    /// voxel) on the device instead of in the configuration: it is read
+    /// (narrowed to u32 on the device, or downloaded when a label does not
+    /// fit) before this returns, and not needed afterwards.
+    pub(crate) fn with_device_ground_truth(
+        gpu: &Gpu,
+        affs: &DeviceAffinities,
+        device_ground_truth: Option<&DeviceBuffer<u64>>,
+        mut config: Config,
+        thresholds: Vec<f64>,
+    ) -> Result<Self> {
+        let mut from_device = None;
+        if let Some(labels) = device_ground_truth {
+            let n = affs.n_voxels();
+            if labels.len() as u64 != n {
+                return Err(Error::unsupported(format!(
+                    "the ground truth holds {} labels for a volume of {n} voxels",
+                    labels.len()
+                )));
+            }
+            gpu.check_device(labels, "the ground truth")?;
+            match DeviceGroundTruth::from_device(gpu, labels)? {
+                Some(narrow) => from_device = Some(narrow),
+                None => {
+                    let d = affs.dims();
+                    let host = gpu.download(labels)?;
+                    let host = Array3::from_shape_vec((d.z as usize, d.y as usize, d.x as usize), host)
+                        .expect("one label per voxel");
+                    config = config.ground_truth(host);
+                }
+            }
+        }
+        let mut engine = Self::start(gpu, affs, config, thresholds)?;
+        if let Some(narrow) = from_device {
+            engine.ground_truth = Some(GroundTruth::Device(narrow));
+        }
+        Ok(engine)
+    }
+
+    fn start(gpu: &Gpu, affs: &DeviceAffinities, config: Config, thresholds: Vec<f64>) -> Result<Self> {
         let dims = affs.dims();
         let n = affs.n_voxels();
         if let Some(f) = &config.fragments {
@@ -210,6 +261,15 @@ impl GpuEngine {
         Ok(Some((threshold, segmentation)))
     }
 
+    /// The device table from every fragment (dense id) to the caller's id
+    /// of its region at the current threshold, and the regions themselves
+    /// (one per node, as `GpuParhac::roots` gives them), downloaded.
+    fn region_table(&self) -> Result<(DeviceBuffer<u64>, Vec<u32>)> {
+        let roots = self.gpu.download(&self.parhac.roots()?)?;
+        let table: Vec<u64> = roots.iter().map(|&r| self.original_id(r as u64)).collect();
+        Ok((self.gpu.upload(&table)?, roots))
+    }
+
     /// Merges up to the next threshold; returns its result with the
     /// segmentation left on the device, as waterz's uint64 ids.
     pub(crate) fn next_threshold_device(&mut self) -> Result<Option<DeviceThresholdResult>> {
@@ -217,9 +277,7 @@ impl GpuEngine {
             return Ok(None);
         };
         let t = Instant::now();
-        let roots = self.gpu.download(&self.parhac.roots()?)?;
-        let table: Vec<u64> = roots.iter().map(|&r| self.original_id(r as u64)).collect();
-        let table = self.gpu.upload(&table)?;
+        let (table, roots) = self.region_table()?;
         let segmentation = gpu_waterz_parhac::gpu::segment_u64(&self.gpu, &self.fragments, &table)?;
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
@@ -227,26 +285,25 @@ impl GpuEngine {
         Ok(Some(DeviceThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
-    /// Merges up to the next threshold and returns its result, downloaded.
+    /// Merges up to the next threshold and returns its result, downloaded:
+    /// the voxels are relabelled to the caller's ids on the device and
+    /// copied straight into the result (through page-locked staging).
     pub(crate) fn next_threshold(&mut self) -> Result<Option<ThresholdResult>> {
         let Some((threshold, history_start)) = self.advance()? else {
             return Ok(None);
         };
         let t = Instant::now();
-        let regions = self.parhac.segmentation(&self.fragments)?;
-        let labels = self.gpu.download(&regions)?;
-        let n = self.n_voxels() as usize;
-        let values: Vec<u64> = labels[..n].iter().map(|&l| self.original_id(l as u64)).collect();
-        let segmentation = Array3::from_shape_vec(self.shape(), values).expect("one label per voxel");
+        let (table, roots) = self.region_table()?;
+        let segmentation = gpu_waterz_parhac::gpu::segment_u64(&self.gpu, &self.fragments, &table)?;
+        self.gpu.synchronize()?;
+        self.timings.extraction_s += secs(t);
+        let t = Instant::now();
+        let segmentation = self.download(&segmentation)?;
+        self.timings.download_s += secs(t);
+        let t = Instant::now();
         let (merge_history, region_graph) = self.extras(history_start)?;
         self.timings.extraction_s += secs(t);
-        let metrics = match self.ground_truth {
-            Some(_) => {
-                let roots = self.gpu.download(&self.parhac.roots()?)?;
-                self.evaluate(&roots)?
-            }
-            None => None,
-        };
+        let metrics = self.evaluate(&roots)?;
         Ok(Some(ThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
     }
 
@@ -258,21 +315,29 @@ impl GpuEngine {
     /// through its regions, as the CPU backend does, so the metrics are the
     /// CPU evaluation's bit for bit.
     fn evaluate(&mut self, roots: &[u32]) -> Result<Option<gpu_waterz_eval::Metrics>> {
-        let t = Instant::now();
         if let Some(GroundTruth::Host(gt)) = &self.ground_truth {
+            let t = Instant::now();
             let gt = gt.as_standard_layout();
             let device = DeviceGroundTruth::upload(&self.gpu, gt.as_slice().expect("standard layout"))?;
+            self.ground_truth = Some(GroundTruth::Device(device));
+            self.timings.upload_s += secs(t);
+        }
+        if let Some(GroundTruth::Device(device)) = &self.ground_truth {
+            let t = Instant::now();
             let bound = self.fragments.n_fragments() + 1;
             let labels = self.fragments.labels();
-            let table = contingency_on_gpu(&self.gpu, labels, bound, &|f| f as u64, &device, DEFAULT_CHUNK_VOXELS)?;
+            let table = contingency_on_gpu(&self.gpu, labels, bound, &|f| f as u64, device, DEFAULT_CHUNK_VOXELS)?;
             self.ground_truth = Some(GroundTruth::FragmentTable(table));
+            self.timings.evaluation_s += secs(t);
         }
+        let t = Instant::now();
         let metrics = match &self.ground_truth {
             Some(GroundTruth::FragmentTable(table)) => {
                 Some(gpu_waterz_eval::metrics_of_regions(table, |f| self.original_id(roots[f as usize] as u64))?)
             }
             _ => None,
         };
+        tracing::debug!(seconds = secs(t), "metrics from the fragment table");
         self.timings.evaluation_s += secs(t);
         Ok(metrics)
     }
@@ -280,16 +345,16 @@ impl GpuEngine {
     /// The fragments (the watershed's, or the configured ones) in the
     /// caller's ids, downloaded.
     pub(crate) fn fragments(&self) -> Result<Array3<u64>> {
-        let labels = self.gpu.download(self.fragments.labels())?;
-        let n = self.n_voxels() as usize;
-        let values: Vec<u64> = labels[..n].iter().map(|&l| self.original_id(l as u64)).collect();
-        Ok(Array3::from_shape_vec(self.shape(), values).expect("one label per voxel"))
+        let table: Vec<u64> = (0..=self.fragments.n_fragments()).map(|f| self.original_id(f)).collect();
+        let table = self.gpu.upload(&table)?;
+        let labels = gpu_waterz_parhac::gpu::segment_u64(&self.gpu, &self.fragments, &table)?;
+        self.download(&labels)
     }
 
-    /// Downloads a device segmentation as a host volume.
+    /// Downloads a device segmentation as a host volume (through
+    /// page-locked staging, straight into the volume's memory).
     pub(crate) fn download(&self, segmentation: &DeviceBuffer<u64>) -> Result<Array3<u64>> {
-        let mut values = self.gpu.download(segmentation)?;
-        values.truncate(self.n_voxels() as usize);
+        let values = self.gpu.download_prefix(segmentation, self.n_voxels() as usize)?;
         Ok(Array3::from_shape_vec(self.shape(), values).expect("one label per voxel"))
     }
 

@@ -121,6 +121,20 @@ impl Agglomeration {
     /// the backend must be that GPU's (`Backend::Gpu`, or `Auto`, which
     /// then uses it). The affinities are not needed after this returns.
     pub fn from_device(affinities: &DeviceAffinities, gpu: &Gpu, config: Config) -> Result<Self> {
+        Self::from_device_with_ground_truth(affinities, None, gpu, config)
+    }
+
+    /// As [`Agglomeration::from_device`], with the ground truth on the
+    /// device too (one u64 label per voxel, C order; `None` for the
+    /// configured one, if any): it is read before this returns (narrowed to
+    /// u32 on the device when every label fits, else downloaded) and takes
+    /// the place of [`Config::ground_truth`].
+    pub fn from_device_with_ground_truth(
+        affinities: &DeviceAffinities,
+        ground_truth: Option<&DeviceBuffer<u64>>,
+        gpu: &Gpu,
+        config: Config,
+    ) -> Result<Self> {
         config.check_values()?;
         let thresholds = Thresholds::new(&config.thresholds)?.values().to_vec();
         match &config.backend {
@@ -141,7 +155,7 @@ impl Agglomeration {
         if let Some(why) = config.gpu_unsupported() {
             return Err(Error::unsupported(why));
         }
-        let engine = GpuEngine::new(gpu, affinities, config, thresholds)?;
+        let engine = GpuEngine::with_device_ground_truth(gpu, affinities, ground_truth, config, thresholds)?;
         Ok(Self { engine: Engine::Gpu(Box::new(engine)), note: None, warnings: Vec::new() })
     }
 

@@ -44,14 +44,19 @@ pub struct DeviceThresholdResult {
 #[derive(Clone, Debug, Default, Serialize)]
 #[non_exhaustive]
 pub struct StageTimings {
+    /// Copying host affinities to the device (zero when they were there).
+    pub upload_s: f64,
     /// Watershed (zero when fragments were given).
     pub watershed_s: f64,
     /// Region graph and initial statistics.
     pub region_graph_s: f64,
     /// Merging, all thresholds so far.
     pub merging_s: f64,
-    /// Relabelling the segmentations.
+    /// Relabelling the segmentations (and, on the GPU, collecting the merge
+    /// history and region graph when asked for).
     pub extraction_s: f64,
+    /// Copying the segmentations from the device to the host.
+    pub download_s: f64,
     /// Metrics against the ground truth.
     pub evaluation_s: f64,
 }

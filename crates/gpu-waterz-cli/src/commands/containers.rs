@@ -72,11 +72,12 @@ impl Labels<'_> {
 }
 
 fn narrow(segmentation: &Array3<u64>, label_type: LabelType) -> Result<Labels<'_>> {
-    let max = segmentation.iter().copied().max().unwrap_or(0);
+    use ndarray::parallel::prelude::*;
+    let max = segmentation.par_iter().copied().max().unwrap_or(0);
     let fits = max <= u32::MAX as u64;
     Ok(match (label_type, fits) {
         (LabelType::Uint64, _) | (LabelType::Auto, false) => Labels::U64(segmentation.view()),
-        (_, true) => Labels::U32(segmentation.mapv(|l| l as u32)),
+        (_, true) => Labels::U32(ndarray::Zip::from(segmentation).par_map_collect(|&l| l as u32)),
         (LabelType::Uint32, false) => {
             return Err(anyhow!("--label-type uint32: label {max} does not fit uint32 (use auto or uint64)"))
         }

@@ -131,6 +131,8 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     let target = args.out.as_ref().or(args.out_dir.as_ref()).context("--out or --out-dir names the output")?;
     let container = if args.out.is_some() { Container::of(target) } else { Container::NpyFolder };
     let folder = OutputFolder::begin(target, args.overwrite, container.is_file())?;
+    // Opening the device (`--backend gpu`) and taking the output folder.
+    let open_s = start.elapsed().as_secs_f64();
 
     let t = Instant::now();
     let affinities = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
@@ -153,13 +155,21 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     let mut writer =
         ContainerWriter::new(container, folder.path(), args.label_type, spatial.clone(), args.zarr_format)?;
     let scoring = args.scoring.parse::<ScoringFunction>()?;
+    let t = Instant::now();
     let mut run = progress.stage("watershed and region graph", || Ok(Agglomeration::new(&affs, config)?))?;
+    // Starting the pipeline: its own stages (upload, watershed, region
+    // graph) are in "stages"; the rest is checking the input.
+    let pipeline_s = t.elapsed().as_secs_f64();
     if let Some(note) = run.backend_note() {
         progress.note(note);
     }
     if let Some(note) = affinities.channel_note() {
         progress.note(&note);
     }
+    // The pipeline holds what it needs (on the GPU, the affinities were
+    // uploaded): the host copy goes now, before the segmentations come.
+    let (dims, n_voxels) = (affs.dims(), affs.n_voxels());
+    drop(affinities);
     // Warnings are printed even with --quiet, and kept in summary.json.
     for warning in run.warnings() {
         eprintln!("gpu-waterz: warning: {warning}");
@@ -171,18 +181,35 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     } else {
         None
     };
-    let mut per_threshold = Vec::new();
+    // The pipeline runs on its own thread, one threshold ahead: while this
+    // thread writes a threshold's result, the next one is computed. The
+    // rendezvous channel keeps at most one finished result waiting.
     let n_thresholds = args.thresholds.len();
-    for (i, threshold) in args.thresholds.iter().enumerate() {
-        let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
-        let Some(result) = progress.stage(&stage, || Ok(run.next_threshold()?))? else { break };
-        let write = format!("writing threshold {}/{n_thresholds}", i + 1);
-        let t = Instant::now();
-        let mut entry = progress.stage(&write, || write_threshold(&mut writer, i, &result))?;
-        entry["write_s"] = t.elapsed().as_secs_f64().into();
-        per_threshold.push(entry);
-    }
-    let dims = affs.dims();
+    let per_threshold = std::thread::scope(|scope| -> Result<Vec<serde_json::Value>> {
+        let (send, receive) = std::sync::mpsc::sync_channel::<Result<ThresholdResult>>(0);
+        let pipeline = &mut run;
+        scope.spawn(move || {
+            for _ in 0..n_thresholds {
+                let next = pipeline.next_threshold().map_err(anyhow::Error::from).transpose();
+                let Some(next) = next else { break };
+                let failed = next.is_err();
+                if send.send(next).is_err() || failed {
+                    break;
+                }
+            }
+        });
+        let mut entries = Vec::new();
+        for (i, threshold) in args.thresholds.iter().enumerate() {
+            let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
+            let Some(result) = progress.stage(&stage, || receive.recv().ok().transpose())? else { break };
+            let write = format!("writing threshold {}/{n_thresholds}", i + 1);
+            let t = Instant::now();
+            let mut entry = progress.stage(&write, || write_threshold(&mut writer, i, &result))?;
+            entry["write_s"] = t.elapsed().as_secs_f64().into();
+            entries.push(entry);
+        }
+        Ok(entries)
+    })?;
     let arithmetic = match (run.backend(), args.arithmetic) {
         (BackendKind::Cpu, None | Some(ArithmeticArg::Waterz)) => "waterz",
         _ => "exact",
@@ -192,16 +219,18 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         "warnings": run.warnings(),
         "affinities": args.affinities,
         "shape": [dims.z, dims.y, dims.x],
-        "n_voxels": affs.n_voxels(),
+        "n_voxels": n_voxels,
         "scoring_function": scoring.waterz_name(),
         "arithmetic": arithmetic,
         "aff_threshold_low": args.aff_threshold_low,
         "aff_threshold_high": args.aff_threshold_high,
         "thresholds": per_threshold,
         "timings_s": {
+            "open": open_s,
             "read": read_s,
+            "pipeline_start": pipeline_s,
             "stages": run.timings(),
-            "total": start.elapsed().as_secs_f64(),
+            "write": per_threshold.iter().filter_map(|e| e["write_s"].as_f64()).sum::<f64>(),
         },
     });
     if let (Some(stats), Some(gpu)) = (run.gpu_stats(), run.gpu()) {
@@ -221,11 +250,19 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         "container": format!("{container:?}"),
         "attributes": spatial,
     });
+    // "finish" is this last step; "total" ends before it (the summary is
+    // part of what it writes).
+    summary["timings_s"]["total"] = start.elapsed().as_secs_f64().into();
+    let t = Instant::now();
     progress.stage("finishing the output", || {
         writer.finish(&summary)?;
         folder.commit()
     })?;
+    summary["timings_s"]["finish"] = t.elapsed().as_secs_f64().into();
     println!("{}", serde_json::to_string_pretty(&summary)?);
+    // The process ends here: the operating system takes back the volumes
+    // and the device at once, faster than freeing them piece by piece.
+    std::mem::forget(run);
     Ok(())
 }
 

@@ -15,7 +15,6 @@ pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElem
 pub use zarr::read_zarr;
 
 use ndarray::ArrayD;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Errors of reading and writing volumes.
@@ -194,12 +193,29 @@ pub(crate) fn format_err(path: &Path, format: &'static str, reason: impl Into<St
 /// Writes `bytes` to `path` atomically: a temporary file beside it, then a
 /// rename. On failure nothing is left at `path` or beside it.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    write_parts_atomically(path, &[bytes], usize::MAX)
+}
+
+/// Writes the concatenation of `parts` to `path` as [`write_atomically`]
+/// does, writing each part in pieces of `piece_bytes` on all threads.
+pub fn write_parts_atomically(path: &Path, parts: &[&[u8]], piece_bytes: usize) -> Result<(), IoError> {
+    use rayon::prelude::*;
+    use std::os::unix::fs::FileExt;
     let write_err = |source| IoError::Write { path: path.to_path_buf(), cause: source };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let f = std::fs::File::create(&tmp)?;
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        f.set_len(total as u64)?;
+        let mut offset = 0u64;
+        for part in parts {
+            let base = offset;
+            part.par_chunks(piece_bytes.max(1))
+                .enumerate()
+                .try_for_each(|(i, piece)| f.write_all_at(piece, base + (i as u64) * piece_bytes.max(1) as u64))?;
+            offset += part.len() as u64;
+        }
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();

@@ -184,7 +184,9 @@ def agglomerate(
     else:
         affs_f32 = affs_u8 = None
         shape = cuda["shape"]
-    gt = _labels("gt", _host(gt), shape)
+    # A CUDA ground truth next to CUDA affinities is read in place.
+    cuda_gt = _cuda_labels("gt", gt, shape, cuda["device"]) if cuda is not None else None
+    gt_host = _labels("gt", _host(gt), shape) if cuda_gt is None else None
     fragments = _labels("fragments", _host(fragments), shape)
     try:
         wanted = sorted(float(t) for t in thresholds)
@@ -207,12 +209,41 @@ def agglomerate(
     else:
         cuda_affs, ordinal, convert = None, 0, None
     run = _native.agglomerate(
-        affs_f32, affs_u8, cuda_affs, backend, ordinal, distinct, gt, fragments, *common,
-        0.0 if epsilon is None else float(epsilon),
+        affs_f32, affs_u8, cuda_affs, backend, ordinal, distinct, gt_host, fragments, *common,
+        0.0 if epsilon is None else float(epsilon), cuda_gt,
     )
     for warning in run.warnings:
         warnings.warn(f"gpu_waterz: {warning}", UserWarning, stacklevel=2)
     return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert)
+
+
+def _cuda_labels(name, volume, shape, device):
+    """The device address of CUDA labels that can be read in place: int64
+    or uint64, C-contiguous, of the volume's shape, on the affinities'
+    device, none negative (checked on the device). None for anything else,
+    which is then copied to the host and checked there."""
+    cai = getattr(volume, "__cuda_array_interface__", None)
+    if cai is None or cai["typestr"] not in ("<i8", "<u8"):
+        return None
+    if tuple(int(d) for d in cai["shape"]) != tuple(shape):
+        return None
+    strides = cai.get("strides")
+    if strides is not None and tuple(strides) != (8 * shape[1] * shape[2], 8 * shape[2], 8):
+        return None
+    module = type(volume).__module__.split(".")[0]
+    if module == "torch":
+        on = volume.device.index
+        negative = cai["typestr"] == "<i8" and bool((volume < 0).any())
+    elif module == "cupy":
+        on = volume.device.id
+        negative = cai["typestr"] == "<i8" and bool((volume < 0).any())
+    else:
+        return None
+    if on != device:
+        return None
+    if negative:
+        raise ValueError(f"{name} must not hold negative labels")
+    return int(cai["data"][0])
 
 
 def _host(volume):

@@ -1,0 +1,246 @@
+//! Large copies between host memory and the device through page-locked
+//! staging buffers.
+//!
+//! A copy from or to ordinary (pageable) host memory makes the driver stage
+//! it through its own small page-locked buffers, one piece after the other,
+//! at a fraction of the bus's speed. Here a large copy goes through two
+//! page-locked buffers of [`STAGING_CHUNK_BYTES`] that the device handle
+//! keeps: while the device copies one piece into (or out of) one buffer,
+//! the host's threads copy the other piece between the second buffer and
+//! the caller's memory. Copies below [`STAGING_MIN_BYTES`] go directly.
+
+use crate::device::Gpu;
+use crate::{DeviceBuffer, DeviceElement, DriverContext, Result};
+use cudarc::driver::{result as driver, CudaEvent, DevicePtr, DevicePtrMut};
+use rayon::prelude::*;
+use std::mem::{size_of, MaybeUninit};
+
+/// The size of each of the two staging buffers.
+pub const STAGING_CHUNK_BYTES: usize = 32 << 20;
+
+/// Copies smaller than this go directly between pageable memory and the
+/// device.
+pub const STAGING_MIN_BYTES: usize = 8 << 20;
+
+/// The bytes each host thread copies at a time between a staging buffer
+/// and the caller's memory.
+const HOST_PIECE_BYTES: usize = 1 << 20;
+
+/// Page-locked host memory from `cuMemHostAlloc`, freed on drop.
+struct PinnedBytes {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the allocation is plain memory owned by this value alone; the
+// device reads or writes it only between a copy's launch and the event that
+// `Staging` records after it, which every host access waits for.
+unsafe impl Send for PinnedBytes {}
+
+impl PinnedBytes {
+    fn new(len: usize) -> std::result::Result<Self, cudarc::driver::DriverError> {
+        // SAFETY: allocates `len` bytes of page-locked memory (flags 0:
+        // cached, so that host reads are fast); a null pointer is an error.
+        let ptr = unsafe { driver::malloc_host(len, 0) }? as *mut u8;
+        assert!(!ptr.is_null(), "cuMemHostAlloc returned success and a null pointer");
+        Ok(Self { ptr, len })
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` holds `len` bytes owned by `self`, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for PinnedBytes {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from cuMemHostAlloc and is freed once. Every
+        // copy into it was waited for by its user before the drop (the
+        // staging lock is held for a whole transfer).
+        let _ = unsafe { driver::free_host(self.ptr.cast()) };
+    }
+}
+
+/// Two staging buffers and the events that say when the device is done
+/// with each.
+pub(crate) struct Staging {
+    buffers: [PinnedBytes; 2],
+    events: [CudaEvent; 2],
+}
+
+impl Staging {
+    fn new(gpu: &Gpu) -> Result<Self> {
+        let buffer =
+            || PinnedBytes::new(STAGING_CHUNK_BYTES).context(|| "allocating page-locked staging memory".into());
+        let event = || gpu.ctx.new_event(None).context(|| "creating a staging event".into());
+        Ok(Self { buffers: [buffer()?, buffer()?], events: [event()?, event()?] })
+    }
+}
+
+/// Elements of `T` per staging buffer.
+fn chunk_elements<T>() -> usize {
+    STAGING_CHUNK_BYTES / size_of::<T>()
+}
+
+/// Copies `src` into `dst` (same length) on all host threads.
+fn parallel_copy<T: Copy + Send + Sync>(src: &[T], dst: &mut [MaybeUninit<T>]) {
+    let piece = (HOST_PIECE_BYTES / size_of::<T>()).max(1);
+    dst.par_chunks_mut(piece).zip(src.par_chunks(piece)).for_each(|(d, s)| {
+        for (d, s) in d.iter_mut().zip(s) {
+            d.write(*s);
+        }
+    });
+}
+
+impl Gpu {
+    /// Runs `f` with the device's staging buffers, made on first use.
+    fn with_staging<R>(&self, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
+        let mut guard = self.staging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if guard.is_none() {
+            *guard = Some(Staging::new(self)?);
+        }
+        f(guard.as_mut().expect("made above"))
+    }
+
+    /// Copies the first `dst.len()` elements of `buffer` into `dst`
+    /// (synchronizes), through the staging buffers when the copy is large.
+    /// Fails when the buffer is shorter than `dst`.
+    pub fn download_into<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>, dst: &mut [MaybeUninit<T>]) -> Result<()> {
+        self.check_device(buffer, "the buffer")?;
+        let n = dst.len();
+        if n > buffer.len() {
+            return Err(crate::RuntimeError::InvalidLaunch {
+                kernel: "download",
+                reason: format!("{n} elements from a buffer of {}", buffer.len()),
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // The raw copies below need the context current on this thread
+        // (a pipeline may run on a worker thread).
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let (base, _sync) = buffer.slice().device_ptr(&self.stream);
+        let stream = self.stream.cu_stream();
+        if n * size_of::<T>() < STAGING_MIN_BYTES {
+            // SAFETY: `dst` holds `n` writable elements and the device range
+            // [base, base + n elements) lies in `buffer`; the copy is waited
+            // for below before `dst` is given back.
+            unsafe {
+                let bytes = std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), n * size_of::<T>());
+                driver::memcpy_dtoh_async(bytes, base, stream).context(|| format!("downloading {n} elements"))?;
+            }
+            return self.stream.synchronize().context(|| "waiting for a download".into());
+        }
+        let chunk = chunk_elements::<T>();
+        let pieces: Vec<(usize, usize)> = (0..n).step_by(chunk).map(|s| (s, (s + chunk).min(n))).collect();
+        self.with_staging(|staging| {
+            let issue = |staging: &mut Staging, i: usize| -> Result<()> {
+                let (start, end) = pieces[i];
+                let bytes = (end - start) * size_of::<T>();
+                let slot = i % 2;
+                let target = &mut staging.buffers[slot].bytes_mut()[..bytes];
+                // SAFETY: the device range [start, end) lies in `buffer`
+                // (end <= n <= len); `target` is page-locked memory of
+                // `bytes` bytes that no one reads until the event recorded
+                // after this copy has completed.
+                unsafe { driver::memcpy_dtoh_async(target, base + (start * size_of::<T>()) as u64, stream) }
+                    .context(|| format!("downloading elements {start}..{end}"))?;
+                staging.events[slot].record(&self.stream).context(|| "recording a staging event".into())
+            };
+            issue(staging, 0)?;
+            for i in 0..pieces.len() {
+                if i + 1 < pieces.len() {
+                    issue(staging, i + 1)?;
+                }
+                let slot = i % 2;
+                staging.events[slot].synchronize().context(|| "waiting for a staged download".into())?;
+                let (start, end) = pieces[i];
+                let bytes = &staging.buffers[slot].bytes_mut()[..(end - start) * size_of::<T>()];
+                // SAFETY: the device wrote these bytes (the event completed),
+                // and every bit pattern is a valid `T` (DeviceElement); the
+                // buffer is page-aligned, so aligned for `T`.
+                let values = unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), end - start) };
+                parallel_copy(values, &mut dst[start..end]);
+            }
+            Ok(())
+        })
+    }
+
+    /// Copies a device buffer to a new host vector (synchronizes), through
+    /// the staging buffers when it is large.
+    pub fn download<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        self.download_prefix(buffer, buffer.len())
+    }
+
+    /// Copies the first `len` elements of a device buffer to a new host
+    /// vector (synchronizes); fails when the buffer is shorter.
+    pub fn download_prefix<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>, len: usize) -> Result<Vec<T>> {
+        let mut values = Vec::with_capacity(len);
+        self.download_into(buffer, &mut values.spare_capacity_mut()[..len])?;
+        // SAFETY: `download_into` wrote all `len` elements or failed.
+        unsafe { values.set_len(len) };
+        Ok(values)
+    }
+
+    /// Copies `host` into `buffer` starting at element `offset`, through
+    /// the staging buffers when the copy is large (returns once the host
+    /// memory may be reused).
+    pub fn upload_into<T: DeviceElement>(&self, buffer: &mut DeviceBuffer<T>, offset: usize, host: &[T]) -> Result<()> {
+        self.check_device(buffer, "the buffer")?;
+        let n = host.len();
+        offset.checked_add(n).filter(|&e| e <= buffer.len()).ok_or_else(|| crate::RuntimeError::InvalidLaunch {
+            kernel: "upload_into",
+            reason: format!("{n} elements at {offset} do not fit a buffer of {}", buffer.len()),
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let stream = self.stream.clone();
+        let (base, _sync) = buffer.slice_mut().device_ptr_mut(&stream);
+        let base = base + (offset * size_of::<T>()) as u64;
+        if std::mem::size_of_val(host) < STAGING_MIN_BYTES {
+            // SAFETY: [base, base + n elements) lies in `buffer` (checked
+            // above); `host` is read before the synchronize returns.
+            unsafe { driver::memcpy_htod_async(base, host, stream.cu_stream()) }
+                .context(|| format!("uploading {n} elements"))?;
+            return stream.synchronize().context(|| "waiting for an upload".into());
+        }
+        let chunk = chunk_elements::<T>();
+        self.with_staging(|staging| {
+            for (i, start) in (0..n).step_by(chunk).enumerate() {
+                let stop = (start + chunk).min(n);
+                let slot = i % 2;
+                // The device must be done with this buffer's last piece.
+                staging.events[slot].synchronize().context(|| "waiting for a staged upload".into())?;
+                let bytes = &mut staging.buffers[slot].bytes_mut()[..(stop - start) * size_of::<T>()];
+                // SAFETY: the staging buffer is page-aligned and holds
+                // `stop - start` elements' bytes, which are written here
+                // before the device reads them.
+                let values = unsafe {
+                    std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<MaybeUninit<T>>(), stop - start)
+                };
+                parallel_copy(&host[start..stop], values);
+                // SAFETY: [start, stop) lies in the checked device range; the
+                // staging bytes were written above and are not touched again
+                // until this slot's event (recorded next) completes.
+                unsafe {
+                    let written = std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), stop - start);
+                    driver::memcpy_htod_async(base + (start * size_of::<T>()) as u64, written, stream.cu_stream())
+                }
+                .context(|| format!("uploading elements {start}..{stop}"))?;
+                staging.events[slot].record(&stream).context(|| "recording a staging event".into())?;
+            }
+            stream.synchronize().context(|| "waiting for a staged upload".into())
+        })
+    }
+
+    /// Copies a host slice to a new device buffer, through the staging
+    /// buffers when it is large.
+    pub fn upload<T: DeviceElement>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut buffer = self.uninit::<T>(host.len())?;
+        self.upload_into(&mut buffer, 0, host)?;
+        Ok(buffer)
+    }
+}
