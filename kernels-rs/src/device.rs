@@ -461,3 +461,27 @@ pub fn warp_uniform_stride(n: u64, mut f: impl FnMut(u64, bool)) {
         base += stride;
     }
 }
+
+/// `2^x` by the special-function unit (PTX `ex2.approx.ftz.f32`: relative
+/// error about 2^-22; subnormal results flush to 0; `2^-inf = 0`).
+#[inline(always)]
+pub fn ex2_approx_f32(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: a register-only arithmetic instruction.
+    unsafe {
+        core::arch::asm!("ex2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack));
+    }
+    y
+}
+
+/// `log2 x` by the special-function unit (PTX `lg2.approx.ftz.f32`:
+/// absolute error about 2^-22; `log2 0 = -inf`, subnormal inputs count as 0).
+#[inline(always)]
+pub fn lg2_approx_f32(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: a register-only arithmetic instruction.
+    unsafe {
+        core::arch::asm!("lg2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack));
+    }
+    y
+}

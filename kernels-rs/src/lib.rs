@@ -23,6 +23,7 @@ pub mod graph;
 pub mod parhac;
 pub mod primitives;
 pub mod reduce;
+pub mod transport;
 pub mod watershed;
 
 #[panic_handler]

@@ -8,8 +8,17 @@ use anyhow::{Context, Result};
 use std::process::Command;
 
 /// The stock waterz the reference is checked against, and what its suite needs.
-const COMPAT_PACKAGES: &[&str] =
-    &["waterz==0.10.1", "numpy", "h5py", "zarr", "funlib.persistence", "pytest", "maturin>=1.5,<2", "ziglang"];
+const COMPAT_PACKAGES: &[&str] = &[
+    "waterz==0.10.1",
+    "numpy",
+    "h5py",
+    "zarr",
+    "funlib.persistence",
+    "pytest",
+    "maturin>=1.5,<2",
+    "ziglang",
+    "POT==0.9.5",
+];
 
 /// The virtualenv with stock waterz and the suite's packages (made or
 /// updated here); returns its Python.

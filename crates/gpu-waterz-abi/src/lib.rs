@@ -14,6 +14,7 @@
 #[macro_use]
 pub mod kernel;
 pub mod primitives;
+pub mod transport;
 pub mod watershed;
 
 pub use kernel::{Kernel, KernelArgs};

@@ -40,6 +40,20 @@ pub(crate) fn borrow_labels(gpu: &Gpu, address: u64, n: usize) -> PyResult<Devic
     unsafe { gpu.borrow_device_memory::<u64>(address, n) }.map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
 }
 
+/// Views `n` CUDA floats at device address `address` without a copy, read
+/// or written in place (the transport's inputs and the potentials it
+/// writes), under [`borrow_affinities`]'s rule: the Python caller holds the
+/// tensors for the whole call, which synchronizes before it returns.
+pub(crate) fn borrow_floats<T: gpu_waterz_transport::gpu::DeviceFloat>(
+    gpu: &Gpu,
+    address: u64,
+    n: usize,
+) -> PyResult<DeviceBuffer<T>> {
+    // SAFETY: see `borrow_affinities`; the driver checks that the range is
+    // one live allocation of this device.
+    unsafe { gpu.borrow_device_memory::<T>(address, n) }.map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
+}
+
 /// A uint64 segmentation on a CUDA device, for torch and cupy to take
 /// without a copy.
 #[pyclass(module = "gpu_waterz._native")]

@@ -9,6 +9,7 @@
 mod cuda;
 mod pipeline;
 mod results;
+mod transport;
 
 use numpy::PyReadonlyArray3;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -53,6 +54,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cuda::CudaVolume>()?;
     m.add_function(wrap_pyfunction!(pipeline::agglomerate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(transport::sinkhorn_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(transport::sinkhorn_f64, m)?)?;
+    m.add_function(wrap_pyfunction!(transport::sinkhorn_cuda, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,463 @@
+//! Launch constants, argument structs and float64 math of the batched
+//! Sinkhorn kernels (entropic optimal transport between `n` pairs of
+//! histograms of `d` bins that share one `d × d` cost matrix).
+//!
+//! Layouts: matrices are row-major `d × d`; the batch's histograms,
+//! scalings and potentials are row-major `n × d` (pair `t`, bin `i` at
+//! `t * d + i`).
+
+/// Threads per block of the row kernels.
+pub const TRANSPORT_THREADS: u32 = 128;
+/// Pairs handled together by one block: each matrix row is read once for
+/// this many scaling vectors, held in registers.
+pub const TRANSPORT_TILE: u32 = 8;
+/// Dynamic shared memory of a row kernel, in elements: one partial result
+/// (two for the log-domain merge) per tile item per thread.
+pub const TRANSPORT_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_TILE * TRANSPORT_THREADS;
+
+/// `ln 2` split so that `k * LN2_HI` is exact for `|k| < 2^20`.
+const LN2_HI: f64 = f64::from_bits(core::f64::consts::LN_2.to_bits() & 0xFFFF_FFFF_F000_0000);
+/// The rest of `ln 2` after [`LN2_HI`], to float64 precision (from the true
+/// value, not from `LN_2 - LN2_HI`, which would lose `LN_2`'s own rounding).
+const LN2_LO: f64 = 2.789_766_808_773_754_5e-8;
+
+/// `e^x` in float64 without the standard library (the device has no `exp`
+/// instruction for float64): `x = k ln 2 + r` with `|r| <= ln 2 / 2`, then
+/// the Taylor series of `e^r` to degree 14 (its remainder is below 1e-18),
+/// scaled by `2^k`. Within a few units in the last place of the true value
+/// (tested against `f64::exp`); `e^-inf = 0`, `e^inf = inf`, NaN stays NaN.
+#[inline(always)]
+pub fn exp_f64(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    if x > 709.782_712_893_384 {
+        return f64::INFINITY;
+    }
+    if x < -745.2 {
+        return 0.0;
+    }
+    let kf = round_f64(x * core::f64::consts::LOG2_E);
+    let k = kf as i64;
+    let r = (x - kf * LN2_HI) - kf * LN2_LO;
+    // Horner's scheme for sum_{j=0..=14} r^j / j!: p = 1 + r p / j, j = 14..1.
+    let mut p = 1.0;
+    let mut j = 14.0;
+    while j > 0.5 {
+        p = 1.0 + r * p / j;
+        j -= 1.0;
+    }
+    scale_by_power_of_two(p, k)
+}
+
+/// Rounds to the nearest integer (half away from zero), without `std`.
+#[inline(always)]
+fn round_f64(x: f64) -> f64 {
+    let t = x as i64 as f64; // truncation toward zero
+    let d = x - t;
+    if d >= 0.5 {
+        t + 1.0
+    } else if d <= -0.5 {
+        t - 1.0
+    } else {
+        t
+    }
+}
+
+/// `x * 2^k` for the `k` that [`exp_f64`] meets (`-1080 < k < 1025`), in two
+/// steps so that neither factor overflows or underflows on its own.
+#[inline(always)]
+fn scale_by_power_of_two(x: f64, k: i64) -> f64 {
+    let half = k / 2;
+    let rest = k - half;
+    x * power_of_two(half) * power_of_two(rest)
+}
+
+/// `2^k` for `-1022 <= k <= 1023` (normal numbers), else its nearest
+/// bound (callers split their exponent so that this suffices).
+#[inline(always)]
+fn power_of_two(k: i64) -> f64 {
+    let k = k.clamp(-1022, 1023);
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// `ln x` in float64 without the standard library: `x = m 2^e` with
+/// `m` in `[sqrt(1/2), sqrt(2))`, `ln m = 2 atanh(s)`, `s = (m - 1) / (m + 1)`
+/// (`|s| < 0.172`), summed to `s^23` (remainder below 1e-18). Within a few
+/// units in the last place; `ln 0 = -inf`, negative or NaN gives NaN,
+/// `ln inf = inf`. Subnormal inputs are scaled into the normal range first.
+#[inline(always)]
+pub fn ln_f64(x: f64) -> f64 {
+    if x.is_nan() || x < 0.0 {
+        return f64::NAN;
+    }
+    if x == 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if x == f64::INFINITY {
+        return x;
+    }
+    let (x, extra) = if x < f64::MIN_POSITIVE { (x * power_of_two(60), -60i64) } else { (x, 0) };
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7FF) as i64 - 1023 + extra;
+    let mut m = f64::from_bits((bits & 0x000F_FFFF_FFFF_FFFF) | (1023u64 << 52));
+    if m > core::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let s = (m - 1.0) / (m + 1.0);
+    let z = s * s;
+    // 2 * (s + s^3/3 + ... + s^23/23), by Horner in z.
+    let mut p = 1.0 / 23.0;
+    let mut j = 21.0;
+    while j > 0.5 {
+        p = p * z + 1.0 / j;
+        j -= 2.0;
+    }
+    let e = e as f64;
+    e * LN2_HI + (2.0 * s * p + e * LN2_LO)
+}
+
+/// Sinkhorn arguments of both float types.
+macro_rules! transport_args {
+    ($real:ty, $prepare:ident, $scaling:ident, $log:ident, $potentials:ident, $cost:ident) => {
+        /// `ot_prepare_*`: `out[i][j] = f(m[i][j])` and `out_t[j][i]` the
+        /// same, with `f(x) = e^(-x / reg)` when `exponentiate` is 1, else
+        /// `f(x) = x` (a transpose).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $prepare {
+            /// `d * d` values, row-major.
+            pub m: *const $real,
+            /// The number of bins.
+            pub d: u64,
+            /// The entropic regularisation (> 0).
+            pub reg: $real,
+            /// 1: the Gibbs kernel `e^(-m / reg)`; 0: `m` itself.
+            pub exponentiate: u32,
+            /// `d * d` writable values.
+            pub out: *mut $real,
+            /// `d * d` writable values: the transpose of `out`.
+            pub out_t: *mut $real,
+        }
+
+        /// `ot_scaling_update_*`: for every pair `t` and bin `i`,
+        /// `s = sum_j op[i][j] x_in[t][j]`, then `x_out[t][i] =
+        /// marginal[t][i] / s` (0 where the marginal is 0); with `err` not
+        /// null, first `err[t][i] = |x_out[t][i] s - marginal[t][i]|` (the
+        /// marginal error of the scalings before the update).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $scaling {
+            /// `d * d` values: the Gibbs kernel or its transpose.
+            pub op: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// `n * d` values: the other side's scalings.
+            pub x_in: *const $real,
+            /// `n * d` values: this side's histograms.
+            pub marginal: *const $real,
+            /// `n * d` values, read then written: this side's scalings.
+            pub x_out: *mut $real,
+            /// `n * d` writable values, or null.
+            pub err: *mut $real,
+        }
+
+        /// `ot_log_update_*`: for every pair `t` and bin `i`,
+        /// `l = logsumexp_j((p_in[t][j] - c[i][j]) / reg)`, then
+        /// `p_out[t][i] = reg ln marginal[t][i] - reg l` (-inf where the
+        /// marginal is 0); with `err` not null, first `err[t][i] =
+        /// |e^(p_out[t][i] / reg + l) - marginal[t][i]|`.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $log {
+            /// `d * d` values: the cost matrix or its transpose.
+            pub c: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// The entropic regularisation (> 0).
+            pub reg: $real,
+            /// `n * d` values: the other side's potentials.
+            pub p_in: *const $real,
+            /// `n * d` values: this side's histograms.
+            pub marginal: *const $real,
+            /// `n * d` values, read then written: this side's potentials.
+            pub p_out: *mut $real,
+            /// `n * d` writable values, or null.
+            pub err: *mut $real,
+        }
+
+        /// `ot_potentials_*`: `x[k] = reg ln x[k]` for `k < len` (scalings
+        /// to potentials; a zero scaling gives -inf).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $potentials {
+            /// `len` values, read then written.
+            pub x: *mut $real,
+            /// How many.
+            pub len: u64,
+            /// The entropic regularisation (> 0).
+            pub reg: $real,
+        }
+
+        /// `ot_cost_*`: `partial[t][i] = sum_j g_ij (f[t][i] + g[t][j])`,
+        /// `g_ij = e^((f[t][i] + g[t][j] - c[i][j]) / reg)` (0 where a
+        /// potential is -inf): row `i`'s part of pair `t`'s entropic cost
+        /// `<plan, c> + reg sum plan ln plan`.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $cost {
+            /// `d * d` values: the cost matrix.
+            pub c: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// The entropic regularisation (> 0).
+            pub reg: $real,
+            /// `n * d` values: the first side's potentials.
+            pub f: *const $real,
+            /// `n * d` values: the second side's potentials.
+            pub g: *const $real,
+            /// `n * d` writable values.
+            pub partial: *mut $real,
+        }
+    };
+}
+
+transport_args!(f32, OtPrepareF32Args, OtScalingUpdateF32Args, OtLogUpdateF32Args, OtPotentialsF32Args, OtCostF32Args);
+transport_args!(f64, OtPrepareF64Args, OtScalingUpdateF64Args, OtLogUpdateF64Args, OtPotentialsF64Args, OtCostF64Args);
+
+impl_kernel_args!(
+    OtPrepareF32Args => OtPrepareF32 { m, d, reg, exponentiate, out, out_t },
+    OtPrepareF64Args => OtPrepareF64 { m, d, reg, exponentiate, out, out_t },
+    OtScalingUpdateF32Args => OtScalingUpdateF32 { op, n, d, x_in, marginal, x_out, err },
+    OtScalingUpdateF64Args => OtScalingUpdateF64 { op, n, d, x_in, marginal, x_out, err },
+    OtLogUpdateF32Args => OtLogUpdateF32 { c, n, d, reg, p_in, marginal, p_out, err },
+    OtLogUpdateF64Args => OtLogUpdateF64 { c, n, d, reg, p_in, marginal, p_out, err },
+    OtPotentialsF32Args => OtPotentialsF32 { x, len, reg },
+    OtPotentialsF64Args => OtPotentialsF64 { x, len, reg },
+    OtCostF32Args => OtCostF32 { c, n, d, reg, f, g, partial },
+    OtCostF64Args => OtCostF64 { c, n, d, reg, f, g, partial },
+);
+
+/// The float types of the Sinkhorn kernels.
+pub trait Real:
+    Copy
+    + PartialOrd
+    + core::ops::Add<Output = Self>
+    + core::ops::Sub<Output = Self>
+    + core::ops::Mul<Output = Self>
+    + core::ops::Div<Output = Self>
+    + core::ops::Neg<Output = Self>
+{
+    /// 0.
+    const ZERO: Self;
+    /// 1.
+    const ONE: Self;
+    /// -inf.
+    const NEG_INFINITY: Self;
+}
+
+impl Real for f32 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
+}
+
+impl Real for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+}
+
+/// How `e^x` and `ln x` are computed for `T`: the device uses its own
+/// instructions for float32; [`Software`] is the float64 code above.
+pub trait Math<T> {
+    /// `e^x` (`e^-inf = 0`).
+    fn exp(x: T) -> T;
+    /// `ln x` (`ln 0 = -inf`).
+    fn ln(x: T) -> T;
+}
+
+/// [`exp_f64`] and [`ln_f64`] (float32 through float64).
+pub struct Software;
+
+impl Math<f64> for Software {
+    #[inline(always)]
+    fn exp(x: f64) -> f64 {
+        exp_f64(x)
+    }
+    #[inline(always)]
+    fn ln(x: f64) -> f64 {
+        ln_f64(x)
+    }
+}
+
+impl Math<f32> for Software {
+    #[inline(always)]
+    fn exp(x: f32) -> f32 {
+        exp_f64(x as f64) as f32
+    }
+    #[inline(always)]
+    fn ln(x: f32) -> f32 {
+        ln_f64(x as f64) as f32
+    }
+}
+
+/// The running state of a one-pass log-sum-exp: the largest term `max`
+/// and the sum of `e^(term - max)`. The empty state is `(-inf, 0)`; merging
+/// is defined on it, so a row of only `-inf` terms gives `-inf`, never NaN.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LogSumExp<T> {
+    /// The largest term so far (`-inf` when empty).
+    pub max: T,
+    /// `sum e^(term - max)` (0 when empty).
+    pub sum: T,
+}
+
+impl<T: Real> LogSumExp<T> {
+    /// No terms.
+    pub const EMPTY: Self = Self { max: T::NEG_INFINITY, sum: T::ZERO };
+
+    /// Adds one term (`-inf` terms add nothing).
+    #[inline(always)]
+    pub fn push<M: Math<T>>(self, term: T) -> Self {
+        if term == T::NEG_INFINITY {
+            self
+        } else if term > self.max {
+            Self { max: term, sum: self.sum * M::exp(self.max - term) + T::ONE }
+        } else {
+            Self { max: self.max, sum: self.sum + M::exp(term - self.max) }
+        }
+    }
+
+    /// The state of both terms' sets together.
+    #[inline(always)]
+    pub fn merge<M: Math<T>>(self, other: Self) -> Self {
+        if other.max == T::NEG_INFINITY {
+            self
+        } else if self.max == T::NEG_INFINITY {
+            other
+        } else if self.max >= other.max {
+            Self { max: self.max, sum: self.sum + other.sum * M::exp(other.max - self.max) }
+        } else {
+            Self { max: other.max, sum: other.sum + self.sum * M::exp(self.max - other.max) }
+        }
+    }
+
+    /// `ln sum e^term` (`-inf` when empty).
+    #[inline(always)]
+    pub fn value<M: Math<T>>(self) -> T {
+        if self.max == T::NEG_INFINITY {
+            T::NEG_INFINITY
+        } else {
+            self.max + M::ln(self.sum)
+        }
+    }
+}
+
+/// The new potential of one bin in the log-domain update:
+/// `reg ln marginal - reg lse` (-inf where the marginal is 0).
+#[inline(always)]
+pub fn log_domain_potential<T: Real, M: Math<T>>(marginal: T, reg: T, lse: T) -> T {
+    if marginal > T::ZERO {
+        reg * M::ln(marginal) - reg * lse
+    } else {
+        T::NEG_INFINITY
+    }
+}
+
+/// One bin's term of the entropic cost: `plan (f + g)` with
+/// `plan = e^((f + g - c) / reg)`, 0 where a potential is -inf.
+#[inline(always)]
+pub fn cost_term<T: Real, M: Math<T>>(f: T, g: T, c: T, reg: T) -> T {
+    if f == T::NEG_INFINITY || g == T::NEG_INFINITY {
+        T::ZERO
+    } else {
+        let fg = f + g;
+        M::exp((fg - c) / reg) * fg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    /// Relative error against the standard library, in units of 1e-16.
+    fn close(got: f64, want: f64, ulps: f64) -> bool {
+        if want.is_infinite() || want == 0.0 {
+            return got == want;
+        }
+        if want < f64::MIN_POSITIVE {
+            // Subnormal results keep fewer bits: a few of their units.
+            return (got - want).abs() <= 4.0 * f64::from_bits(1);
+        }
+        ((got - want) / want).abs() <= ulps * 1.1e-16
+    }
+
+    #[test]
+    fn exp_and_ln_match_the_standard_library() {
+        let mut x = -745.0f64;
+        while x < 709.0 {
+            assert!(close(exp_f64(x), x.exp(), 4.0), "exp({x}) = {} vs {}", exp_f64(x), x.exp());
+            x += 0.0137;
+        }
+        for &x in &[0.0, -0.0, 1e-300, -1e-12, 1e-12, 0.5, -0.5, 1.0, 700.0] {
+            assert!(close(exp_f64(x), x.exp(), 4.0), "exp({x})");
+        }
+        assert_eq!(exp_f64(f64::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f64(f64::INFINITY), f64::INFINITY);
+        assert!(exp_f64(f64::NAN).is_nan());
+        let mut x = 1e-310f64;
+        while x < 1e300 {
+            let want = x.ln();
+            let got = ln_f64(x);
+            assert!(
+                (got - want).abs() <= 4.0 * 1.1e-16 * want.abs().max(1e-300) || (got - want).abs() < 1e-300,
+                "ln({x}) = {got} vs {want}"
+            );
+            x *= 1.37;
+        }
+        for &x in &[1.0, 1.0 + 1e-15, 1.0 - 1e-15, 2.0, 0.5, core::f64::consts::E, 1e-320] {
+            let (got, want) = (ln_f64(x), x.ln());
+            assert!((got - want).abs() <= 4.0 * 1.1e-16 * want.abs().max(1.0), "ln({x}) = {got} vs {want}");
+        }
+        assert_eq!(ln_f64(0.0), f64::NEG_INFINITY);
+        assert_eq!(ln_f64(f64::INFINITY), f64::INFINITY);
+        assert!(ln_f64(-1.0).is_nan() && ln_f64(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn log_sum_exp_is_defined_on_the_empty_state() {
+        let terms = [-3.0, 0.5, 2.0, -1e3, f64::NEG_INFINITY, 1.5];
+        let one_pass = terms.iter().fold(LogSumExp::EMPTY, |s, &t| s.push::<Software>(t)).value::<Software>();
+        let two_pass = {
+            let m = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            m + terms.iter().map(|t| (t - m).exp()).sum::<f64>().ln()
+        };
+        assert!((one_pass - two_pass).abs() < 1e-14);
+        // Any split, merged in any order, gives the same value.
+        let (left, right) = terms.split_at(3);
+        let a = left.iter().fold(LogSumExp::EMPTY, |s, &t| s.push::<Software>(t));
+        let b = right.iter().fold(LogSumExp::EMPTY, |s, &t| s.push::<Software>(t));
+        assert!((a.merge::<Software>(b).value::<Software>() - two_pass).abs() < 1e-14);
+        assert!((b.merge::<Software>(a).value::<Software>() - two_pass).abs() < 1e-14);
+        let empty = LogSumExp::<f64>::EMPTY;
+        assert_eq!(empty.merge::<Software>(empty).value::<Software>(), f64::NEG_INFINITY);
+        assert_eq!(empty.push::<Software>(f64::NEG_INFINITY).value::<Software>(), f64::NEG_INFINITY);
+        assert_eq!(a.merge::<Software>(empty), a);
+        // A zero marginal pins its potential to -inf; a zero plan entry
+        // costs nothing, also next to -inf potentials.
+        assert_eq!(log_domain_potential::<f64, Software>(0.0, 0.1, 3.0), f64::NEG_INFINITY);
+        assert_eq!(cost_term::<f64, Software>(f64::NEG_INFINITY, 1.0, 0.5, 0.1), 0.0);
+        let (f, g, c, reg): (f64, f64, f64, f64) = (0.3, -0.2, 0.4, 0.05);
+        let want = ((f + g - c) / reg).exp() * (f + g);
+        assert!((cost_term::<f64, Software>(f, g, c, reg) - want).abs() < 1e-15);
+    }
+}

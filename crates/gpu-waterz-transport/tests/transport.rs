@@ -1,0 +1,180 @@
+//! The Sinkhorn solver: the CPU reference against the definition (plan
+//! marginals, cost formula, both domains), bad input refused; the GPU
+//! against the CPU reference (float32 and float64, both domains, many
+//! shapes, zero bins, small regularisation, tolerances). GPU tests are
+//! ignored without `--include-ignored`.
+
+use gpu_waterz_transport::{check_problem, gpu, solve_cpu, Config, Domain, ErrorKind, Solution};
+use ndarray::{Array2, ArrayView2};
+use rand::{Rng, SeedableRng};
+
+/// `n` random histogram pairs of `d` bins (each summing to 1; a fraction
+/// `zeros` of the bins empty) and a squared-distance cost on a line.
+fn problem(seed: u64, n: usize, d: usize, zeros: f64) -> (Array2<f64>, Array2<f64>, Array2<f64>) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut histograms = || {
+        let mut h =
+            Array2::from_shape_fn((n, d), |_| if rng.gen::<f64>() < zeros { 0.0 } else { rng.gen_range(0.05..1.0) });
+        for mut row in h.rows_mut() {
+            if row.sum() == 0.0 {
+                row[0] = 1.0;
+            }
+            let s = row.sum();
+            row.mapv_inplace(|x| x / s);
+        }
+        h
+    };
+    let (a, b) = (histograms(), histograms());
+    let m = Array2::from_shape_fn((d, d), |(i, j)| {
+        let x = (i as f64 - j as f64) / d.max(2) as f64;
+        x * x
+    });
+    (a, b, m)
+}
+
+/// The plan of pair `t` from the potentials.
+fn plan(s: &Solution<f64>, m: ArrayView2<'_, f64>, reg: f64, t: usize) -> Array2<f64> {
+    let d = m.nrows();
+    Array2::from_shape_fn((d, d), |(i, j)| {
+        let (f, g) = (s.f[(t, i)], s.g[(t, j)]);
+        if f == f64::NEG_INFINITY || g == f64::NEG_INFINITY {
+            0.0
+        } else {
+            ((f + g - m[(i, j)]) / reg).exp()
+        }
+    })
+}
+
+#[test]
+fn the_reference_converges_to_the_entropic_plan_in_both_domains() {
+    let (a, b, m) = problem(1, 3, 12, 0.2);
+    let reg = 0.05;
+    let mut costs = Vec::new();
+    for domain in [Domain::Scaling, Domain::Log] {
+        let config = Config::new(reg).domain(domain).num_iter(5000).tol(1e-13);
+        let s = solve_cpu(a.view(), b.view(), m.view(), &config).unwrap();
+        assert!(s.iterations < 5000, "{domain:?} converged ({} iterations)", s.iterations);
+        assert!(s.marginal_error.unwrap() < 1e-13);
+        for t in 0..3 {
+            let p = plan(&s, m.view(), reg, t);
+            for i in 0..12 {
+                assert!((p.row(i).sum() - a[(t, i)]).abs() < 1e-12, "{domain:?}: row marginal");
+                assert!((p.column(i).sum() - b[(t, i)]).abs() < 1e-12, "{domain:?}: column marginal");
+                // A zero bin has a -inf potential, never NaN.
+                assert!(!s.f[(t, i)].is_nan() && !s.g[(t, i)].is_nan());
+                assert_eq!(a[(t, i)] == 0.0, s.f[(t, i)] == f64::NEG_INFINITY);
+            }
+            let direct: f64 =
+                p.iter().zip(m.iter()).filter(|(x, _)| **x > 0.0).map(|(x, c)| x * c + reg * x * x.ln()).sum();
+            assert!(
+                (s.cost[t] - direct).abs() < 1e-12 * direct.abs().max(1.0),
+                "{domain:?}: cost {} vs {direct}",
+                s.cost[t]
+            );
+        }
+        costs.push(s.cost);
+    }
+    for (x, y) in costs[0].iter().zip(&costs[1]) {
+        assert!((x - y).abs() < 1e-11, "the domains agree: {x} vs {y}");
+    }
+}
+
+#[test]
+fn bad_input_is_refused() {
+    let (a, b, m) = problem(2, 2, 4, 0.0);
+    let config = Config::new(0.1);
+    let kind = |r: gpu_waterz_transport::Result<()>| r.unwrap_err().kind();
+    assert_eq!(
+        kind(check_problem(a.view(), b.slice(ndarray::s![.., ..3]), m.view(), &config)),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        kind(check_problem(a.view(), b.view(), m.slice(ndarray::s![..3, ..]), &config)),
+        ErrorKind::InvalidInput
+    );
+    let mut negative = a.clone();
+    negative[(0, 0)] = -0.1;
+    assert_eq!(kind(check_problem(negative.view(), b.view(), m.view(), &config)), ErrorKind::InvalidInput);
+    let mut nan = m.clone();
+    nan[(1, 1)] = f64::NAN;
+    assert_eq!(kind(check_problem(a.view(), b.view(), nan.view(), &config)), ErrorKind::InvalidInput);
+    for bad in [Config::new(0.0), Config::new(f64::NAN), Config::new(0.1).tol(-1.0), Config::new(0.1).check_every(0)] {
+        assert_eq!(kind(check_problem(a.view(), b.view(), m.view(), &bad)), ErrorKind::InvalidInput);
+    }
+    let empty = Array2::<f64>::zeros((0, 4));
+    assert!(solve_cpu(empty.view(), empty.view(), m.view(), &config).is_err());
+}
+
+/// Relative closeness of two costs.
+fn close(x: f64, y: f64, rel: f64) -> bool {
+    (x - y).abs() <= rel * y.abs().max(1e-3)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn the_gpu_equals_the_reference_in_float64_and_float32() {
+    let g = gpu_waterz_runtime::testing::gpu();
+    for &(n, d, zeros) in
+        &[(1usize, 1usize, 0.0), (1, 2, 0.0), (3, 7, 0.3), (9, 129, 0.1), (17, 300, 0.0), (2, 1000, 0.05)]
+    {
+        let (a, b, m) = problem(n as u64 * 31 + d as u64, n, d, zeros);
+        for domain in [Domain::Scaling, Domain::Log] {
+            let config = Config::new(0.05).domain(domain).num_iter(60).tol(0.0);
+            let want = solve_cpu(a.view(), b.view(), m.view(), &config).unwrap();
+            let got = gpu::solve_host(&g, a.view(), b.view(), m.view(), &config).unwrap();
+            assert_eq!(got.iterations, want.iterations);
+            for t in 0..n {
+                assert!(
+                    close(got.cost[t], want.cost[t], 1e-10),
+                    "f64 {domain:?} n {n} d {d}: {} vs {}",
+                    got.cost[t],
+                    want.cost[t]
+                );
+            }
+            for (x, y) in got.f.iter().zip(want.f.iter()).chain(got.g.iter().zip(want.g.iter())) {
+                assert!(x == y || (x - y).abs() < 1e-9 * y.abs().max(1.0), "f64 {domain:?} potentials {x} vs {y}");
+            }
+            let (a32, b32, m32) = (a.mapv(|x| x as f32), b.mapv(|x| x as f32), m.mapv(|x| x as f32));
+            let want32 = solve_cpu(a32.view(), b32.view(), m32.view(), &config).unwrap();
+            let got32 = gpu::solve_host(&g, a32.view(), b32.view(), m32.view(), &config).unwrap();
+            for t in 0..n {
+                assert!(
+                    close(got32.cost[t] as f64, want32.cost[t] as f64, 1e-4)
+                        && close(got32.cost[t] as f64, want.cost[t], 1e-4),
+                    "f32 {domain:?} n {n} d {d}: {} vs {} (f64 {})",
+                    got32.cost[t],
+                    want32.cost[t],
+                    want.cost[t]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn tolerances_zero_bins_and_small_regularisation_on_the_gpu() {
+    let g = gpu_waterz_runtime::testing::gpu();
+    let (a, b, m) = problem(5, 6, 64, 0.25);
+    // The same stopping iteration as the reference (float64).
+    for domain in [Domain::Scaling, Domain::Log] {
+        let config = Config::new(0.1).domain(domain).num_iter(2000).tol(1e-10);
+        let want = solve_cpu(a.view(), b.view(), m.view(), &config).unwrap();
+        let got = gpu::solve_host(&g, a.view(), b.view(), m.view(), &config).unwrap();
+        assert_eq!(got.iterations, want.iterations, "{domain:?}");
+        assert!(got.marginal_error.unwrap() < 1e-10);
+        for t in 0..6 {
+            assert!(close(got.cost[t], want.cost[t], 1e-10));
+            for i in 0..64 {
+                assert_eq!(a[(t, i)] == 0.0, got.f[(t, i)] == f64::NEG_INFINITY, "zero bins pin -inf");
+                assert!(!got.f[(t, i)].is_nan() && !got.g[(t, i)].is_nan());
+            }
+        }
+    }
+    // A regularisation far below the costs: the log domain stays finite.
+    let config = Config::new(1e-4).domain(Domain::Log).num_iter(300).tol(0.0);
+    let (a32, b32, m32) = (a.mapv(|x| x as f32), b.mapv(|x| x as f32), m.mapv(|x| x as f32));
+    let got = gpu::solve_host(&g, a32.view(), b32.view(), m32.view(), &config).unwrap();
+    assert!(got.cost.iter().all(|c| c.is_finite()), "{:?}", got.cost);
+    assert!(got.f.iter().all(|x| !x.is_nan()) && got.g.iter().all(|x| !x.is_nan()));
+}
