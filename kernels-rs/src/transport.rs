@@ -178,7 +178,10 @@ unsafe fn log_update<T: Real, M: Math<T>>(
             while stride > 0 {
                 if tid < stride {
                     for q in 0..TILE {
-                        let a = LogSumExp { max: *shared.add(q * THREADS + tid), sum: *shared.add((TILE + q) * THREADS + tid) };
+                        let a = LogSumExp {
+                            max: *shared.add(q * THREADS + tid),
+                            sum: *shared.add((TILE + q) * THREADS + tid),
+                        };
                         let b = LogSumExp {
                             max: *shared.add(q * THREADS + tid + stride),
                             sum: *shared.add((TILE + q) * THREADS + tid + stride),
