@@ -19,8 +19,10 @@
 //! compared with it.
 //!
 //! [`solve_cpu`] is the reference (plain loops, pairs in parallel); the GPU
-//! path is [`gpu::solve`] (device buffers) and [`solve`] (host arrays, GPU
-//! or CPU). Both validate their input with one routine, [`check_problem`].
+//! path is [`gpu::solve`] (device buffers) and [`gpu::solve_host`] (host
+//! arrays). Both validate their input with one routine, [`check_problem`]
+//! (the device path checks shapes and settings; values are checked where
+//! they are on the host).
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
