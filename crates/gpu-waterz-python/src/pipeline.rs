@@ -19,9 +19,9 @@ enum Computed {
 type Pending = std::thread::JoinHandle<gpu_waterz::Result<Option<Computed>>>;
 
 /// A running agglomeration: `next_threshold()` gives one result tuple per
-/// threshold, then `None`. Each call starts the next threshold on a worker
-/// thread before it returns, so that the pipeline works while the caller
-/// holds the current result.
+/// threshold, then `None`. On the GPU backend each call starts the next
+/// threshold on a worker thread before it returns, so that the pipeline
+/// works while the caller holds the current result.
 #[pyclass(module = "gpu_waterz._native")]
 pub(crate) struct Agglomeration {
     run: Arc<Mutex<gpu_waterz::Agglomeration>>,
@@ -105,8 +105,13 @@ impl Agglomeration {
                 pyo3::exceptions::PyRuntimeError::new_err("gpu_waterz: the pipeline's worker thread panicked")
             })?
             .map_err(to_py_err)?;
-        // The caller holds this result while the next one is computed.
-        self.start_next();
+        // On the GPU the caller holds this result while the next one is
+        // computed; the CPU backend computes lazily, as waterz does (a
+        // thread ahead would compete with the caller for the cores and
+        // hold one more segmentation).
+        if self.lock().backend() == gpu_waterz::BackendKind::Gpu {
+            self.start_next();
+        }
         match computed {
             None => Ok(None),
             Some(Computed::Host(r)) => {
