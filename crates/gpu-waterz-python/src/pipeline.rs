@@ -177,9 +177,12 @@ pub(crate) fn agglomerate(
     if let Some(g) = gt {
         config = config.ground_truth(owned(g.as_array()));
     }
-    if let Some(f) = fragments {
+    // Host affinities read host fragments in place (the pipeline needs them
+    // only while it starts); CUDA affinities take a copy in the configuration.
+    if let (Some(f), Some(_)) = (&fragments, &cuda_affs) {
         config = config.fragments(owned(f.as_array()));
     }
+    let fragments = if cuda_affs.is_none() { fragments } else { None };
     match (&affs_f32, &affs_u8, cuda_affs) {
         (None, None, Some((address, dtype, (z, y, x)))) => {
             let gpu = match backend(backend_name, ordinal)? {
@@ -208,7 +211,13 @@ pub(crate) fn agglomerate(
             }
             .map_err(value_error)?;
             let config = config.backend(backend(backend_name, ordinal)?);
-            let run = py.detach(|| gpu_waterz::Agglomeration::new(&graph, config)).map_err(to_py_err)?;
+            let fragments = fragments.as_ref().map(|f| f.as_array());
+            let run = py
+                .detach(|| match fragments {
+                    Some(f) => gpu_waterz::Agglomeration::with_fragments(&graph, f, config),
+                    None => gpu_waterz::Agglomeration::new(&graph, config),
+                })
+                .map_err(to_py_err)?;
             let d = graph.dims();
             Ok(Agglomeration::new(run, thresholds.len(), false, (d.z as usize, d.y as usize, d.x as usize)))
         }

@@ -224,13 +224,15 @@ impl Config {
         })
     }
 
-    /// Checks the values that do not depend on the backend.
-    pub(crate) fn check_values(&self) -> Result<()> {
+    /// Checks the values that do not depend on the backend
+    /// (`borrowed_fragments`: fragments come from elsewhere than the
+    /// configuration, so the watershed does not run).
+    pub(crate) fn check_values(&self, borrowed_fragments: bool) -> Result<()> {
         gpu_waterz_core::Thresholds::new(&self.thresholds)?;
         if !self.epsilon.is_finite() || self.epsilon < 0.0 {
             return Err(gpu_waterz_core::CoreError::Epsilon(self.epsilon).into());
         }
-        if self.fragments.is_none() {
+        if self.fragments.is_none() && !borrowed_fragments {
             gpu_waterz_core::params::check_watershed_thresholds(self.aff_threshold_low, self.aff_threshold_high)?;
         }
         if self.discretize_queue > 65_536 {

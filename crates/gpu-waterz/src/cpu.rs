@@ -32,9 +32,19 @@ pub(crate) struct CpuEngine {
 impl CpuEngine {
     /// Runs the watershed (or takes the configured fragments) and builds
     /// the region graph. `thresholds` are the configuration's, sorted.
-    pub(crate) fn new(affs: &AffinityGraph<'_>, config: Config, thresholds: Vec<f64>) -> Result<Self> {
+    /// `fragments`, when given, take the place of the configured ones.
+    pub(crate) fn new(
+        affs: &AffinityGraph<'_>,
+        fragments: Option<ndarray::ArrayView3<'_, u64>>,
+        config: Config,
+        thresholds: Vec<f64>,
+    ) -> Result<Self> {
         let dims = affs.dims();
-        if let Some(f) = &config.fragments {
+        let given = match &fragments {
+            Some(f) => Some(f.view()),
+            None => config.fragments.as_ref().map(|f| f.view()),
+        };
+        if let Some(f) = &given {
             check_volume_shape("fragments", f.shape(), dims)?;
         }
         if let Some(g) = &config.ground_truth {
@@ -45,8 +55,8 @@ impl CpuEngine {
         let t = Instant::now();
         // The fragments' stage: the watershed, or the user's fragments
         // relabelled densely.
-        let labels = match &config.fragments {
-            Some(f) => DenseLabels::new(f.view()),
+        let labels = match given {
+            Some(f) => DenseLabels::new(f),
             None => {
                 let params = check_watershed_thresholds(config.aff_threshold_low, config.aff_threshold_high)?;
                 let w = gpu_waterz_watershed::watershed(affs, params);

@@ -15,7 +15,7 @@ use gpu_waterz_graph::DenseLabels;
 use gpu_waterz_parhac::gpu::{GpuParhac, GpuRoundInfo};
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
 use gpu_waterz_watershed::gpu::{DeviceAffinities, DeviceFragments};
-use ndarray::{Array3, ArrayView4};
+use ndarray::{Array3, ArrayView3, ArrayView4};
 use std::time::Instant;
 
 /// Device bytes per voxel that the watershed and the region graph need
@@ -78,7 +78,13 @@ impl GpuEngine {
     /// Uploads host affinities, then runs [`GpuEngine::new`]. Fails before
     /// any allocation when the device's free memory is short of
     /// [`bytes_needed`].
-    pub(crate) fn from_host(gpu: &Gpu, affs: &AffinityGraph<'_>, config: Config, thresholds: Vec<f64>) -> Result<Self> {
+    pub(crate) fn from_host(
+        gpu: &Gpu,
+        affs: &AffinityGraph<'_>,
+        fragments: Option<ArrayView3<'_, u64>>,
+        config: Config,
+        thresholds: Vec<f64>,
+    ) -> Result<Self> {
         let dims = affs.dims();
         let n = affs.n_voxels();
         let affinity_bytes = match affs.values() {
@@ -95,7 +101,7 @@ impl GpuEngine {
         };
         gpu.synchronize()?;
         let upload_s = secs(t);
-        let mut engine = Self::new(gpu, &device, config, thresholds)?;
+        let mut engine = Self::new(gpu, &device, fragments, config, thresholds)?;
         engine.timings.upload_s = upload_s;
         Ok(engine)
     }
@@ -103,8 +109,15 @@ impl GpuEngine {
     /// Runs the watershed (or takes the configured fragments) and builds
     /// the region graph of affinities on the device; merging starts with
     /// the first threshold. The affinities may be dropped afterwards.
-    pub(crate) fn new(gpu: &Gpu, affs: &DeviceAffinities, config: Config, thresholds: Vec<f64>) -> Result<Self> {
-        Self::with_device_ground_truth(gpu, affs, None, config, thresholds)
+    /// `fragments`, when given, take the place of the configured ones.
+    pub(crate) fn new(
+        gpu: &Gpu,
+        affs: &DeviceAffinities,
+        fragments: Option<ArrayView3<'_, u64>>,
+        config: Config,
+        thresholds: Vec<f64>,
+    ) -> Result<Self> {
+        Self::start(gpu, affs, fragments, config, thresholds)
     }
 
     /// As [`GpuEngine::new`], with the ground truth (one u64 label per
@@ -139,17 +152,27 @@ impl GpuEngine {
                 }
             }
         }
-        let mut engine = Self::start(gpu, affs, config, thresholds)?;
+        let mut engine = Self::start(gpu, affs, None, config, thresholds)?;
         if let Some(narrow) = from_device {
             engine.ground_truth = Some(GroundTruth::Device(narrow));
         }
         Ok(engine)
     }
 
-    fn start(gpu: &Gpu, affs: &DeviceAffinities, config: Config, thresholds: Vec<f64>) -> Result<Self> {
+    fn start(
+        gpu: &Gpu,
+        affs: &DeviceAffinities,
+        fragments: Option<ArrayView3<'_, u64>>,
+        config: Config,
+        thresholds: Vec<f64>,
+    ) -> Result<Self> {
         let dims = affs.dims();
         let n = affs.n_voxels();
-        if let Some(f) = &config.fragments {
+        let given = match &fragments {
+            Some(f) => Some(f.view()),
+            None => config.fragments.as_ref().map(|f| f.view()),
+        };
+        if let Some(f) = &given {
             check_volume_shape("fragments", f.shape(), dims)?;
         }
         if let Some(g) = &config.ground_truth {
@@ -158,13 +181,13 @@ impl GpuEngine {
         gpu.check_free_memory(bytes_needed(n, 0), &format!("decoding {n} voxels on the GPU"))?;
         let mut timings = StageTimings::default();
         let t = Instant::now();
-        let (fragments, original) = match &config.fragments {
+        let (fragments, original) = match given {
             None => {
                 let params = check_watershed_thresholds(config.aff_threshold_low, config.aff_threshold_high)?;
                 (gpu_waterz_watershed::gpu::watershed(gpu, affs, params)?, None)
             }
             Some(f) => {
-                let dense = DenseLabels::new(f.view());
+                let dense = DenseLabels::new(f);
                 let n_fragments = dense.n_nodes() - 1;
                 if n_fragments >= u32::MAX as u64 {
                     return Err(Error::unsupported(format!(

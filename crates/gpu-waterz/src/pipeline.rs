@@ -9,6 +9,7 @@ use gpu_waterz_core::{AffinityGraph, Arithmetic, Thresholds};
 use gpu_waterz_parhac::gpu::GpuRoundInfo;
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
 use gpu_waterz_watershed::gpu::DeviceAffinities;
+use ndarray::ArrayView3;
 
 enum Engine {
     Cpu(Box<CpuEngine>),
@@ -90,7 +91,29 @@ impl Agglomeration {
     /// affinities and builds the region graph; merging happens threshold by
     /// threshold in [`Agglomeration::next_threshold`].
     pub fn new(affinities: &AffinityGraph<'_>, config: Config) -> Result<Self> {
-        config.check_values()?;
+        Self::start(affinities, None, config)
+    }
+
+    /// As [`Agglomeration::new`], with fragments borrowed instead of
+    /// configured ([`Config::fragments`], which must then be unset): they
+    /// are read while this runs (relabelled, on the GPU uploaded) and not
+    /// needed afterwards, so the caller's array is used without a copy.
+    pub fn with_fragments(
+        affinities: &AffinityGraph<'_>,
+        fragments: ArrayView3<'_, u64>,
+        config: Config,
+    ) -> Result<Self> {
+        if config.fragments.is_some() {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidInput,
+                "fragments given twice: to with_fragments and in the configuration",
+            ));
+        }
+        Self::start(affinities, Some(fragments), config)
+    }
+
+    fn start(affinities: &AffinityGraph<'_>, fragments: Option<ArrayView3<'_, u64>>, config: Config) -> Result<Self> {
+        config.check_values(fragments.is_some())?;
         let thresholds = Thresholds::new(&config.thresholds)?.values().to_vec();
         let (gpu, note) = choose(&config)?;
         if let Some(note) = &note {
@@ -110,8 +133,8 @@ impl Agglomeration {
             warnings.push(warning);
         }
         let engine = match gpu {
-            Some(gpu) => Engine::Gpu(Box::new(GpuEngine::from_host(&gpu, affinities, config, thresholds)?)),
-            None => Engine::Cpu(Box::new(CpuEngine::new(affinities, config, thresholds)?)),
+            Some(gpu) => Engine::Gpu(Box::new(GpuEngine::from_host(&gpu, affinities, fragments, config, thresholds)?)),
+            None => Engine::Cpu(Box::new(CpuEngine::new(affinities, fragments, config, thresholds)?)),
         };
         Ok(Self { engine, note, warnings })
     }
@@ -135,7 +158,7 @@ impl Agglomeration {
         gpu: &Gpu,
         config: Config,
     ) -> Result<Self> {
-        config.check_values()?;
+        config.check_values(false)?;
         let thresholds = Thresholds::new(&config.thresholds)?.values().to_vec();
         match &config.backend {
             Backend::Cpu => {

@@ -145,3 +145,28 @@ fn count_segments_counts_distinct_non_zero_labels() {
     a[[1, 2, 3]] = 3;
     assert_eq!(gpu_waterz::count_segments(&a.view()), 3);
 }
+
+/// Borrowed fragments give what configured ones give; both at once is an
+/// error; with borrowed fragments the watershed's thresholds are not read.
+#[test]
+fn borrowed_fragments_equal_configured_ones() {
+    let affs = volume();
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let labels = cell_labels(5, (6, 20, 20), 8).mapv(|l| if l == 0 { 0 } else { 900 + 5 * u64::from(l) });
+    let config = Config::new(&[0.3, 0.9]).merge_history(true).backend(Backend::Cpu);
+    let configured: Vec<_> =
+        Agglomeration::new(&graph, config.clone().fragments(labels.clone())).unwrap().map(|r| r.unwrap()).collect();
+    let borrowed: Vec<_> =
+        Agglomeration::with_fragments(&graph, labels.view(), config.clone()).unwrap().map(|r| r.unwrap()).collect();
+    for (a, b) in configured.iter().zip(&borrowed) {
+        assert_eq!(a.segmentation, b.segmentation);
+        assert_eq!(a.merge_history, b.merge_history);
+    }
+    let twice = Agglomeration::with_fragments(&graph, labels.view(), config.clone().fragments(labels.clone()));
+    assert_eq!(twice.err().map(|e| e.kind()), Some(ErrorKind::InvalidInput));
+    let odd_watershed = config.watershed_thresholds(0.9, 0.1);
+    assert!(Agglomeration::with_fragments(&graph, labels.view(), odd_watershed).is_ok());
+    let wrong = ndarray::Array3::<u64>::zeros((2, 2, 2));
+    let e = Agglomeration::with_fragments(&graph, wrong.view(), Config::new(&[0.5]).backend(Backend::Cpu)).err();
+    assert_eq!(e.map(|e| e.kind()), Some(ErrorKind::InvalidInput));
+}
