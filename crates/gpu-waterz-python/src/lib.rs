@@ -7,6 +7,7 @@
 
 #[allow(unsafe_code)]
 mod cuda;
+mod ndimage;
 mod pipeline;
 mod results;
 mod transport;
@@ -54,6 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cuda::CudaVolume>()?;
     m.add_function(wrap_pyfunction!(pipeline::agglomerate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::grey_morphology, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f32, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f64, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_cuda, m)?)?;

@@ -1,0 +1,171 @@
+"""Grey-scale morphology with ``scipy.ndimage``'s names, arguments and
+results: ``grey_erosion``, ``grey_dilation``, ``grey_opening``,
+``grey_closing``, ``morphological_gradient``, ``morphological_laplace``,
+``white_tophat``, ``black_tophat``.
+
+This is the CPU path (Rust, on all cores), for numpy arrays of rank 1 to 8;
+the GPU kernels, the binary operators and the distance transforms are still
+to come (see the morphology issue). ``import gpu_waterz.ndimage as ndi``
+replaces these calls: same keyword arguments (``size``, ``footprint``,
+``structure``, ``output``, ``mode`` in reflect/constant/nearest/mirror/wrap,
+``cval``, ``origin``), same output dtype as the input (or ``output``'s).
+Erosion and dilation are computed in float64 and cast back to the dtype
+(exact for flat elements); the composite operators combine them in the
+input's dtype, step by step, as scipy does.
+"""
+
+import numpy as np
+
+from . import _native
+
+__all__ = [
+    "grey_erosion",
+    "grey_dilation",
+    "grey_opening",
+    "grey_closing",
+    "morphological_gradient",
+    "morphological_laplace",
+    "white_tophat",
+    "black_tophat",
+]
+
+_MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
+
+
+def _per_axis(name, value, rank):
+    """An int or a sequence of `rank` ints, as a list of `rank` ints."""
+    if np.ndim(value) == 0:
+        return [int(value)] * rank
+    values = [int(v) for v in value]
+    if len(values) != rank:
+        raise RuntimeError(f"{name} must have one value per axis ({rank}), not {len(values)}")
+    return values
+
+
+def _prepare(input, size, footprint, structure, mode, origin):
+    """Checks and normalises scipy's arguments; returns (array, sizes,
+    footprint, structure, origins)."""
+    array = np.asarray(input)
+    if np.iscomplexobj(array):
+        raise TypeError("Complex type not supported")
+    if array.ndim < 1 or array.ndim > 8:
+        raise ValueError(f"arrays of rank 1 to 8 are taken, not rank {array.ndim}")
+    if mode not in _MODES:
+        raise RuntimeError(f"boundary mode not supported: {mode!r} (one of {_MODES})")
+    rank = array.ndim
+    if structure is not None:
+        structure = np.ascontiguousarray(structure, dtype=np.float64)
+        if structure.ndim != rank:
+            raise RuntimeError("structure array has incorrect shape")
+    if footprint is not None:
+        footprint = np.ascontiguousarray(footprint, dtype=bool)
+        if footprint.ndim != rank:
+            raise RuntimeError("footprint array has incorrect shape.")
+        if not footprint.any():
+            raise ValueError("All-zero footprint is not supported.")
+    sizes = None
+    if footprint is None and structure is None:
+        if size is None:
+            raise RuntimeError("no footprint or filter size provided")
+        sizes = _per_axis("size", size, rank)
+        if any(s < 1 for s in sizes):
+            raise RuntimeError("incorrect filter size")
+    return array, sizes, footprint, structure, _per_axis("origin", origin, rank)
+
+
+def _apply(operation, array, sizes, footprint, structure, mode, cval, origins):
+    """Erosion or dilation of `array`, in its dtype (computed in float64)."""
+    result = _native.grey_morphology(operation, np.ascontiguousarray(array, dtype=np.float64), sizes, footprint,
+                                     structure, mode, float(cval), origins)
+    return result.astype(array.dtype, copy=False)
+
+
+def _store(result, output):
+    if output is None:
+        return result
+    if isinstance(output, np.ndarray):
+        if output.shape != result.shape:
+            raise RuntimeError("output shape not correct")
+        output[...] = result
+        return output
+    return result.astype(np.dtype(output), copy=False)
+
+
+def _grey(operation, input, size, footprint, structure, output, mode, cval, origin):
+    """One operator; the composite ones step in the input's dtype, as scipy
+    does (so integer wrap-around and intermediate rounding match)."""
+    array, sizes, footprint, structure, origins = _prepare(input, size, footprint, structure, mode, origin)
+    # scipy takes cval as a double in its separable path (a box: a size, or
+    # a footprint of only ones) and converted to the input's type in the
+    # general one (a footprint with holes, or a structure).
+    separable = structure is None and (footprint is None or footprint.all())
+    if not separable and np.issubdtype(array.dtype, np.integer):
+        with np.errstate(invalid="ignore", over="ignore"):
+            cval = float(np.array(float(cval)).astype(array.dtype))
+
+    def run(op, x):
+        return _apply(op, x, sizes, footprint, structure, mode, cval, origins)
+
+    if operation in ("erosion", "dilation"):
+        result = run(operation, array)
+    elif operation == "opening":
+        result = run("dilation", run("erosion", array))
+    elif operation == "closing":
+        result = run("erosion", run("dilation", array))
+    elif operation == "gradient":
+        result = np.subtract(run("dilation", array), run("erosion", array))
+    elif operation == "laplace":
+        result = np.add(run("dilation", array), run("erosion", array))
+        result = np.subtract(np.subtract(result, array), array)
+    elif operation == "white_tophat":
+        opened = run("dilation", run("erosion", array))
+        result = np.bitwise_xor(array, opened) if array.dtype == bool else np.subtract(array, opened)
+    else:
+        closed = run("erosion", run("dilation", array))
+        result = np.bitwise_xor(closed, array) if array.dtype == bool else np.subtract(closed, array)
+    return _store(result, output)
+
+
+def grey_erosion(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.grey_erosion: the minimum over the structuring element
+    (of ``input - structure`` when ``structure`` is given)."""
+    return _grey("erosion", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def grey_dilation(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.grey_dilation: the maximum over the reflected
+    structuring element (of ``input + structure`` when given)."""
+    return _grey("dilation", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def grey_opening(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.grey_opening: the dilation of the erosion."""
+    return _grey("opening", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def grey_closing(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.grey_closing: the erosion of the dilation."""
+    return _grey("closing", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def morphological_gradient(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0,
+                           origin=0):
+    """scipy.ndimage.morphological_gradient: dilation minus erosion."""
+    return _grey("gradient", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def morphological_laplace(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0,
+                          origin=0):
+    """scipy.ndimage.morphological_laplace: dilation plus erosion minus
+    twice the input."""
+    return _grey("laplace", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def white_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.white_tophat: the input minus its opening."""
+    return _grey("white_tophat", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def black_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+    """scipy.ndimage.black_tophat: the closing minus the input."""
+    return _grey("black_tophat", input, size, footprint, structure, output, mode, cval, origin)
