@@ -12,7 +12,7 @@ fn cpu_reference(c: &mut Criterion) {
     let graph_in = AffinityGraph::from_f32(affs.view()).unwrap();
     let params = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
     let fragments = gpu_waterz_watershed::watershed(&graph_in, params);
-    let labels = DenseLabels::new(fragments.labels.view());
+    let labels = DenseLabels::new(fragments.labels.view()).unwrap();
     let rg = region_graph(&graph_in, fragments.labels.view(), labels.n_nodes());
 
     let mut group = c.benchmark_group("cpu-reference");

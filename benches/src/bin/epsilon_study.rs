@@ -78,7 +78,7 @@ fn main() -> Result<()> {
         );
 
         let fragments = gpu_waterz_watershed::watershed(&graph, params);
-        let dense = DenseLabels::new(fragments.labels.view());
+        let dense = DenseLabels::new(fragments.labels.view())?;
         let rg = region_graph(&graph, fragments.labels.view(), dense.n_nodes());
         let edges: Vec<Edge> =
             rg.edges.iter().zip(rg.contact_stats()).map(|(&[u, v], stats)| Edge { u, v, stats }).collect();

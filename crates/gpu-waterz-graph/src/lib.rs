@@ -30,4 +30,7 @@ pub enum GraphError {
     /// A region graph given to the GPU is malformed (nothing was launched).
     #[error("invalid region graph: {0}")]
     InvalidGraph(String),
+    /// More fragments than u32 ids can name.
+    #[error("{0} fragments: at most 2^32 - 2 are taken")]
+    TooManyFragments(u64),
 }

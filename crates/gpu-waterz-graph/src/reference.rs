@@ -45,8 +45,9 @@ impl RegionGraph {
 /// and lets fragments carry any `u64` ids without a table indexed by id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DenseLabels {
-    /// The dense id of every voxel.
-    pub dense: Vec<u64>,
+    /// The dense id of every voxel (u32: half the memory and traffic of the
+    /// labels; more than `u32::MAX - 1` fragments are refused).
+    pub dense: Vec<u32>,
     /// `original[k]` is the label that dense id `k` stands for; `original[0] == 0`.
     pub original: Vec<u64>,
 }
@@ -81,8 +82,17 @@ pub fn distinct_labels(labels: &[u64]) -> Vec<u64> {
 }
 
 impl DenseLabels {
-    /// Relabels `labels` (any `u64` ids, 0 = background).
-    pub fn new(labels: ArrayView3<'_, u64>) -> Self {
+    /// Labels that are dense already (`0..=n_fragments`, as the watershed
+    /// gives them), narrowed to u32.
+    pub fn from_dense(labels: &[u64], n_fragments: u64) -> Result<Self, crate::GraphError> {
+        check_fragment_count(n_fragments)?;
+        let dense = labels.par_iter().map(|&l| l as u32).collect();
+        Ok(Self { dense, original: (0..=n_fragments).collect() })
+    }
+
+    /// Relabels `labels` (any `u64` ids, 0 = background); fails with more
+    /// than `u32::MAX - 1` distinct labels.
+    pub fn new(labels: ArrayView3<'_, u64>) -> Result<Self, crate::GraphError> {
         // Contiguous labels are read in place; others are copied once.
         let owned;
         let flat: &[u64] = match labels.as_slice() {
@@ -110,29 +120,27 @@ impl DenseLabels {
                 }
             });
             let mut original = vec![0u64];
-            let mut table = vec![0u64; max as usize + 1];
             for (label, seen) in present.iter().enumerate().skip(1) {
                 if seen.load(std::sync::atomic::Ordering::Relaxed) {
-                    table[label] = original.len() as u64;
                     original.push(label as u64);
                 }
             }
-            let identity = original.iter().enumerate().all(|(k, &l)| k as u64 == l);
-            let dense = if identity { flat.to_vec() } else { flat.par_iter().map(|&l| table[l as usize]).collect() };
-            return Self { dense, original };
+            check_fragment_count(original.len() as u64 - 1)?;
+            let mut table = vec![0u32; max as usize + 1];
+            for (k, &label) in original.iter().enumerate() {
+                table[label as usize] = k as u32;
+            }
+            let dense = flat.par_iter().map(|&l| table[l as usize]).collect();
+            return Ok(Self { dense, original });
         }
         let mut original = distinct_labels(flat);
         if original.first() != Some(&0) {
             original.insert(0, 0);
         }
-        // Identity when the labels are already dense (the watershed's are).
-        let identity = original.iter().enumerate().all(|(k, &l)| k as u64 == l);
-        let dense = if identity {
-            flat.to_vec()
-        } else {
-            flat.par_iter().map(|l| original.binary_search(l).expect("every label is in the table") as u64).collect()
-        };
-        Self { dense, original }
+        check_fragment_count(original.len() as u64 - 1)?;
+        let dense =
+            flat.par_iter().map(|l| original.binary_search(l).expect("every label is in the table") as u32).collect();
+        Ok(Self { dense, original })
     }
 
     /// The number of dense ids (background included).
@@ -141,9 +149,21 @@ impl DenseLabels {
     }
 }
 
+/// Fails for more fragments than dense u32 ids can name.
+fn check_fragment_count(n_fragments: u64) -> Result<(), crate::GraphError> {
+    if n_fragments >= u32::MAX as u64 {
+        return Err(crate::GraphError::TooManyFragments(n_fragments));
+    }
+    Ok(())
+}
+
 /// The region graph of dense `labels` (`0..n_nodes`, as [`DenseLabels`]
-/// gives them) over `affs`. Pairs that involve label 0 are left out.
-pub fn region_graph(affs: &AffinityGraph<'_>, labels: ArrayView3<'_, u64>, n_nodes: u64) -> RegionGraph {
+/// gives them, u32 or u64) over `affs`. Pairs that involve label 0 are left
+/// out.
+pub fn region_graph<L>(affs: &AffinityGraph<'_>, labels: ArrayView3<'_, L>, n_nodes: u64) -> RegionGraph
+where
+    L: Copy + Into<u64> + PartialEq + Send + Sync,
+{
     let dims = affs.dims();
     let shape = (dims.z as usize, dims.y as usize, dims.x as usize);
     assert_eq!(labels.dim(), shape, "labels must have the affinities' shape");
@@ -151,10 +171,10 @@ pub fn region_graph(affs: &AffinityGraph<'_>, labels: ArrayView3<'_, u64>, n_nod
     // each z-section's faces in parallel, concatenated in z order.
     let started = std::time::Instant::now();
     let owned;
-    let flat: &[u64] = match labels.as_slice() {
+    let flat: &[L] = match labels.as_slice() {
         Some(s) => s,
         None => {
-            owned = labels.iter().copied().collect::<Vec<u64>>();
+            owned = labels.iter().copied().collect::<Vec<L>>();
             &owned
         }
     };
@@ -171,8 +191,9 @@ pub fn region_graph(affs: &AffinityGraph<'_>, labels: ArrayView3<'_, u64>, n_nod
                 let row = &flat[start..start + nx];
                 let up = (y > 0).then(|| &flat[start - sy..start - sy + nx]);
                 let back = (z > 0).then(|| &flat[start - sz..start - sz + nx]);
-                let mut push = |id1: u64, id2: u64, d: usize, x: usize| {
+                let mut push = |id1: L, id2: L, d: usize, x: usize| {
                     if id1 != id2 {
+                        let (id1, id2): (u64, u64) = (id1.into(), id2.into());
                         let (u, v) = if id1 < id2 { (id1, id2) } else { (id2, id1) };
                         if u != 0 {
                             faces.push((u, v, affs.get(d, z, y, x)));
@@ -249,7 +270,7 @@ mod tests {
         a[[2, 0, 0, 2]] = 0.25;
         a[[2, 0, 0, 3]] = 0.5;
         let g = AffinityGraph::from_f32(a.view()).unwrap();
-        let dense = DenseLabels::new(labels.view());
+        let dense = DenseLabels::new(labels.view()).unwrap();
         assert_eq!(dense.original, vec![0, 2, 5]);
         assert_eq!(dense.dense, vec![1, 1, 2, 0]);
         let labels = Array3::from_shape_vec((1, 1, 4), dense.dense).unwrap();
@@ -315,7 +336,7 @@ mod properties {
         fn dense_labels_keep_the_order(values in proptest::collection::vec(0u64..12, 1..200), big in any::<bool>()) {
             let labels: Vec<u64> = values.iter().map(|&v| if big && v > 0 { v * (1 << 50) + 3 } else { v }).collect();
             let n = labels.len();
-            let dense = DenseLabels::new(Array3::from_shape_vec((1, 1, n), labels.clone()).unwrap().view());
+            let dense = DenseLabels::new(Array3::from_shape_vec((1, 1, n), labels.clone()).unwrap().view()).unwrap();
             let mut distinct: Vec<u64> = labels.iter().copied().filter(|&l| l != 0).collect();
             distinct.sort_unstable();
             distinct.dedup();

@@ -16,7 +16,7 @@ pub(crate) struct CpuEngine {
     want_region_graph: bool,
     merging: IterativeMerging,
     /// Dense node ids per voxel, `(z, y, x)`.
-    dense: Array3<u64>,
+    dense: Array3<u32>,
     /// Dense id to original label.
     original: Vec<u64>,
     /// The contingency table of (ground truth, fragment) pairs, built once:
@@ -56,13 +56,13 @@ impl CpuEngine {
         // The fragments' stage: the watershed, or the user's fragments
         // relabelled densely.
         let labels = match given {
-            Some(f) => DenseLabels::new(f),
+            Some(f) => DenseLabels::new(f)?,
             None => {
                 let params = check_watershed_thresholds(config.aff_threshold_low, config.aff_threshold_high)?;
                 let w = gpu_waterz_watershed::watershed(affs, params);
                 // The watershed's labels are dense already: 1..=n.
-                let (dense, _) = w.labels.into_raw_vec_and_offset();
-                DenseLabels { dense, original: (0..=w.n_fragments).collect() }
+                let labels = w.labels.as_standard_layout();
+                DenseLabels::from_dense(labels.as_slice().expect("standard layout"), w.n_fragments)?
             }
         };
         timings.watershed_s = t.elapsed().as_secs_f64();

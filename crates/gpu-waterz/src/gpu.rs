@@ -187,15 +187,9 @@ impl GpuEngine {
                 (gpu_waterz_watershed::gpu::watershed(gpu, affs, params)?, None)
             }
             Some(f) => {
-                let dense = DenseLabels::new(f);
+                let dense = DenseLabels::new(f)?;
                 let n_fragments = dense.n_nodes() - 1;
-                if n_fragments >= u32::MAX as u64 {
-                    return Err(Error::unsupported(format!(
-                        "the GPU backend takes fewer than 2^32 - 1 fragments, not {n_fragments}"
-                    )));
-                }
-                let ids: Vec<u32> = dense.dense.iter().map(|&d| d as u32).collect();
-                let labels = DeviceFragments::upload(gpu, &ids, dims, n_fragments)?;
+                let labels = DeviceFragments::upload(gpu, &dense.dense, dims, n_fragments)?;
                 (labels, Some(dense.original))
             }
         };

@@ -40,7 +40,7 @@ fn on_gpu(g: &Gpu, config: Config) -> Config {
 fn against_cpu_parhac(g: &Gpu, affs: &Array4<f32>, epsilon: f64, what: &str) -> Vec<Array3<u64>> {
     let graph = AffinityGraph::from_f32(affs.view()).unwrap();
     let fragments = gpu_waterz_watershed::watershed(&graph, PARAMS);
-    let dense = DenseLabels::new(fragments.labels.view());
+    let dense = DenseLabels::new(fragments.labels.view()).unwrap();
     let rg = region_graph(&graph, fragments.labels.view(), dense.n_nodes());
     let edges: Vec<Edge> =
         rg.edges.iter().zip(rg.contact_stats()).map(|(&[u, v], stats)| Edge { u, v, stats }).collect();

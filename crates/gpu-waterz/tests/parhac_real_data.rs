@@ -26,7 +26,7 @@ const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff
 fn compare(affs: &Array4<f32>, what: &str) -> f64 {
     let graph = AffinityGraph::from_f32(affs.view()).unwrap();
     let fragments = gpu_waterz_watershed::watershed(&graph, PARAMS);
-    let dense = DenseLabels::new(fragments.labels.view());
+    let dense = DenseLabels::new(fragments.labels.view()).unwrap();
     let rg = region_graph(&graph, fragments.labels.view(), dense.n_nodes());
     let stats = rg.contact_stats();
     let edges: Vec<Edge> = rg.edges.iter().zip(&stats).map(|(&[u, v], &s)| Edge { u, v, stats: s }).collect();
