@@ -88,3 +88,31 @@ def test_output_argument_and_bad_arguments():
         ours.grey_erosion(a, size=3, origin=5)
     with pytest.raises(TypeError):
         ours.grey_erosion(a.astype(complex), size=3)
+
+
+BINARY = ["binary_erosion", "binary_dilation", "binary_opening", "binary_closing"]
+
+
+@pytest.mark.parametrize("operator", BINARY)
+def test_binary_operators_equal_scipy(operator):
+    rng = np.random.default_rng(abs(hash(operator)) % 2**32)
+    for case in range(80):
+        rank = int(rng.integers(1, 4))
+        shape = tuple(int(rng.integers(1, 10)) for _ in range(rank))
+        array = rng.random(shape) < rng.uniform(0.2, 0.8)
+        kwargs = {}
+        if rng.random() < 0.6:
+            element = tuple(int(rng.integers(1, 4)) for _ in range(rank))
+            structure = rng.random(element) < 0.6
+            structure.flat[int(rng.integers(0, structure.size))] = True
+            kwargs["structure"] = structure
+            if rng.random() < 0.5:
+                kwargs["origin"] = [int(rng.integers(-(n // 2), (n - 1) - n // 2 + 1)) for n in element]
+        kwargs["iterations"] = int(rng.choice([1, 2, 3, 0]))
+        if rng.random() < 0.4:
+            kwargs["border_value"] = 1
+        if rng.random() < 0.3:
+            kwargs["mask"] = rng.random(shape) < 0.7
+        want = getattr(ndi, operator)(array, **kwargs)
+        got = getattr(ours, operator)(array, **kwargs)
+        np.testing.assert_array_equal(got, want, err_msg=f"{operator} case {case} {shape} {kwargs}")

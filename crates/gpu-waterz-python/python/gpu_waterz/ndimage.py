@@ -1,11 +1,12 @@
-"""Grey-scale morphology with ``scipy.ndimage``'s names, arguments and
-results: ``grey_erosion``, ``grey_dilation``, ``grey_opening``,
-``grey_closing``, ``morphological_gradient``, ``morphological_laplace``,
-``white_tophat``, ``black_tophat``.
+"""Morphology with ``scipy.ndimage``'s names, arguments and results:
+``grey_erosion``, ``grey_dilation``, ``grey_opening``, ``grey_closing``,
+``morphological_gradient``, ``morphological_laplace``, ``white_tophat``,
+``black_tophat``, and ``binary_erosion``, ``binary_dilation``,
+``binary_opening``, ``binary_closing`` (iterations, masks, border values).
 
 This is the CPU path (Rust, on all cores), for numpy arrays of rank 1 to 8;
-the GPU kernels, the binary operators and the distance transforms are still
-to come (see the morphology issue). ``import gpu_waterz.ndimage as ndi``
+the GPU kernels, binary_propagation and binary_fill_holes and the distance
+transforms are still to come (see the morphology issue). ``import gpu_waterz.ndimage as ndi``
 replaces these calls: same keyword arguments (``size``, ``footprint``,
 ``structure``, ``output``, ``mode`` in reflect/constant/nearest/mirror/wrap,
 ``cval``, ``origin``), same output dtype as the input (or ``output``'s).
@@ -19,6 +20,10 @@ import numpy as np
 from . import _native
 
 __all__ = [
+    "binary_erosion",
+    "binary_dilation",
+    "binary_opening",
+    "binary_closing",
     "grey_erosion",
     "grey_dilation",
     "grey_opening",
@@ -169,3 +174,82 @@ def white_tophat(input, size=None, footprint=None, structure=None, output=None, 
 def black_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
     """scipy.ndimage.black_tophat: the closing minus the input."""
     return _grey("black_tophat", input, size, footprint, structure, output, mode, cval, origin)
+
+
+def _binary_structure(rank, structure):
+    if structure is None:
+        # scipy's generate_binary_structure(rank, 1): the cross.
+        structure = np.zeros((3,) * rank, dtype=bool)
+        centre = (1,) * rank
+        structure[centre] = True
+        for axis in range(rank):
+            for step in (0, 2):
+                index = list(centre)
+                index[axis] = step
+                structure[tuple(index)] = True
+        return structure
+    structure = np.asarray(structure, dtype=bool)
+    if structure.ndim != rank:
+        raise RuntimeError("structure and input must have same dimensionality")
+    if not structure.any():
+        raise RuntimeError("structure must not be empty")
+    return structure
+
+
+def _binary(dilate, input, structure, iterations, mask, output, border_value, origin):
+    array = np.asarray(input)
+    if np.iscomplexobj(array):
+        raise TypeError("Complex type not supported")
+    current = array.astype(bool)
+    structure = _binary_structure(current.ndim, structure)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != current.shape:
+            raise RuntimeError("mask and input must have equal sizes")
+    operation = "dilation" if dilate else "erosion"
+    steps = int(iterations)
+    count = 0
+    while True:
+        result = _apply(operation, current.astype(np.uint8), None, structure, None, "constant",
+                        float(bool(border_value)), _per_axis("origin", origin, current.ndim)) != 0
+        if mask is not None:
+            result = np.where(mask, result, current)
+        count += 1
+        changed = not np.array_equal(result, current)
+        current = result
+        if (steps >= 1 and count >= steps) or (steps < 1 and not changed):
+            break
+    return _store(current, output)
+
+
+def binary_erosion(input, structure=None, iterations=1, mask=None, output=None, border_value=0, origin=0,
+                   brute_force=False):
+    """scipy.ndimage.binary_erosion: true where the structuring element
+    (scipy's cross by default) fits, repeated ``iterations`` times (< 1:
+    until nothing changes), only where ``mask`` is true; outside the array
+    the value is ``border_value``. ``brute_force`` is accepted (the result
+    is the same)."""
+    return _binary(False, input, structure, iterations, mask, output, border_value, origin)
+
+
+def binary_dilation(input, structure=None, iterations=1, mask=None, output=None, border_value=0, origin=0,
+                    brute_force=False):
+    """scipy.ndimage.binary_dilation: true where the reflected structuring
+    element touches a true element, repeated as binary_erosion is."""
+    return _binary(True, input, structure, iterations, mask, output, border_value, origin)
+
+
+def binary_opening(input, structure=None, iterations=1, output=None, origin=0, mask=None, border_value=0,
+                   brute_force=False):
+    """scipy.ndimage.binary_opening: ``iterations`` erosions, then as many
+    dilations."""
+    eroded = binary_erosion(input, structure, iterations, mask, None, border_value, origin)
+    return binary_dilation(eroded, structure, iterations, mask, output, border_value, origin)
+
+
+def binary_closing(input, structure=None, iterations=1, output=None, origin=0, mask=None, border_value=0,
+                   brute_force=False):
+    """scipy.ndimage.binary_closing: ``iterations`` dilations, then as many
+    erosions."""
+    dilated = binary_dilation(input, structure, iterations, mask, None, border_value, origin)
+    return binary_erosion(dilated, structure, iterations, mask, output, border_value, origin)
