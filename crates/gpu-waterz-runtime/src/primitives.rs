@@ -30,6 +30,26 @@ pub fn iota_u32(gpu: &Gpu, n: u64) -> Result<DeviceBuffer<u32>> {
     Ok(out)
 }
 
+/// Checks that pairs `start..start + n` of `high` and `low` lie in both
+/// buffers, on this device (what the pair kernels read).
+fn check_pairs(
+    gpu: &Gpu,
+    kernel: &'static str,
+    high: &DeviceBuffer<u32>,
+    low: &DeviceBuffer<u32>,
+    start: u64,
+    n: u64,
+) -> Result<()> {
+    gpu.check_device(high, "the upper halves")?;
+    gpu.check_device(low, "the lower halves")?;
+    let end = start.checked_add(n).ok_or_else(|| crate::RuntimeError::InvalidLaunch {
+        kernel,
+        reason: format!("pairs {start}..{start} + {n} overflow"),
+    })?;
+    check_len(kernel, "high", high, end)?;
+    check_len(kernel, "low", low, end)
+}
+
 /// Pairs `start..start + n` of two u32 buffers packed into u64 keys,
 /// `high << 32 | low` (a new buffer of `n` keys).
 pub fn pack_u32_pairs(
@@ -40,14 +60,7 @@ pub fn pack_u32_pairs(
     n: u64,
 ) -> Result<DeviceBuffer<u64>> {
     const K: &str = "pack_u32_pairs";
-    gpu.check_device(high, "the upper halves")?;
-    gpu.check_device(low, "the lower halves")?;
-    let end = start.checked_add(n).ok_or_else(|| crate::RuntimeError::InvalidLaunch {
-        kernel: K,
-        reason: format!("pairs {start}..{start} + {n} overflow"),
-    })?;
-    check_len(K, "high", high, end)?;
-    check_len(K, "low", low, end)?;
+    check_pairs(gpu, K, high, low, start, n)?;
     let mut out = gpu.uninit::<u64>(n.max(1) as usize)?;
     if n > 0 {
         let args = PackU32PairsArgs { high: high.as_ptr(), low: low.as_ptr(), start, n, out: out.as_mut_ptr() };
@@ -74,14 +87,7 @@ pub fn count_u32_pairs(
     capacity: u64,
 ) -> Result<Option<Vec<(u64, u64)>>> {
     const K: &str = "count_u32_pairs";
-    gpu.check_device(high, "the upper halves")?;
-    gpu.check_device(low, "the lower halves")?;
-    let end = start.checked_add(n).ok_or_else(|| crate::RuntimeError::InvalidLaunch {
-        kernel: K,
-        reason: format!("pairs {start}..{start} + {n} overflow"),
-    })?;
-    check_len(K, "high", high, end)?;
-    check_len(K, "low", low, end)?;
+    check_pairs(gpu, K, high, low, start, n)?;
     let capacity = capacity.max(2).checked_next_power_of_two().ok_or_else(|| crate::RuntimeError::InvalidLaunch {
         kernel: K,
         reason: format!("a table of {capacity} slots"),

@@ -117,55 +117,6 @@ impl GpuEngine {
         config: Config,
         thresholds: Vec<f64>,
     ) -> Result<Self> {
-        Self::start(gpu, affs, fragments, config, thresholds)
-    }
-
-    /// As [`GpuEngine::new`], with the ground truth (one u64 label per
-    /// voxel) on the device instead of in the configuration: it is read
-    /// (narrowed to u32 on the device, or downloaded when a label does not
-    /// fit) before this returns, and not needed afterwards.
-    pub(crate) fn with_device_ground_truth(
-        gpu: &Gpu,
-        affs: &DeviceAffinities,
-        device_ground_truth: Option<&DeviceBuffer<u64>>,
-        mut config: Config,
-        thresholds: Vec<f64>,
-    ) -> Result<Self> {
-        let mut from_device = None;
-        if let Some(labels) = device_ground_truth {
-            let n = affs.n_voxels();
-            if labels.len() as u64 != n {
-                return Err(Error::unsupported(format!(
-                    "the ground truth holds {} labels for a volume of {n} voxels",
-                    labels.len()
-                )));
-            }
-            gpu.check_device(labels, "the ground truth")?;
-            match DeviceGroundTruth::from_device(gpu, labels)? {
-                Some(narrow) => from_device = Some(narrow),
-                None => {
-                    let d = affs.dims();
-                    let host = gpu.download(labels)?;
-                    let host = Array3::from_shape_vec((d.z as usize, d.y as usize, d.x as usize), host)
-                        .expect("one label per voxel");
-                    config = config.ground_truth(host);
-                }
-            }
-        }
-        let mut engine = Self::start(gpu, affs, None, config, thresholds)?;
-        if let Some(narrow) = from_device {
-            engine.ground_truth = Some(GroundTruth::Device(narrow));
-        }
-        Ok(engine)
-    }
-
-    fn start(
-        gpu: &Gpu,
-        affs: &DeviceAffinities,
-        fragments: Option<ArrayView3<'_, u64>>,
-        config: Config,
-        thresholds: Vec<f64>,
-    ) -> Result<Self> {
         let dims = affs.dims();
         let n = affs.n_voxels();
         let given = match &fragments {
@@ -217,6 +168,45 @@ impl GpuEngine {
             timings,
             n_edges,
         })
+    }
+
+    /// As [`GpuEngine::new`], with the ground truth (one u64 label per
+    /// voxel) on the device instead of in the configuration: it is read
+    /// (narrowed to u32 on the device, or downloaded when a label does not
+    /// fit) before this returns, and not needed afterwards.
+    pub(crate) fn with_device_ground_truth(
+        gpu: &Gpu,
+        affs: &DeviceAffinities,
+        device_ground_truth: Option<&DeviceBuffer<u64>>,
+        mut config: Config,
+        thresholds: Vec<f64>,
+    ) -> Result<Self> {
+        let mut from_device = None;
+        if let Some(labels) = device_ground_truth {
+            let n = affs.n_voxels();
+            if labels.len() as u64 != n {
+                return Err(Error::unsupported(format!(
+                    "the ground truth holds {} labels for a volume of {n} voxels",
+                    labels.len()
+                )));
+            }
+            gpu.check_device(labels, "the ground truth")?;
+            match DeviceGroundTruth::from_device(gpu, labels)? {
+                Some(narrow) => from_device = Some(narrow),
+                None => {
+                    let d = affs.dims();
+                    let host = gpu.download(labels)?;
+                    let host = Array3::from_shape_vec((d.z as usize, d.y as usize, d.x as usize), host)
+                        .expect("one label per voxel");
+                    config = config.ground_truth(host);
+                }
+            }
+        }
+        let mut engine = Self::new(gpu, affs, None, config, thresholds)?;
+        if let Some(narrow) = from_device {
+            engine.ground_truth = Some(GroundTruth::Device(narrow));
+        }
+        Ok(engine)
     }
 
     /// Merges up to the next threshold; returns it and where its merges

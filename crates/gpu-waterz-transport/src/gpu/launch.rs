@@ -16,6 +16,34 @@ fn row_config<T>(gpu: &Gpu, n: u64, d: u64) -> LaunchConfig {
     }
 }
 
+/// Checks what a row kernel reads and writes: the `d × d` matrix, the
+/// `n × d` vectors, and the `n × d` errors when asked for; returns the
+/// errors' address (null without).
+fn check_row_kernel<T: gpu_waterz_runtime::DeviceElement>(
+    gpu: &Gpu,
+    kernel: &'static str,
+    matrix: (&str, &DeviceBuffer<T>),
+    n: u64,
+    d: u64,
+    vectors: [(&str, &DeviceBuffer<T>); 3],
+    err: Option<&mut DeviceBuffer<T>>,
+) -> Result<*mut T> {
+    gpu.check_device(matrix.1, matrix.0)?;
+    check_len(kernel, matrix.0, matrix.1, d * d)?;
+    for (what, b) in vectors {
+        gpu.check_device(b, what)?;
+        check_len(kernel, what, b, n * d)?;
+    }
+    match err {
+        Some(e) => {
+            gpu.check_device(e, "err")?;
+            check_len(kernel, "err", e, n * d)?;
+            Ok(e.as_mut_ptr())
+        }
+        None => Ok(std::ptr::null_mut()),
+    }
+}
+
 /// The kernels of one float type.
 pub(crate) trait Kernels: Sized + gpu_waterz_runtime::DeviceElement {
     /// `out = f(m)`, `out_t` its transpose (`ot_prepare_*`).
@@ -109,21 +137,8 @@ macro_rules! kernels {
                 x_out: &mut DeviceBuffer<Self>,
                 err: Option<&mut DeviceBuffer<Self>>,
             ) -> Result<()> {
-                const K: &str = stringify!($scaling);
-                gpu.check_device(op, "op")?;
-                check_len(K, "op", op, d * d)?;
-                for (what, b) in [("x_in", x_in), ("marginal", marginal), ("x_out", x_out as &DeviceBuffer<Self>)] {
-                    gpu.check_device(b, what)?;
-                    check_len(K, what, b, n * d)?;
-                }
-                let err = match err {
-                    Some(e) => {
-                        gpu.check_device(e, "err")?;
-                        check_len(K, "err", e, n * d)?;
-                        e.as_mut_ptr()
-                    }
-                    None => std::ptr::null_mut(),
-                };
+                let vectors = [("x_in", x_in), ("marginal", marginal), ("x_out", &*x_out)];
+                let err = check_row_kernel(gpu, stringify!($scaling), ("op", op), n, d, vectors, err)?;
                 let args = $scaling {
                     op: op.as_ptr(),
                     n,
@@ -150,21 +165,8 @@ macro_rules! kernels {
                 p_out: &mut DeviceBuffer<Self>,
                 err: Option<&mut DeviceBuffer<Self>>,
             ) -> Result<()> {
-                const K: &str = stringify!($log);
-                gpu.check_device(c, "c")?;
-                check_len(K, "c", c, d * d)?;
-                for (what, b) in [("p_in", p_in), ("marginal", marginal), ("p_out", p_out as &DeviceBuffer<Self>)] {
-                    gpu.check_device(b, what)?;
-                    check_len(K, what, b, n * d)?;
-                }
-                let err = match err {
-                    Some(e) => {
-                        gpu.check_device(e, "err")?;
-                        check_len(K, "err", e, n * d)?;
-                        e.as_mut_ptr()
-                    }
-                    None => std::ptr::null_mut(),
-                };
+                let vectors = [("p_in", p_in), ("marginal", marginal), ("p_out", &*p_out)];
+                let err = check_row_kernel(gpu, stringify!($log), ("c", c), n, d, vectors, err)?;
                 let args = $log {
                     c: c.as_ptr(),
                     n,
@@ -197,13 +199,8 @@ macro_rules! kernels {
                 g: &DeviceBuffer<Self>,
                 partial: &mut DeviceBuffer<Self>,
             ) -> Result<()> {
-                const K: &str = stringify!($cost);
-                gpu.check_device(c, "c")?;
-                check_len(K, "c", c, d * d)?;
-                for (what, b) in [("f", f), ("g", g), ("partial", partial as &DeviceBuffer<Self>)] {
-                    gpu.check_device(b, what)?;
-                    check_len(K, what, b, n * d)?;
-                }
+                let vectors = [("f", f), ("g", g), ("partial", &*partial)];
+                check_row_kernel(gpu, stringify!($cost), ("c", c), n, d, vectors, None)?;
                 let args =
                     $cost { c: c.as_ptr(), n, d, reg, f: f.as_ptr(), g: g.as_ptr(), partial: partial.as_mut_ptr() };
                 // SAFETY: as in `scaling_update`.
