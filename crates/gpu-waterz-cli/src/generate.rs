@@ -79,9 +79,19 @@ pub fn neurite_labels(seed: u64, shape: (usize, usize, usize), n_cells: usize) -
     labels
 }
 
+/// `Array3::from_shape_fn` with the voxels computed in parallel.
+fn par_from_shape_fn<T: Copy + Default + Send + Sync>(
+    shape: (usize, usize, usize),
+    f: impl Fn((usize, usize, usize)) -> T + Sync + Send,
+) -> Array3<T> {
+    let mut out = Array3::from_elem(shape, T::default());
+    Zip::indexed(&mut out).par_for_each(|p, v| *v = f(p));
+    out
+}
+
 fn boundary_mask(labels: &Array3<u32>) -> Array3<bool> {
     let (zd, yd, xd) = labels.dim();
-    Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+    par_from_shape_fn((zd, yd, xd), |(z, y, x)| {
         let l = labels[[z, y, x]];
         (z + 1 < zd && labels[[z + 1, y, x]] != l)
             || (y + 1 < yd && labels[[z, y + 1, x]] != l)
@@ -94,7 +104,7 @@ fn boundary_mask(labels: &Array3<u32>) -> Array3<bool> {
 
 fn dilate(mask: &Array3<bool>) -> Array3<bool> {
     let (zd, yd, xd) = mask.dim();
-    Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+    par_from_shape_fn((zd, yd, xd), |(z, y, x)| {
         mask[[z, y, x]]
             || (z + 1 < zd && mask[[z + 1, y, x]])
             || (y + 1 < yd && mask[[z, y + 1, x]])
@@ -110,7 +120,7 @@ fn box_blur(q: &Array3<f32>) -> Array3<f32> {
     for axis in 0..3 {
         let src = out.clone();
         let len = src.len_of(Axis(axis));
-        Zip::indexed(&mut out).for_each(|(z, y, x), v| {
+        Zip::indexed(&mut out).par_for_each(|(z, y, x), v| {
             let p = [z, y, x];
             let mut sum = 0.0;
             let mut n = 0.0;
@@ -145,7 +155,7 @@ pub fn crop_or_mirror(source: &Array3<u64>, (zd, yd, xd): (usize, usize, usize))
             2 * n - 1 - k
         }
     };
-    Array3::from_shape_fn((zd, yd, xd), |(z, y, x)| {
+    par_from_shape_fn((zd, yd, xd), |(z, y, x)| {
         source[[mirror(z + oz, sz), mirror(y + oy, sy), mirror(x + ox, sx)]] as u32
     })
 }
@@ -157,7 +167,7 @@ pub fn affinities(labels: &Array3<u32>, params: &GeneratorParams) -> Array4<f32>
     for _ in 1..params.membrane_half_width {
         membrane = dilate(&membrane);
     }
-    let mut q = membrane.mapv(|m| if m { 0.05f32 } else { 0.95 });
+    let mut q = Zip::from(&membrane).par_map_collect(|&m| if m { 0.05f32 } else { 0.95 });
     let mut rng = SplitMix64::new(params.seed ^ 0x5EED);
     // Merge bait: weak membrane spots of radius 2 at random boundary voxels.
     let boundary: Vec<(usize, usize, usize)> =
@@ -198,7 +208,7 @@ pub fn affinities(labels: &Array3<u32>, params: &GeneratorParams) -> Array4<f32>
         q = box_blur(&q);
     }
     let seed = params.seed;
-    Zip::indexed(&mut q).for_each(|(z, y, x), v| {
+    Zip::indexed(&mut q).par_for_each(|(z, y, x), v| {
         *v = (*v + params.noise * (value_noise(seed, z, y, x, 3) - 0.5)).clamp(0.0, 1.0);
     });
     gpu_waterz_core::affinities::from_inside_probability(&q)

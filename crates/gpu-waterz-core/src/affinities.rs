@@ -108,14 +108,15 @@ impl<'a> AffinityGraph<'a> {
 /// faces at index 0 along their axis. For a boundary map `p`, pass `1 - p`.
 pub fn from_inside_probability(q: &ndarray::Array3<f32>) -> ndarray::Array4<f32> {
     let (zd, yd, xd) = q.dim();
-    ndarray::Array4::from_shape_fn((3, zd, yd, xd), |(c, z, y, x)| {
+    let mut out = ndarray::Array4::zeros((3, zd, yd, xd));
+    // Voxels in parallel: each value depends only on `q`.
+    ndarray::Zip::indexed(&mut out).par_for_each(|(c, z, y, x), v| {
         let p = [z, y, x];
-        if p[c] == 0 {
-            0.0
-        } else {
-            q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]])
+        if p[c] != 0 {
+            *v = q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]]);
         }
-    })
+    });
+    out
 }
 
 /// Fails on the first NaN or infinite value (in C order); returns how many
