@@ -42,6 +42,40 @@ pub unsafe fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// Waits for every thread of the block and returns whether `predicate`
+/// held for any of them (PTX `bar.red.or.pred`). Orders shared-memory
+/// accesses as [`sync_threads`] does.
+///
+/// # Safety
+/// Every thread of the block calls it (block-uniform control flow).
+#[inline(always)]
+pub unsafe fn sync_threads_or(predicate: bool) -> bool {
+    let any: u32;
+    let p = predicate as u32;
+    // SAFETY: a block-wide barrier reached by every thread (the caller's).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; .reg .pred q; setp.ne.u32 q, {v}, 0; bar.red.or.pred p, 0, q; selp.u32 {r}, 1, 0, p; }}",
+            r = out(reg32) any,
+            v = in(reg32) p,
+            options(nostack)
+        );
+    }
+    any != 0
+}
+
+/// The correctly rounded square root (PTX `sqrt.rn.f64`, as IEEE 754 and
+/// the host's `f64::sqrt`).
+#[inline(always)]
+pub fn sqrt_f64(x: f64) -> f64 {
+    let out: f64;
+    // SAFETY: an arithmetic instruction without memory access.
+    unsafe {
+        core::arch::asm!("sqrt.rn.f64 {o}, {x};", o = out(reg64) out, x = in(reg64) x, options(pure, nomem, nostack))
+    };
+    out
+}
+
 /// The block's dynamic shared memory, as launched (`shared_mem_bytes`).
 #[inline(always)]
 pub fn dynamic_shared<T>() -> *mut T {

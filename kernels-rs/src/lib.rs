@@ -19,7 +19,9 @@
 mod kernel_macro;
 
 pub mod device;
+pub mod distance;
 pub mod graph;
+pub mod greyscale;
 pub mod parhac;
 pub mod primitives;
 pub mod reduce;

@@ -18,6 +18,7 @@ const COMPAT_PACKAGES: &[&str] = &[
     "maturin>=1.5,<2",
     "ziglang",
     "POT==0.9.5",
+    "scikit-image",
 ];
 
 /// The virtualenv with stock waterz and the suite's packages (made or

@@ -107,6 +107,14 @@ kernels! {
     PhScatterIds => "ph_scatter_ids",
     PhTranslateKeys => "ph_translate_keys",
     PhCommit => "ph_commit",
+    GreyRelax => "grey_relax",
+    GreyPrepare => "grey_prepare",
+    GreyDistanceInit => "grey_distance_init",
+    GreyDescend => "grey_descend",
+    GreyMinimumRoots => "grey_minimum_roots",
+    GreyMinimumNumber => "grey_minimum_number",
+    GreyLines => "grey_lines",
+    EdtPass => "edt_pass",
 }
 
 /// The most parameters a kernel takes.

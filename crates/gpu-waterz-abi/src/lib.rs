@@ -13,6 +13,8 @@
 
 #[macro_use]
 pub mod kernel;
+pub mod distance;
+pub mod greyscale;
 pub mod primitives;
 pub mod transport;
 pub mod watershed;

@@ -7,7 +7,7 @@
 mod commands;
 
 use clap::{Parser, Subcommand};
-use commands::{demo, evaluate, generate, segment};
+use commands::{demo, evaluate, generate, greyscale, segment};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -48,6 +48,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Compare a segmentation with ground truth; prints JSON.
     Evaluate(evaluate::EvaluateArgs),
+    /// The greyscale watershed of a 2D image or 3D volume (markers, mask,
+    /// watershed lines); prints JSON.
+    Watershed(greyscale::WatershedArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => generate::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Evaluate(args) => evaluate::run(args),
+        Command::Watershed(args) => greyscale::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! Grey-scale morphology with `scipy.ndimage`'s semantics, on arrays of
-//! rank 1 to 8: the CPU path of the morphology operators (the GPU kernels
-//! are to come; see the morphology issue).
+//! rank 1 to 8: the CPU path of the morphology operators, and the exact
+//! Euclidean distance transform ([`distance`]) on the CPU and ([`gpu`]) the
+//! GPU.
 //!
 //! Everything is a minimum or maximum filter over a structuring element,
 //! resolved once on the host ([`Footprint::resolve`]) into flat input
@@ -16,22 +17,55 @@
 //! Outside the array values come from the [`Mode`]: `reflect`
 //! (`d c b a | a b c d | d c b a`), `mirror` (`d c b | a b c d | c b a`),
 //! `nearest`, `wrap` and `constant` (`cval`).
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod distance;
+#[allow(unsafe_code)]
+pub mod gpu;
+
+pub use distance::distance_transform_edt;
 
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use rayon::prelude::*;
 
-/// What can go wrong: input the operators do not take.
+/// What can go wrong: input the operators do not take, or the GPU.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid input: {0}")]
-pub struct MorphologyError(String);
+#[non_exhaustive]
+pub enum MorphologyError {
+    /// Input the operators do not take.
+    #[error("invalid input: {0}")]
+    Input(String),
+    /// The GPU failed.
+    #[error("GPU: {0}")]
+    Gpu(#[from] gpu_waterz_runtime::RuntimeError),
+}
+
+/// The kind of a [`MorphologyError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MorphologyErrorKind {
+    /// Bad input.
+    Input,
+    /// The GPU.
+    Gpu,
+}
+
+impl MorphologyError {
+    /// What went wrong, for callers that branch on it.
+    pub fn kind(&self) -> MorphologyErrorKind {
+        match self {
+            Self::Input(_) => MorphologyErrorKind::Input,
+            Self::Gpu(_) => MorphologyErrorKind::Gpu,
+        }
+    }
+}
 
 /// Results of this crate.
 pub type Result<T, E = MorphologyError> = std::result::Result<T, E>;
 
 fn invalid(reason: impl Into<String>) -> MorphologyError {
-    MorphologyError(reason.into())
+    MorphologyError::Input(reason.into())
 }
 
 /// The largest rank taken (scipy's limit for these filters is 32; the

@@ -54,6 +54,19 @@ pub(crate) fn borrow_floats<T: gpu_waterz_transport::gpu::DeviceFloat>(
     unsafe { gpu.borrow_device_memory::<T>(address, n) }.map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
 }
 
+/// Views `n` CUDA elements of `T` (the greyscale watershed's keys,
+/// markers, mask and the labels it writes) at device address `address`
+/// without a copy, under [`borrow_affinities`]'s rule.
+pub(crate) fn borrow_elements<T: gpu_waterz_runtime::DeviceElement>(
+    gpu: &Gpu,
+    address: u64,
+    n: usize,
+) -> PyResult<DeviceBuffer<T>> {
+    // SAFETY: see `borrow_affinities`; the driver checks that the range is
+    // one live allocation of this device.
+    unsafe { gpu.borrow_device_memory::<T>(address, n) }.map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
+}
+
 /// A uint64 segmentation on a CUDA device, for torch and cupy to take
 /// without a copy.
 #[pyclass(module = "gpu_waterz._native")]

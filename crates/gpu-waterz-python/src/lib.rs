@@ -7,6 +7,7 @@
 
 #[allow(unsafe_code)]
 mod cuda;
+mod greyscale;
 mod ndimage;
 mod pipeline;
 mod results;
@@ -56,6 +57,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline::agglomerate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::grey_morphology, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(greyscale::grey_watershed, m)?)?;
+    m.add_function(wrap_pyfunction!(greyscale::grey_watershed_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f32, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f64, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_cuda, m)?)?;

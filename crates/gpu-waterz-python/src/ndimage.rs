@@ -48,3 +48,59 @@ pub(crate) fn grey_morphology<'py>(
     let out = py.detach(|| op(input, &args)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(out.into_pyarray(py))
 }
+
+fn morphology_err(e: gpu_waterz_morphology::MorphologyError) -> PyErr {
+    match e.kind() {
+        gpu_waterz_morphology::MorphologyErrorKind::Input => PyValueError::new_err(e.to_string()),
+        _ => pyo3::exceptions::PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+/// The exact Euclidean distance transform of a boolean host array
+/// (`True`: measured) with `sampling`; `backend` is `"gpu"` (rank 1 to 3)
+/// or `"cpu"`. Returns float64 distances.
+#[pyfunction]
+#[pyo3(signature = (input, sampling, backend, ordinal))]
+pub(crate) fn distance_transform_edt<'py>(
+    py: Python<'py>,
+    input: PyReadonlyArrayDyn<'py, bool>,
+    sampling: Option<Vec<f64>>,
+    backend: &str,
+    ordinal: usize,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let input = input.as_array();
+    let out = match backend {
+        "gpu" => {
+            let gpu =
+                gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+            py.detach(|| gpu_waterz_morphology::gpu::distance_transform_edt_host(&gpu, input, sampling.as_deref()))
+        }
+        "cpu" => py.detach(|| gpu_waterz_morphology::distance_transform_edt(input, sampling.as_deref())),
+        other => return Err(PyValueError::new_err(format!("backend must be 'gpu' or 'cpu', not {other:?}"))),
+    }
+    .map_err(morphology_err)?;
+    Ok(out.into_pyarray(py))
+}
+
+/// The same on CUDA memory: `pointers` are the mask (uint8, 0: background)
+/// and the float64 distances to write, `shape` (rank 1 to 3) elements each
+/// on device `ordinal`, held by the caller for the whole call.
+#[pyfunction]
+#[pyo3(signature = (pointers, shape, sampling, ordinal))]
+pub(crate) fn distance_transform_edt_cuda(
+    py: Python<'_>,
+    pointers: [u64; 2],
+    shape: Vec<usize>,
+    sampling: Option<Vec<f64>>,
+    ordinal: usize,
+) -> PyResult<()> {
+    let n: usize = shape.iter().product();
+    let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    py.detach(|| -> PyResult<()> {
+        let mask = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
+        let mut out = crate::cuda::borrow_elements::<f64>(&gpu, pointers[1], n)?;
+        gpu_waterz_morphology::gpu::distance_transform_edt(&gpu, &mask, &shape, sampling.as_deref(), &mut out)
+            .map_err(morphology_err)?;
+        gpu.synchronize().map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
+    })
+}

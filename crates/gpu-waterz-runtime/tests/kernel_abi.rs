@@ -4,7 +4,9 @@
 //! struct's order (names and types are checked when the kernels compile, by
 //! `gpu_waterz_abi::kernel_params!`).
 
+use gpu_waterz_abi::distance::*;
 use gpu_waterz_abi::graph::*;
+use gpu_waterz_abi::greyscale::*;
 use gpu_waterz_abi::kernel::MAX_PARAMS;
 use gpu_waterz_abi::parhac::*;
 use gpu_waterz_abi::primitives::*;
@@ -131,6 +133,14 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<PhScatterIdsArgs>(c);
     check::<PhTranslateKeysArgs>(c);
     check::<PhCommitArgs>(c);
+    check::<GreyRelaxArgs>(c);
+    check::<GreyPrepareArgs>(c);
+    check::<GreyDistanceInitArgs>(c);
+    check::<GreyDescendArgs>(c);
+    check::<GreyMinimumRootsArgs>(c);
+    check::<GreyMinimumNumberArgs>(c);
+    check::<GreyLinesArgs>(c);
+    check::<EdtPassArgs>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }

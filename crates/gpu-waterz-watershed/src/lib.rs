@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod gpu;
+pub mod greyscale;
 pub mod reference;
 
 pub use reference::{watershed, Fragments};

@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod evaluate;
 pub mod generate;
+pub mod greyscale;
 pub mod segment;
 
 mod containers;

@@ -186,8 +186,13 @@ impl OutputFolder {
 
     /// Puts the staging folder in place of the target: at once when the
     /// target is absent or empty; else the previous result is set aside,
-    /// the new one renamed into place, and the previous one removed.
-    pub fn commit(mut self) -> Result<()> {
+    /// the new one renamed into place, and the previous one removed. With
+    /// `durable`, every file is flushed to the disk first.
+    pub fn commit(mut self, durable: bool) -> Result<()> {
+        if durable {
+            gpu_waterz_cli::io::sync_tree(&self.staging)
+                .with_context(|| format!("flushing {} to the disk", self.staging.display()))?;
+        }
         if self.file {
             // A rename over a file replaces it atomically.
             std::fs::rename(&self.staging, &self.target)
@@ -292,7 +297,7 @@ mod tests {
         let run = OutputFolder::begin(&target, false, false).unwrap();
         std::fs::write(run.path().join("a"), "1").unwrap();
         assert!(!target.exists(), "nothing shows before the commit");
-        run.commit().unwrap();
+        run.commit(false).unwrap();
         assert_eq!(files(&target), ["a"]);
         assert_eq!(files(&dir), ["out"], "no lock or staging left");
         // Non-empty: refused without --overwrite, before anything is written.
@@ -307,7 +312,7 @@ mod tests {
         // A complete one replaces it, stale files included.
         let run = OutputFolder::begin(&target, true, false).unwrap();
         std::fs::write(run.path().join("c"), "3").unwrap();
-        run.commit().unwrap();
+        run.commit(true).unwrap();
         assert_eq!(files(&target), ["c"]);
         assert_eq!(files(&dir), ["out"]);
     }

@@ -216,7 +216,9 @@ pub fn write_parts_atomically(path: &Path, parts: &[&[u8]], piece_bytes: usize) 
                 .try_for_each(|(i, piece)| f.write_all_at(piece, base + (i as u64) * piece_bytes.max(1) as u64))?;
             offset += part.len() as u64;
         }
-        f.sync_all()?;
+        // No fsync here: the file is complete once renamed, whatever
+        // happens to this process; `sync_tree` makes a result durable
+        // against a power cut when asked for (`--fsync`).
         std::fs::rename(&tmp, path)
     })();
     if let Err(e) = result {
@@ -224,6 +226,26 @@ pub fn write_parts_atomically(path: &Path, parts: &[&[u8]], piece_bytes: usize) 
         return Err(write_err(e));
     }
     Ok(())
+}
+
+/// Flushes every file under `path` (a file, or a folder and its files and
+/// subfolders) and the folders themselves to the disk.
+pub fn sync_tree(path: &Path) -> std::io::Result<()> {
+    use rayon::prelude::*;
+    let mut files = Vec::new();
+    let mut folders = Vec::new();
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(p) = pending.pop() {
+        if p.is_dir() {
+            for entry in std::fs::read_dir(&p)? {
+                pending.push(entry?.path());
+            }
+            folders.push(p);
+        } else {
+            files.push(p);
+        }
+    }
+    files.par_iter().chain(folders.par_iter()).try_for_each(|p| std::fs::File::open(p)?.sync_all())
 }
 
 #[cfg(test)]

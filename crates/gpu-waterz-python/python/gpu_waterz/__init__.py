@@ -22,7 +22,7 @@ import warnings
 
 from . import _native
 
-__all__ = ["agglomerate", "evaluate", "CudaVolume", "__version__"]
+__all__ = ["agglomerate", "evaluate", "watershed", "CudaVolume", "__version__"]
 
 __version__ = _native.__version__
 
@@ -368,3 +368,8 @@ def evaluate(segmentation, gt):
     return _native.evaluate(
         np.ascontiguousarray(segmentation, dtype=np.uint64), np.ascontiguousarray(gt, dtype=np.uint64)
     )
+
+
+# The greyscale watershed: a callable module, so that both
+# ``gpu_waterz.watershed(image)`` and ``gpu_waterz.watershed.watershed(image)`` work.
+from . import watershed  # noqa: E402

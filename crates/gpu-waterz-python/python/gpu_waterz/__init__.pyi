@@ -38,3 +38,5 @@ def agglomerate(
 __version__: str
 
 def evaluate(segmentation: NDArray[np.uint64], gt: NDArray[np.uint64]) -> Metrics: ...
+
+from . import watershed as watershed

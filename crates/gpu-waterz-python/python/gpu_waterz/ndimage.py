@@ -4,9 +4,12 @@
 ``black_tophat``, and ``binary_erosion``, ``binary_dilation``,
 ``binary_opening``, ``binary_closing`` (iterations, masks, border values).
 
-This is the CPU path (Rust, on all cores), for numpy arrays of rank 1 to 8;
-the GPU kernels, binary_propagation and binary_fill_holes and the distance
-transforms are still to come (see the morphology issue). ``import gpu_waterz.ndimage as ndi``
+The morphology operators run on the CPU (Rust, on all cores), for numpy
+arrays of rank 1 to 8; their GPU kernels, binary_propagation and
+binary_fill_holes are still to come (see the morphology issue).
+``distance_transform_edt`` (distances; not yet the indices) runs on the GPU
+for arrays of rank 1 to 3 (numpy, or CUDA torch tensors in place) and on the
+CPU otherwise, exact with unit sampling. ``import gpu_waterz.ndimage as ndi``
 replaces these calls: same keyword arguments (``size``, ``footprint``,
 ``structure``, ``output``, ``mode`` in reflect/constant/nearest/mirror/wrap,
 ``cval``, ``origin``), same output dtype as the input (or ``output``'s).
@@ -20,6 +23,7 @@ import numpy as np
 from . import _native
 
 __all__ = [
+    "distance_transform_edt",
     "binary_erosion",
     "binary_dilation",
     "binary_opening",
@@ -253,3 +257,86 @@ def binary_closing(input, structure=None, iterations=1, output=None, origin=0, m
     erosions."""
     dilated = binary_dilation(input, structure, iterations, mask, None, border_value, origin)
     return binary_erosion(dilated, structure, iterations, mask, output, border_value, origin)
+
+
+def distance_transform_edt(input, sampling=None, return_distances=True, return_indices=False, distances=None,
+                           indices=None, *, backend="auto"):
+    """``scipy.ndimage.distance_transform_edt``'s distances: for every
+    non-zero element, the Euclidean distance to the nearest zero element,
+    with ``sampling`` (a spacing per axis, or one for all). float64, equal
+    to scipy's with unit sampling; within float64 rounding otherwise.
+
+    numpy in gives numpy out; a CUDA torch tensor (a cupy array) gives a
+    CUDA float64 tensor (cupy array), computed in place on its device. ``backend``: 'auto' (the GPU
+    for rank 1 to 3 when one is usable, else the CPU), 'gpu' or 'cpu'
+    (keyword only). ``return_indices`` (the feature transform) is not
+    supported yet and raises NotImplementedError; ``distances`` receives
+    the result when given.
+    """
+    if return_indices or indices is not None:
+        raise NotImplementedError("the feature transform (return_indices, indices) is not supported yet")
+    if not return_distances:
+        raise ValueError("at least one of return_distances/return_indices must be True")
+    if backend not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"backend must be 'auto', 'gpu' or 'cpu', not {backend!r}")
+    if type(input).__module__.startswith("torch") and input.is_cuda and backend != "cpu":
+        import torch
+
+        if not 1 <= input.dim() <= 3:
+            raise ValueError(f"CUDA tensors of rank 1 to 3 are taken, not rank {input.dim()}")
+        mask = (input.detach() != 0).to(torch.uint8).contiguous()
+        out = distances if distances is not None else torch.empty(mask.shape, dtype=torch.float64, device=mask.device)
+        if out.dtype != torch.float64 or tuple(out.shape) != tuple(mask.shape) or not out.is_contiguous():
+            raise ValueError("distances must be a contiguous float64 tensor of the input's shape")
+        torch.cuda.synchronize(mask.device)
+        _native.distance_transform_edt_cuda([mask.data_ptr(), out.data_ptr()], list(mask.shape),
+                                            _sampling(sampling, mask.dim()), mask.device.index or 0)
+        return None if distances is not None else out
+    if type(input).__module__.startswith("cupy") and backend != "cpu":
+        import cupy as cp
+
+        if not 1 <= input.ndim <= 3:
+            raise ValueError(f"cupy arrays of rank 1 to 3 are taken, not rank {input.ndim}")
+        with input.device:
+            mask = cp.ascontiguousarray((input != 0).astype(cp.uint8))
+            out = distances if distances is not None else cp.empty(mask.shape, dtype=cp.float64)
+            if out.dtype != cp.float64 or out.shape != mask.shape or not out.flags.c_contiguous:
+                raise ValueError("distances must be a contiguous float64 array of the input's shape")
+            cp.cuda.runtime.deviceSynchronize()
+            _native.distance_transform_edt_cuda([mask.data.ptr, out.data.ptr], list(mask.shape),
+                                                _sampling(sampling, mask.ndim), input.device.id)
+        return None if distances is not None else out
+    if type(input).__module__.startswith("torch"):
+        input = input.detach().cpu().numpy()
+    elif type(input).__module__.startswith("cupy"):
+        input = input.get()
+    a = np.ascontiguousarray(np.asarray(input) != 0)
+    if a.ndim == 0:
+        raise ValueError("arrays of rank 1 to 8 are taken, not rank 0")
+    s = _sampling(sampling, a.ndim)
+    order = (["gpu", "cpu"] if a.ndim <= 3 else ["cpu"]) if backend == "auto" else [backend]
+    for i, b in enumerate(order):
+        try:
+            result = _native.distance_transform_edt(a, s, b, 0)
+            break
+        except RuntimeError:
+            if i + 1 == len(order):
+                raise
+    if distances is not None:
+        if distances.shape != result.shape or distances.dtype != np.float64:
+            raise RuntimeError("distances array has wrong shape or type")
+        distances[...] = result
+        return None
+    return result
+
+
+def _sampling(sampling, rank):
+    """One positive spacing per axis (a scalar for all), or None."""
+    if sampling is None:
+        return None
+    s = np.atleast_1d(np.asarray(sampling, dtype=np.float64)).tolist()
+    if len(s) == 1:
+        s = s * rank
+    if len(s) != rank:
+        raise RuntimeError("sequence argument must have length equal to input rank")
+    return s

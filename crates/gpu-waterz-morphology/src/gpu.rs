@@ -1,0 +1,96 @@
+//! The distance transform on the GPU: one pass per axis of a volume of up
+//! to three axes (`kernels-rs/src/distance.rs`), exact with unit sampling
+//! as [`crate::distance`] is; the launches are this module's only `unsafe`
+//! code, each after the lengths its kernel reads and writes are checked.
+
+use crate::distance::{check_sampling, no_background};
+use crate::{check_input, invalid, Result};
+use gpu_waterz_abi::distance::EdtPassArgs;
+use gpu_waterz_abi::Dims3;
+use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
+use ndarray::{ArrayD, ArrayViewD};
+
+/// The `(z, y, x)` extent of a shape of rank 1 to 3 (leading axes of 1).
+fn dims_of(shape: &[usize]) -> Result<Dims3> {
+    check_input(shape)?;
+    let mut d = [1u64; 3];
+    if shape.len() > 3 {
+        return Err(invalid(format!("the GPU distance transform takes rank 1 to 3, not {}", shape.len())));
+    }
+    for (slot, &s) in d[3 - shape.len()..].iter_mut().zip(shape) {
+        *slot = s as u64;
+    }
+    Ok(Dims3::new(d[0], d[1], d[2]))
+}
+
+/// The distances of `mask` (one byte per element of `shape`, C order; 0:
+/// background) into `out` (one float64 per element).
+pub fn distance_transform_edt(
+    gpu: &Gpu,
+    mask: &DeviceBuffer<u8>,
+    shape: &[usize],
+    sampling: Option<&[f64]>,
+    out: &mut DeviceBuffer<f64>,
+) -> Result<()> {
+    let dims = dims_of(shape)?;
+    let sampling = check_sampling(sampling, shape.len())?;
+    let n = dims.z * dims.y * dims.x;
+    gpu.check_device(mask, "the mask")?;
+    gpu.check_device(out, "the output")?;
+    check_len("edt_pass", "mask", mask, n)?;
+    check_len("edt_pass", "output", out, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    // Spacing per (z, y, x) axis; padded axes have one element, any spacing.
+    let mut spacing = [1.0f64; 3];
+    spacing[3 - shape.len()..].copy_from_slice(&sampling);
+    let mut scratch = gpu.uninit::<f64>(n as usize)?;
+    let mut background = gpu.zeros::<u32>(1)?;
+    for axis in 0..3u32 {
+        // Passes alternate: z into out, y into scratch, x into out.
+        let (input, output) = match axis {
+            0 => (std::ptr::null(), out.as_mut_ptr()),
+            1 => (out.as_ptr(), scratch.as_mut_ptr()),
+            _ => (scratch.as_ptr(), out.as_mut_ptr()),
+        };
+        let args = EdtPassArgs {
+            dims,
+            axis,
+            first: (axis == 0) as u32,
+            last: (axis == 2) as u32,
+            sampling: spacing[axis as usize],
+            mask: mask.as_ptr(),
+            input,
+            output,
+            background: background.as_mut_ptr(),
+        };
+        // SAFETY: mask, out and scratch hold n elements (checked or
+        // allocated here); each pass reads one of them and writes another.
+        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    }
+    if gpu.download_element(&background, 0)? == 0 {
+        let host = no_background(shape, &sampling);
+        gpu.upload_into(out, 0, host.as_slice().expect("a new array is contiguous"))?;
+    }
+    Ok(())
+}
+
+/// The same for a host array of rank 1 to 3; distances back on the host.
+pub fn distance_transform_edt_host(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, bool>,
+    sampling: Option<&[f64]>,
+) -> Result<ArrayD<f64>> {
+    let shape = input.shape().to_vec();
+    dims_of(&shape)?;
+    let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+    let mask = gpu.upload(&bytes)?;
+    let mut out = gpu.uninit::<f64>(bytes.len().max(1))?;
+    if bytes.is_empty() {
+        return Ok(ArrayD::zeros(input.raw_dim()));
+    }
+    distance_transform_edt(gpu, &mask, &shape, sampling, &mut out)?;
+    let values = gpu.download(&out)?;
+    Ok(ArrayD::from_shape_vec(shape, values).expect("one distance per element"))
+}
