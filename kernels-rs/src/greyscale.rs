@@ -57,8 +57,8 @@ kernel! {
         let tile = tile_for_depth(dims.z);
         let grid = tile_grid(dims, tile);
         let t = block_idx_x() as u64;
-        // SAFETY (both conditions are block-uniform, so every thread leaves
-        // together): t indexes the tile arrays.
+        // SAFETY: t indexes the tile arrays. Both conditions are
+        // block-uniform, so every thread of the block leaves together.
         if t >= grid[0] * grid[1] * grid[2] || unsafe { *active_in.add(t as usize) } == 0 {
             return;
         }

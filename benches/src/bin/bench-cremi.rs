@@ -68,7 +68,8 @@ fn parse_shape(flag: &str, v: Option<String>) -> Result<(usize, usize, usize)> {
 }
 
 /// Serial-finish policies separated by `/`: `never`, `default`, or
-/// `EDGES,MERGES,SMALL` (`HostFinish`'s three fields).
+/// `EDGES,MERGES,SMALL[,SLOTS_PER_MERGE]` (`HostFinish`'s fields; the last
+/// one 0 when left out).
 fn parse_host_finish(v: Option<String>) -> Result<Vec<HostFinish>> {
     let v = v.ok_or_else(|| anyhow!("--host-finish needs never, default or EDGES,MERGES,SMALL"))?;
     v.split('/')
@@ -77,10 +78,12 @@ fn parse_host_finish(v: Option<String>) -> Result<Vec<HostFinish>> {
             "default" => Ok(HostFinish::default()),
             fields => {
                 let f: Vec<u64> = fields.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
-                let &[max_edges, min_merges_per_round, small_edges] = &f[..] else {
-                    bail!("--host-finish takes never, default or EDGES,MERGES,SMALL, not {p:?}")
+                let (max_edges, min_merges_per_round, small_edges, slots_per_merge) = match f[..] {
+                    [a, b, c] => (a, b, c, 0),
+                    [a, b, c, d] => (a, b, c, d),
+                    _ => bail!("--host-finish takes never, default or EDGES,MERGES,SMALL[,SLOTS], not {p:?}"),
                 };
-                Ok(HostFinish { max_edges, min_merges_per_round, small_edges })
+                Ok(HostFinish { max_edges, min_merges_per_round, small_edges, slots_per_merge })
             }
         })
         .collect()

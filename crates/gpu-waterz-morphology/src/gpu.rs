@@ -1,11 +1,10 @@
 //! The distance transform on the GPU: one pass per axis of a volume of up
-//! to three axes (`kernels-rs/src/distance.rs`), exact with unit sampling
-//! as [`crate::distance`] is; the launches are this module's only `unsafe`
-//! code, each after the lengths its kernel reads and writes are checked.
+//! to three axes (`kernels-rs/src/distance.rs`; the launches are in the
+//! private `launch` module), exact with unit sampling as
+//! [`crate::distance`] is.
 
 use crate::distance::{check_sampling, no_background};
 use crate::{check_input, invalid, Result};
-use gpu_waterz_abi::distance::EdtPassArgs;
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
 use ndarray::{ArrayD, ArrayViewD};
@@ -47,28 +46,7 @@ pub fn distance_transform_edt(
     spacing[3 - shape.len()..].copy_from_slice(&sampling);
     let mut scratch = gpu.uninit::<f64>(n as usize)?;
     let mut background = gpu.zeros::<u32>(1)?;
-    for axis in 0..3u32 {
-        // Passes alternate: z into out, y into scratch, x into out.
-        let (input, output) = match axis {
-            0 => (std::ptr::null(), out.as_mut_ptr()),
-            1 => (out.as_ptr(), scratch.as_mut_ptr()),
-            _ => (scratch.as_ptr(), out.as_mut_ptr()),
-        };
-        let args = EdtPassArgs {
-            dims,
-            axis,
-            first: (axis == 0) as u32,
-            last: (axis == 2) as u32,
-            sampling: spacing[axis as usize],
-            mask: mask.as_ptr(),
-            input,
-            output,
-            background: background.as_mut_ptr(),
-        };
-        // SAFETY: mask, out and scratch hold n elements (checked or
-        // allocated here); each pass reads one of them and writes another.
-        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
-    }
+    crate::launch::edt_passes(gpu, dims, spacing, mask, out, &mut scratch, &mut background)?;
     if gpu.download_element(&background, 0)? == 0 {
         let host = no_background(shape, &sampling);
         gpu.upload_into(out, 0, host.as_slice().expect("a new array is contiguous"))?;

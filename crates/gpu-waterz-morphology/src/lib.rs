@@ -21,8 +21,9 @@
 #![deny(missing_docs)]
 
 pub mod distance;
-#[allow(unsafe_code)]
 pub mod gpu;
+#[allow(unsafe_code)]
+mod launch;
 
 pub use distance::distance_transform_edt;
 

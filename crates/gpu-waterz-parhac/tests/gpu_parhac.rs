@@ -140,11 +140,15 @@ fn large_graphs_with_compaction_equal_the_cpu_parhac() {
 
 /// The policies the tests run: rounds only, the default, the host at once
 /// (every graph here is small), and after the first batch of rounds.
-const POLICIES: [HostFinish; 4] = [
+const POLICIES: [HostFinish; 6] = [
     HostFinish::NEVER,
-    HostFinish { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096 },
-    HostFinish { max_edges: u64::MAX, min_merges_per_round: 0, small_edges: u64::MAX },
-    HostFinish { max_edges: u64::MAX, min_merges_per_round: u64::MAX, small_edges: 0 },
+    HostFinish { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096, slots_per_merge: 0 },
+    HostFinish { max_edges: u64::MAX, min_merges_per_round: 0, small_edges: u64::MAX, slots_per_merge: 0 },
+    HostFinish { max_edges: u64::MAX, min_merges_per_round: u64::MAX, small_edges: 0, slots_per_merge: 0 },
+    // The hand-off by live slots too (the large contiguous volumes' setting),
+    // and by live slots alone, early (one merge per 8 slots).
+    HostFinish { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096, slots_per_merge: 1600 },
+    HostFinish { max_edges: u64::MAX, min_merges_per_round: 0, small_edges: 0, slots_per_merge: 8 },
 ];
 
 /// The GPU at ε = 0 with `policy` against waterz's serial order in exact

@@ -23,14 +23,20 @@ use gpu_waterz_runtime::Gpu;
 /// After every batch of rounds, the remaining merges of the threshold go
 /// to the host when the live edge slots are at most
 /// [`max_edges`](Self::max_edges) and the batch's last round merged fewer
-/// than [`min_merges_per_round`](Self::min_merges_per_round) pairs, or at
-/// once when the slots are at most [`small_edges`](Self::small_edges). A
-/// round costs the GPU a fixed ~17 µs of launches whatever it merges,
-/// while the host merges a pair in about a microsecond: rounds that merge
+/// than [`min_merges_per_round`](Self::min_merges_per_round) pairs, or
+/// than one per [`slots_per_merge`](Self::slots_per_merge) live slots if
+/// that is more, or at once when the slots are at most
+/// [`small_edges`](Self::small_edges). A round costs the GPU a fixed ~17
+/// µs of launches plus about 0.3 ns per live slot whatever it merges, while
+/// the host merges a pair in about half a microsecond: rounds that merge
 /// few pairs are cheaper on the host, and a large region absorbing its
 /// neighbours one per round (thousands of rounds on real volumes) becomes
 /// one step. The defaults are the crossover measured on an H200
-/// (`docs/BENCHMARKS.md`).
+/// (`docs/BENCHMARKS.md`): 64 merges per round on a contiguous 512³ volume
+/// (15,000–36,000 live slots). On a contiguous 2.16-Gvoxel volume one
+/// merge per 1,600 slots cut the merging at 0.3 from 0.34 to 0.25 s (451
+/// rounds to 99), but slowed the tiled 2.16-Gvoxel volume's five
+/// thresholds from 0.26 to 0.41 s, so it is off by default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostFinish {
     /// The most edge slots the host takes. Default 2^21 (2,097,152).
@@ -40,12 +46,16 @@ pub struct HostFinish {
     /// A graph of at most this many slots goes to the host at once.
     /// Default 4096.
     pub small_edges: u64,
+    /// A round merging fewer than one pair per this many live slots hands
+    /// the rest over too (0: off, the default; 1600 suits large contiguous
+    /// volumes).
+    pub slots_per_merge: u64,
 }
 
 impl HostFinish {
     /// Every merge on the GPU, in rounds (the schedule before the serial
     /// finish existed; ties then break exactly as the CPU ParHAC's).
-    pub const NEVER: Self = Self { max_edges: 0, min_merges_per_round: 0, small_edges: 0 };
+    pub const NEVER: Self = Self { max_edges: 0, min_merges_per_round: 0, small_edges: 0, slots_per_merge: 0 };
 
     /// Whether the rest of the threshold goes to the host, for `n_slots`
     /// live slots after a round that merged `last_merged` pairs (`None`
@@ -54,14 +64,15 @@ impl HostFinish {
         if n_slots == 0 || n_slots > self.max_edges.max(self.small_edges) {
             return false;
         }
-        n_slots <= self.small_edges
-            || (n_slots <= self.max_edges && last_merged.is_some_and(|m| m < self.min_merges_per_round))
+        let by_slots = n_slots.checked_div(self.slots_per_merge).unwrap_or(0);
+        let fewest = self.min_merges_per_round.max(by_slots);
+        n_slots <= self.small_edges || (n_slots <= self.max_edges && last_merged.is_some_and(|m| m < fewest))
     }
 }
 
 impl Default for HostFinish {
     fn default() -> Self {
-        Self { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096 }
+        Self { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096, slots_per_merge: 0 }
     }
 }
 
@@ -157,13 +168,19 @@ mod tests {
 
     #[test]
     fn the_policy_hands_off_small_graphs_and_unproductive_rounds() {
-        let p = HostFinish { max_edges: 1000, min_merges_per_round: 10, small_edges: 100 };
+        let p = HostFinish { max_edges: 1000, min_merges_per_round: 10, small_edges: 100, slots_per_merge: 0 };
         assert!(p.hands_off(100, None));
         assert!(!p.hands_off(101, None));
         assert!(p.hands_off(1000, Some(9)));
         assert!(!p.hands_off(1000, Some(10)));
         assert!(!p.hands_off(1001, Some(1)));
         assert!(!p.hands_off(0, None));
+        // With one merge per 50 slots: 20 merges at 1000 slots.
+        let q = HostFinish { slots_per_merge: 50, ..p };
+        assert!(q.hands_off(1000, Some(19)));
+        assert!(!q.hands_off(1000, Some(20)));
+        assert!(q.hands_off(200, Some(9)));
+        assert!(!q.hands_off(200, Some(10)));
         for n in [1, 100, 1 << 20] {
             assert!(!HostFinish::NEVER.hands_off(n, Some(0)));
             assert!(!HostFinish::NEVER.hands_off(n, None));

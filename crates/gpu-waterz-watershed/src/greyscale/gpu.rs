@@ -1,16 +1,13 @@
 //! The greyscale watershed on the GPU: the same phases and tiles as
-//! [`super::cpu`], one thread block per tile (`kernels-rs/src/greyscale.rs`).
-//! The launches are this module's only `unsafe` code; each checks the
-//! lengths its kernel reads and writes first.
+//! [`super::cpu`], one thread block per tile (`kernels-rs/src/greyscale.rs`;
+//! the launches are in the private `launch` module).
 
+use super::launch::{self, RelaxStep};
 use super::{Config, GreyscaleError, Image, Segmentation, Steps};
-use gpu_waterz_abi::greyscale::{
-    halo_cells, tile_for_depth, GreyDescendArgs, GreyDistanceInitArgs, GreyLinesArgs, GreyMinimumNumberArgs,
-    GreyMinimumRootsArgs, GreyPrepareArgs, GreyRelaxArgs, GreyRule, GREY_TILE_THREADS, MASKED,
-};
+use gpu_waterz_abi::greyscale::{GreyRule, MASKED};
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::primitives::exclusive_scan;
-use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, StageTimer};
+use gpu_waterz_runtime::{DeviceBuffer, Gpu, StageTimer};
 
 type Result<T> = std::result::Result<T, GreyscaleError>;
 
@@ -70,17 +67,7 @@ pub fn watershed_device(
     let mut kinds = gpu.uninit::<u8>(n as usize)?;
     let mut level = gpu.uninit::<u32>(n as usize)?;
     let mut reserved = gpu.zeros::<u32>(1)?;
-    let args = GreyPrepareArgs {
-        n,
-        image: image.keys.as_ptr(),
-        markers: image.markers.map_or(std::ptr::null(), |m| m.as_ptr()),
-        mask: image.mask.map_or(std::ptr::null(), |m| m.as_ptr()),
-        kinds: kinds.as_mut_ptr(),
-        level: level.as_mut_ptr(),
-        reserved: reserved.as_mut_ptr(),
-    };
-    // SAFETY: every array holds n values (checked by `check`, allocated here).
-    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    launch::prepare(gpu, n, image.keys, image.markers, image.mask, &mut kinds, &mut level, &mut reserved)?;
     if gpu.download_element(&reserved, 0)? != 0 {
         return Err(GreyscaleError::Input(format!("a key is {MASKED:#x}, which is reserved")));
     }
@@ -92,70 +79,30 @@ pub fn watershed_device(
     }
     timer.mark("level")?;
     let mut distance = gpu.uninit::<u32>(n as usize)?;
-    let args = GreyDistanceInitArgs {
-        dims,
-        connectivity,
-        kinds: kinds.as_ptr(),
-        level: level.as_ptr(),
-        distance: distance.as_mut_ptr(),
-    };
-    // SAFETY: every array holds n values.
-    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    launch::distance_init(gpu, dims, connectivity, &kinds, &level, &mut distance)?;
     steps.distance =
         automaton.relax(schedule.distance_rule(), image.keys, &kinds, None, Some(&level), &mut distance)?;
     timer.mark("distance")?;
     let mut parents = gpu.uninit::<u8>(n as usize)?;
     let mut labels = gpu.uninit::<u32>(n as usize)?;
-    let args = GreyDescendArgs {
-        dims,
-        connectivity,
-        has_markers: image.markers.is_some() as u32,
-        kinds: kinds.as_ptr(),
-        level: level.as_ptr(),
-        distance: distance.as_ptr(),
-        markers: image.markers.map_or(std::ptr::null(), |m| m.as_ptr()),
-        parents: parents.as_mut_ptr(),
-        labels: labels.as_mut_ptr(),
-    };
-    // SAFETY: every array holds n values; n < u32::MAX (checked).
-    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    launch::descend(gpu, dims, connectivity, &kinds, &level, &distance, image.markers, &mut parents, &mut labels)?;
     timer.mark("descend")?;
     let mut n_minima = 0;
     if image.markers.is_none() {
         steps.minimum = automaton.relax(GreyRule::Minimum, image.keys, &kinds, None, Some(&level), &mut labels)?;
         let mut flags = gpu.uninit::<u32>(n as usize)?;
-        let args =
-            GreyMinimumRootsArgs { n, parents: parents.as_ptr(), labels: labels.as_ptr(), flags: flags.as_mut_ptr() };
-        // SAFETY: every array holds n values.
-        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+        launch::minimum_roots(gpu, n, &parents, &labels, &mut flags)?;
         let (offsets, roots) = exclusive_scan(gpu, &flags, n)?;
         drop(flags);
         n_minima = roots;
-        let args = GreyMinimumNumberArgs {
-            n,
-            parents: parents.as_ptr(),
-            offsets: offsets.as_ptr(),
-            labels: labels.as_mut_ptr(),
-        };
-        // SAFETY: every array holds n values (the scan's output too).
-        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+        launch::minimum_number(gpu, n, &parents, &offsets, &mut labels)?;
     }
     timer.mark("minimum")?;
     steps.label = automaton.relax(GreyRule::Label, image.keys, &kinds, Some(&parents), None, &mut labels)?;
     timer.mark("label")?;
     if config.get_watershed_line() {
         let mut lined = gpu.uninit::<u32>(n as usize)?;
-        let args = GreyLinesArgs {
-            dims,
-            connectivity,
-            parents: parents.as_ptr(),
-            level: level.as_ptr(),
-            distance: distance.as_ptr(),
-            labels_in: labels.as_ptr(),
-            labels_out: lined.as_mut_ptr(),
-        };
-        // SAFETY: every array holds n values; the label arrays are distinct.
-        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+        launch::lines(gpu, dims, connectivity, &parents, &level, &distance, &labels, &mut lined)?;
         labels = lined;
     }
     timer.mark("lines")?;
@@ -198,7 +145,6 @@ struct Automaton<'g> {
     dims: Dims3,
     connectivity: u32,
     max_local_steps: u32,
-    n_tiles: u64,
     active: [DeviceBuffer<u32>; 2],
     changed: DeviceBuffer<u32>,
     step: u32,
@@ -206,14 +152,9 @@ struct Automaton<'g> {
 
 impl<'g> Automaton<'g> {
     fn new(gpu: &'g Gpu, dims: Dims3, connectivity: u32, max_local_steps: u32) -> Result<Self> {
-        let tile = tile_for_depth(dims.z);
-        let n_tiles =
-            dims.z.div_ceil(tile[0] as u64) * dims.y.div_ceil(tile[1] as u64) * dims.x.div_ceil(tile[2] as u64);
-        if n_tiles > i32::MAX as u64 {
-            return Err(GreyscaleError::Input(format!("{n_tiles} tiles exceed the GPU's grid")));
-        }
+        let n_tiles = launch::tile_count(dims);
         let active = [gpu.uninit(n_tiles.max(1) as usize)?, gpu.uninit(n_tiles.max(1) as usize)?];
-        Ok(Self { gpu, dims, connectivity, max_local_steps, n_tiles, active, changed: gpu.zeros(1)?, step: 0 })
+        Ok(Self { gpu, dims, connectivity, max_local_steps, active, changed: gpu.zeros(1)?, step: 0 })
     }
 
     /// Global steps of `rule` until one changes nothing; the steps taken.
@@ -228,57 +169,28 @@ impl<'g> Automaton<'g> {
         state: &mut DeviceBuffer<u32>,
     ) -> Result<u64> {
         let gpu = self.gpu;
-        let n = self.dims.z * self.dims.y * self.dims.x;
-        const K: &str = "grey_relax";
-        check_len(K, "image", keys, n)?;
-        check_len(K, "kinds", kinds, n)?;
-        check_len(K, "state", state, n)?;
-        if let Some(p) = parents {
-            check_len(K, "parents", p, n)?;
-        }
-        if let Some(c) = companion {
-            check_len(K, "companion", c, n)?;
-        }
-        if rule == GreyRule::Label && parents.is_none() {
-            return Err(GreyscaleError::Input("the label rule needs the parents".into()));
-        }
         // The two buffers agree on every tile a step skips (see the CPU
         // version): start them equal, all tiles active.
         let mut other = gpu.duplicate(state)?;
         gpu.memset_bytes(&mut self.active[0], 1)?;
-        let tile = tile_for_depth(self.dims.z);
-        let config = LaunchConfig {
-            blocks: self.n_tiles as u32,
-            threads: GREY_TILE_THREADS,
-            shared_bytes: (2 * halo_cells(tile) + 1) * 4,
-        };
         let mut steps = 0;
         loop {
             steps += 1;
             self.step = self.step.wrapping_add(1).max(1);
             gpu.memset_zero(&mut self.active[1])?;
             let [active_in, active_out] = &mut self.active;
-            let args = GreyRelaxArgs {
+            let step = RelaxStep {
                 dims: self.dims,
-                rule: rule as u32,
+                rule,
                 connectivity: self.connectivity,
                 step: self.step,
                 max_local_steps: self.max_local_steps,
-                image: keys.as_ptr(),
-                kinds: kinds.as_ptr(),
-                parents: parents.map_or(std::ptr::null(), |p| p.as_ptr()),
-                companion: companion.map_or(std::ptr::null(), |c| c.as_ptr()),
-                state_in: state.as_ptr(),
-                state_out: other.as_mut_ptr(),
-                active_in: active_in.as_ptr(),
-                active_out: active_out.as_mut_ptr(),
-                changed: self.changed.as_mut_ptr(),
+                keys,
+                kinds,
+                parents,
+                companion,
             };
-            // SAFETY: every per-cell array holds n values (checked above),
-            // the tile flags one per tile, `state` and `other` are distinct
-            // buffers; one block of GREY_TILE_THREADS per tile with the
-            // shared memory the kernel documents.
-            unsafe { gpu.launch(config, args) }?;
+            launch::relax_step(gpu, &step, state, &mut other, active_in, active_out, &mut self.changed)?;
             if gpu.download_element(&self.changed, 0)? != self.step {
                 return Ok(steps);
             }

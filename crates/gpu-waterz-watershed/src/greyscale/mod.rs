@@ -6,7 +6,7 @@
 //! nothing changes gives the same labels, is in
 //! [`gpu_waterz_abi::greyscale`]. Three schedules ([`Schedule`]):
 //! - **synchronous**: every cell updates once per global step from its
-//!   neighbours' previous states; the definition ([`reference`] is its
+//!   neighbours' previous states; the definition ([`mod@reference`] is its
 //!   plain whole-volume version, the oracle of the tests);
 //! - **block-asynchronous**: tiles relax in local memory until they settle
 //!   between global steps, with the classical first-arrival wavefront on
@@ -20,8 +20,9 @@
 //! so their labels are equal for every schedule, artifacts included.
 
 pub mod cpu;
-#[allow(unsafe_code)]
 pub mod gpu;
+#[allow(unsafe_code)]
+mod launch;
 pub mod reference;
 
 pub use gpu_waterz_abi::greyscale::f32_key;
