@@ -54,8 +54,8 @@ def test_no_background_and_output_argument():
     out = np.empty(a.shape)
     assert ours.distance_transform_edt(a, sampling=[2, 3], distances=out) is None
     np.testing.assert_array_equal(out, [[6.0, 3.0, 0.0, 3.0]])
-    with pytest.raises(NotImplementedError):
-        ours.distance_transform_edt(a, return_indices=True)
+    with pytest.raises(ValueError):
+        ours.distance_transform_edt(a, return_indices=True, backend="gpu")
     with pytest.raises(RuntimeError):
         ours.distance_transform_edt(a, sampling=[1, 2, 3])
     with pytest.raises(ValueError):
@@ -72,3 +72,79 @@ def test_torch_cuda_in_place():
     assert got.is_cuda and got.dtype == torch.float64
     np.testing.assert_allclose(got.cpu().numpy(), ndi.distance_transform_edt(a, sampling=(2.0, 1.0, 1.0)),
                                rtol=1e-12, atol=0)
+
+
+def nearest_distance(indices, sampling, metric="euclidean"):
+    """The distance from every element to the element its indices name."""
+    grid = np.indices(indices.shape[1:])
+    diff = (indices - grid).astype(np.float64)
+    if metric == "taxicab":
+        return np.abs(diff).sum(axis=0)
+    if metric == "chessboard":
+        return np.abs(diff).max(axis=0)
+    s = np.asarray(sampling, np.float64).reshape((-1,) + (1,) * (indices.ndim - 1))
+    return np.sqrt(((diff * s) ** 2).sum(axis=0))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_feature_transforms_point_to_a_nearest_background(seed):
+    rng = np.random.default_rng(100 + seed)
+    rank = 1 + seed % 3
+    shape = tuple(int(rng.integers(1, 14)) for _ in range(rank))
+    a = rng.random(shape) > [0.05, 0.3, 0.7][seed % 3]
+    if a.all():
+        a.flat[-1] = False
+    sampling = rng.uniform(0.5, 2.0, size=rank)
+    d, i = ours.distance_transform_edt(a, sampling=sampling, return_indices=True)
+    want = ndi.distance_transform_edt(a, sampling=sampling)
+    np.testing.assert_allclose(d, want, rtol=1e-12, atol=0)
+    assert i.dtype == np.int32 and i.shape == (rank,) + shape
+    np.testing.assert_allclose(nearest_distance(i, sampling), want, rtol=1e-12, atol=1e-12)
+    for metric in ("euclidean", "taxicab", "chessboard"):
+        d, i = ours.distance_transform_bf(a, metric=metric, return_indices=True)
+        want = ndi.distance_transform_bf(a, metric=metric)
+        assert d.dtype == want.dtype
+        np.testing.assert_array_equal(d, want)
+        np.testing.assert_allclose(nearest_distance(i, np.ones(rank), metric), want, rtol=1e-12, atol=0)
+    for metric in ("taxicab", "chessboard"):
+        d, i = ours.distance_transform_cdt(a, metric=metric, return_indices=True)
+        want = ndi.distance_transform_cdt(a, metric=metric)
+        assert d.dtype == want.dtype
+        np.testing.assert_array_equal(d, want)
+        np.testing.assert_array_equal(nearest_distance(i, None, metric), want)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_propagation_and_fill_holes_equal_scipy(seed):
+    rng = np.random.default_rng(200 + seed)
+    rank = 2 + seed % 2
+    shape = tuple(int(rng.integers(3, 16)) for _ in range(rank))
+    a = rng.random(shape) > 0.45
+    structure = ndi.generate_binary_structure(rank, 1 + seed % rank)
+    np.testing.assert_array_equal(ours.binary_fill_holes(a), ndi.binary_fill_holes(a))
+    np.testing.assert_array_equal(ours.binary_fill_holes(a, structure=structure),
+                                  ndi.binary_fill_holes(a, structure=structure))
+    seed_mask = np.zeros(shape, bool)
+    seed_mask.flat[int(rng.integers(0, a.size))] = True
+    np.testing.assert_array_equal(ours.binary_propagation(seed_mask, mask=a), ndi.binary_propagation(seed_mask, mask=a))
+    out = np.zeros(shape, bool)
+    assert ours.binary_fill_holes(a, output=out) is None
+    np.testing.assert_array_equal(out, ndi.binary_fill_holes(a))
+
+
+def test_distance_arguments_as_scipy():
+    a = np.array([[1, 1, 0, 1], [1, 1, 1, 1]])
+    d, i = np.empty(a.shape), np.empty((2,) + a.shape, np.int32)
+    assert ours.distance_transform_edt(a, return_indices=True, distances=d, indices=i) is None
+    np.testing.assert_array_equal(d, ndi.distance_transform_edt(a))
+    only = ours.distance_transform_edt(a, return_distances=False, return_indices=True)
+    assert only.shape == (2,) + a.shape
+    np.testing.assert_array_equal(ours.distance_transform_cdt(np.ones((2, 3))), ndi.distance_transform_cdt(np.ones((2, 3))))
+    np.testing.assert_array_equal(ours.distance_transform_bf(np.ones((2, 2)), metric="taxicab"),
+                                  ndi.distance_transform_bf(np.ones((2, 2)), metric="taxicab"))
+    with pytest.raises(ValueError):
+        ours.distance_transform_cdt(a, metric="euclidean")
+    with pytest.raises(ValueError):
+        ours.distance_transform_cdt(a, metric=np.ones((3, 3)))
+    with pytest.raises(RuntimeError):
+        ours.distance_transform_edt(a, return_distances=False)

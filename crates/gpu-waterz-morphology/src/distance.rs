@@ -81,6 +81,9 @@ struct Envelope {
     start: Vec<f64>,
     /// The result: the least value at each position.
     out: Vec<f64>,
+    /// The apex each position takes its value from (empty when no value is
+    /// finite).
+    chosen: Vec<usize>,
 }
 
 impl Envelope {
@@ -89,6 +92,7 @@ impl Envelope {
         self.apex.clear();
         self.start.clear();
         self.out.clear();
+        self.chosen.clear();
         for q in 0..n {
             if f[q].is_infinite() {
                 continue;
@@ -120,6 +124,7 @@ impl Envelope {
             }
             let d = p as f64 - self.apex[j] as f64;
             self.out.push(f[self.apex[j]] + w * d * d);
+            self.chosen.push(self.apex[j]);
         }
     }
 }
@@ -172,6 +177,42 @@ mod tests {
         }
     }
 
+    /// The separable and chamfer transforms against the brute-force one,
+    /// distances and the distance to the element each index names.
+    #[test]
+    fn brute_force_is_the_oracle_of_the_others() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        for case in 0..60 {
+            let rank = 1 + case % 3;
+            let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..10)).collect();
+            let input = ArrayD::from_shape_fn(IxDyn(&shape), |_| rng.gen::<f64>() > [0.05, 0.3][case % 2]);
+            if input.iter().all(|&v| v) {
+                continue;
+            }
+            let (Distances::F64(bf), _) = distance_transform_bf(input.view(), Metric::Euclidean, None).unwrap() else {
+                panic!("Euclidean distances are float64")
+            };
+            let (edt, indices) = distance_transform_edt_with_indices(input.view(), None).unwrap();
+            assert_eq!(edt, bf, "case {case}");
+            // Each index names a background element at the distance.
+            for (flat, (&d, p)) in edt.iter().zip(input.indexed_iter()).enumerate() {
+                let mut squared = 0.0;
+                for a in 0..rank {
+                    let q = indices.as_slice().unwrap()[a * input.len() + flat];
+                    squared += ((q - p.0[a] as i32) as f64).powi(2);
+                }
+                assert_eq!(squared.sqrt(), d, "case {case}: element {flat}");
+            }
+            for metric in [Metric::Taxicab, Metric::Chessboard] {
+                let (Distances::U32(bf), _) = distance_transform_bf(input.view(), metric, None).unwrap() else {
+                    panic!("{metric:?} distances are uint32")
+                };
+                let (cdt, _) = distance_transform_cdt(input.view(), metric).unwrap();
+                assert_eq!(cdt.mapv(|v| v as u32), bf, "case {case}, {metric:?}");
+            }
+        }
+    }
+
     #[test]
     fn scipy_special_cases() {
         let ones = ArrayD::from_elem(IxDyn(&[3, 4]), true);
@@ -186,4 +227,233 @@ mod tests {
         let empty = ArrayD::from_elem(IxDyn(&[0, 3]), true);
         assert_eq!(distance_transform_edt(empty.view(), None).unwrap().shape(), &[0, 3]);
     }
+}
+
+/// The metric of [`distance_transform_bf`] and [`distance_transform_cdt`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// The Euclidean distance (with sampling).
+    Euclidean,
+    /// The sum of absolute coordinate differences (city block, Manhattan).
+    Taxicab,
+    /// The largest absolute coordinate difference.
+    Chessboard,
+}
+
+impl std::str::FromStr for Metric {
+    type Err = crate::MorphologyError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "euclidean" => Ok(Metric::Euclidean),
+            "taxicab" | "cityblock" | "manhattan" => Ok(Metric::Taxicab),
+            "chessboard" => Ok(Metric::Chessboard),
+            other => Err(invalid(format!("distance metric not supported: {other:?}"))),
+        }
+    }
+}
+
+/// Distances as scipy returns them: float64 (Euclidean) or uint32.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Distances {
+    /// Euclidean distances.
+    F64(ArrayD<f64>),
+    /// Taxicab or chessboard distances.
+    U32(ArrayD<u32>),
+}
+
+/// The coordinates of flat index `i` of `shape` (C order).
+fn coordinates(mut i: usize, shape: &[usize], out: &mut [i32]) {
+    for a in (0..shape.len()).rev() {
+        out[a] = (i % shape[a]) as i32;
+        i /= shape[a];
+    }
+}
+
+/// The feature transform as scipy returns it: for every element, the
+/// coordinates of its nearest background element, one array per axis
+/// (`(rank,) + shape`, int32), from flat indices (`usize::MAX`: none, whose
+/// coordinates are then -1).
+fn index_arrays(nearest: &[usize], shape: &[usize]) -> ArrayD<i32> {
+    let rank = shape.len();
+    let n = nearest.len();
+    let mut out = vec![0i32; rank * n];
+    let mut coords = vec![0i32; rank];
+    for (i, &f) in nearest.iter().enumerate() {
+        if f == usize::MAX {
+            coords.iter_mut().for_each(|c| *c = -1);
+        } else {
+            coordinates(f, shape, &mut coords);
+        }
+        for a in 0..rank {
+            out[a * n + i] = coords[a];
+        }
+    }
+    let mut full = vec![rank];
+    full.extend_from_slice(shape);
+    ArrayD::from_shape_vec(full, out).expect("rank values per element")
+}
+
+/// The brute-force distance transform (`scipy.ndimage.distance_transform_bf`),
+/// the exactness oracle of the others: for every foreground element, the
+/// least distance to every background element in `metric` (`sampling` is
+/// used by the Euclidean metric only, as in scipy), and the coordinates of
+/// one nearest background element. Without background: scipy's values
+/// (`sqrt(f64::MAX)` or `u32::MAX`, indices -1). Quadratic: for small arrays.
+pub fn distance_transform_bf(
+    input: ArrayViewD<'_, bool>,
+    metric: Metric,
+    sampling: Option<&[f64]>,
+) -> Result<(Distances, ArrayD<i32>)> {
+    check_input(input.shape())?;
+    let sampling = check_sampling(sampling, input.ndim())?;
+    let shape = input.shape().to_vec();
+    let rank = shape.len();
+    let flat: Vec<bool> = input.iter().copied().collect();
+    let background: Vec<usize> = (0..flat.len()).filter(|&i| !flat[i]).collect();
+    let coords = |i: usize| {
+        let mut c = vec![0i32; rank];
+        coordinates(i, &shape, &mut c);
+        c
+    };
+    let background_coords: Vec<Vec<i32>> = background.iter().map(|&b| coords(b)).collect();
+    let best: Vec<(f64, usize)> = (0..flat.len())
+        .into_par_iter()
+        .map(|i| {
+            if !flat[i] {
+                return (0.0, i);
+            }
+            let p = coords(i);
+            let mut best = (f64::INFINITY, usize::MAX);
+            for (b, q) in background.iter().zip(&background_coords) {
+                let d = match metric {
+                    Metric::Euclidean => {
+                        p.iter().zip(q).zip(&sampling).map(|((&x, &y), &s)| ((x - y) as f64 * s).powi(2)).sum::<f64>()
+                    }
+                    Metric::Taxicab => p.iter().zip(q).map(|(&x, &y)| (x - y).unsigned_abs() as f64).sum(),
+                    Metric::Chessboard => {
+                        p.iter().zip(q).map(|(&x, &y)| (x - y).unsigned_abs()).max().unwrap_or(0) as f64
+                    }
+                };
+                if d < best.0 {
+                    best = (d, *b);
+                }
+            }
+            best
+        })
+        .collect();
+    let nearest: Vec<usize> = best.iter().map(|b| b.1).collect();
+    let distances = match metric {
+        Metric::Euclidean => Distances::F64(
+            ArrayD::from_shape_vec(shape.clone(), best.iter().map(|b| b.0.min(f64::MAX).sqrt()).collect())
+                .expect("one distance per element"),
+        ),
+        _ => Distances::U32(
+            ArrayD::from_shape_vec(shape.clone(), best.iter().map(|b| b.0.min(u32::MAX as f64) as u32).collect())
+                .expect("one distance per element"),
+        ),
+    };
+    Ok((distances, index_arrays(&nearest, &shape)))
+}
+
+/// The chamfer distance transform (`scipy.ndimage.distance_transform_cdt`)
+/// for the taxicab and chessboard metrics, which it computes exactly: a
+/// breadth-first search from every background element over the face
+/// (taxicab) or full (chessboard) neighbourhood. int32 distances, -1 where
+/// no background is reached, and the coordinates of one nearest background
+/// element (-1 likewise).
+pub fn distance_transform_cdt(input: ArrayViewD<'_, bool>, metric: Metric) -> Result<(ArrayD<i32>, ArrayD<i32>)> {
+    check_input(input.shape())?;
+    if metric == Metric::Euclidean {
+        return Err(invalid("the chamfer transform takes the taxicab or chessboard metric"));
+    }
+    let shape = input.shape().to_vec();
+    let rank = shape.len();
+    let n = input.len();
+    let strides: Vec<usize> = (0..rank).map(|a| shape[a + 1..].iter().product()).collect();
+    // Neighbour offsets: per axis -1/0/+1, at most one non-zero for taxicab.
+    let offsets: Vec<Vec<i64>> = (0..3usize.pow(rank as u32))
+        .map(|code| (0..rank).map(|a| (code / 3usize.pow((rank - 1 - a) as u32)) as i64 % 3 - 1).collect::<Vec<i64>>())
+        .filter(|o: &Vec<i64>| {
+            let nonzero = o.iter().filter(|&&v| v != 0).count();
+            nonzero >= 1 && (metric == Metric::Chessboard || nonzero == 1)
+        })
+        .collect();
+    let flat: Vec<bool> = input.iter().copied().collect();
+    let mut distance = vec![-1i32; n];
+    let mut nearest = vec![usize::MAX; n];
+    let mut frontier: Vec<usize> = (0..n).filter(|&i| !flat[i]).collect();
+    for &i in &frontier {
+        distance[i] = 0;
+        nearest[i] = i;
+    }
+    let mut coords = vec![0i32; rank];
+    let mut level = 0;
+    while !frontier.is_empty() {
+        level += 1;
+        let mut next = Vec::new();
+        for &i in &frontier {
+            coordinates(i, &shape, &mut coords);
+            for o in &offsets {
+                let inside = (0..rank).all(|a| {
+                    let c = coords[a] as i64 + o[a];
+                    c >= 0 && c < shape[a] as i64
+                });
+                if !inside {
+                    continue;
+                }
+                let q = (0..rank).map(|a| ((coords[a] as i64 + o[a]) as usize) * strides[a]).sum::<usize>();
+                if distance[q] < 0 {
+                    distance[q] = level;
+                    nearest[q] = nearest[i];
+                    next.push(q);
+                }
+            }
+        }
+        frontier = next;
+    }
+    let distances = ArrayD::from_shape_vec(shape.clone(), distance).expect("one distance per element");
+    Ok((distances, index_arrays(&nearest, &shape)))
+}
+
+/// [`distance_transform_edt`] with the feature transform: the distances and
+/// the coordinates of one nearest background element of every element
+/// (`(rank,) + shape`, int32). Without background: scipy's distances, and
+/// indices -1.
+pub fn distance_transform_edt_with_indices(
+    input: ArrayViewD<'_, bool>,
+    sampling: Option<&[f64]>,
+) -> Result<(ArrayD<f64>, ArrayD<i32>)> {
+    check_input(input.shape())?;
+    let sampling = check_sampling(sampling, input.ndim())?;
+    let shape = input.shape().to_vec();
+    if input.is_empty() || input.iter().all(|&v| v) {
+        let nearest = vec![usize::MAX; input.len()];
+        let distances =
+            if input.is_empty() { ArrayD::zeros(input.raw_dim()) } else { no_background(&shape, &sampling) };
+        return Ok((distances, index_arrays(&nearest, &shape)));
+    }
+    let mut squared: ArrayD<f64> =
+        Zip::from(&input).par_map_collect(|&foreground| if foreground { f64::INFINITY } else { 0.0 });
+    let mut nearest: ArrayD<usize> =
+        ArrayD::from_shape_vec(shape.clone(), (0..input.len()).collect()).expect("one index per element");
+    for (axis, &s) in sampling.iter().enumerate() {
+        let weight = s * s;
+        Zip::from(squared.lanes_mut(Axis(axis))).and(nearest.lanes_mut(Axis(axis))).par_for_each(
+            |mut lane, mut features| {
+                let mut env = Envelope::default();
+                let values: Vec<f64> = lane.iter().copied().collect();
+                let from: Vec<usize> = features.iter().copied().collect();
+                env.transform(&values, weight);
+                for (p, (out, feature)) in lane.iter_mut().zip(features.iter_mut()).enumerate() {
+                    *out = env.out[p];
+                    if let Some(&q) = env.chosen.get(p) {
+                        *feature = from[q];
+                    }
+                }
+            },
+        );
+    }
+    squared.par_mapv_inplace(f64::sqrt);
+    let nearest: Vec<usize> = nearest.iter().copied().collect();
+    Ok((squared, index_arrays(&nearest, &shape)))
 }

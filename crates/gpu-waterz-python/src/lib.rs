@@ -59,6 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage::grey_morphology, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::distance_transform_indices, m)?)?;
     m.add_function(wrap_pyfunction!(greyscale::grey_watershed, m)?)?;
     m.add_function(wrap_pyfunction!(greyscale::grey_watershed_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f32, m)?)?;

@@ -104,3 +104,44 @@ pub(crate) fn distance_transform_edt_cuda(
         gpu.synchronize().map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
     })
 }
+
+/// Distances and the feature transform on the CPU: `kind` is `"edt"`
+/// (with `sampling`), `"bf"` or `"cdt"` (with `metric`). Returns float64,
+/// uint32 or int32 distances (scipy's type for each) and int32 indices.
+#[pyfunction]
+#[pyo3(signature = (kind, input, metric, sampling))]
+pub(crate) fn distance_transform_indices<'py>(
+    py: Python<'py>,
+    kind: &str,
+    input: PyReadonlyArrayDyn<'py, bool>,
+    metric: &str,
+    sampling: Option<Vec<f64>>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArrayDyn<i32>>)> {
+    use gpu_waterz_morphology::distance::{self, Distances, Metric};
+    /// The distances in scipy's type for each transform.
+    enum Out {
+        F64(ndarray::ArrayD<f64>),
+        U32(ndarray::ArrayD<u32>),
+        I32(ndarray::ArrayD<i32>),
+    }
+    let input = input.as_array();
+    let metric: Metric = metric.parse().map_err(morphology_err)?;
+    let result = py.detach(|| match kind {
+        "edt" => {
+            distance::distance_transform_edt_with_indices(input, sampling.as_deref()).map(|(d, i)| (Out::F64(d), i))
+        }
+        "bf" => distance::distance_transform_bf(input, metric, sampling.as_deref()).map(|(d, i)| match d {
+            Distances::F64(d) => (Out::F64(d), i),
+            Distances::U32(d) => (Out::U32(d), i),
+        }),
+        "cdt" => distance::distance_transform_cdt(input, metric).map(|(d, i)| (Out::I32(d), i)),
+        other => Err(gpu_waterz_morphology::MorphologyError::Input(format!("unknown transform {other:?}"))),
+    });
+    let (distances, indices) = result.map_err(morphology_err)?;
+    let distances: Bound<'py, PyAny> = match distances {
+        Out::F64(d) => d.into_pyarray(py).into_any(),
+        Out::U32(d) => d.into_pyarray(py).into_any(),
+        Out::I32(d) => d.into_pyarray(py).into_any(),
+    };
+    Ok((distances, indices.into_pyarray(py)))
+}

@@ -24,6 +24,10 @@ from . import _native
 
 __all__ = [
     "distance_transform_edt",
+    "distance_transform_bf",
+    "distance_transform_cdt",
+    "binary_propagation",
+    "binary_fill_holes",
     "binary_erosion",
     "binary_dilation",
     "binary_opening",
@@ -269,16 +273,23 @@ def distance_transform_edt(input, sampling=None, return_distances=True, return_i
     numpy in gives numpy out; a CUDA torch tensor (a cupy array) gives a
     CUDA float64 tensor (cupy array), computed in place on its device. ``backend``: 'auto' (the GPU
     for rank 1 to 3 when one is usable, else the CPU), 'gpu' or 'cpu'
-    (keyword only). ``return_indices`` (the feature transform) is not
-    supported yet and raises NotImplementedError; ``distances`` receives
-    the result when given.
+    (keyword only). ``return_indices`` (the feature transform: the
+    coordinates of a nearest background element, int32, ``(rank,) + shape``)
+    is computed on the CPU; ``distances`` and ``indices`` receive the results
+    when given, as in scipy.
     """
-    if return_indices or indices is not None:
-        raise NotImplementedError("the feature transform (return_indices, indices) is not supported yet")
-    if not return_distances:
-        raise ValueError("at least one of return_distances/return_indices must be True")
+    if not (return_distances or return_indices):
+        raise RuntimeError("at least one of return_distances/return_indices must be True")
     if backend not in ("auto", "gpu", "cpu"):
         raise ValueError(f"backend must be 'auto', 'gpu' or 'cpu', not {backend!r}")
+    if return_indices or indices is not None:
+        if _on_device(input):
+            raise ValueError("the feature transform (return_indices) runs on the CPU: pass a numpy array")
+        if backend == "gpu":
+            raise ValueError("the feature transform (return_indices) runs on the CPU: use backend='cpu' or 'auto'")
+        a = np.ascontiguousarray(np.asarray(input) != 0)
+        dist, ind = _native.distance_transform_indices("edt", a, "euclidean", _sampling(sampling, a.ndim))
+        return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
     if type(input).__module__.startswith("torch") and input.is_cuda and backend != "cpu":
         import torch
 
@@ -340,3 +351,89 @@ def _sampling(sampling, rank):
     if len(s) != rank:
         raise RuntimeError("sequence argument must have length equal to input rank")
     return s
+
+
+def _on_device(x):
+    module = type(x).__module__
+    return (module.startswith("torch") and x.is_cuda) or module.startswith("cupy")
+
+
+def _distance_results(dist, ind, return_distances, return_indices, distances, indices):
+    """scipy's return convention: the arrays asked for and not given, in
+    the order (distances, indices); given arrays are filled in place."""
+    out = []
+    if return_distances:
+        if distances is not None:
+            if distances.shape != dist.shape:
+                raise RuntimeError("distances array has wrong shape")
+            distances[...] = dist
+        else:
+            out.append(dist)
+    if return_indices:
+        if indices is not None:
+            if indices.shape != ind.shape:
+                raise RuntimeError("indices array has wrong shape")
+            indices[...] = ind
+        else:
+            out.append(ind)
+    if not out:
+        return None
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def distance_transform_bf(input, metric="euclidean", sampling=None, return_distances=True, return_indices=False,
+                          distances=None, indices=None):
+    """scipy.ndimage.distance_transform_bf: the distance of every non-zero
+    element to the nearest zero element by brute force (the exactness
+    oracle; quadratic, for small arrays), in 'euclidean' (float64, with
+    ``sampling``), 'taxicab' or 'chessboard' (uint32) metric; indices as
+    scipy's (int32, ``(rank,) + shape``; ties: any nearest)."""
+    if not (return_distances or return_indices):
+        raise RuntimeError("at least one of return_distances/return_indices must be True")
+    a = np.ascontiguousarray(np.asarray(input) != 0)
+    if a.ndim == 0:
+        raise RuntimeError("input must have at least one dimension")
+    metric = str(metric).lower()
+    s = _sampling(sampling, a.ndim) if metric == "euclidean" else None
+    dist, ind = _native.distance_transform_indices("bf", a, metric, s)
+    return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
+
+
+def distance_transform_cdt(input, metric="chessboard", return_distances=True, return_indices=False,
+                           distances=None, indices=None):
+    """scipy.ndimage.distance_transform_cdt for the 'chessboard' and
+    'taxicab' metrics (computed exactly, by a breadth-first search from the
+    zero elements): int32 distances, -1 where no zero element is reachable
+    (an array without zeros); indices as scipy's. A structuring element as
+    the metric is not supported (ValueError)."""
+    if not isinstance(metric, str):
+        raise ValueError("a structuring element as the metric is not supported: use 'chessboard' or 'taxicab'")
+    if metric.lower() not in ("chessboard", "taxicab", "cityblock", "manhattan"):
+        raise ValueError(f"invalid metric provided: {metric!r}")
+    if not (return_distances or return_indices):
+        raise RuntimeError("at least one of return_distances/return_indices must be True")
+    a = np.ascontiguousarray(np.asarray(input) != 0)
+    if a.ndim == 0:
+        raise RuntimeError("input must have at least one dimension")
+    dist, ind = _native.distance_transform_indices("cdt", a, metric.lower(), None)
+    return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
+
+
+def binary_propagation(input, structure=None, mask=None, output=None, border_value=0, origin=0):
+    """scipy.ndimage.binary_propagation: binary_dilation repeated until
+    nothing changes, only where ``mask`` is true."""
+    return binary_dilation(input, structure, -1, mask, output, border_value, origin)
+
+
+def binary_fill_holes(input, structure=None, output=None, origin=0):
+    """scipy.ndimage.binary_fill_holes: the holes (background not connected
+    to the border through ``structure``) set to true."""
+    mask = np.logical_not(input)
+    seed = np.zeros(mask.shape, bool)
+    if isinstance(output, np.ndarray):
+        binary_dilation(seed, structure, -1, mask, output, 1, origin)
+        np.logical_not(output, output)
+        return None
+    filled = binary_dilation(seed, structure, -1, mask, None, 1, origin)
+    np.logical_not(filled, filled)
+    return filled
