@@ -115,6 +115,7 @@ kernels! {
     GreyMinimumNumber => "grey_minimum_number",
     GreyLines => "grey_lines",
     EdtPass => "edt_pass",
+    EdtLines => "edt_lines",
 }
 
 /// The most parameters a kernel takes.

@@ -44,9 +44,19 @@ pub fn distance_transform_edt(
     // Spacing per (z, y, x) axis; padded axes have one element, any spacing.
     let mut spacing = [1.0f64; 3];
     spacing[3 - shape.len()..].copy_from_slice(&sampling);
-    let mut scratch = gpu.uninit::<f64>(n as usize)?;
     let mut background = gpu.zeros::<u32>(1)?;
-    crate::launch::edt_passes(gpu, dims, spacing, mask, out, &mut scratch, &mut background)?;
+    // Unit spacing: integer passes with each line in shared memory (exact);
+    // else, or for lines too long to hold, the float64 passes.
+    let mut done = false;
+    if spacing == [1.0; 3] {
+        let mut first = gpu.uninit::<u32>(n as usize)?;
+        let mut second = gpu.uninit::<u32>(n as usize)?;
+        done = crate::launch::edt_line_passes(gpu, dims, mask, out, &mut first, &mut second, &mut background)?;
+    }
+    if !done {
+        let mut scratch = gpu.uninit::<f64>(n as usize)?;
+        crate::launch::edt_passes(gpu, dims, spacing, mask, out, &mut scratch, &mut background)?;
+    }
     if gpu.download_element(&background, 0)? == 0 {
         let host = no_background(shape, &sampling);
         gpu.upload_into(out, 0, host.as_slice().expect("a new array is contiguous"))?;

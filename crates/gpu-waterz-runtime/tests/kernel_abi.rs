@@ -141,6 +141,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyMinimumNumberArgs>(c);
     check::<GreyLinesArgs>(c);
     check::<EdtPassArgs>(c);
+    check::<EdtLinesArgs>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }
