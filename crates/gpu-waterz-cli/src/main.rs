@@ -7,7 +7,7 @@
 mod commands;
 
 use clap::{Parser, Subcommand};
-use commands::{demo, evaluate, generate, greyscale, segment};
+use commands::{demo, evaluate, generate, greyscale, ndimage, segment};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -51,6 +51,9 @@ enum Command {
     /// The greyscale watershed of a 2D image or 3D volume (markers, mask,
     /// watershed lines); prints JSON.
     Watershed(greyscale::WatershedArgs),
+    /// scipy.ndimage's operators on a volume in a file: the exact distance
+    /// transform and the grey-scale morphology; prints JSON.
+    Ndimage(ndimage::NdimageArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Watershed(args) => greyscale::run(args),
+        Command::Ndimage(args) => ndimage::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@ pub mod demo;
 pub mod evaluate;
 pub mod generate;
 pub mod greyscale;
+pub mod ndimage;
 pub mod segment;
 
 mod containers;

@@ -164,6 +164,9 @@ impl NpyElement for u64 {
 impl NpyElement for f32 {
     const DESCR: &'static str = "<f4";
 }
+impl NpyElement for f64 {
+    const DESCR: &'static str = "<f8";
+}
 
 /// The bytes of a `.npy` file holding `data` (C order) of `shape`.
 pub fn npy_bytes<T: NpyElement>(shape: &[usize], data: &[T]) -> Vec<u8> {

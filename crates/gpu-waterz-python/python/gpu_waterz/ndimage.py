@@ -18,6 +18,8 @@ Erosion and dilation are computed in float64 and cast back to the dtype
 input's dtype, step by step, as scipy does.
 """
 
+import hashlib
+
 import numpy as np
 
 from . import _native
@@ -217,6 +219,10 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
     operation = "dilation" if dilate else "erosion"
     steps = int(iterations)
     count = 0
+    # Until stable with a structure whose centre is not set, the states may
+    # cycle forever (scipy then never returns): a state seen before is an
+    # error instead.
+    seen = set()
     while True:
         result = _apply(operation, current.astype(np.uint8), None, structure, None, "constant",
                         float(bool(border_value)), _per_axis("origin", origin, current.ndim)) != 0
@@ -227,6 +233,13 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
         current = result
         if (steps >= 1 and count >= steps) or (steps < 1 and not changed):
             break
+        if steps < 1:
+            state = hashlib.sha1(np.packbits(current).tobytes()).digest()
+            if state in seen:
+                raise ValueError(
+                    f"binary_{operation} with iterations < 1 cycles without settling (a structure whose centre "
+                    f"is not set can make it oscillate; scipy never returns): give a number of iterations")
+            seen.add(state)
     return _store(current, output)
 
 
