@@ -162,6 +162,12 @@ pub fn crop_or_mirror(source: &Array3<u64>, (zd, yd, xd): (usize, usize, usize))
 
 /// CNN-like affinities `(3, z, y, x)` for `labels`.
 pub fn affinities(labels: &Array3<u32>, params: &GeneratorParams) -> Array4<f32> {
+    affinities_at(labels, params, (0, 0, 0))
+}
+
+/// [`affinities`] of `labels` standing at `origin` of a larger volume: the
+/// smooth noise is taken at the volume's coordinates.
+fn affinities_at(labels: &Array3<u32>, params: &GeneratorParams, origin: (usize, usize, usize)) -> Array4<f32> {
     let (zd, yd, xd) = labels.dim();
     let mut membrane = boundary_mask(labels);
     for _ in 1..params.membrane_half_width {
@@ -209,9 +215,123 @@ pub fn affinities(labels: &Array3<u32>, params: &GeneratorParams) -> Array4<f32>
     }
     let seed = params.seed;
     Zip::indexed(&mut q).par_for_each(|(z, y, x), v| {
-        *v = (*v + params.noise * (value_noise(seed, z, y, x, 3) - 0.5)).clamp(0.0, 1.0);
+        let noise = value_noise(seed, z + origin.0, y + origin.1, x + origin.2, 3);
+        *v = (*v + params.noise * (noise - 0.5)).clamp(0.0, 1.0);
     });
     gpu_waterz_core::affinities::from_inside_probability(&q)
+}
+
+/// A label field that any block of a volume computes alone, for volumes
+/// too large to generate (or hold) whole: cells seeded on a grid of
+/// `cell` voxels (elongated along z, like neurites), one seed per grid
+/// cell at a position hashed from the cell and `seed`, jittered within the
+/// middle 40 % of the cell on each axis; a voxel takes the nearest seed
+/// (distances in cell units, the smallest label among equals). The jitter
+/// keeps every voxel's nearest seed within the 27 grid cells around its
+/// own, so a voxel's label needs only those. Labels are
+/// `1 + (cz + 1) * 2^20 + (cy + 1) * 2^10 + (cx + 1)` for grid cell
+/// `(cz, cy, cx)`: volumes up to 1022 cells per axis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ImplicitCells {
+    /// Seed of the seeds' positions.
+    pub seed: u64,
+    /// Grid cell size `(z, y, x)` in voxels.
+    pub cell: (usize, usize, usize),
+}
+
+impl ImplicitCells {
+    /// The default grid: cells of 48 × 24 × 24 voxels.
+    pub fn new(seed: u64) -> Self {
+        Self { seed, cell: (48, 24, 24) }
+    }
+
+    /// Whether a volume of `shape` fits the label numbering.
+    pub fn check(&self, shape: (usize, usize, usize)) -> Result<(), String> {
+        let (cz, cy, cx) = self.cell;
+        if cz == 0 || cy == 0 || cx == 0 {
+            return Err(format!("cell sizes must be positive, not {:?}", self.cell));
+        }
+        let cells = [shape.0.div_ceil(cz), shape.1.div_ceil(cy), shape.2.div_ceil(cx)];
+        if cells.iter().any(|&c| c > 1022) {
+            return Err(format!("{shape:?} needs {cells:?} cells of {:?}; at most 1022 per axis", self.cell));
+        }
+        Ok(())
+    }
+
+    /// The seed of grid cell `c`, in cell units.
+    fn seed_of(&self, c: [i64; 3]) -> [f32; 3] {
+        let mut rng = SplitMix64::new(
+            self.seed
+                ^ (c[0] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ (c[1] as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F).rotate_left(17)
+                ^ (c[2] as u64).wrapping_mul(0x1656_67B1_9E37_79F9).rotate_left(34),
+        );
+        [0, 1, 2].map(|a| c[a] as f32 + 0.3 + 0.4 * rng.next_f32())
+    }
+
+    /// The label of voxel `(z, y, x)`.
+    pub fn label(&self, z: usize, y: usize, x: usize) -> u32 {
+        let size = [self.cell.0 as f32, self.cell.1 as f32, self.cell.2 as f32];
+        let p = [(z as f32 + 0.5) / size[0], (y as f32 + 0.5) / size[1], (x as f32 + 0.5) / size[2]];
+        let own = [z / self.cell.0, y / self.cell.1, x / self.cell.2].map(|c| c as i64);
+        let mut best = (f32::INFINITY, u32::MAX);
+        for dz in -1..=1 {
+            for dy in -1..=1 {
+                for dx in -1..=1 {
+                    let c = [own[0] + dz, own[1] + dy, own[2] + dx];
+                    let s = self.seed_of(c);
+                    let d: f32 = (0..3).map(|a| (p[a] - s[a]) * (p[a] - s[a])).sum();
+                    let label = 1 + (((c[0] + 1) as u32) << 20) + (((c[1] + 1) as u32) << 10) + (c[2] + 1) as u32;
+                    if d < best.0 || (d == best.0 && label < best.1) {
+                        best = (d, label);
+                    }
+                }
+            }
+        }
+        best.1
+    }
+
+    /// The labels of the block of `shape` at `origin`.
+    pub fn labels(&self, origin: (usize, usize, usize), shape: (usize, usize, usize)) -> Array3<u32> {
+        par_from_shape_fn(shape, |(z, y, x)| self.label(origin.0 + z, origin.1 + y, origin.2 + x))
+    }
+
+    /// CNN-like affinities and labels of the block of `shape` at `origin`
+    /// of the implicit volume of `volume` voxels: the same values as the
+    /// same voxels of the whole volume's ([`affinities`] of
+    /// [`ImplicitCells::labels`] over the whole volume), computed from the
+    /// block and a halo as wide as the membrane, the blur and the
+    /// affinities' one-voxel reach. Merge bait and split bait (drawn over
+    /// the whole volume) are left out: `params.weak_spots` and
+    /// `params.false_walls` must be 0.
+    pub fn block(
+        &self,
+        params: &GeneratorParams,
+        volume: (usize, usize, usize),
+        origin: (usize, usize, usize),
+        shape: (usize, usize, usize),
+    ) -> Result<(Array4<f32>, Array3<u32>), String> {
+        self.check(volume)?;
+        if params.weak_spots != 0 || params.false_walls != 0 {
+            return Err("blocks leave out merge and split bait: set weak_spots and false_walls to 0".into());
+        }
+        let (o, s, v) = ([origin.0, origin.1, origin.2], [shape.0, shape.1, shape.2], [volume.0, volume.1, volume.2]);
+        if (0..3).any(|a| o[a] + s[a] > v[a]) {
+            return Err(format!("the block {shape:?} at {origin:?} leaves the volume {volume:?}"));
+        }
+        let halo = params.membrane_half_width + params.blur_passes + 2;
+        let lo: [usize; 3] = [0, 1, 2].map(|a| o[a].saturating_sub(halo));
+        let hi: [usize; 3] = [0, 1, 2].map(|a| (o[a] + s[a] + halo).min(v[a]));
+        let extended = self.labels((lo[0], lo[1], lo[2]), (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]));
+        let affs = affinities_at(&extended, params, (lo[0], lo[1], lo[2]));
+        let at = [0, 1, 2].map(|a| o[a] - lo[a]);
+        let crop = |a: usize| ndarray::Slice::from(at[a]..at[a] + s[a]);
+        let labels =
+            extended.slice_axis(Axis(0), crop(0)).slice_axis(Axis(1), crop(1)).slice_axis(Axis(2), crop(2)).to_owned();
+        let affs =
+            affs.slice_axis(Axis(1), crop(0)).slice_axis(Axis(2), crop(1)).slice_axis(Axis(3), crop(2)).to_owned();
+        Ok((affs, labels))
+    }
 }
 
 /// Quantizes affinities to uint8, `round(a * 255)` with halves rounded away
@@ -223,6 +343,51 @@ pub fn quantize(affs: &Array4<f32>) -> Array4<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Blocks of the implicit volume equal the same voxels of the whole.
+    #[test]
+    fn implicit_blocks_equal_the_whole_volume() {
+        let cells = ImplicitCells { seed: 4, cell: (12, 6, 6) };
+        let params = GeneratorParams { weak_spots: 0, false_walls: 0, ..Default::default() };
+        let volume = (30, 25, 27);
+        let (whole_affs, whole_labels) = cells.block(&params, volume, (0, 0, 0), volume).unwrap();
+        assert_eq!(whole_labels, cells.labels((0, 0, 0), volume));
+        assert!(whole_labels.iter().collect::<std::collections::HashSet<_>>().len() > 10);
+        for (origin, shape) in [((0, 0, 0), (7, 9, 11)), ((13, 4, 20), (17, 21, 7)), ((29, 24, 26), (1, 1, 1))] {
+            let (affs, labels) = cells.block(&params, volume, origin, shape).unwrap();
+            let view = |a: &Array4<f32>| {
+                a.slice_axis(Axis(1), ndarray::Slice::from(origin.0..origin.0 + shape.0))
+                    .slice_axis(Axis(2), ndarray::Slice::from(origin.1..origin.1 + shape.1))
+                    .slice_axis(Axis(3), ndarray::Slice::from(origin.2..origin.2 + shape.2))
+                    .to_owned()
+            };
+            assert_eq!(affs, view(&whole_affs), "block {shape:?} at {origin:?}");
+            assert_eq!(labels, cells.labels(origin, shape));
+        }
+        // Every voxel's nearest seed lies among its 27 cells: brute force
+        // over all cells of a small volume agrees.
+        let brute = |z: usize, y: usize, x: usize| {
+            let mut best = (f32::INFINITY, u32::MAX);
+            for cz in -1..4i64 {
+                for cy in -1..6i64 {
+                    for cx in -1..6i64 {
+                        let s = cells.seed_of([cz, cy, cx]);
+                        let p = [(z as f32 + 0.5) / 12.0, (y as f32 + 0.5) / 6.0, (x as f32 + 0.5) / 6.0];
+                        let d: f32 = (0..3).map(|a| (p[a] - s[a]) * (p[a] - s[a])).sum();
+                        let l = 1 + (((cz + 1) as u32) << 20) + (((cy + 1) as u32) << 10) + (cx + 1) as u32;
+                        if d < best.0 || (d == best.0 && l < best.1) {
+                            best = (d, l);
+                        }
+                    }
+                }
+            }
+            best.1
+        };
+        assert!(whole_labels.indexed_iter().all(|((z, y, x), &l)| l == brute(z, y, x)));
+        assert!(cells.block(&GeneratorParams::default(), volume, (0, 0, 0), volume).is_err());
+        assert!(cells.block(&params, volume, (25, 0, 0), (10, 1, 1)).is_err());
+        assert!(ImplicitCells { seed: 1, cell: (1, 1, 1) }.check((2000, 1, 1)).is_err());
+    }
 
     #[test]
     fn deterministic_in_range_and_elongated() {

@@ -28,6 +28,14 @@ pub struct GenerateArgs {
     /// Number of neurites when no labels are given.
     #[arg(long, default_value_t = 60)]
     cells: usize,
+    /// Labels from the implicit cell field (`ImplicitCells`: any block
+    /// computable alone, for blockwise runs) instead; no merge or split
+    /// bait.
+    #[arg(long, conflicts_with = "labels")]
+    implicit: bool,
+    /// The implicit field's cell size z,y,x in voxels.
+    #[arg(long, value_delimiter = ',', default_value = "48,24,24", requires = "implicit")]
+    cell: Vec<usize>,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -38,12 +46,23 @@ pub struct GenerateArgs {
 
 pub fn run(args: &GenerateArgs) -> Result<()> {
     let shape = shape_zyx(&args.shape)?;
-    let labels = match &args.labels {
-        Some(spec) => generator::crop_or_mirror(&read_labels(spec, "labels")?, shape),
-        None => generator::neurite_labels(args.seed, shape, args.cells),
+    let (affs, labels) = if args.implicit {
+        let cell = match args.cell[..] {
+            [z, y, x] if z > 0 && y > 0 && x > 0 => (z, y, x),
+            _ => anyhow::bail!("--cell takes three positive sizes z,y,x, not {:?}", args.cell),
+        };
+        let field = generator::ImplicitCells { seed: args.seed, cell };
+        let params =
+            generator::GeneratorParams { seed: args.seed, weak_spots: 0, false_walls: 0, ..Default::default() };
+        field.block(&params, shape, (0, 0, 0), shape).map_err(anyhow::Error::msg)?
+    } else {
+        let labels = match &args.labels {
+            Some(spec) => generator::crop_or_mirror(&read_labels(spec, "labels")?, shape),
+            None => generator::neurite_labels(args.seed, shape, args.cells),
+        };
+        let params = generator::GeneratorParams { seed: args.seed, ..Default::default() };
+        (generator::affinities(&labels, &params), labels)
     };
-    let params = generator::GeneratorParams { seed: args.seed, ..Default::default() };
-    let affs = generator::affinities(&labels, &params);
     let mut written = Outputs::default();
     if args.uint8 {
         write_npy(&args.out_affinities, &generator::quantize(&affs).view())?;
