@@ -148,3 +148,25 @@ def test_distance_arguments_as_scipy():
         ours.distance_transform_cdt(a, metric=np.ones((3, 3)))
     with pytest.raises(RuntimeError):
         ours.distance_transform_edt(a, return_distances=False)
+
+
+def test_no_background_indices_and_argument_checks_as_scipy():
+    ones = np.ones((3, 4), bool)
+    for ours_fn, theirs_fn, kwargs in (
+        (ours.distance_transform_edt, ndi.distance_transform_edt, {}),
+        (ours.distance_transform_bf, ndi.distance_transform_bf, {"metric": "taxicab"}),
+        (ours.distance_transform_cdt, ndi.distance_transform_cdt, {"metric": "taxicab"}),
+    ):
+        d, i = ours_fn(ones, return_indices=True, **kwargs)
+        want_d, want_i = theirs_fn(ones, return_indices=True, **kwargs)
+        np.testing.assert_array_equal(d, want_d)
+        np.testing.assert_array_equal(i, want_i)
+        with pytest.raises(RuntimeError):
+            ours_fn(ones, indices=np.zeros((2, 3, 4), np.int32), **kwargs)
+    with pytest.raises(RuntimeError):
+        ours.distance_transform_edt(ones, return_indices=True, indices=np.zeros((2, 3, 4), np.int64))
+    with pytest.raises(RuntimeError):
+        ours.distance_transform_bf(ones, metric="hamming")
+    d = np.empty((1, 4), np.float32)
+    with pytest.raises(RuntimeError):
+        ours.distance_transform_edt(np.array([[1, 1, 0, 1]]), distances=d, backend="cpu", return_indices=True)

@@ -208,3 +208,13 @@ def test_cupy_in_and_out():
     dt = gpu_waterz.ndimage.distance_transform_edt(cp.asarray(mask))
     assert isinstance(dt, cp.ndarray)
     np.testing.assert_array_equal(dt.get(), ndi.distance_transform_edt(mask))
+
+
+def test_signed_zeros_are_one_level_and_empty_images():
+    image = np.array([[1, -0.0, 0.0, -0.0, 1]])
+    for dtype in (np.float32, np.float64, np.float16):
+        labels = gpu_waterz.watershed(image.astype(dtype), backend="cpu")
+        assert len(np.unique(labels)) == 1, dtype
+    assert gpu_waterz.watershed(np.zeros((0, 5), np.float32), backend="cpu").shape == (0, 5)
+    if gpu_usable():
+        assert gpu_waterz.watershed(np.zeros((0, 5), np.float32), backend="gpu").shape == (0, 5)

@@ -72,10 +72,10 @@ pub const EDT_LINE_SHARED_BYTES: u32 = 48 * 1024;
 /// An unreached squared distance in the integer passes.
 pub const EDT_INFINITE: u32 = u32::MAX;
 
-/// Lines per block of `edt_lines` for lines of `n` elements along an axis
-/// whose neighbouring lines are `stride_between` apart: one for contiguous
-/// lines (rows), else the most, up to 32 and a power of two, whose elements
-/// fit [`EDT_LINE_SHARED_BYTES`]; 0 when one line does not fit.
+/// Lines per block of `edt_lines` for lines of `n` elements: one when the
+/// lines are `contiguous` (rows), else the most, up to 32 and a power of
+/// two, whose elements fit [`EDT_LINE_SHARED_BYTES`]; 0 when one line does
+/// not fit.
 pub const fn edt_lines_per_block(n: u64, contiguous: bool) -> u32 {
     let fit = EDT_LINE_SHARED_BYTES as u64 / (4 * if n == 0 { 1 } else { n });
     if fit == 0 {

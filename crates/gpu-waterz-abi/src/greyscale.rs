@@ -31,10 +31,12 @@
 //!    or a minimum becomes 0 if a neighbour lower by `(g, d, index)` has
 //!    another label ([`is_line_cell`]).
 //!
-//! Every rule of steps 1 to 4 is monotone (a state only moves one way, to
-//! a value that depends only on its neighbours), so any order of updates
-//! that keeps updating until nothing changes ends at the same labels: this
-//! is why the block-asynchronous versions equal the synchronous one. The
+//! The rules of steps 1 to 3 are order-preserving maps of the states
+//! (a lower state of the neighbours never gives a higher new state) that
+//! start above their fixed point, and step 4's labels flow down a fixed
+//! forest; so any order of updates that keeps updating until nothing
+//! changes ends at the same labels (chaotic iteration): this is why the
+//! block-asynchronous versions equal the synchronous one. The
 //! *first-arrival* distance rule ([`relax_distance`] with `first_arrival`)
 //! is the classical wavefront, which keeps the first distance that reaches
 //! a cell; it is exact when every cell advances one step per global step
@@ -70,6 +72,11 @@ pub const GREY_TILE_THREADS: u32 = 512;
 pub const GREY_TILE_3D: [u32; 3] = [8, 8, 8];
 /// The tile of a 2D image (`z = 1`), `(z, y, x)`.
 pub const GREY_TILE_2D: [u32; 3] = [1, 16, 32];
+const _: () = assert!(
+    GREY_TILE_3D[0] * GREY_TILE_3D[1] * GREY_TILE_3D[2] == GREY_TILE_THREADS
+        && GREY_TILE_2D[0] * GREY_TILE_2D[1] * GREY_TILE_2D[2] == GREY_TILE_THREADS,
+    "a tile has one cell per thread"
+);
 /// The most local steps a tile takes in one global step (a guard: a tile
 /// settles in fewer steps than it has cells).
 pub const GREY_MAX_LOCAL_STEPS: u32 = 4096;
@@ -117,14 +124,15 @@ pub const fn is_neighbour(code: usize, connectivity: u32) -> bool {
 }
 
 /// The monotone `u32` key of a float32 grey level: keys compare as the
-/// floats do (`-0.0` below `0.0`); `None` for NaN, whose order is undefined.
-/// Keys of finite and infinite floats stay below [`MASKED`].
+/// floats do, and `-0.0` and `0.0` (equal floats) get one key; `None` for
+/// NaN, whose order is undefined. Keys of finite and infinite floats stay
+/// below [`MASKED`].
 #[inline(always)]
 pub const fn f32_key(value: f32) -> Option<u32> {
     if value.is_nan() {
         return None;
     }
-    let bits = value.to_bits();
+    let bits = if value == 0.0 { 0 } else { value.to_bits() };
     Some(if bits & 0x8000_0000 != 0 { !bits } else { bits | 0x8000_0000 })
 }
 
@@ -397,7 +405,7 @@ pub struct GreyRelaxArgs {
     pub kinds: *const u8,
     /// Parent codes (read by [`GreyRule::Label`]).
     pub parents: *const u8,
-    /// The rule's read-only companion array (levels), or the state again.
+    /// The rule's read-only companion array (levels), or null.
     pub companion: *const u32,
     /// The state before the step.
     pub state_in: *const u32,
@@ -549,9 +557,10 @@ mod tests {
 
     #[test]
     fn f32_keys_keep_the_order() {
-        let values = [f32::NEG_INFINITY, -2.5, -0.0, 0.0, 1e-30, 3.0, f32::INFINITY];
+        let values = [f32::NEG_INFINITY, -2.5, -1e-30, 0.0, 1e-30, 3.0, f32::INFINITY];
         let keys: [u32; 7] = core::array::from_fn(|i| f32_key(values[i]).unwrap());
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(f32_key(-0.0), f32_key(0.0));
         assert!(keys.iter().all(|&k| k < MASKED));
         assert_eq!(f32_key(f32::NAN), None);
     }

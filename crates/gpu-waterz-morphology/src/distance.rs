@@ -271,19 +271,14 @@ fn coordinates(mut i: usize, shape: &[usize], out: &mut [i32]) {
 
 /// The feature transform as scipy returns it: for every element, the
 /// coordinates of its nearest background element, one array per axis
-/// (`(rank,) + shape`, int32), from flat indices (`usize::MAX`: none, whose
-/// coordinates are then -1).
+/// (`(rank,) + shape`, int32), from flat indices.
 fn index_arrays(nearest: &[usize], shape: &[usize]) -> ArrayD<i32> {
     let rank = shape.len();
     let n = nearest.len();
     let mut out = vec![0i32; rank * n];
     let mut coords = vec![0i32; rank];
     for (i, &f) in nearest.iter().enumerate() {
-        if f == usize::MAX {
-            coords.iter_mut().for_each(|c| *c = -1);
-        } else {
-            coordinates(f, shape, &mut coords);
-        }
+        coordinates(f, shape, &mut coords);
         for a in 0..rank {
             out[a * n + i] = coords[a];
         }
@@ -298,7 +293,7 @@ fn index_arrays(nearest: &[usize], shape: &[usize]) -> ArrayD<i32> {
 /// least distance to every background element in `metric` (`sampling` is
 /// used by the Euclidean metric only, as in scipy), and the coordinates of
 /// one nearest background element. Without background: scipy's values
-/// (`sqrt(f64::MAX)` or `u32::MAX`, indices -1). Quadratic: for small arrays.
+/// (`sqrt(f64::MAX)` or `u32::MAX`, indices 0). Quadratic: for small arrays.
 pub fn distance_transform_bf(
     input: ArrayViewD<'_, bool>,
     metric: Metric,
@@ -341,7 +336,8 @@ pub fn distance_transform_bf(
             best
         })
         .collect();
-    let nearest: Vec<usize> = best.iter().map(|b| b.1).collect();
+    // Without background scipy leaves index 0 (coordinates all 0).
+    let nearest: Vec<usize> = best.iter().map(|b| if b.1 == usize::MAX { 0 } else { b.1 }).collect();
     let distances = match metric {
         Metric::Euclidean => Distances::F64(
             ArrayD::from_shape_vec(shape.clone(), best.iter().map(|b| b.0.min(f64::MAX).sqrt()).collect())
@@ -360,7 +356,7 @@ pub fn distance_transform_bf(
 /// breadth-first search from every background element over the face
 /// (taxicab) or full (chessboard) neighbourhood. int32 distances, -1 where
 /// no background is reached, and the coordinates of one nearest background
-/// element (-1 likewise).
+/// element (an unreached element's own, as scipy's).
 pub fn distance_transform_cdt(input: ArrayViewD<'_, bool>, metric: Metric) -> Result<(ArrayD<i32>, ArrayD<i32>)> {
     check_input(input.shape())?;
     if metric == Metric::Euclidean {
@@ -411,6 +407,8 @@ pub fn distance_transform_cdt(input: ArrayViewD<'_, bool>, metric: Metric) -> Re
         }
         frontier = next;
     }
+    // Unreached elements keep their own coordinates, as scipy's do.
+    let nearest: Vec<usize> = nearest.iter().enumerate().map(|(i, &f)| if f == usize::MAX { i } else { f }).collect();
     let distances = ArrayD::from_shape_vec(shape.clone(), distance).expect("one distance per element");
     Ok((distances, index_arrays(&nearest, &shape)))
 }
@@ -418,7 +416,7 @@ pub fn distance_transform_cdt(input: ArrayViewD<'_, bool>, metric: Metric) -> Re
 /// [`distance_transform_edt`] with the feature transform: the distances and
 /// the coordinates of one nearest background element of every element
 /// (`(rank,) + shape`, int32). Without background: scipy's distances, and
-/// indices -1.
+/// its indices `(-1, 0, ..., 0)`.
 pub fn distance_transform_edt_with_indices(
     input: ArrayViewD<'_, bool>,
     sampling: Option<&[f64]>,
@@ -427,10 +425,13 @@ pub fn distance_transform_edt_with_indices(
     let sampling = check_sampling(sampling, input.ndim())?;
     let shape = input.shape().to_vec();
     if input.is_empty() || input.iter().all(|&v| v) {
-        let nearest = vec![usize::MAX; input.len()];
+        // scipy's answer: the point (-1, 0, ..., 0) for every element.
+        let mut full = vec![shape.len()];
+        full.extend_from_slice(&shape);
+        let indices = ArrayD::from_shape_fn(full, |i| if i[0] == 0 { -1 } else { 0 });
         let distances =
             if input.is_empty() { ArrayD::zeros(input.raw_dim()) } else { no_background(&shape, &sampling) };
-        return Ok((distances, index_arrays(&nearest, &shape)));
+        return Ok((distances, indices));
     }
     let mut squared: ArrayD<f64> =
         Zip::from(&input).par_map_collect(|&foreground| if foreground { f64::INFINITY } else { 0.0 });

@@ -72,12 +72,12 @@ pub fn distance_transform_edt_host(
 ) -> Result<ArrayD<f64>> {
     let shape = input.shape().to_vec();
     dims_of(&shape)?;
-    let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
-    let mask = gpu.upload(&bytes)?;
-    let mut out = gpu.uninit::<f64>(bytes.len().max(1))?;
-    if bytes.is_empty() {
+    if input.is_empty() {
         return Ok(ArrayD::zeros(input.raw_dim()));
     }
+    let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+    let mask = gpu.upload(&bytes)?;
+    let mut out = gpu.uninit::<f64>(bytes.len())?;
     distance_transform_edt(gpu, &mask, &shape, sampling, &mut out)?;
     let values = gpu.download(&out)?;
     Ok(ArrayD::from_shape_vec(shape, values).expect("one distance per element"))

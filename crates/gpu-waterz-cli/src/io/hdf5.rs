@@ -146,7 +146,9 @@ impl Chunked<'_> {
                 let row_bytes = extent[rank - 1] * elem;
                 for r in 0..rows {
                     // Row r of the chunk's part inside the dataset, axis by axis.
-                    let (mut rest, mut src, mut at) = (r, 0usize, offset[rank - 1]);
+                    // (For rank 1 the last axis is the slab's axis.)
+                    let last = offset[rank - 1] - if rank == 1 { start } else { 0 };
+                    let (mut rest, mut src, mut at) = (r, 0usize, last);
                     for a in (0..rank - 1).rev() {
                         let i = rest % extent[a];
                         rest /= extent[a];
@@ -183,6 +185,15 @@ fn read_chunks_in_parallel(file: &Path, ds: &hdf5_pure::Dataset) -> Option<Resul
     let chunks = ds.chunks().ok()?;
     let expected: usize = shape.iter().zip(&chunk).map(|(s, c)| s.div_ceil(*c)).product();
     if chunks.len() != expected || chunks.iter().any(|c| c.offset.len() != shape.len()) {
+        return None;
+    }
+    // Exactly the chunk grid: every offset aligned, inside, and once.
+    let mut seen = std::collections::HashSet::with_capacity(chunks.len());
+    let on_grid = chunks.iter().all(|c| {
+        c.offset.iter().zip(&shape).zip(&chunk).all(|((&o, &s), &k)| (o as usize) < s && (o as usize).is_multiple_of(k))
+            && seen.insert(c.offset.clone())
+    });
+    if !on_grid {
         return None;
     }
     let handle = match std::fs::File::open(file) {
@@ -367,6 +378,19 @@ mod parallel_tests {
         let data = std::env::var("GPU_WATERZ_DATA")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+        // A 1-D dataset of several chunks (written by hdf5-pure here).
+        let dir = std::env::temp_dir().join(format!("gpu-waterz-h5-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let one_d = dir.join("line.h5");
+        let values: Vec<u32> = (0..1000).map(|i| i * 7 + 1).collect();
+        let mut builder = hdf5_pure::FileBuilder::new();
+        builder.create_dataset("line").with_u32_data(&values).with_shape(&[1000]).with_chunks(&[64]).with_deflate(4);
+        builder.write(&one_d).unwrap();
+        let h5 = hdf5_pure::File::open(&one_d).unwrap();
+        let ds = h5.dataset("line").unwrap();
+        let parallel = read_chunks_in_parallel(&one_d, &ds).expect("a deflate-chunked dataset").unwrap();
+        assert_eq!(parallel, Volume::U32(ArrayD::from_shape_vec(IxDyn(&[1000]), values).unwrap()));
+        std::fs::remove_dir_all(&dir).unwrap();
         let cases = [
             ("gala-em-train.h5", "raw"),
             ("gala-em-train.h5", "boundary_probability"),

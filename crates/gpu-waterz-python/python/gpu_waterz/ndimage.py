@@ -4,12 +4,14 @@
 ``black_tophat``, and ``binary_erosion``, ``binary_dilation``,
 ``binary_opening``, ``binary_closing`` (iterations, masks, border values).
 
-The morphology operators run on the CPU (Rust, on all cores), for numpy
-arrays of rank 1 to 8; their GPU kernels, binary_propagation and
-binary_fill_holes are still to come (see the morphology issue).
-``distance_transform_edt`` (distances; not yet the indices) runs on the GPU
-for arrays of rank 1 to 3 (numpy, or CUDA torch tensors in place) and on the
-CPU otherwise, exact with unit sampling. ``import gpu_waterz.ndimage as ndi``
+The morphology operators, ``binary_propagation`` and ``binary_fill_holes``
+run on the CPU (Rust, on all cores), for numpy arrays of rank 1 to 8; their
+GPU kernels are still to come (see the morphology issue).
+``distance_transform_edt`` runs on the GPU for arrays of rank 1 to 3 (numpy,
+or CUDA torch tensors and cupy arrays in place) and on the CPU for numpy
+arrays otherwise, exact with unit sampling; its indices (the feature
+transform), ``distance_transform_bf`` and ``distance_transform_cdt`` run on
+the CPU. ``import gpu_waterz.ndimage as ndi``
 replaces these calls: same keyword arguments (``size``, ``footprint``,
 ``structure``, ``output``, ``mode`` in reflect/constant/nearest/mirror/wrap,
 ``cval``, ``origin``), same output dtype as the input (or ``output``'s).
@@ -206,6 +208,15 @@ def _binary_structure(rank, structure):
     return structure
 
 
+def _centre_is_set(structure, origin):
+    """Whether the element at the structure's centre, moved by the origin,
+    is set (then repeated erosion or dilation only shrinks or grows)."""
+    centre = tuple(n // 2 + o for n, o in zip(structure.shape, origin))
+    if any(not 0 <= c < n for c, n in zip(centre, structure.shape)):
+        return False
+    return bool(structure[centre])
+
+
 def _binary(dilate, input, structure, iterations, mask, output, border_value, origin):
     array = np.asarray(input)
     if np.iscomplexobj(array):
@@ -223,6 +234,7 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
     # cycle forever (scipy then never returns): a state seen before is an
     # error instead.
     seen = set()
+    centred = _centre_is_set(structure, _per_axis("origin", origin, current.ndim))
     while True:
         result = _apply(operation, current.astype(np.uint8), None, structure, None, "constant",
                         float(bool(border_value)), _per_axis("origin", origin, current.ndim)) != 0
@@ -233,7 +245,7 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
         current = result
         if (steps >= 1 and count >= steps) or (steps < 1 and not changed):
             break
-        if steps < 1:
+        if steps < 1 and not centred:
             state = hashlib.sha1(np.packbits(current).tobytes()).digest()
             if state in seen:
                 raise ValueError(
@@ -291,11 +303,10 @@ def distance_transform_edt(input, sampling=None, return_distances=True, return_i
     is computed on the CPU; ``distances`` and ``indices`` receive the results
     when given, as in scipy.
     """
-    if not (return_distances or return_indices):
-        raise RuntimeError("at least one of return_distances/return_indices must be True")
+    _check_distance_args(return_distances, return_indices, distances, indices)
     if backend not in ("auto", "gpu", "cpu"):
         raise ValueError(f"backend must be 'auto', 'gpu' or 'cpu', not {backend!r}")
-    if return_indices or indices is not None:
+    if return_indices:
         if _on_device(input):
             raise ValueError("the feature transform (return_indices) runs on the CPU: pass a numpy array")
         if backend == "gpu":
@@ -307,7 +318,7 @@ def distance_transform_edt(input, sampling=None, return_distances=True, return_i
         import torch
 
         if not 1 <= input.dim() <= 3:
-            raise ValueError(f"CUDA tensors of rank 1 to 3 are taken, not rank {input.dim()}")
+            raise ValueError(f"CUDA tensors of rank 1 to 3 are taken, not rank {input.dim()} (numpy arrays of any rank)")
         mask = (input.detach() != 0).to(torch.uint8).contiguous()
         out = distances if distances is not None else torch.empty(mask.shape, dtype=torch.float64, device=mask.device)
         if out.dtype != torch.float64 or tuple(out.shape) != tuple(mask.shape) or not out.is_contiguous():
@@ -371,21 +382,31 @@ def _on_device(x):
     return (module.startswith("torch") and x.is_cuda) or module.startswith("cupy")
 
 
+def _check_distance_args(return_distances, return_indices, distances, indices):
+    """scipy's checks of the four arguments."""
+    if not (return_distances or return_indices):
+        raise RuntimeError("at least one of return_distances/return_indices must be True")
+    if distances is not None and not return_distances:
+        raise RuntimeError("return_distances must be True if distances is supplied")
+    if indices is not None and not return_indices:
+        raise RuntimeError("return_indices must be True if indices is supplied")
+
+
 def _distance_results(dist, ind, return_distances, return_indices, distances, indices):
     """scipy's return convention: the arrays asked for and not given, in
     the order (distances, indices); given arrays are filled in place."""
     out = []
     if return_distances:
-        if distances is not None:
-            if distances.shape != dist.shape:
-                raise RuntimeError("distances array has wrong shape")
+        if isinstance(distances, np.ndarray):
+            if distances.shape != dist.shape or distances.dtype != dist.dtype:
+                raise RuntimeError(f"distances array has wrong shape or type (want {dist.dtype}, {dist.shape})")
             distances[...] = dist
         else:
             out.append(dist)
     if return_indices:
-        if indices is not None:
-            if indices.shape != ind.shape:
-                raise RuntimeError("indices array has wrong shape")
+        if isinstance(indices, np.ndarray):
+            if indices.shape != ind.shape or indices.dtype != np.int32:
+                raise RuntimeError(f"indices array has wrong shape or type (want int32, {ind.shape})")
             indices[...] = ind
         else:
             out.append(ind)
@@ -401,12 +422,13 @@ def distance_transform_bf(input, metric="euclidean", sampling=None, return_dista
     oracle; quadratic, for small arrays), in 'euclidean' (float64, with
     ``sampling``), 'taxicab' or 'chessboard' (uint32) metric; indices as
     scipy's (int32, ``(rank,) + shape``; ties: any nearest)."""
-    if not (return_distances or return_indices):
-        raise RuntimeError("at least one of return_distances/return_indices must be True")
+    _check_distance_args(return_distances, return_indices, distances, indices)
     a = np.ascontiguousarray(np.asarray(input) != 0)
     if a.ndim == 0:
         raise RuntimeError("input must have at least one dimension")
     metric = str(metric).lower()
+    if metric not in ("euclidean", "taxicab", "cityblock", "manhattan", "chessboard"):
+        raise RuntimeError("distance metric not supported")
     s = _sampling(sampling, a.ndim) if metric == "euclidean" else None
     dist, ind = _native.distance_transform_indices("bf", a, metric, s)
     return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
@@ -423,8 +445,7 @@ def distance_transform_cdt(input, metric="chessboard", return_distances=True, re
         raise ValueError("a structuring element as the metric is not supported: use 'chessboard' or 'taxicab'")
     if metric.lower() not in ("chessboard", "taxicab", "cityblock", "manhattan"):
         raise ValueError(f"invalid metric provided: {metric!r}")
-    if not (return_distances or return_indices):
-        raise RuntimeError("at least one of return_distances/return_indices must be True")
+    _check_distance_args(return_distances, return_indices, distances, indices)
     a = np.ascontiguousarray(np.asarray(input) != 0)
     if a.ndim == 0:
         raise RuntimeError("input must have at least one dimension")

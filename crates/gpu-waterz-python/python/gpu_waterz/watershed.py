@@ -52,7 +52,8 @@ def _keys_numpy(image, xp=np):
     if a.dtype in (xp.int8, xp.int16):
         return (a.astype(xp.int32) - np.iinfo(a.dtype).min).astype(xp.uint32)
     if a.dtype in (xp.float16, xp.float32):
-        f = a.astype(xp.float32)
+        # + 0.0 turns -0.0 into 0.0: equal floats, one key.
+        f = a.astype(xp.float32) + xp.float32(0.0)
         if bool(xp.isnan(f).any()):
             raise ValueError("the image holds NaN, which has no order")
         bits = f.view(xp.uint32)
@@ -75,7 +76,8 @@ def _keys_torch(image):
     if t.dtype in (torch.int8, torch.int16):
         return (t.to(torch.int32) - torch.iinfo(t.dtype).min).to(torch.int32)
     if t.dtype in (torch.float16, torch.bfloat16, torch.float32):
-        f = t.to(torch.float32)
+        # + 0.0 turns -0.0 into 0.0: equal floats, one key.
+        f = t.to(torch.float32) + 0.0
         if bool(torch.isnan(f).any()):
             raise ValueError("the image holds NaN, which has no order")
         bits = f.contiguous().view(torch.int32)
@@ -196,6 +198,9 @@ def _watershed_cuda(image, markers, connectivity, mask, watershed_line, schedule
 
     connectivity = _settings(connectivity, schedule, "gpu", image.dim())
     device = image.device
+    if image.numel() == 0:
+        labels = torch.zeros(tuple(image.shape), dtype=torch.int32, device=device)
+        return (labels, {"total": 0, "n_minima": 0, "backend": "gpu"}) if return_info else labels
     keys = _keys_torch(image).contiguous()
     shape3 = (1,) + tuple(image.shape) if image.dim() == 2 else tuple(image.shape)
     pointers = [keys.data_ptr(), 0, 0, 0]
@@ -225,7 +230,8 @@ def _watershed_cuda(image, markers, connectivity, mask, watershed_line, schedule
     info = _native.grey_watershed_cuda(pointers, shape3, connectivity, bool(watershed_line), schedule,
                                        device.index or 0)
     del held
-    if markers is not None and labels.numel() and int(labels.min()) < 0:
+    # uint32 labels past 2**31 - 1 read as negative int32: widen them.
+    if int(labels.min()) < 0:
         labels = labels.to(torch.int64) & 0xFFFFFFFF
     return (labels, info) if return_info else labels
 
@@ -288,6 +294,9 @@ def _watershed_cupy(image, markers, connectivity, mask, watershed_line, schedule
     import cupy as cp
 
     connectivity = _settings(connectivity, schedule, "gpu", image.ndim)
+    if image.size == 0:
+        labels = cp.zeros(image.shape, dtype=cp.int32)
+        return (labels, {"total": 0, "n_minima": 0, "backend": "gpu"}) if return_info else labels
     with image.device:
         keys = cp.ascontiguousarray(_keys_numpy(image, cp))
         shape3 = (1,) + image.shape if image.ndim == 2 else image.shape

@@ -102,8 +102,9 @@ impl Tile {
     fn new(tile: [usize; 3]) -> Self {
         let halo = tile.map(|t| t + 2);
         let cells = halo[0] * halo[1] * halo[2];
-        let own = Vec::with_capacity(tile[0] * tile[1] * tile[2]);
-        Self { tile, halo, companion: vec![0; cells], state: vec![0; cells], new: vec![0; own.capacity()], own }
+        let cells_per_tile = tile[0] * tile[1] * tile[2];
+        let own = Vec::with_capacity(cells_per_tile);
+        Self { tile, halo, companion: vec![0; cells], state: vec![0; cells], new: vec![0; cells_per_tile], own }
     }
 
     /// Relaxes tile `at` (tile coordinates) from `input` and writes its

@@ -42,7 +42,9 @@ pub struct DeviceSegmentation {
 /// The greyscale watershed of a host image on the GPU; labels back on the
 /// host.
 pub fn watershed(gpu: &Gpu, image: &Image<'_>, config: &Config) -> Result<Segmentation> {
-    image.check(config)?;
+    if image.check(config)? == 0 {
+        return Ok(Segmentation { labels: Vec::new(), steps: Steps::default(), n_minima: 0 });
+    }
     let keys = gpu.upload(image.keys)?;
     let markers = image.markers.map(|m| gpu.upload(m)).transpose()?;
     let mask = image.mask.map(|m| gpu.upload(m)).transpose()?;
@@ -61,6 +63,9 @@ pub fn watershed_device(
 ) -> Result<DeviceSegmentation> {
     let dims = image.dims;
     let n = check(gpu, image, config)?;
+    if n == 0 {
+        return Err(GreyscaleError::Input("the image is empty".into()));
+    }
     let connectivity = config.get_connectivity();
     let schedule = config.get_schedule();
     let mut timer = StageTimer::new(gpu, timed)?;

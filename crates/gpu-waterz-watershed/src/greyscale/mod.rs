@@ -241,8 +241,7 @@ pub struct Segmentation {
     pub labels: Vec<u32>,
     /// Global steps per phase.
     pub steps: Steps,
-    /// Number of regional minima (or of distinct positive markers' cells'
-    /// basins: the markers' count is the caller's).
+    /// Number of regional minima (0 with markers).
     pub n_minima: u64,
 }
 
