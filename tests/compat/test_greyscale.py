@@ -129,6 +129,8 @@ def test_bad_input_is_an_error():
         gpu_waterz.watershed(image, markers=np.zeros((3, 4), np.int32), backend="cpu")
     with pytest.raises(ValueError, match="markers"):
         gpu_waterz.watershed(image, markers=-np.ones((4, 4), np.int32), backend="cpu")
+    with pytest.raises(ValueError, match="number of markers"):
+        gpu_waterz.watershed(image, markers=5, backend="cpu")
     with pytest.raises(ValueError, match="schedule"):
         gpu_waterz.watershed(image, schedule="fast", backend="cpu")
     with pytest.raises(ValueError, match="backend"):

@@ -12,7 +12,9 @@
 //! Two layouts:
 //! - contiguous (the default): one volume of `--shape Z,Y,X` (default
 //!   512³), the labels cropped or mirrored to it as `gpu-waterz generate
-//!   --labels` does, so that merge chains are as long as a real volume's.
+//!   --labels` does, so that merge chains are as long as a real volume's
+//!   (`--implicit`: labels from the implicit cell field of `gpu-waterz
+//!   generate --implicit` instead, no mirroring at any size).
 //!   It reports the rounds and the merges per round; VOI is measured on the
 //!   whole volume, where `--waterz` also runs stock waterz (PyPI, through
 //!   `--python`) on the same data, up to 134 Mvoxel.
@@ -48,13 +50,15 @@ struct Args {
     /// The serial-finish policies: the first is the benchmark's, the
     /// others are compared with it (contiguous layout).
     host_finish: Vec<HostFinish>,
+    /// Contiguous labels from the implicit cell field instead of pinky40.
+    implicit: bool,
 }
 
 /// The largest contiguous volume on which stock waterz runs beside the GPU
 /// (512³: about 19 s for it on the H200's host).
 const WATERZ_MAX_VOXELS: u64 = 1 << 27;
 
-const USAGE: &str = "usage: bench-cremi [--shape Z,Y,X | --tiled [--voxels N] [--tile Z,Y,X] [--sizes N1,N2,...]] [--threshold T] [--epsilon E] [--host-finish never|default|EDGES,MERGES,SMALL[/...]] [--cremi FILE.hdf [--cremi-affinities DATASET]] [--repeats R] [--waterz [--python PYTHON]] [--json OUT.json] [--markdown docs/BENCHMARKS.md]";
+const USAGE: &str = "usage: bench-cremi [--shape Z,Y,X | --tiled [--voxels N] [--tile Z,Y,X] [--sizes N1,N2,...]] [--threshold T] [--epsilon E] [--host-finish never|default|EDGES,MERGES,SMALL[/...]] [--cremi FILE.hdf [--cremi-affinities DATASET]] [--implicit] [--repeats R] [--waterz [--python PYTHON]] [--json OUT.json] [--markdown docs/BENCHMARKS.md]";
 
 /// `Z,Y,X` as three positive sizes.
 fn parse_shape(flag: &str, v: Option<String>) -> Result<(usize, usize, usize)> {
@@ -123,6 +127,7 @@ fn parse_args() -> Result<Args> {
         tiled: false,
         shape: (512, 512, 512),
         host_finish: vec![HostFinish::default()],
+        implicit: false,
     };
     let mut tiled_only = Vec::new();
     let mut it = std::env::args().skip(1);
@@ -155,6 +160,7 @@ fn parse_args() -> Result<Args> {
             }
             "--repeats" => args.repeats = (number(it.next(), "--repeats")? as usize).max(1),
             "--waterz" => args.waterz = true,
+            "--implicit" => args.implicit = true,
             "--python" => args.python = it.next().ok_or_else(|| anyhow!("--python needs a path"))?,
             "--json" => args.json = it.next().ok_or_else(|| anyhow!("--json needs a path"))?.into(),
             "--markdown" => args.markdown = Some(it.next().ok_or_else(|| anyhow!("--markdown needs a path"))?.into()),
@@ -164,6 +170,9 @@ fn parse_args() -> Result<Args> {
             }
             other => bail!("unknown argument {other:?}\n{USAGE}"),
         }
+    }
+    if args.implicit && (args.tiled || args.cremi.is_some()) {
+        bail!("--implicit sets the contiguous volume's labels: not with --tiled or --cremi");
     }
     if let Some(flag) = tiled_only.first().filter(|_| !args.tiled) {
         bail!("{flag} sets the tiled layout: pass --tiled too (the contiguous layout takes --shape)");
@@ -400,6 +409,11 @@ fn contiguous_labels(args: &Args) -> Result<(Array3<u32>, String)> {
     };
     if let Some(path) = &args.cremi {
         return Ok((from(path, "volumes/labels/neuron_ids", "neuron_ids")?, format!("CREMI {}", path.display())));
+    }
+    if args.implicit {
+        let field = gpu_waterz_cli::generate::ImplicitCells::new(1);
+        field.check(shape).map_err(anyhow::Error::msg)?;
+        return Ok((field.labels((0, 0, 0), shape), format!("implicit cells of {:?} voxels", field.cell)));
     }
     let pinky = data_dir().join("pinky40-labels-512.h5");
     if pinky.exists() {

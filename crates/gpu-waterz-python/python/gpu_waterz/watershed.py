@@ -90,6 +90,9 @@ def _keys_torch(image):
 
 
 def _check_markers_numpy(markers, shape):
+    if np.ndim(markers) == 0:
+        raise ValueError("markers must be a label array of the image's shape (a number of markers to place, as "
+                         "scikit-image also takes, is not supported)")
     m = np.asarray(markers)
     if m.shape != shape:
         raise ValueError(f"markers must have the image's shape {shape}, not {m.shape}")

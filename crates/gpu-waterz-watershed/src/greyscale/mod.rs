@@ -183,6 +183,7 @@ pub struct Image<'a> {
 impl Image<'_> {
     /// Checks lengths, the reserved key, the size limit and `config`.
     pub fn check(&self, config: &Config) -> Result<u64, GreyscaleError> {
+        use rayon::prelude::*;
         let n = self
             .dims
             .checked_voxels()
@@ -207,7 +208,7 @@ impl Image<'_> {
         if !(1..=3).contains(&config.connectivity) {
             return Err(GreyscaleError::Input(format!("connectivity {} (1, 2 or 3)", config.connectivity)));
         }
-        if let Some(i) = self.keys.iter().position(|&k| k == MASKED) {
+        if let Some(i) = self.keys.par_iter().position_first(|&k| k == MASKED) {
             return Err(GreyscaleError::Input(format!("key {MASKED:#x} at index {i} is reserved")));
         }
         Ok(n)
