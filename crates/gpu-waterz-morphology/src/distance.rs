@@ -11,7 +11,7 @@
 //! gets scipy's answer: the distance to the point `(-1, 0, ..., 0)`.
 
 use crate::{check_input, invalid, Result};
-use ndarray::{ArrayD, ArrayViewD, Axis, Dimension, Zip};
+use ndarray::{ArrayD, ArrayViewD, ArrayViewMut1, Axis, Dimension, Zip};
 use rayon::prelude::*;
 
 /// Checks `sampling` against a rank; one spacing per axis, each finite and
@@ -35,28 +35,57 @@ pub fn check_sampling(sampling: Option<&[f64]>, rank: usize) -> Result<Vec<f64>>
 /// The distance transform of `input` (true: foreground, measured; false:
 /// background, 0).
 pub fn distance_transform_edt(input: ArrayViewD<'_, bool>, sampling: Option<&[f64]>) -> Result<ArrayD<f64>> {
-    check_input(input.shape())?;
-    let sampling = check_sampling(sampling, input.ndim())?;
-    if input.is_empty() {
-        return Ok(ArrayD::zeros(input.raw_dim()));
+    Ok(match Start::new(input.view(), sampling)? {
+        Start::Empty => ArrayD::zeros(input.raw_dim()),
+        Start::NoBackground(sampling) => no_background(input.shape(), &sampling),
+        Start::Squared(mut squared, sampling) => {
+            separable_passes(&mut squared, &sampling, None);
+            squared.mapv_into(f64::sqrt)
+        }
+    })
+}
+
+/// How a transform starts: nothing to do, scipy's answer without
+/// background, or the squared distances along no axis yet (0 at the
+/// background, infinite elsewhere), with the checked spacing.
+enum Start {
+    Empty,
+    NoBackground(Vec<f64>),
+    Squared(ArrayD<f64>, Vec<f64>),
+}
+
+impl Start {
+    fn new(input: ArrayViewD<'_, bool>, sampling: Option<&[f64]>) -> Result<Self> {
+        check_input(input.shape())?;
+        let sampling = check_sampling(sampling, input.ndim())?;
+        if input.is_empty() {
+            return Ok(Start::Empty);
+        }
+        if input.iter().all(|&v| v) {
+            return Ok(Start::NoBackground(sampling));
+        }
+        let squared = Zip::from(&input).par_map_collect(|&foreground| if foreground { f64::INFINITY } else { 0.0 });
+        Ok(Start::Squared(squared, sampling))
     }
-    if input.iter().all(|&v| v) {
-        return Ok(no_background(input.shape(), &sampling));
-    }
-    let mut squared: ArrayD<f64> =
-        Zip::from(&input).par_map_collect(|&foreground| if foreground { f64::INFINITY } else { 0.0 });
+}
+
+/// The passes of the separable transform: along each axis in turn, every
+/// line's lower envelope; with `features`, each element's flat index of its
+/// nearest background element follows the parabola it takes its value from.
+fn separable_passes(squared: &mut ArrayD<f64>, sampling: &[f64], mut features: Option<&mut ArrayD<usize>>) {
     for (axis, &s) in sampling.iter().enumerate() {
         let weight = s * s;
-        squared.lanes_mut(Axis(axis)).into_iter().par_bridge().for_each_init(Envelope::default, |env, mut lane| {
-            let values: Vec<f64> = lane.iter().copied().collect();
-            env.transform(&values, weight);
-            for (out, v) in lane.iter_mut().zip(&env.out) {
-                *out = *v;
-            }
-        });
+        match features.as_deref_mut() {
+            None => squared
+                .lanes_mut(Axis(axis))
+                .into_iter()
+                .par_bridge()
+                .for_each_init(Envelope::default, |env, mut lane| env.apply(&mut lane, None, weight)),
+            Some(nearest) => Zip::from(squared.lanes_mut(Axis(axis)))
+                .and(nearest.lanes_mut(Axis(axis)))
+                .par_for_each(|mut lane, mut feature| Envelope::default().apply(&mut lane, Some(&mut feature), weight)),
+        }
     }
-    squared.par_mapv_inplace(f64::sqrt);
-    Ok(squared)
 }
 
 /// scipy's distances when no element is background: to `(-1, 0, ..., 0)`.
@@ -87,6 +116,22 @@ struct Envelope {
 }
 
 impl Envelope {
+    /// Replaces `lane` by its transform; `features`, when given, by the
+    /// features of the apexes each position takes its value from.
+    fn apply(&mut self, lane: &mut ArrayViewMut1<'_, f64>, features: Option<&mut ArrayViewMut1<'_, usize>>, w: f64) {
+        let values: Vec<f64> = lane.iter().copied().collect();
+        self.transform(&values, w);
+        for (out, v) in lane.iter_mut().zip(&self.out) {
+            *out = *v;
+        }
+        if let Some(features) = features {
+            let from: Vec<usize> = features.iter().copied().collect();
+            for (feature, &q) in features.iter_mut().zip(&self.chosen) {
+                *feature = from[q];
+            }
+        }
+    }
+
     fn transform(&mut self, f: &[f64], w: f64) {
         let n = f.len();
         self.apex.clear();
@@ -421,40 +466,22 @@ pub fn distance_transform_edt_with_indices(
     input: ArrayViewD<'_, bool>,
     sampling: Option<&[f64]>,
 ) -> Result<(ArrayD<f64>, ArrayD<i32>)> {
-    check_input(input.shape())?;
-    let sampling = check_sampling(sampling, input.ndim())?;
     let shape = input.shape().to_vec();
-    if input.is_empty() || input.iter().all(|&v| v) {
-        // scipy's answer: the point (-1, 0, ..., 0) for every element.
+    // scipy's indices without background: the point (-1, 0, ..., 0).
+    let nowhere = || {
         let mut full = vec![shape.len()];
         full.extend_from_slice(&shape);
-        let indices = ArrayD::from_shape_fn(full, |i| if i[0] == 0 { -1 } else { 0 });
-        let distances =
-            if input.is_empty() { ArrayD::zeros(input.raw_dim()) } else { no_background(&shape, &sampling) };
-        return Ok((distances, indices));
-    }
-    let mut squared: ArrayD<f64> =
-        Zip::from(&input).par_map_collect(|&foreground| if foreground { f64::INFINITY } else { 0.0 });
-    let mut nearest: ArrayD<usize> =
-        ArrayD::from_shape_vec(shape.clone(), (0..input.len()).collect()).expect("one index per element");
-    for (axis, &s) in sampling.iter().enumerate() {
-        let weight = s * s;
-        Zip::from(squared.lanes_mut(Axis(axis))).and(nearest.lanes_mut(Axis(axis))).par_for_each(
-            |mut lane, mut features| {
-                let mut env = Envelope::default();
-                let values: Vec<f64> = lane.iter().copied().collect();
-                let from: Vec<usize> = features.iter().copied().collect();
-                env.transform(&values, weight);
-                for (p, (out, feature)) in lane.iter_mut().zip(features.iter_mut()).enumerate() {
-                    *out = env.out[p];
-                    if let Some(&q) = env.chosen.get(p) {
-                        *feature = from[q];
-                    }
-                }
-            },
-        );
-    }
-    squared.par_mapv_inplace(f64::sqrt);
-    let nearest: Vec<usize> = nearest.iter().copied().collect();
-    Ok((squared, index_arrays(&nearest, &shape)))
+        ArrayD::from_shape_fn(full, |i| if i[0] == 0 { -1 } else { 0 })
+    };
+    Ok(match Start::new(input.view(), sampling)? {
+        Start::Empty => (ArrayD::zeros(input.raw_dim()), nowhere()),
+        Start::NoBackground(sampling) => (no_background(&shape, &sampling), nowhere()),
+        Start::Squared(mut squared, sampling) => {
+            let mut nearest =
+                ArrayD::from_shape_vec(shape.clone(), (0..input.len()).collect()).expect("one index per element");
+            separable_passes(&mut squared, &sampling, Some(&mut nearest));
+            let nearest: Vec<usize> = nearest.iter().copied().collect();
+            (squared.mapv_into(f64::sqrt), index_arrays(&nearest, &shape))
+        }
+    })
 }

@@ -93,9 +93,14 @@ pub(crate) fn grey_watershed<'py>(
         })
         .map_err(grey_err)?;
     let info = steps_dict(py, out.steps, out.n_minima, backend)?;
-    let labels = out.labels;
-    info.set_item("max_label", py.detach(|| labels.par_iter().copied().max().unwrap_or(0)))?;
-    Ok((labels.into_pyarray(py), info))
+    // A bound on the labels, for the caller's choice of int32: minima are
+    // numbered 1..=n_minima; with markers, labels are marker values.
+    let max_label = match markers {
+        Some(m) => py.detach(|| m.par_iter().copied().max().unwrap_or(0)) as u64,
+        None => out.n_minima,
+    };
+    info.set_item("max_label", max_label)?;
+    Ok((out.labels.into_pyarray(py), info))
 }
 
 /// The watershed of CUDA memory: `pointers` are the keys (uint32), the

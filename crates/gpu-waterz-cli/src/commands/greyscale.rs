@@ -3,6 +3,7 @@
 //! summary (shape, backend, schedule, global steps per phase, seconds per
 //! stage) on stdout.
 
+use super::outputs::OutputFolder;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use gpu_waterz_abi::greyscale::f32_key;
@@ -84,12 +85,11 @@ fn dims_of(shape: &[usize], what: &str) -> Result<Dims3> {
 fn keys_of(volume: Volume, spec: &str) -> Result<Vec<u32>> {
     Ok(match volume {
         Volume::F32(a) => {
-            let values: Vec<f32> = a.iter().copied().collect();
-            values
-                .par_iter()
-                .map(|&v| f32_key(v))
-                .collect::<Option<Vec<u32>>>()
-                .ok_or_else(|| anyhow!("the image {spec} holds NaN, which has no order"))?
+            let nan = || anyhow!("the image {spec} holds NaN, which has no order");
+            match a.as_slice() {
+                Some(values) => values.par_iter().map(|&v| f32_key(v)).collect::<Option<Vec<u32>>>().ok_or_else(nan)?,
+                None => a.iter().map(|&v| f32_key(v)).collect::<Option<Vec<u32>>>().ok_or_else(nan)?,
+            }
         }
         Volume::U8(a) => a.iter().map(|&v| v as u32).collect(),
         Volume::U32(a) => a.iter().copied().collect(),
@@ -118,9 +118,8 @@ fn flat<T: Copy>(a: ArrayViewD<'_, T>) -> Vec<T> {
 
 pub fn run(args: &WatershedArgs) -> Result<()> {
     let start = Instant::now();
-    if args.out.exists() && !args.overwrite {
-        bail!("{} exists; pass --overwrite to replace it", args.out.display());
-    }
+    // The output appears whole or not at all (as `segment`'s do).
+    let output = OutputFolder::begin(&args.out, args.overwrite, true)?;
     let image = VolumeSource::parse(&args.image).read().context("reading the image")?;
     let shape = image.shape().to_vec();
     let dims = dims_of(&shape, "image")?;
@@ -174,7 +173,8 @@ pub fn run(args: &WatershedArgs) -> Result<()> {
     let compute_s = compute.elapsed().as_secs_f64();
     let write = Instant::now();
     let labels = ndarray::ArrayView::from_shape(shape.clone(), &out.labels).expect("one label per cell");
-    write_npy(&args.out, &labels).with_context(|| format!("writing {}", args.out.display()))?;
+    write_npy(output.path(), &labels).with_context(|| format!("writing {}", args.out.display()))?;
+    output.commit(false)?;
     let summary = serde_json::json!({
         "image": args.image,
         "shape": shape,

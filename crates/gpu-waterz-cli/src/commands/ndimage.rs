@@ -3,6 +3,7 @@
 //! for rank 1 to 3 when one is usable, else the CPU) and the grey-scale
 //! morphology (CPU). Prints a JSON summary on stdout.
 
+use super::outputs::OutputFolder;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gpu_waterz_cli::io::{write_npy, Volume, VolumeSource};
@@ -89,17 +90,22 @@ fn as_f64(volume: Volume, spec: &str) -> Result<(ArrayD<f64>, &'static str)> {
 
 pub fn run(args: &NdimageArgs) -> Result<()> {
     let start = Instant::now();
-    if args.out.exists() && !args.overwrite {
-        bail!("{} exists; pass --overwrite to replace it", args.out.display());
-    }
+    // The output appears whole or not at all (as `segment`'s do).
+    let output = OutputFolder::begin(&args.out, args.overwrite, true)?;
     let volume = VolumeSource::parse(&args.input).read().context("reading the input")?;
-    let (input, dtype) = as_f64(volume, &args.input)?;
+    let shape = volume.shape().to_vec();
+    let rank = shape.len();
     let read_s = start.elapsed().as_secs_f64();
     let compute = Instant::now();
-    let rank = input.ndim();
     let ran;
     if args.op == Operator::DistanceTransformEdt {
-        let mask = input.mapv(|v| v != 0.0);
+        let mask = match volume {
+            Volume::F32(a) => a.mapv(|v| v != 0.0),
+            Volume::U8(a) => a.mapv(|v| v != 0),
+            Volume::U32(a) => a.mapv(|v| v != 0),
+            Volume::U64(a) => a.mapv(|v| v != 0),
+            other => bail!("{}: unsupported element type {}", args.input, other.dtype()),
+        };
         let gpu = match args.backend {
             Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
             Backend::Auto if rank <= 3 => gpu_waterz::Gpu::new(0).ok(),
@@ -115,8 +121,9 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
                 gpu_waterz_morphology::distance_transform_edt(mask.view(), args.sampling.as_deref())?
             }
         };
-        write_npy(&args.out, &distances.view()).with_context(|| format!("writing {}", args.out.display()))?;
+        write_npy(output.path(), &distances.view()).with_context(|| format!("writing {}", args.out.display()))?;
     } else {
+        let (input, dtype) = as_f64(volume, &args.input)?;
         if args.backend == Backend::Gpu {
             bail!("the morphology runs on the CPU (--backend cpu or auto)");
         }
@@ -142,19 +149,20 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         let result = op(input.view(), &grey)?;
         // Back to the input's type, as scipy returns it (the values are the
         // input's own for the flat operators, differences of them else).
-        let path = &args.out;
+        let path = output.path();
         let written = match dtype {
             "float32" => write_npy(path, &result.mapv(|v| v as f32).view()),
             "uint8" => write_npy(path, &result.mapv(|v| v as u8).view()),
             "uint32" => write_npy(path, &result.mapv(|v| v as u32).view()),
             _ => write_npy(path, &result.mapv(|v| v as u64).view()),
         };
-        written.with_context(|| format!("writing {}", path.display()))?;
+        written.with_context(|| format!("writing {}", args.out.display()))?;
     }
+    output.commit(false)?;
     let summary = serde_json::json!({
         "op": format!("{:?}", args.op),
         "input": args.input,
-        "shape": input.shape(),
+        "shape": shape,
         "backend": ran,
         "read_s": read_s,
         "compute_and_write_s": compute.elapsed().as_secs_f64(),

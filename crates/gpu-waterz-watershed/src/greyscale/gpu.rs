@@ -42,7 +42,8 @@ pub struct DeviceSegmentation {
 /// The greyscale watershed of a host image on the GPU; labels back on the
 /// host.
 pub fn watershed(gpu: &Gpu, image: &Image<'_>, config: &Config) -> Result<Segmentation> {
-    if image.check(config)? == 0 {
+    // Reserved keys are found on the device (`grey_prepare`), not here.
+    if image.check_extent(config)? == 0 {
         return Ok(Segmentation { labels: Vec::new(), steps: Steps::default(), n_minima: 0 });
     }
     let keys = gpu.upload(image.keys)?;
@@ -117,29 +118,19 @@ pub fn watershed_device(
 
 /// Checks the image's buffers, device and size; returns the cell count.
 fn check(gpu: &Gpu, image: &DeviceImage<'_>, config: &Config) -> Result<u64> {
-    let dims = image.dims;
-    let n = dims.checked_voxels().ok_or_else(|| GreyscaleError::Input(format!("the shape {dims:?} overflows")))?;
-    if n >= u32::MAX as u64 {
-        return Err(GreyscaleError::Input(format!("{n} cells; at most {} are supported", u32::MAX - 1)));
-    }
-    if !(1..=3).contains(&config.get_connectivity()) {
-        return Err(GreyscaleError::Input(format!("connectivity {} (1, 2 or 3)", config.get_connectivity())));
-    }
-    let input = |what: &str, len: usize| {
-        if len as u64 != n {
-            return Err(GreyscaleError::Input(format!("{what} hold {len} values for {n} cells")));
-        }
-        Ok(())
-    };
+    let n = super::check_extent(
+        image.dims,
+        config,
+        image.keys.len(),
+        image.markers.map(|m| m.len()),
+        image.mask.map(|m| m.len()),
+    )?;
     gpu.check_device(image.keys, "the keys")?;
-    input("the keys", image.keys.len())?;
     if let Some(m) = image.markers {
         gpu.check_device(m, "the markers")?;
-        input("the markers", m.len())?;
     }
     if let Some(m) = image.mask {
         gpu.check_device(m, "the mask")?;
-        input("the mask", m.len())?;
     }
     Ok(n)
 }

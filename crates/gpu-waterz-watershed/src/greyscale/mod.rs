@@ -181,38 +181,46 @@ pub struct Image<'a> {
 }
 
 impl Image<'_> {
-    /// Checks lengths, the reserved key, the size limit and `config`.
+    /// Checks lengths, the size limit and `config` ([`check_extent`]), and
+    /// that no key is the reserved [`MASKED`]; returns the cell count.
     pub fn check(&self, config: &Config) -> Result<u64, GreyscaleError> {
         use rayon::prelude::*;
-        let n = self
-            .dims
-            .checked_voxels()
-            .ok_or_else(|| GreyscaleError::Input(format!("the shape {:?} overflows", self.dims)))?;
-        // Labels of minima are an index + 1 in a u32.
-        if n >= u32::MAX as u64 {
-            return Err(GreyscaleError::Input(format!("{n} cells; at most {} are supported", u32::MAX - 1)));
-        }
-        if self.keys.len() as u64 != n {
-            return Err(GreyscaleError::Input(format!("{} keys for the shape {:?}", self.keys.len(), self.dims)));
-        }
-        if let Some(m) = self.markers {
-            if m.len() as u64 != n {
-                return Err(GreyscaleError::Input(format!("markers hold {} values for {n} cells", m.len())));
-            }
-        }
-        if let Some(m) = self.mask {
-            if m.len() as u64 != n {
-                return Err(GreyscaleError::Input(format!("the mask holds {} values for {n} cells", m.len())));
-            }
-        }
-        if !(1..=3).contains(&config.connectivity) {
-            return Err(GreyscaleError::Input(format!("connectivity {} (1, 2 or 3)", config.connectivity)));
-        }
+        let n = self.check_extent(config)?;
         if let Some(i) = self.keys.par_iter().position_first(|&k| k == MASKED) {
             return Err(GreyscaleError::Input(format!("key {MASKED:#x} at index {i} is reserved")));
         }
         Ok(n)
     }
+
+    /// [`check_extent`] for this image's arrays.
+    pub(crate) fn check_extent(&self, config: &Config) -> Result<u64, GreyscaleError> {
+        check_extent(self.dims, config, self.keys.len(), self.markers.map(<[u32]>::len), self.mask.map(<[u8]>::len))
+    }
+}
+
+/// Checks the extent (below `u32::MAX` cells: minima are labelled by an
+/// index + 1), the connectivity, and that keys, markers and mask hold one
+/// value per cell; returns the cell count. Host and device images share it.
+pub(crate) fn check_extent(
+    dims: Dims3,
+    config: &Config,
+    keys: usize,
+    markers: Option<usize>,
+    mask: Option<usize>,
+) -> Result<u64, GreyscaleError> {
+    let n = dims.checked_voxels().ok_or_else(|| GreyscaleError::Input(format!("the shape {dims:?} overflows")))?;
+    if n >= u32::MAX as u64 {
+        return Err(GreyscaleError::Input(format!("{n} cells; at most {} are supported", u32::MAX - 1)));
+    }
+    if !(1..=3).contains(&config.connectivity) {
+        return Err(GreyscaleError::Input(format!("connectivity {} (1, 2 or 3)", config.connectivity)));
+    }
+    for (what, len) in [("the keys", Some(keys)), ("the markers", markers), ("the mask", mask)] {
+        if let Some(len) = len.filter(|&l| l as u64 != n) {
+            return Err(GreyscaleError::Input(format!("{what} hold {len} values for {n} cells of {dims:?}")));
+        }
+    }
+    Ok(n)
 }
 
 /// Global steps (synchronisations) each phase took.
@@ -244,25 +252,6 @@ pub struct Segmentation {
     pub steps: Steps,
     /// Number of regional minima (0 with markers).
     pub n_minima: u64,
-}
-
-/// What differs between two labellings of the same image: cells whose
-/// labels differ after matching each region to the region of the other
-/// labelling it overlaps most (labels are compared as partitions).
-pub fn differing_cells(a: &[u32], b: &[u32]) -> u64 {
-    use std::collections::HashMap;
-    let mut overlap: HashMap<(u32, u32), u64> = HashMap::new();
-    for (&x, &y) in a.iter().zip(b) {
-        *overlap.entry((x, y)).or_default() += 1;
-    }
-    let mut best: HashMap<u32, (u64, u32)> = HashMap::new();
-    for (&(x, y), &c) in &overlap {
-        let e = best.entry(x).or_insert((0, y));
-        if c > e.0 || (c == e.0 && y < e.1) {
-            *e = (c, y);
-        }
-    }
-    a.iter().zip(b).filter(|(x, y)| best[x].1 != **y).count() as u64
 }
 
 /// The read-only arrays a rule may read, besides its companion and state.

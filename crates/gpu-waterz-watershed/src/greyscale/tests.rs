@@ -76,6 +76,25 @@ fn serial_definition(image: &Image<'_>, config: &Config) -> Vec<u32> {
         .collect()
 }
 
+/// What differs between two labellings of the same image: cells whose
+/// labels differ after matching each region to the region of the other
+/// labelling it overlaps most (labels are compared as partitions).
+fn differing_cells(a: &[u32], b: &[u32]) -> u64 {
+    use std::collections::HashMap;
+    let mut overlap: HashMap<(u32, u32), u64> = HashMap::new();
+    for (&x, &y) in a.iter().zip(b) {
+        *overlap.entry((x, y)).or_default() += 1;
+    }
+    let mut best: HashMap<u32, (u64, u32)> = HashMap::new();
+    for (&(x, y), &c) in &overlap {
+        let e = best.entry(x).or_insert((0, y));
+        if c > e.0 || (c == e.0 && y < e.1) {
+            *e = (c, y);
+        }
+    }
+    a.iter().zip(b).filter(|(x, y)| best[x].1 != **y).count() as u64
+}
+
 fn image<'a>(keys: &'a [u32], dims: (u64, u64, u64)) -> Image<'a> {
     Image { keys, dims: Dims3::new(dims.0, dims.1, dims.2), markers: None, mask: None }
 }
