@@ -181,7 +181,7 @@ pub struct Image<'a> {
 }
 
 impl Image<'_> {
-    /// Checks lengths, the size limit and `config` ([`check_extent`]), and
+    /// Checks lengths, the size limit and `config`, and
     /// that no key is the reserved [`MASKED`]; returns the cell count.
     pub fn check(&self, config: &Config) -> Result<u64, GreyscaleError> {
         use rayon::prelude::*;
@@ -192,7 +192,7 @@ impl Image<'_> {
         Ok(n)
     }
 
-    /// [`check_extent`] for this image's arrays.
+    /// The extent checks of [`Image::check`] alone (no key scan).
     pub(crate) fn check_extent(&self, config: &Config) -> Result<u64, GreyscaleError> {
         check_extent(self.dims, config, self.keys.len(), self.markers.map(<[u32]>::len), self.mask.map(<[u8]>::len))
     }
