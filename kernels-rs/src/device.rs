@@ -365,6 +365,52 @@ pub unsafe fn shared_atomic_fetch_min_u32(address: *mut u32, value: u32) -> u32 
     old
 }
 
+/// Adds `value` to a shared-memory `u32` at block scope; returns the old
+/// value.
+///
+/// # Safety
+/// `address` must point into the block's shared memory (generic address).
+#[inline(always)]
+pub unsafe fn shared_atomic_fetch_add_u32(address: *mut u32, value: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees a shared-memory address; generic
+    // atomics accept it.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.cta.add.u32 {o}, [{a}], {v};",
+            o = out(reg32) old,
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
+    old
+}
+
+/// Compare-and-swap on a shared-memory `u64` at block scope; returns the
+/// old value.
+///
+/// # Safety
+/// `address` must point into the block's shared memory (generic address),
+/// 8-byte aligned.
+#[inline(always)]
+pub unsafe fn shared_atomic_cas_u64(address: *mut u64, compare: u64, value: u64) -> u64 {
+    let old: u64;
+    // SAFETY: the caller guarantees a shared-memory address; generic
+    // atomics accept it.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.cta.cas.b64 {o}, [{a}], {c}, {v};",
+            o = out(reg64) old,
+            a = in(reg64) address,
+            c = in(reg64) compare,
+            v = in(reg64) value,
+            options(nostack)
+        );
+    }
+    old
+}
+
 /// Reads a `u32` that other threads may change during the kernel.
 ///
 /// # Safety
@@ -373,25 +419,6 @@ pub unsafe fn shared_atomic_fetch_min_u32(address: *mut u32, value: u32) -> u32 
 pub unsafe fn load_volatile_u32(address: *const u32) -> u32 {
     // SAFETY: the caller guarantees a valid address.
     unsafe { core::ptr::read_volatile(address) }
-}
-
-/// The lanes of the warp whose 64-bit `value` equals this lane's.
-///
-/// # Safety
-/// All 32 lanes of the warp call it together (the full member mask).
-#[inline(always)]
-pub unsafe fn match_any_u64(value: u64) -> u32 {
-    let mask: u32;
-    // SAFETY: `match.any.sync` with a full member mask, called by all lanes.
-    unsafe {
-        core::arch::asm!(
-            "match.any.sync.b64 {m}, {v}, 0xffffffff;",
-            m = out(reg32) mask,
-            v = in(reg64) value,
-            options(nostack)
-        );
-    }
-    mask
 }
 
 /// The lanes of the warp for which `predicate` holds.

@@ -1,168 +1,247 @@
-//! The region graph on the GPU: boundary faces, aggregated per warp into
-//! `(key = EdgeKey(u, v), count and fixed-point sum)` entries; a radix sort
-//! and a reduce-by-key (integer sums) give one edge per fragment pair,
-//! sorted, with exact contact statistics.
+//! The region graph on the GPU: boundary faces, aggregated per tile of
+//! voxels into `(key = EdgeKey(u, v), count and fixed-point sum)` entries;
+//! a radix sort and a reduce-by-key (integer sums) give one edge per
+//! fragment pair, sorted, with exact contact statistics.
 
 use crate::device::*;
 use gpu_waterz_abi::graph::{
-    pack_count_sum, packed_count, packed_sum, AffinityKind, EdgeKey, RgCountEntriesArgs, RgEmitEntriesArgs,
+    pack_count_sum, packed_count, packed_sum, rg_entry_piece, rg_entry_pieces, rg_table_slot, AffinityKind, EdgeKey,
+    RgTileEntriesArgs, RG_TABLE_SLOTS,
 };
 use gpu_waterz_abi::primitives::ReduceRunsArgs;
 use gpu_waterz_abi::stats::affinity_to_fixed;
-use gpu_waterz_abi::Dims3;
-
-#[inline(always)]
-fn axis_positions(i: u64, dims: Dims3) -> [u64; 3] {
-    let (z, y, x) = crate::watershed::coords(i, dims);
-    [z, y, x]
-}
 
 /// The key of a face that is not a boundary between two fragments (no
 /// edge key is 0: `u < v`).
 const NO_FACE: u64 = 0;
 
-/// The key bits of face `d` of voxel `i` ([`NO_FACE`] if it is not a
-/// boundary face between two non-zero labels).
+/// The key bits of face `d` of voxel `i` at `p`, whose label is `l1`
+/// ([`NO_FACE`] if it is not a boundary face between two non-zero labels).
 #[inline(always)]
-unsafe fn face_key(labels: *const u32, dims: Dims3, i: u64, p: [u64; 3], d: usize) -> u64 {
-    if p[d] == 0 {
+unsafe fn face_key(labels: *const u32, l1: u32, strides: [u64; 3], i: u64, p: [u64; 3], d: usize) -> u64 {
+    if p[d] == 0 || l1 == 0 {
         return NO_FACE;
     }
-    let strides = dims.strides();
-    // SAFETY: the caller passes a voxel index and its coordinates.
-    let (l1, l2) = unsafe { (*labels.add(i as usize), *labels.add((i - strides[d]) as usize)) };
-    if l1 == l2 || l1 == 0 || l2 == 0 {
+    // SAFETY: the caller passes a voxel index and its coordinates, so the
+    // voxel before it along axis `d` exists.
+    let l2 = unsafe { *labels.add((i - strides[d]) as usize) };
+    if l1 == l2 || l2 == 0 {
         return NO_FACE;
     }
     let (u, v) = if l1 < l2 { (l1, l2) } else { (l2, l1) };
     EdgeKey::new(u as u64, v as u64).bits()
 }
 
-kernel! {
-    /// Counts the warp-aggregated face entries: per warp of 32 consecutive
-    /// voxels and per axis, one entry for each distinct fragment pair.
-    ///
-    /// # Safety
-    /// `labels` holds one u32 per voxel of `dims`; `counter` one zeroed u64.
-    /// Launched with a block size that is a multiple of 32.
-    ///
-    /// # Parameters
-    /// - `labels`, `dims`; `counter`: receives the number of entries.
-    ///
-    /// # Thread mapping
-    /// Warp-uniform grid-stride loop: lane `l` of a warp takes voxel
-    /// `base + l`; lanes with equal keys find each other with `match.any`.
-    pub unsafe extern "ptx-kernel" fn rg_count_entries(
-        labels: *const u32,
-        dims: gpu_waterz_abi::Dims3,
-        counter: *mut u64,
-    ) as RgCountEntriesArgs {
-        let n = dims.z * dims.y * dims.x;
-        let mut leaders = 0u64;
-        warp_uniform_stride(n, |i, valid| {
-            let p = if valid { axis_positions(i, dims) } else { [0; 3] };
-            for d in 0..3 {
-                // SAFETY: valid lanes pass in-bounds voxels.
-                let key = if valid { unsafe { face_key(labels, dims, i, p, d) } } else { NO_FACE };
-                // SAFETY: `warp_uniform_stride` runs every lane of the warp in
-                // every call, so all 32 lanes take part.
-                let peers = unsafe { match_any_u64(key) };
-                if key != NO_FACE && (peers & lanemask_lt()) == 0 {
-                    leaders += 1;
-                }
-            }
-        });
-        if leaders > 0 {
-            // SAFETY: `counter` is a valid u64.
-            unsafe { atomic_add_u64(counter, leaders) };
+/// The table slot of `key` in a block's fragment-pair table (`table`,
+/// [`RG_TABLE_SLOTS`] keys, [`NO_FACE`] when empty), claiming an empty slot
+/// for it if it has none; `None` when the table is full.
+///
+/// # Safety
+/// `table` points to the block's shared table.
+#[inline(always)]
+unsafe fn table_slot(table: *mut u64, key: u64) -> Option<usize> {
+    let mask = RG_TABLE_SLOTS as usize - 1;
+    let mut slot = rg_table_slot(key) as usize;
+    for _ in 0..RG_TABLE_SLOTS {
+        // SAFETY: `slot` is masked to the table.
+        let current = unsafe { core::ptr::read_volatile(table.add(slot)) };
+        if current == key {
+            return Some(slot);
         }
+        if current == NO_FACE {
+            // SAFETY: as above.
+            let old = unsafe { shared_atomic_cas_u64(table.add(slot), NO_FACE, key) };
+            if old == NO_FACE || old == key {
+                return Some(slot);
+            }
+        }
+        slot = (slot + 1) & mask;
     }
+    None
 }
 
 kernel! {
-    /// Writes the warp-aggregated face entries: the [`EdgeKey`] bits and the
-    /// packed value `count << PACKED_SUM_BITS | fixed-point sum`
-    /// ([`pack_count_sum`]), at positions taken from `counter` (their order
-    /// varies between runs; the sort by key and the integer sums that follow
-    /// make the graph identical every time).
+    /// Aggregates the boundary faces of each tile into one entry per
+    /// fragment pair: its [`EdgeKey`] bits and packed value (count and
+    /// fixed-point sum, split by [`rg_entry_piece`] where the sum is too
+    /// large), at positions taken from `counter`. Their order varies
+    /// between runs; the sort by key and the integer sums that follow make
+    /// the graph identical every time. A face belongs to the voxel above
+    /// it along its axis, so every face is counted once, by that voxel's
+    /// tile. Entries beyond `capacity` are counted but not written (the
+    /// host then launches again with room for them).
     ///
     /// # Safety
-    /// As [`rg_count_entries`]; `affs` holds `3 n` values of type `kind`;
-    /// `keys` and `values` hold as many u64s as [`rg_count_entries`] counted
-    /// for the same labels; `counter` is one zeroed u64; the launch provides
-    /// `block_dim * RG_EMIT_SHARED_BYTES_PER_THREAD` bytes of shared memory.
+    /// `labels` holds one u32 per voxel of `dims`, `affs` `3 n` values of
+    /// type `kind`; `keys` and `values` hold `capacity` u64s; `counter` is
+    /// one zeroed u64; `tile` is `rg_tile_shape(dims)`; the launch has
+    /// `RG_TILE_THREADS` threads and `RG_TILE_SHARED_BYTES` bytes of
+    /// shared memory.
     ///
     /// # Parameters
-    /// - `labels`, `affs`, `kind`, `dims`: the volume; `counter`: the entries
-    ///   reserved so far; `keys`, `values`: the entries.
+    /// - `labels`, `affs`, `kind`, `dims`: the volume; `tile`: the tile;
+    /// - `capacity`, `counter`, `keys`, `values`: the entries.
     ///
     /// # Thread mapping
-    /// As [`rg_count_entries`]; each lane adds its face to its leader's slot
-    /// in shared memory, and one lane per warp reserves the warp's entries.
-    pub unsafe extern "ptx-kernel" fn rg_emit_entries(
+    /// Block-uniform grid-stride loop over tiles; a block's threads walk
+    /// its tile's voxels with x fastest (a warp reads a row of 32), claim
+    /// each face's pair in the shared table and add to its count and sum;
+    /// after a barrier they write the table's entries, reserved with one
+    /// global atomic per tile.
+    pub unsafe extern "ptx-kernel" fn rg_tile_entries(
         labels: *const u32,
         affs: *const u8,
         kind: gpu_waterz_abi::graph::AffinityKind,
         dims: gpu_waterz_abi::Dims3,
+        tile: gpu_waterz_abi::Dims3,
+        capacity: u64,
         counter: *mut u64,
         keys: *mut u64,
         values: *mut u64,
-    ) as RgEmitEntriesArgs {
+    ) as RgTileEntriesArgs {
         let n = dims.z * dims.y * dims.x;
-        let lane = thread_idx_x() & 31;
-        // SAFETY: one u64 per thread of shared memory, this warp's 32 in a row.
-        let slots = unsafe { dynamic_shared::<u64>().add((thread_idx_x() - lane) as usize) };
-        warp_uniform_stride(n, |i, valid| {
-            let p = if valid { axis_positions(i, dims) } else { [0; 3] };
-            for d in 0..3 {
-                // SAFETY: valid lanes pass in-bounds voxels.
-                let key = if valid { unsafe { face_key(labels, dims, i, p, d) } } else { NO_FACE };
-                // SAFETY: `warp_uniform_stride` runs every lane of the warp in
-                // every call, so all 32 lanes take part in each warp-wide
-                // operation of this body (none is under a lane-dependent branch).
-                let peers = unsafe { match_any_u64(key) };
-                let leader_lane = peers.trailing_zeros();
-                let is_leader = key != NO_FACE && lane == leader_lane;
-                // SAFETY: each lane owns slot `lane`; the warp syncs around use.
-                unsafe { core::ptr::write_volatile(slots.add(lane as usize), 0) };
-                // SAFETY: all lanes, as above.
-                unsafe { sync_warp() };
-                if key != NO_FACE {
-                    let a = match kind {
-                        // SAFETY: `3 n` u8s.
-                        AffinityKind::U8 => unsafe { *affs.add((d as u64 * n + i) as usize) as f32 / 255.0 },
-                        // SAFETY: `3 n` f32s.
-                        AffinityKind::F32 => unsafe { *(affs as *const f32).add((d as u64 * n + i) as usize) },
-                    };
-                    // SAFETY: the leader's slot is in this warp's shared memory.
-                    unsafe { shared_atomic_add_u64(slots.add(leader_lane as usize), affinity_to_fixed(a)) };
+        let strides = dims.strides();
+        let slots = RG_TABLE_SLOTS as usize;
+        let threads = block_dim_x() as usize;
+        let tid = thread_idx_x() as usize;
+        // The shared layout (RG_TILE_SHARED_BYTES): keys, sums, the two
+        // reservation words, then the u32 counts.
+        let table = dynamic_shared::<u64>();
+        // SAFETY: all offsets lie inside the RG_TILE_SHARED_BYTES.
+        let (sums, reserved, counts) = unsafe {
+            let sums = table.add(slots);
+            let reserved = sums.add(slots);
+            (sums, reserved, reserved.add(2) as *mut u32)
+        };
+        let tiles = [dims.z.div_ceil(tile.z), dims.y.div_ceil(tile.y), dims.x.div_ceil(tile.x)];
+        let n_tiles = tiles[0] * tiles[1] * tiles[2];
+        let (shift_x, shift_y) = (tile.x.trailing_zeros(), tile.y.trailing_zeros());
+        let tile_voxels = tile.z * tile.y * tile.x;
+        let mut t = block_idx_x() as u64;
+        while t < n_tiles {
+            let mut s = tid;
+            while s < slots {
+                // SAFETY: `s` is below the table's slots.
+                unsafe {
+                    *table.add(s) = NO_FACE;
+                    *sums.add(s) = 0;
+                    *counts.add(s) = 0;
                 }
-                // SAFETY: all lanes, as above.
-                let leader_mask = unsafe {
-                    sync_warp();
-                    ballot(is_leader)
-                };
-                let mut base = 0u64;
-                if lane == 0 && leader_mask != 0 {
-                    // SAFETY: `counter` is a valid u64.
-                    base = unsafe { atomic_fetch_add_u64(counter, leader_mask.count_ones() as u64) };
-                }
-                // SAFETY: all lanes, as above.
-                let base =
-                    unsafe { ((shuffle_u32((base >> 32) as u32, 0) as u64) << 32) | shuffle_u32(base as u32, 0) as u64 };
-                if is_leader {
-                    let slot = base + (leader_mask & lanemask_lt()).count_ones() as u64;
-                    // SAFETY: `slot` is below the counted number of entries.
-                    unsafe {
-                        let sum = core::ptr::read_volatile(slots.add(lane as usize));
-                        *keys.add(slot as usize) = key;
-                        *values.add(slot as usize) = pack_count_sum(peers.count_ones() as u64, sum);
+                s += threads;
+            }
+            if tid == 0 {
+                // SAFETY: the block's reservation word.
+                unsafe { *reserved = 0 };
+            }
+            // SAFETY: the loop over tiles is block-uniform.
+            unsafe { sync_threads() };
+            let origin = [
+                t / (tiles[1] * tiles[2]) * tile.z,
+                t / tiles[2] % tiles[1] * tile.y,
+                t % tiles[2] * tile.x,
+            ];
+            let mut j = tid as u64;
+            while j < tile_voxels {
+                let p = [
+                    origin[0] + (j >> (shift_x + shift_y)),
+                    origin[1] + ((j >> shift_x) & (tile.y - 1)),
+                    origin[2] + (j & (tile.x - 1)),
+                ];
+                if p[0] < dims.z && p[1] < dims.y && p[2] < dims.x {
+                    let i = dims.index(p[0], p[1], p[2]);
+                    // SAFETY: `i` is a voxel of the volume.
+                    let l1 = unsafe { *labels.add(i as usize) };
+                    for d in 0..3 {
+                        // SAFETY: `i` and `p` are a voxel and its coordinates.
+                        let key = unsafe { face_key(labels, l1, strides, i, p, d) };
+                        if key == NO_FACE {
+                            continue;
+                        }
+                        let a = match kind {
+                            // SAFETY: `3 n` u8s.
+                            AffinityKind::U8 => unsafe { *affs.add((d as u64 * n + i) as usize) as f32 / 255.0 },
+                            // SAFETY: `3 n` f32s.
+                            AffinityKind::F32 => unsafe { *(affs as *const f32).add((d as u64 * n + i) as usize) },
+                        };
+                        let fixed = affinity_to_fixed(a);
+                        // SAFETY: the block's table.
+                        match unsafe { table_slot(table, key) } {
+                            // SAFETY: `slot` is below the table's slots.
+                            Some(slot) => unsafe {
+                                shared_atomic_add_u32(counts.add(slot), 1);
+                                shared_atomic_add_u64(sums.add(slot), fixed);
+                            },
+                            None => {
+                                // The table is full: the face is an entry of its own.
+                                // SAFETY: `counter` is a valid u64.
+                                let at = unsafe { atomic_fetch_add_u64(counter, 1) };
+                                if at < capacity {
+                                    // SAFETY: `at` is below the capacity of both buffers.
+                                    unsafe {
+                                        *keys.add(at as usize) = key;
+                                        *values.add(at as usize) = pack_count_sum(1, fixed);
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
-                // SAFETY: all lanes, as above.
-                unsafe { sync_warp() };
+                j += threads as u64;
             }
-        });
+            // SAFETY: block-uniform, as above.
+            unsafe { sync_threads() };
+            // Each thread's slots, their entries reserved in the block.
+            let mut mine = 0u32;
+            let mut s = tid;
+            while s < slots {
+                // SAFETY: `s` is below the table's slots.
+                if unsafe { *table.add(s) } != NO_FACE {
+                    mine += rg_entry_pieces(unsafe { *sums.add(s) }) as u32;
+                }
+                s += threads;
+            }
+            let mut at = 0u64;
+            if mine > 0 {
+                // SAFETY: the block's reservation word, as a u32 (at most
+                // `3 RG_TILE_VOXELS` entries per tile).
+                at = unsafe { shared_atomic_fetch_add_u32(reserved as *mut u32, mine) } as u64;
+            }
+            // SAFETY: block-uniform, as above.
+            unsafe { sync_threads() };
+            if tid == 0 {
+                // SAFETY: the reservation words; `counter` is a valid u64.
+                unsafe {
+                    let total = *(reserved as *const u32) as u64;
+                    *reserved.add(1) = if total > 0 { atomic_fetch_add_u64(counter, total) } else { 0 };
+                }
+            }
+            // SAFETY: block-uniform, as above.
+            unsafe { sync_threads() };
+            // SAFETY: written by thread 0 before the barrier.
+            at += unsafe { *reserved.add(1) };
+            let mut s = tid;
+            while s < slots {
+                // SAFETY: `s` is below the table's slots.
+                let (key, sum, count) = unsafe { (*table.add(s), *sums.add(s), *counts.add(s) as u64) };
+                if key != NO_FACE {
+                    for piece in 0..rg_entry_pieces(sum) {
+                        if at < capacity {
+                            // SAFETY: `at` is below the capacity of both buffers.
+                            unsafe {
+                                *keys.add(at as usize) = key;
+                                *values.add(at as usize) = rg_entry_piece(count, sum, piece);
+                            }
+                        }
+                        at += 1;
+                    }
+                }
+                s += threads;
+            }
+            // SAFETY: block-uniform; the table is cleared for the next tile
+            // only after every thread has read it.
+            unsafe { sync_threads() };
+            t += grid_dim_x() as u64;
+        }
     }
 }
 

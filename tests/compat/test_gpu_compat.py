@@ -202,6 +202,57 @@ def test_cli_gpu_backend_writes_what_the_python_gpu_backend_returns(gpu, tmp_pat
         assert [(h["a"], h["b"], h["score"]) for h in history] == [(h["a"], h["b"], h["score"]) for h in r["history"]]
 
 
+def test_the_cli_streams_npy_affinities_to_the_gpu_with_the_host_paths_result(gpu, tmp_path):
+    import json
+
+    import h5py
+    from conftest import run_cli
+
+    rng = np.random.default_rng(22)
+    gt = voronoi_labels(rng, (10, 36, 44), 16)
+    affs = cnn_like(rng, gt)
+    # A fourth channel (unused, as waterz), uint8 as well, and HDF5 (read
+    # on the host, then uploaded).
+    four = np.concatenate([affs, affs[:1]], axis=0)
+    np.save(tmp_path / "affs.npy", four)
+    np.save(tmp_path / "affs_u8.npy", np.round(affs * 255).astype(np.uint8))
+    with h5py.File(tmp_path / "affs.h5", "w") as f:
+        f["affs"] = four
+    results = {}
+    for name, spec in [("npy", "affs.npy"), ("u8", "affs_u8.npy"), ("h5", "affs.h5:/affs")]:
+        out = tmp_path / f"out-{name}"
+        run_cli("segment", "--backend", "gpu", "--affinities", f"{tmp_path}/{spec}", "--thresholds", "0.3,0.6",
+                "--out-dir", out, "--quiet")
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["affinities_streamed_to_gpu"] == (name != "h5"), name
+        assert summary["timings_s"]["finish"] >= 0
+        results[name] = [np.load(out / e["file"]) for e in summary["thresholds"]]
+    for a, b in zip(results["npy"], results["h5"]):
+        np.testing.assert_array_equal(a, b)
+    u8 = run_waterz(np.round(affs * 255).astype(np.uint8), [0.3, 0.6], module=gpu_waterz, backend="gpu")
+    for a, r in zip(results["u8"], u8):
+        np.testing.assert_array_equal(a, r["seg"])
+    # NaN in a streamed file is the host path's error.
+    bad = affs.copy()
+    bad[2, 3, 4, 5] = np.nan
+    np.save(tmp_path / "bad.npy", bad)
+    failed = run_cli("segment", "--backend", "gpu", "--affinities", tmp_path / "bad.npy", "--thresholds", "0.3",
+                     "--out-dir", tmp_path / "out-bad", "--quiet", check=False)
+    assert failed.returncode != 0 and "NaN" in failed.stderr, failed.stderr
+    assert not (tmp_path / "out-bad").exists()
+
+
+def test_cuda_affinities_are_checked_as_numpy_ones_are(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("SKIPPED: torch has no CUDA")
+    affs = np.full((3, 4, 8, 8), 0.5, np.float32)
+    affs[1, 2, 3, 4] = np.nan
+    for data in (affs, torch.from_numpy(affs).cuda()):
+        with pytest.raises(ValueError, match="NaN"):
+            list(gpu_waterz.agglomerate(data, [0.5], backend="gpu"))
+
+
 def test_a_cuda_ground_truth_is_read_in_place_with_the_same_metrics(gpu):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

@@ -86,8 +86,10 @@ impl EdgeKey {
 }
 
 /// Bits of a packed face entry ([`pack_count_sum`]) that hold the
-/// fixed-point affinity sum; the contact count sits above them. A warp's
-/// entry sums at most 32 faces of at most `2^32` each, below `2^37`.
+/// fixed-point affinity sum; the contact count sits above them (24 bits:
+/// a tile's entry counts at most `3 RG_TILE_VOXELS` faces). A tile's sum
+/// for one fragment pair may exceed these bits; [`rg_entry_pieces`] splits
+/// it into entries whose sums fit.
 pub const PACKED_SUM_BITS: u32 = 40;
 
 /// A face entry's value: `count << PACKED_SUM_BITS | sum`.
@@ -118,26 +120,77 @@ pub enum AffinityKind {
     U8 = 1,
 }
 
-/// Dynamic shared memory of `rg_emit_entries` per thread of the block: one
-/// u64 per lane, its leader's running sum.
-pub const RG_EMIT_SHARED_BYTES_PER_THREAD: u32 = 8;
+/// Voxels per region-graph tile: a block aggregates the boundary faces of
+/// one tile at a time in a shared-memory table, one entry per fragment
+/// pair. At most `3 RG_TILE_VOXELS` faces fall in a tile, so an entry's
+/// count fits the 24 bits above [`PACKED_SUM_BITS`].
+pub const RG_TILE_VOXELS: u64 = 4096;
 
-/// `rg_count_entries`: counts the warp-aggregated face entries.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct RgCountEntriesArgs {
-    /// One u32 label per voxel of `dims`.
-    pub labels: *const u32,
-    /// The volume.
-    pub dims: Dims3,
-    /// One u64, zeroed before the launch; receives the number of entries.
-    pub counter: *mut u64,
+/// The x extent of every region-graph tile: one warp per row of 32 voxels.
+pub const RG_TILE_X: u64 = 32;
+
+/// Threads per block of `rg_tile_entries`.
+pub const RG_TILE_THREADS: u32 = 256;
+
+/// Slots of a block's fragment-pair table (a power of two). A tile of
+/// real fragments holds tens to hundreds of pairs; a face that finds the
+/// table full becomes an entry of its own.
+pub const RG_TABLE_SLOTS: u32 = 1024;
+
+/// Dynamic shared memory of `rg_tile_entries`: per table slot a u64 key, a
+/// u64 sum and a u32 count, and two u64 words for the block's entry
+/// reservation.
+pub const RG_TILE_SHARED_BYTES: u32 = RG_TABLE_SLOTS * (8 + 8 + 4) + 2 * 8;
+
+/// The sum of every entry but the first that [`rg_entry_pieces`] splits a
+/// table slot into.
+pub const PACKED_SUM_PIECE: u64 = 1 << (PACKED_SUM_BITS - 1);
+
+/// The entries a table slot with fixed-point sum `sum` becomes: the first
+/// carries the count and `sum % PACKED_SUM_PIECE`, each other one a count
+/// of 0 and [`PACKED_SUM_PIECE`], so every entry's sum fits
+/// [`PACKED_SUM_BITS`] and the entries add up to the slot's statistics.
+#[inline(always)]
+pub const fn rg_entry_pieces(sum: u64) -> u64 {
+    sum / PACKED_SUM_PIECE + 1
 }
 
-/// `rg_emit_entries`: writes the warp-aggregated face entries.
+/// Entry `piece` (below [`rg_entry_pieces`]) of a table slot with `count`
+/// faces and fixed-point sum `sum`, packed ([`pack_count_sum`]).
+#[inline(always)]
+pub const fn rg_entry_piece(count: u64, sum: u64, piece: u64) -> u64 {
+    if piece == 0 {
+        pack_count_sum(count, sum % PACKED_SUM_PIECE)
+    } else {
+        pack_count_sum(0, PACKED_SUM_PIECE)
+    }
+}
+
+/// The tile of the region graph's kernel for a volume of `dims`: powers of
+/// two `(tz, ty, RG_TILE_X)` with `tz * ty * RG_TILE_X = RG_TILE_VOXELS`,
+/// `tz` at most 8 and at most the volume's depth (rounded up to a power
+/// of two), so 2D volumes get flat tiles.
+pub const fn rg_tile_shape(dims: Dims3) -> Dims3 {
+    let rows = RG_TILE_VOXELS / RG_TILE_X;
+    let mut tz = 1;
+    while tz < 8 && tz < dims.z {
+        tz *= 2;
+    }
+    Dims3::new(tz, rows / tz, RG_TILE_X)
+}
+
+/// The first table slot that `key` (edge-key bits) probes: a
+/// multiplicative hash, so neighbouring pairs spread over the table.
+#[inline(always)]
+pub const fn rg_table_slot(key: u64) -> u32 {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RG_TABLE_SLOTS.trailing_zeros())) as u32
+}
+
+/// `rg_tile_entries`: the boundary faces aggregated per tile into one
+/// entry per fragment pair.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct RgEmitEntriesArgs {
+pub struct RgTileEntriesArgs {
     /// One u32 label per voxel of `dims`.
     pub labels: *const u32,
     /// `3 n` affinities of type `kind` (channel-major).
@@ -146,17 +199,21 @@ pub struct RgEmitEntriesArgs {
     pub kind: AffinityKind,
     /// The volume.
     pub dims: Dims3,
-    /// One u64, zeroed before the launch: the entries reserved so far.
+    /// The tile ([`rg_tile_shape`]): powers of two, `tile.x` = [`RG_TILE_X`].
+    pub tile: Dims3,
+    /// The entries `keys` and `values` hold.
+    pub capacity: u64,
+    /// One u64, zeroed before the launch: receives the number of entries,
+    /// including those beyond `capacity`, which are not written.
     pub counter: *mut u64,
-    /// One u64 per counted entry: the [`EdgeKey`] bits.
+    /// `capacity` u64s: the [`EdgeKey`] bits of each entry.
     pub keys: *mut u64,
-    /// One u64 per counted entry: the packed value ([`pack_count_sum`]).
+    /// `capacity` u64s: each entry's packed value ([`pack_count_sum`]).
     pub values: *mut u64,
 }
 
 impl_kernel_args!(
-    RgCountEntriesArgs => RgCountEntries { labels, dims, counter },
-    RgEmitEntriesArgs => RgEmitEntries { labels, affs, kind, dims, counter, keys, values },
+    RgTileEntriesArgs => RgTileEntries { labels, affs, kind, dims, tile, capacity, counter, keys, values },
 );
 
 #[cfg(test)]
@@ -183,5 +240,36 @@ mod tests {
     fn packed_entries_round_trip() {
         let packed = pack_count_sum(32, 32 << 32);
         assert_eq!((packed_count(packed), packed_sum(packed)), (32, 32 << 32));
+    }
+
+    #[test]
+    fn table_slots_split_into_entries_that_add_up() {
+        // The largest slot of a tile: every face of every voxel, affinity 1.
+        let most = 3 * RG_TILE_VOXELS;
+        for (count, sum) in
+            [(1, 0), (1, 1 << 32), (7, PACKED_SUM_PIECE - 1), (300, PACKED_SUM_PIECE), (most, most << 32)]
+        {
+            let pieces = rg_entry_pieces(sum);
+            let entries = (0..pieces).map(|p| rg_entry_piece(count, sum, p));
+            assert!(packed_count(rg_entry_piece(count, sum, 0)) == count && count < 1 << (64 - PACKED_SUM_BITS));
+            assert_eq!(entries.clone().map(packed_count).sum::<u64>(), count);
+            assert_eq!(entries.clone().map(packed_sum).sum::<u64>(), sum, "count {count}, sum {sum}");
+            assert!(entries.clone().all(|e| pack_count_sum(packed_count(e), packed_sum(e)) == e));
+            // Never more entries than faces.
+            assert!(pieces <= count.max(1));
+        }
+    }
+
+    #[test]
+    fn tiles_are_powers_of_two_of_the_tile_size() {
+        for dims in [Dims3::new(1, 1, 1), Dims3::new(1, 512, 512), Dims3::new(3, 9, 9), Dims3::new(512, 512, 512)] {
+            let t = rg_tile_shape(dims);
+            assert_eq!(t.z * t.y * t.x, RG_TILE_VOXELS, "{dims:?}");
+            assert!(t.z.is_power_of_two() && t.y.is_power_of_two() && t.x == RG_TILE_X);
+            assert!(t.z <= 8 && (t.z == 1 || t.z / 2 < dims.z));
+        }
+        assert_eq!(rg_tile_shape(Dims3::new(1, 64, 64)), Dims3::new(1, 128, 32));
+        assert_eq!(rg_tile_shape(Dims3::new(512, 512, 512)), Dims3::new(8, 16, 32));
+        assert!((0..10_000u64).all(|k| rg_table_slot(k << 32 | (k + 1)) < RG_TABLE_SLOTS));
     }
 }

@@ -57,6 +57,37 @@ fn cells_with_many_and_large_labels() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn large_tile_sums_full_tables_and_a_second_launch() {
+    let g = gpu();
+    let shape = (16, 32, 64);
+    let entries = |affs: &Array4<f32>, labels: &Array3<u32>| {
+        let dims = gpu_waterz_abi::Dims3::new(shape.0 as u64, shape.1 as u64, shape.2 as u64);
+        let device_affs = DeviceAffinities::upload_f32(&g, affs.as_slice().unwrap(), dims).unwrap();
+        let max_label = labels.iter().copied().max().unwrap() as u64;
+        let device_labels = g.upload(labels.as_slice().unwrap()).unwrap();
+        let fragments = DeviceFragments::from_labels(&g, device_labels, dims, max_label).unwrap();
+        gpu::region_graph(&g, &device_affs, &fragments).unwrap().n_entries()
+    };
+    // Labels 1 and 2 alternate, so every face is one pair, at affinity 1:
+    // each tile's one table slot sums 12,288 faces, beyond the packed sum's
+    // bits, and is split into entries whose sums fit.
+    let alternating = Array3::from_shape_fn(shape, |(z, y, x)| 1 + ((z + y + x) % 2) as u32);
+    let ones = Array4::from_elem((3, shape.0, shape.1, shape.2), 1.0f32);
+    check(&g, &ones, &alternating, "alternating labels");
+    let tiles = 8;
+    assert!(entries(&ones, &alternating) > 10 * tiles, "the sums are split");
+    // One label per voxel: each tile meets about 12,000 pairs, so its table
+    // fills and the rest of its faces become entries of their own; they
+    // are more than the first launch makes room for (n / 16 + 4,096).
+    let distinct = Array3::from_shape_fn(shape, |(z, y, x)| (1 + (z * shape.1 + y) * shape.2 + x) as u32);
+    let affs = random_affinities(5, shape);
+    check(&g, &affs, &distinct, "one label per voxel");
+    let n = (shape.0 * shape.1 * shape.2) as u64;
+    assert!(entries(&affs, &distinct) > n / 16 + 4096, "a second launch");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn edge_lists_round_trip_and_malformed_ones_are_rejected() {
     let g = gpu();
     let stats = |n: usize| vec![ContactStats { contact_count: 2, affinity_sum: 3 << 31 }; n];

@@ -17,18 +17,20 @@
 //! walks the shorter list: each of its edges either adds its integer
 //! statistics to the longer side's edge to the same neighbour (and is
 //! deleted) or moves to the longer side, so an edge moves `O(log E)` times.
-//! The queue is a binary heap with lazy deletion: an entry is current while
-//! its edge's version is the one it was pushed with. Equal scores are
-//! broken by the endpoints' ids when the entry was pushed (deterministic,
-//! but not necessarily ParHAC's order of ties; see `docs/parhac.md`).
+//! The queue is an indexed 4-ary heap ([`EdgeQueue`]) holding each queued
+//! edge once: when an edge's statistics change, its entry moves in place
+//! (a heap with lazy deletion would queue a copy per change, and on real
+//! volumes spend most of the merging popping stale copies). Edges above
+//! the current threshold wait outside it until a higher threshold comes.
+//! Equal scores are broken by the endpoints' ids when the edge's statistics
+//! last changed (deterministic, but not necessarily ParHAC's order of ties;
+//! see `docs/parhac.md`).
 
 use crate::cpu::Edge;
 use crate::{Merge, ParhacError};
 use gpu_waterz_abi::parhac::edge_score;
 use gpu_waterz_core::ContactStats;
 use rustc_hash::FxHashMap;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// One edge of the serial graph: `ends` are storage slots (see
 /// [`SerialMerger`]), not necessarily ordered.
@@ -50,9 +52,121 @@ impl SlotEdge {
     }
 }
 
-/// A queue entry: the edge's score (as order-preserving bits), the two
-/// region ids at push time (the tie-break), the edge and its version.
-type Entry = Reverse<(u64, u32, u32, u32, u32)>;
+/// An edge's place in the merge order, smallest first: its score (as
+/// order-preserving bits), the two region ids when its statistics last
+/// changed (the tie-break), and the edge.
+type Key = (u64, u32, u32, u32);
+
+/// The edge of a [`Key`].
+fn edge_of(key: &Key) -> usize {
+    key.3 as usize
+}
+
+/// The position of an edge that is not in the [`EdgeQueue`].
+const NOT_QUEUED: u32 = u32::MAX;
+
+/// A min-heap of edge keys with four children per node, indexed by edge:
+/// each edge is in it at most once, and [`EdgeQueue::set`] and
+/// [`EdgeQueue::remove`] find it by its position.
+#[derive(Clone, Debug, Default)]
+struct EdgeQueue {
+    heap: Vec<Key>,
+    /// Per edge: its index in `heap`, or [`NOT_QUEUED`].
+    position: Vec<u32>,
+}
+
+impl EdgeQueue {
+    /// An empty queue for edges `0..n_edges`.
+    fn new(n_edges: usize) -> Self {
+        Self { heap: Vec::new(), position: vec![NOT_QUEUED; n_edges] }
+    }
+
+    /// The smallest key.
+    fn peek(&self) -> Option<&Key> {
+        self.heap.first()
+    }
+
+    /// Queues `key`'s edge with `key`, or moves it there if it is queued.
+    fn set(&mut self, key: Key) {
+        match self.position[edge_of(&key)] {
+            NOT_QUEUED => {
+                self.heap.push(key);
+                self.sift_up(self.heap.len() - 1);
+            }
+            at => {
+                let at = at as usize;
+                let old = std::mem::replace(&mut self.heap[at], key);
+                if key < old {
+                    self.sift_up(at);
+                } else {
+                    self.sift_down(at);
+                }
+            }
+        }
+    }
+
+    /// Takes `edge` out of the queue (nothing if it is not queued).
+    fn remove(&mut self, edge: usize) {
+        let at = self.position[edge];
+        if at == NOT_QUEUED {
+            return;
+        }
+        self.position[edge] = NOT_QUEUED;
+        let at = at as usize;
+        let last = self.heap.pop().expect("a queued edge is in the heap");
+        if at < self.heap.len() {
+            let old = std::mem::replace(&mut self.heap[at], last);
+            if last < old {
+                self.sift_up(at);
+            } else {
+                self.sift_down(at);
+            }
+        }
+    }
+
+    /// Moves the key at `at` towards the root until its parent is smaller.
+    fn sift_up(&mut self, mut at: usize) {
+        let key = self.heap[at];
+        while at > 0 {
+            let parent = (at - 1) / 4;
+            if self.heap[parent] <= key {
+                break;
+            }
+            self.heap[at] = self.heap[parent];
+            self.position[edge_of(&self.heap[at])] = at as u32;
+            at = parent;
+        }
+        self.heap[at] = key;
+        self.position[edge_of(&key)] = at as u32;
+    }
+
+    /// Moves the key at `at` towards the leaves until its children are
+    /// larger.
+    fn sift_down(&mut self, mut at: usize) {
+        let key = self.heap[at];
+        let n = self.heap.len();
+        loop {
+            let first = 4 * at + 1;
+            if first >= n {
+                break;
+            }
+            let mut best = first;
+            for child in first + 1..(first + 4).min(n) {
+                if self.heap[child] < self.heap[best] {
+                    best = child;
+                }
+            }
+            if self.heap[best] >= key {
+                break;
+            }
+            self.heap[at] = self.heap[best];
+            self.position[edge_of(&self.heap[at])] = at as u32;
+            at = best;
+        }
+        self.heap[at] = key;
+        self.position[edge_of(&key)] = at as u32;
+    }
+}
 
 /// Bits of `x` that sort as `f64::total_cmp` does.
 fn ordered_bits(x: f64) -> u64 {
@@ -88,11 +202,12 @@ pub struct SerialMerger {
     label: Vec<u32>,
     /// Union-find forest of the nodes by region id (parents are smaller).
     forest: Vec<u32>,
-    heap: BinaryHeap<Entry>,
-    /// Entries not queued yet: an edge enters the queue when a threshold
-    /// above its score comes, or when its statistics change.
-    pending: Vec<Entry>,
-    /// Entries below these bits are queued (the current threshold's).
+    queue: EdgeQueue,
+    /// Edges waiting outside the queue for a threshold above their score,
+    /// with their key and version then (entries of edges changed since are
+    /// stale and dropped).
+    pending: Vec<(Key, u32)>,
+    /// Edges scoring below these bits are queued (the current threshold's).
     queued_below: u64,
     merged_until: f64,
     n_merges: u64,
@@ -122,7 +237,7 @@ impl SerialMerger {
             length: vec![0; n],
             label: (0..n_nodes as u32).collect(),
             forest: (0..n_nodes as u32).collect(),
-            heap: BinaryHeap::new(),
+            queue: EdgeQueue::default(),
             pending: Vec::new(),
             queued_below: 0,
             merged_until: f64::NEG_INFINITY,
@@ -147,15 +262,28 @@ impl SerialMerger {
                 }
             }
         }
-        merger.pending = (0..merger.edges.len() as u32).map(|i| merger.entry(i)).collect();
+        merger.queue = EdgeQueue::new(merger.edges.len());
+        merger.pending = (0..merger.edges.len() as u32).map(|i| (merger.key(i), 0)).collect();
         Ok(merger)
     }
 
-    /// The queue entry of edge `i` as it is now.
-    fn entry(&self, i: u32) -> Entry {
+    /// The key of edge `i` as it is now.
+    fn key(&self, i: u32) -> Key {
         let e = &self.edges[i as usize];
         let (x, y) = (self.label[e.ends[0] as usize], self.label[e.ends[1] as usize]);
-        Reverse((ordered_bits(e.score()), x.min(y), x.max(y), i, e.version))
+        (ordered_bits(e.score()), x.min(y), x.max(y), i)
+    }
+
+    /// Queues edge `i` with its key as it is now if it scores below the
+    /// current threshold; otherwise it waits for a higher one.
+    fn requeue(&mut self, i: u32) {
+        let key = self.key(i);
+        if key.0 < self.queued_below {
+            self.queue.set(key);
+        } else {
+            self.queue.remove(i as usize);
+            self.pending.push((key, self.edges[i as usize].version));
+        }
     }
 
     /// The number of merges so far.
@@ -176,28 +304,28 @@ impl SerialMerger {
         // Queue the waiting edges that this threshold reaches.
         let below = ordered_bits(t);
         self.queued_below = below;
-        let (reached, waiting): (Vec<Entry>, Vec<Entry>) =
-            std::mem::take(&mut self.pending).into_iter().partition(|e| e.0 .0 < below);
-        self.pending = waiting;
-        if self.heap.is_empty() {
-            self.heap = BinaryHeap::from(reached);
-        } else {
-            self.heap.extend(reached);
-        }
-        let mut merged = 0;
-        while let Some(&Reverse((_, _, _, i, version))) = self.heap.peek() {
-            let edge = self.edges[i as usize];
-            if edge.version != version {
-                // Deleted, or its statistics changed since: a newer entry
-                // (if any) is in the queue.
-                self.heap.pop();
-                continue;
+        let mut waiting = std::mem::take(&mut self.pending);
+        waiting.retain(|&(key, version)| {
+            // Deleted, or changed since (a newer entry exists): dropped.
+            if self.edges[edge_of(&key)].version != version {
+                return false;
             }
+            if key.0 < below {
+                self.queue.set(key);
+                return false;
+            }
+            true
+        });
+        self.pending = waiting;
+        let mut merged = 0;
+        while let Some(&key) = self.queue.peek() {
+            let i = key.3;
+            let edge = self.edges[i as usize];
             let score = edge.score();
             if !(score < t) {
                 break;
             }
-            self.heap.pop();
+            self.queue.remove(i as usize);
             let (x, y) = (self.label[edge.ends[0] as usize], self.label[edge.ends[1] as usize]);
             let (a, b) = (x.min(y), x.max(y));
             self.merge(i);
@@ -231,27 +359,29 @@ impl SerialMerger {
                 // other end is a third region.
                 let neighbour = self.edges[j as usize].ends[1 - end];
                 self.between.remove(&pair(small, neighbour));
-                match self.between.get(&pair(big, neighbour)) {
-                    Some(&k) => {
+                // One probe finds the longer side's edge to the neighbour,
+                // or claims its place for the moving edge.
+                let parallel = match self.between.entry(pair(big, neighbour)) {
+                    std::collections::hash_map::Entry::Occupied(o) => Some(*o.get()),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(j);
+                        None
+                    }
+                };
+                match parallel {
+                    Some(k) => {
                         // Parallel edges: the statistics add up, the moving
                         // edge goes.
                         let stats = self.edges[j as usize].stats;
                         self.edges[j as usize].version = DELETED;
+                        self.queue.remove(j as usize);
                         let kept = &mut self.edges[k as usize];
                         kept.stats = kept.stats.merged(stats);
                         kept.version += 1;
-                        let entry = self.entry(k);
-                        // Only edges below the current threshold are
-                        // queued; the others wait for a higher one.
-                        if entry.0 .0 < self.queued_below {
-                            self.heap.push(entry);
-                        } else {
-                            self.pending.push(entry);
-                        }
+                        self.requeue(k);
                     }
                     None => {
                         self.edges[j as usize].ends[end] = big;
-                        self.between.insert(pair(big, neighbour), j);
                         self.next[entry as usize] = self.head[big as usize];
                         self.head[big as usize] = entry;
                         self.length[big as usize] += 1;

@@ -27,11 +27,17 @@ pub struct DeviceBuffer<T> {
 
 impl<T> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        let Some(slice) = self.inner.take() else { return };
         if self.borrowed {
-            if let Some(slice) = self.inner.take() {
-                // The memory belongs to another library: forget the handle.
-                slice.leak();
-            }
+            // The memory belongs to another library: forget the handle.
+            slice.leak();
+        } else {
+            // cudarc frees a buffer without binding its context to the
+            // thread: a buffer dropped on a thread that never used the
+            // device would fail to free and leave the context in error for
+            // every later call. Binding it first frees it cleanly.
+            let _ = slice.context().bind_to_thread();
+            drop(slice);
         }
     }
 }

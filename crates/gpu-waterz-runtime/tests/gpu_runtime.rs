@@ -78,6 +78,19 @@ fn borrowed_device_memory_is_checked_by_the_driver() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn a_buffer_freed_on_a_thread_that_never_used_the_device_leaves_it_working() {
+    let gpu = gpu();
+    let buffer = gpu.upload(&[7u32; 1000]).unwrap();
+    // As the CLI frees its inputs: on a thread of its own, with no CUDA
+    // context current there.
+    std::thread::spawn(move || drop(buffer)).join().unwrap();
+    let again = gpu.upload(&[1u32, 2, 3]).unwrap();
+    assert_eq!(gpu.download(&again).unwrap(), [1, 2, 3]);
+    gpu.synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn staged_copies_round_trip_at_every_size_and_on_any_thread() {
     use gpu_waterz_runtime::{STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
     let gpu = gpu();

@@ -96,6 +96,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<ReduceRunsPackedArgs>(c);
     check::<WsMaskF32Args>(c);
     check::<WsMaskU8Args>(c);
+    check::<WsCheckF32Args>(c);
     check::<WsCornerCountArgs>(c);
     check::<WsCornerCompactArgs>(c);
     check::<WsBfsInitArgs>(c);
@@ -108,8 +109,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<WsFragmentCountArgs>(c);
     check::<WsFragmentNumberArgs>(c);
     check::<WsLabelsArgs>(c);
-    check::<RgCountEntriesArgs>(c);
-    check::<RgEmitEntriesArgs>(c);
+    check::<RgTileEntriesArgs>(c);
     check::<PhResetEndpointsArgs>(c);
     check::<PhBestScoreArgs>(c);
     check::<PhBestKeyArgs>(c);

@@ -20,8 +20,9 @@ use std::time::Instant;
 
 /// Device bytes per voxel that the watershed and the region graph need
 /// beyond the affinities, as measured on the H200 (about 13.5 for the
-/// watershed's buffers; 4 for the fragments plus 32 per face entry, about
-/// 0.4 entries per voxel on CNN-like data, for the region graph).
+/// watershed's buffers; for the region graph 4 for the fragments and 32
+/// per face entry, with room for one entry per 16 voxels first, while
+/// CNN-like data make about one per 50).
 pub const WORKING_BYTES_PER_VOXEL: u64 = 18;
 
 /// The device memory a decode of `n_voxels` needs besides resident

@@ -8,7 +8,7 @@ use crate::{Error, Result};
 use gpu_waterz_core::{AffinityGraph, Arithmetic, Thresholds};
 use gpu_waterz_parhac::gpu::GpuRoundInfo;
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
-use gpu_waterz_watershed::gpu::DeviceAffinities;
+use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};
 use ndarray::ArrayView3;
 
 enum Engine {
@@ -86,6 +86,21 @@ fn choose(config: &Config) -> Result<(Option<Gpu>, Option<String>)> {
     }
 }
 
+/// The warning for `outside` affinities outside `[0, 1]` (none when there
+/// are none, or when the run keeps waterz's arithmetic), also logged.
+fn outside_warning(outside: u64, exact: bool, backend: &str) -> Vec<String> {
+    if outside == 0 || !exact {
+        return Vec::new();
+    }
+    let warning = format!(
+        "{outside} affinities lie outside [0, 1]; {backend} clamps them to [0, 1] in the merge statistics \
+         (the watershed takes them as given), so scores of edges with such faces differ from stock \
+         waterz's; the CPU backend in waterz's arithmetic takes them as waterz does"
+    );
+    tracing::warn!("{warning}");
+    vec![warning]
+}
+
 impl Agglomeration {
     /// Runs the watershed (or takes the configured fragments) of host
     /// affinities and builds the region graph; merging happens threshold by
@@ -119,19 +134,9 @@ impl Agglomeration {
         if let Some(note) = &note {
             tracing::info!("{note}");
         }
-        let mut warnings = Vec::new();
-        let outside = affinities.n_outside_unit_interval();
         let exact = gpu.is_some() || config.arithmetic == Some(Arithmetic::Exact);
-        if outside > 0 && exact {
-            let backend = if gpu.is_some() { "the GPU backend" } else { "exact arithmetic" };
-            let warning = format!(
-                "{outside} affinities lie outside [0, 1]; {backend} clamps them to [0, 1] in the merge statistics \
-                 (the watershed takes them as given), so scores of edges with such faces differ from stock \
-                 waterz's; the CPU backend in waterz's arithmetic takes them as waterz does"
-            );
-            tracing::warn!("{warning}");
-            warnings.push(warning);
-        }
+        let backend = if gpu.is_some() { "the GPU backend" } else { "exact arithmetic" };
+        let warnings = outside_warning(affinities.n_outside_unit_interval(), exact, backend);
         let engine = match gpu {
             Some(gpu) => Engine::Gpu(Box::new(GpuEngine::from_host(&gpu, affinities, fragments, config, thresholds)?)),
             None => Engine::Cpu(Box::new(CpuEngine::new(affinities, fragments, config, thresholds)?)),
@@ -178,8 +183,36 @@ impl Agglomeration {
         if let Some(why) = config.gpu_unsupported() {
             return Err(Error::unsupported(why));
         }
+        // The checks `AffinityGraph::from_f32` makes of host values.
+        let values = affinities.check_values(gpu)?;
+        // Only float32 affinities can be NaN or infinite.
+        if let (Some(first), AffinityBuffer::F32(buffer)) = (values.first_non_finite, affinities.data()) {
+            let value = gpu.download_element(buffer, first as usize)?;
+            let dims = affinities.dims();
+            let n = affinities.n_voxels();
+            let (channel, i) = (first / n, first % n);
+            return Err(gpu_waterz_core::CoreError::AffinityValue {
+                value,
+                what: if value.is_nan() { "NaN" } else { "infinite" },
+                channel: channel as usize,
+                z: (i / (dims.y * dims.x)) as usize,
+                y: (i / dims.x % dims.y) as usize,
+                x: (i % dims.x) as usize,
+            }
+            .into());
+        }
+        let warnings = outside_warning(values.n_outside_unit_interval, true, "the GPU backend");
         let engine = GpuEngine::with_device_ground_truth(gpu, affinities, ground_truth, config, thresholds)?;
-        Ok(Self { engine: Engine::Gpu(Box::new(engine)), note: None, warnings: Vec::new() })
+        Ok(Self { engine: Engine::Gpu(Box::new(engine)), note: None, warnings })
+    }
+
+    /// The GPU that a pipeline of `config` runs on: the configured one,
+    /// or for [`Backend::Auto`] the first GPU when one opens and runs the
+    /// configuration; `None` when the CPU backend runs it. A caller with
+    /// affinities to load can put them on this GPU as it reads them, then
+    /// start with [`Agglomeration::from_device`].
+    pub fn gpu_for(config: &Config) -> Result<Option<Gpu>> {
+        Ok(choose(config)?.0)
     }
 
     /// The backend this pipeline runs on.

@@ -180,6 +180,37 @@ fn unsupported_options_are_errors() {
     assert_eq!(Agglomeration::new(&graph, config(false)).unwrap().backend(), gpu_waterz::BackendKind::Gpu);
 }
 
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn device_affinities_are_checked_as_host_ones_are() {
+    let g = gpu();
+    let dims = gpu_waterz::Dims3::new(2, 3, 40);
+    let start = |affs: &Array4<f32>| {
+        let device = gpu_waterz::DeviceAffinities::upload_f32(&g, affs.as_slice().unwrap(), dims).unwrap();
+        Agglomeration::from_device(&device, &g, on_gpu(&g, config(false)))
+    };
+    let mut affs = Array4::<f32>::from_elem((3, 2, 3, 40), 0.5);
+    assert!(start(&affs).unwrap().warnings().is_empty());
+    // Values outside [0, 1]: a warning with their number, as for host ones.
+    affs[[1, 0, 2, 7]] = 1.5;
+    affs[[2, 1, 0, 39]] = -0.25;
+    let host = Agglomeration::new(&AffinityGraph::from_f32(affs.view()).unwrap(), on_gpu(&g, config(false))).unwrap();
+    let run = start(&affs).unwrap();
+    assert_eq!(run.warnings(), host.warnings());
+    assert!(run.warnings()[0].starts_with("2 affinities lie outside [0, 1]"), "{:?}", run.warnings());
+    // NaN and infinity: the error that host values give, at the first one.
+    for (bad, what) in [(f32::NAN, "NaN"), (f32::INFINITY, "infinite"), (f32::NEG_INFINITY, "infinite")] {
+        let mut affs = affs.clone();
+        affs[[2, 1, 2, 33]] = bad;
+        affs[[1, 1, 0, 5]] = bad;
+        let device = start(&affs).unwrap_err();
+        let host = AffinityGraph::from_f32(affs.view()).unwrap_err();
+        assert_eq!(device.kind(), ErrorKind::InvalidInput);
+        assert_eq!(device.to_string(), gpu_waterz::Error::from(host).to_string(), "{what}");
+        assert!(device.to_string().contains(what), "{device}");
+    }
+}
+
 fn f32_volume(v: Volume) -> ndarray::ArrayD<f32> {
     match v {
         Volume::F32(a) => a,

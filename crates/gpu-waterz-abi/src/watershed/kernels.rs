@@ -49,6 +49,23 @@ pub struct WsMaskF32Args {
     pub bits: *mut u8,
 }
 
+/// `ws_check_f32`: counts float32 affinities that are not finite (with
+/// the first one's index) and finite ones outside `[0, 1]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WsCheckF32Args {
+    /// `n_values` f32s.
+    pub affs: *const f32,
+    /// The number of values.
+    pub n_values: u64,
+    /// Two zeroed u64s: the values that are NaN or infinite, and the finite
+    /// values outside `[0, 1]`.
+    pub counts: *mut u64,
+    /// One u64 set to `u64::MAX`: receives the smallest index of a value
+    /// that is not finite.
+    pub first_non_finite: *mut u64,
+}
+
 /// `ws_mask_u8`: each voxel's edge mask from uint8 affinities (`k / 255`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -248,6 +265,7 @@ pub struct WsLabelsArgs {
 impl_kernel_args!(
     WsMaskF32Args => WsMaskF32 { affs, dims, params, bits },
     WsMaskU8Args => WsMaskU8 { affs, dims, params, bits },
+    WsCheckF32Args => WsCheckF32 { affs, n_values, counts, first_non_finite },
     WsCornerCountArgs => WsCornerCount { bits, dims, tile_sums },
     WsCornerCompactArgs => WsCornerCompact { bits, dims, tile_offsets, corners },
     WsBfsInitArgs => WsBfsInit { frontier, f, order },

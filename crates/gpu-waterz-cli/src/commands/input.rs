@@ -50,7 +50,140 @@ impl Affinities {
             Affinities::F32(a) => a.dim().0,
             Affinities::U8(a) => a.dim().0,
         };
-        (channels > 3).then(|| format!("the affinities have {channels} channels; the first 3 are used, as waterz does"))
+        channel_note(channels)
+    }
+}
+
+/// The note for affinities of `channels` channels, when there are more
+/// than the three that waterz uses.
+fn channel_note(channels: usize) -> Option<String> {
+    (channels > 3).then(|| format!("the affinities have {channels} channels; the first 3 are used, as waterz does"))
+}
+
+/// Values of a `.npy` read and uploaded at a time while the next piece is
+/// read (128 MiB of float32).
+const UPLOAD_PIECE_VALUES: usize = 32 << 20;
+
+/// Affinities loaded for a pipeline: on the host, or already on the GPU
+/// that will run it.
+pub enum LoadedAffinities {
+    /// Read into host memory.
+    Host(Affinities),
+    /// Uploaded piece by piece while the file was read (no host copy).
+    Device {
+        /// The first three channels.
+        affinities: gpu_waterz::DeviceAffinities,
+        /// The GPU that holds them.
+        gpu: gpu_waterz::Gpu,
+        /// The file's channels.
+        channels: usize,
+    },
+}
+
+impl LoadedAffinities {
+    /// Reads the affinities named by `spec`. When the pipeline of `config`
+    /// runs on a GPU and they are a `.npy` of float32 or uint8 `(c, z, y,
+    /// x)`, `c >= 3`, each piece read goes to the GPU while the next one is
+    /// read, so reading and uploading overlap and the volume never sits in
+    /// host memory; otherwise they are read on the host
+    /// ([`Affinities::read`]).
+    pub fn load(spec: &str, config: &gpu_waterz::Config) -> Result<Self> {
+        if let VolumeSource::Npy(path) = VolumeSource::parse(spec) {
+            let is_npy = path.extension().is_some_and(|e| e == "npy");
+            if is_npy {
+                if let Some(gpu) = gpu_waterz::Agglomeration::gpu_for(config)? {
+                    let file = gpu_waterz_cli::io::NpyFile::open(&path).context("reading the affinities")?;
+                    if let Some(loaded) = Self::upload(&file, gpu)? {
+                        return Ok(loaded);
+                    }
+                }
+            }
+        }
+        Ok(Self::Host(Affinities::read(spec)?))
+    }
+
+    /// Reads `file` onto `gpu` piece by piece; `None` when its type or
+    /// shape is not one that this path takes (the host path then reads it
+    /// and reports what is wrong).
+    fn upload(file: &gpu_waterz_cli::io::NpyFile, gpu: gpu_waterz::Gpu) -> Result<Option<Self>> {
+        use gpu_waterz::{AffinityBuffer, DeviceAffinities};
+        use gpu_waterz_cli::io::NpyType;
+        let shape = file.shape();
+        if shape.len() != 4 || shape[0] < 3 || !matches!(file.dtype(), NpyType::F32 | NpyType::U8) {
+            return Ok(None);
+        }
+        let dims = gpu_waterz::Dims3::new(shape[1] as u64, shape[2] as u64, shape[3] as u64);
+        let n = gpu_waterz_watershed::gpu::check_dims(dims)?;
+        let affinity_bytes = 3 * n * file.dtype().size() as u64;
+        gpu.check_free_memory(gpu_waterz::bytes_needed(n, affinity_bytes), &format!("decoding {n} voxels on the GPU"))?;
+        let n_values = 3 * n as usize;
+        let data = match file.dtype() {
+            NpyType::F32 => {
+                let mut buffer = gpu.uninit::<f32>(n_values)?;
+                file.read_in_pieces(n_values, UPLOAD_PIECE_VALUES, |first, values: &[f32]| -> Result<()> {
+                    Ok(gpu.upload_into(&mut buffer, first, values)?)
+                })?;
+                AffinityBuffer::F32(buffer)
+            }
+            _ => {
+                let mut buffer = gpu.uninit::<u8>(n_values)?;
+                file.read_in_pieces(n_values, 4 * UPLOAD_PIECE_VALUES, |first, values: &[u8]| -> Result<()> {
+                    Ok(gpu.upload_into(&mut buffer, first, values)?)
+                })?;
+                AffinityBuffer::U8(buffer)
+            }
+        };
+        gpu.synchronize()?;
+        let affinities = DeviceAffinities::from_buffer(data, dims)?;
+        Ok(Some(Self::Device { affinities, gpu, channels: shape[0] }))
+    }
+
+    /// Starts the pipeline on these affinities.
+    pub fn start(&self, config: gpu_waterz::Config) -> Result<gpu_waterz::Agglomeration> {
+        Ok(match self {
+            Self::Host(a) => gpu_waterz::Agglomeration::new(&a.graph()?, config)?,
+            Self::Device { affinities, gpu, .. } => gpu_waterz::Agglomeration::from_device(affinities, gpu, config)?,
+        })
+    }
+
+    /// The volume's extent (of a pipeline started on them).
+    pub fn dims(&self) -> gpu_waterz::Dims3 {
+        match self {
+            Self::Host(a) => {
+                let shape = match a {
+                    Affinities::F32(v) => v.dim(),
+                    Affinities::U8(v) => v.dim(),
+                };
+                gpu_waterz::Dims3::new(shape.1 as u64, shape.2 as u64, shape.3 as u64)
+            }
+            Self::Device { affinities, .. } => affinities.dims(),
+        }
+    }
+
+    /// As [`Affinities::channel_note`].
+    pub fn channel_note(&self) -> Option<String> {
+        match self {
+            Self::Host(a) => a.channel_note(),
+            Self::Device { channels, .. } => channel_note(*channels),
+        }
+    }
+
+    /// Frees the affinities. Giving gigabytes of host memory back to the
+    /// operating system takes it a while (0.3 s for 6 GB), so a thread of
+    /// its own does that while the thresholds run; device memory is freed
+    /// here, on a thread that uses the device (cudarc frees a buffer
+    /// without binding its context, and a thread without it would leave
+    /// the context in error).
+    pub fn release(self) {
+        match self {
+            Self::Host(host) => drop(std::thread::spawn(move || drop(host))),
+            device => drop(device),
+        }
+    }
+
+    /// Whether the affinities went to the GPU as they were read.
+    pub fn streamed(&self) -> bool {
+        matches!(self, Self::Device { .. })
     }
 }
 

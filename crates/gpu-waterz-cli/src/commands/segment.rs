@@ -4,12 +4,12 @@
 //! when asked, merge histories and remaining region graphs.
 
 use super::containers::{spatial_attributes, Container, ContainerWriter, LabelType};
-use super::input::{read_labels, Affinities};
+use super::input::{read_labels, LoadedAffinities};
 use super::outputs::OutputFolder;
 use super::progress::{Progress, ProgressMode};
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use gpu_waterz::{count_segments, Agglomeration, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
+use gpu_waterz::{count_segments, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
 use gpu_waterz_cli::io::VolumeSource;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -141,8 +141,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     let open_s = start.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let affinities = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
-    let affs = affinities.graph()?;
+    let affinities = progress.stage("reading the affinities", || LoadedAffinities::load(&args.affinities, &config))?;
     let mut config = config;
     if let Some(f) = args.fragments.as_deref() {
         config = config.fragments(read_labels(f, "fragments")?);
@@ -162,7 +161,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         ContainerWriter::new(container, folder.path(), args.label_type, spatial.clone(), args.zarr_format)?;
     let scoring = args.scoring.parse::<ScoringFunction>()?;
     let t = Instant::now();
-    let mut run = progress.stage("watershed and region graph", || Ok(Agglomeration::new(&affs, config)?))?;
+    let mut run = progress.stage("watershed and region graph", || affinities.start(config))?;
     // Starting the pipeline: its own stages (upload, watershed, region
     // graph) are in "stages"; the rest is checking the input.
     let pipeline_s = t.elapsed().as_secs_f64();
@@ -174,10 +173,10 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     }
     // The pipeline holds what it needs (on the GPU, the affinities were
     // uploaded): the host copy goes now, before the segmentations come.
-    let (dims, n_voxels) = (affs.dims(), affs.n_voxels());
-    // Giving gigabytes back to the operating system takes it a while (0.3 s
-    // for 6 GB): a thread of its own does it while the thresholds run.
-    std::thread::spawn(move || drop(affinities));
+    let dims = affinities.dims();
+    let n_voxels = dims.z * dims.y * dims.x;
+    let streamed = affinities.streamed();
+    affinities.release();
     // Warnings are printed even with --quiet, and kept in summary.json.
     for warning in run.warnings() {
         eprintln!("gpu-waterz: warning: {warning}");
@@ -233,6 +232,9 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         "aff_threshold_low": args.aff_threshold_low,
         "aff_threshold_high": args.aff_threshold_high,
         "thresholds": per_threshold,
+        // Whether the affinities went to the GPU piece by piece as they
+        // were read ("read" then includes their upload).
+        "affinities_streamed_to_gpu": streamed,
         "timings_s": {
             "open": open_s,
             "read": read_s,
@@ -258,8 +260,8 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         "container": format!("{container:?}"),
         "attributes": spatial,
     });
-    // "finish" is this last step; "total" ends before it (the summary is
-    // part of what it writes).
+    // "finish" is this last step (the summary, the commit, and removing a
+    // result it replaces); "total" ends before it.
     summary["timings_s"]["total"] = start.elapsed().as_secs_f64().into();
     let t = Instant::now();
     progress.stage("finishing the output", || {
@@ -267,6 +269,14 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         folder.commit(args.fsync)
     })?;
     summary["timings_s"]["finish"] = t.elapsed().as_secs_f64().into();
+    if container == Container::NpyFolder {
+        // The folder's summary gets the finish too, replaced atomically: the
+        // result is complete either way.
+        let text = serde_json::to_string_pretty(&summary)?;
+        if let Err(e) = gpu_waterz_cli::io::write_atomically(&target.join("summary.json"), text.as_bytes()) {
+            eprintln!("gpu-waterz: warning: summary.json keeps no finish time: {e}");
+        }
+    }
     println!("{}", serde_json::to_string_pretty(&summary)?);
     // The process ends here: the operating system takes back the volumes
     // and the device at once, faster than freeing them piece by piece.

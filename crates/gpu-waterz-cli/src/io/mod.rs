@@ -11,7 +11,7 @@ mod npy;
 mod zarr;
 
 pub use hdf5::read_hdf5;
-pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement};
+pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement, NpyFile, NpyType};
 pub use zarr::read_zarr;
 
 use ndarray::ArrayD;

@@ -17,86 +17,221 @@ const PIECE_BYTES: usize = 8 << 20;
 /// C order). The data is read straight into the volume's memory, in large
 /// pieces on all threads (no whole-file copy first).
 pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
-    let read_err = |source| IoError::Read { path: path.to_path_buf(), cause: source };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let file_len = file.metadata().map_err(read_err)?.len();
-    let bad = |reason: &str| format_err(path, "npy", reason);
-    let mut prefix = [0u8; 12];
-    let got = read_up_to(&file, &mut prefix, 0).map_err(read_err)?;
-    if got < 10 || &prefix[..6] != b"\x93NUMPY" {
-        return Err(bad("missing the \\x93NUMPY magic"));
+    NpyFile::open(path)?.read()
+}
+
+/// The element types of `.npy` files read here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NpyType {
+    /// `<f4`.
+    F32,
+    /// `|u1` (or `<u1`).
+    U8,
+    /// `<u4`.
+    U32,
+    /// `<u8`.
+    U64,
+}
+
+impl NpyType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            NpyType::U8 => 1,
+            NpyType::F32 | NpyType::U32 => 4,
+            NpyType::U64 => 8,
+        }
     }
-    let major = prefix[6];
-    let (header_len, start) = match major {
-        1 => (u16::from_le_bytes([prefix[8], prefix[9]]) as usize, 10),
-        2 | 3 => {
-            if got < 12 {
-                return Err(bad("truncated header"));
+}
+
+/// A `.npy` file whose header was read and checked: its element type,
+/// shape and data are known to be there (the file holds enough bytes).
+#[derive(Debug)]
+pub struct NpyFile {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    dtype: NpyType,
+    shape: Vec<usize>,
+    /// Where the data starts.
+    offset: u64,
+    /// The number of elements.
+    n: usize,
+}
+
+impl NpyFile {
+    /// Opens `path` and reads its header (format 1.0 to 3.0).
+    pub fn open(path: &Path) -> Result<Self, IoError> {
+        let read_err = |source| IoError::Read { path: path.to_path_buf(), cause: source };
+        let file = std::fs::File::open(path).map_err(read_err)?;
+        let file_len = file.metadata().map_err(read_err)?.len();
+        let bad = |reason: &str| format_err(path, "npy", reason);
+        let mut prefix = [0u8; 12];
+        let got = read_up_to(&file, &mut prefix, 0).map_err(read_err)?;
+        if got < 10 || &prefix[..6] != b"\x93NUMPY" {
+            return Err(bad("missing the \\x93NUMPY magic"));
+        }
+        let major = prefix[6];
+        let (header_len, start) = match major {
+            1 => (u16::from_le_bytes([prefix[8], prefix[9]]) as usize, 10),
+            2 | 3 => {
+                if got < 12 {
+                    return Err(bad("truncated header"));
+                }
+                (u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]) as usize, 12)
             }
-            (u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]) as usize, 12)
+            v => return Err(bad(&format!("unknown format version {v}"))),
+        };
+        if file_len < (start + header_len) as u64 {
+            return Err(bad("truncated header"));
         }
-        v => return Err(bad(&format!("unknown format version {v}"))),
-    };
-    if file_len < (start + header_len) as u64 {
-        return Err(bad("truncated header"));
+        let mut header_bytes = vec![0u8; header_len];
+        file.read_exact_at(&mut header_bytes, start as u64).map_err(read_err)?;
+        let header = std::str::from_utf8(&header_bytes).map_err(|_| bad("header is not text"))?;
+        let field = |key: &str| -> Result<&str, IoError> {
+            let k = header.find(&format!("'{key}'")).ok_or_else(|| bad(&format!("header has no '{key}'")))?;
+            let rest = &header[k + key.len() + 2..];
+            let colon = rest.find(':').ok_or_else(|| bad("malformed header"))?;
+            Ok(rest[colon + 1..].trim_start())
+        };
+        let descr = field("descr")?;
+        let descr = descr.trim_start_matches('\'');
+        let descr = &descr[..descr.find('\'').ok_or_else(|| bad("malformed descr"))?];
+        if field("fortran_order")?.starts_with("True") {
+            return Err(bad("Fortran-ordered arrays are not supported; save with np.ascontiguousarray"));
+        }
+        let shape_text = field("shape")?;
+        let open = shape_text.find('(').ok_or_else(|| bad("malformed shape"))?;
+        let close = shape_text.find(')').ok_or_else(|| bad("malformed shape"))?;
+        let shape: Vec<usize> = shape_text[open + 1..close]
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse::<usize>().map_err(|_| bad("malformed shape")))
+            .collect::<Result<_, _>>()?;
+        let n: usize = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).ok_or_else(|| bad("shape overflows"))?;
+        let dtype = match descr {
+            "<f4" => NpyType::F32,
+            "|u1" | "<u1" => NpyType::U8,
+            "<u4" => NpyType::U32,
+            "<u8" => NpyType::U64,
+            other => {
+                return Err(IoError::Dtype {
+                    path: path.display().to_string(),
+                    dtype: other.into(),
+                    expected: "float32 (<f4) or uint8 (|u1) affinities, uint32 (<u4) or uint64 (<u8) labels",
+                })
+            }
+        };
+        let offset = (start + header_len) as u64;
+        let available = file_len - offset;
+        let itemsize = dtype.size();
+        if (available as u128) < (n as u128) * (itemsize as u128) {
+            return Err(bad(&format!("truncated data: {available} bytes for {n} elements of {itemsize} bytes")));
+        }
+        Ok(Self { path: path.to_path_buf(), file, dtype, shape, offset, n })
     }
-    let mut header_bytes = vec![0u8; header_len];
-    file.read_exact_at(&mut header_bytes, start as u64).map_err(read_err)?;
-    let header = std::str::from_utf8(&header_bytes).map_err(|_| bad("header is not text"))?;
-    let field = |key: &str| -> Result<&str, IoError> {
-        let k = header.find(&format!("'{key}'")).ok_or_else(|| bad(&format!("header has no '{key}'")))?;
-        let rest = &header[k + key.len() + 2..];
-        let colon = rest.find(':').ok_or_else(|| bad("malformed header"))?;
-        Ok(rest[colon + 1..].trim_start())
-    };
-    let descr = field("descr")?;
-    let descr = descr.trim_start_matches('\'');
-    let descr = &descr[..descr.find('\'').ok_or_else(|| bad("malformed descr"))?];
-    if field("fortran_order")?.starts_with("True") {
-        return Err(bad("Fortran-ordered arrays are not supported; save with np.ascontiguousarray"));
+
+    /// The element type.
+    pub fn dtype(&self) -> NpyType {
+        self.dtype
     }
-    let shape_text = field("shape")?;
-    let open = shape_text.find('(').ok_or_else(|| bad("malformed shape"))?;
-    let close = shape_text.find(')').ok_or_else(|| bad("malformed shape"))?;
-    let shape: Vec<usize> = shape_text[open + 1..close]
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| bad("malformed shape")))
-        .collect::<Result<_, _>>()?;
-    let n: usize = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).ok_or_else(|| bad("shape overflows"))?;
-    let itemsize = match descr {
-        "<f4" => 4,
-        "|u1" | "<u1" => 1,
-        "<u4" => 4,
-        "<u8" => 8,
-        other => {
-            return Err(IoError::Dtype {
-                path: path.display().to_string(),
-                dtype: other.into(),
-                expected: "float32 (<f4) or uint8 (|u1) affinities, uint32 (<u4) or uint64 (<u8) labels",
-            })
-        }
-    };
-    let offset = (start + header_len) as u64;
-    let available = file_len - offset;
-    if (available as u128) < (n as u128) * (itemsize as u128) {
-        return Err(bad(&format!("truncated data: {available} bytes for {n} elements of {itemsize} bytes")));
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
     }
-    let dim = IxDyn(&shape);
-    let mk = |e: ndarray::ShapeError| bad(&e.to_string());
-    Ok(match descr {
-        "<f4" => {
-            Volume::F32(ArrayD::from_shape_vec(dim, read_values(&file, offset, n).map_err(read_err)?).map_err(mk)?)
+
+    /// Reads the whole array, in large pieces on all threads straight into
+    /// its memory.
+    pub fn read(self) -> Result<Volume, IoError> {
+        let read_err = |source| IoError::Read { path: self.path.clone(), cause: source };
+        let dim = IxDyn(&self.shape);
+        let mk = |e: ndarray::ShapeError| format_err(&self.path, "npy", e.to_string());
+        let (file, offset, n) = (&self.file, self.offset, self.n);
+        Ok(match self.dtype {
+            NpyType::F32 => {
+                Volume::F32(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
+            }
+            NpyType::U32 => {
+                Volume::U32(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
+            }
+            NpyType::U64 => {
+                Volume::U64(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
+            }
+            NpyType::U8 => {
+                Volume::U8(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
+            }
+        })
+    }
+
+    /// Reads the first `n_values` elements (at most all of them) in order,
+    /// in pieces of `piece_values` elements, each read on all threads,
+    /// and hands each piece to `consume` with the index of its first
+    /// element. `consume` runs on a thread of its own, on one piece while
+    /// the next is read, so a consumer such as an upload to a GPU overlaps
+    /// the reading; two piece buffers are all the host memory this takes.
+    /// `T` must be the file's element type (of its size); stops at the
+    /// first error, of either side.
+    pub fn read_in_pieces<T: bytemuck::Pod + Send, E: From<IoError> + Send>(
+        &self,
+        n_values: usize,
+        piece_values: usize,
+        consume: impl FnMut(usize, &[T]) -> Result<(), E> + Send,
+    ) -> Result<(), E> {
+        if std::mem::size_of::<T>() != self.dtype.size() {
+            let reason = format!("read as {}-byte values, but it holds {:?}", std::mem::size_of::<T>(), self.dtype);
+            return Err(E::from(format_err(&self.path, "npy", reason)));
         }
-        "<u4" => {
-            Volume::U32(ArrayD::from_shape_vec(dim, read_values(&file, offset, n).map_err(read_err)?).map_err(mk)?)
-        }
-        "<u8" => {
-            Volume::U64(ArrayD::from_shape_vec(dim, read_values(&file, offset, n).map_err(read_err)?).map_err(mk)?)
-        }
-        _ => Volume::U8(ArrayD::from_shape_vec(dim, read_values(&file, offset, n).map_err(read_err)?).map_err(mk)?),
-    })
+        let n_values = n_values.min(self.n);
+        let piece_values = piece_values.max(1);
+        let size = self.dtype.size();
+        let read_err = |source| IoError::Read { path: self.path.clone(), cause: source };
+        let (send_full, receive_full) = std::sync::mpsc::sync_channel::<(usize, Vec<T>)>(1);
+        let (send_empty, receive_empty) = std::sync::mpsc::sync_channel::<Vec<T>>(2);
+        std::thread::scope(|scope| {
+            let mut consume = consume;
+            let consumer = scope.spawn(move || -> Result<(), E> {
+                for (first, piece) in receive_full {
+                    consume(first, &piece)?;
+                    // The reader may have stopped; then the buffer goes.
+                    let _ = send_empty.send(piece);
+                }
+                Ok(())
+            });
+            let mut spare: Vec<Vec<T>> = vec![Vec::new(), Vec::new()];
+            let mut read = || -> Result<(), E> {
+                let mut first = 0;
+                while first < n_values {
+                    let count = (n_values - first).min(piece_values);
+                    let mut piece = match spare.pop() {
+                        Some(p) => p,
+                        None => match receive_empty.recv() {
+                            Ok(p) => p,
+                            // The consumer stopped: its error is reported below.
+                            Err(_) => return Ok(()),
+                        },
+                    };
+                    piece.resize(count, T::zeroed());
+                    let at = self.offset + (first * size) as u64;
+                    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut piece);
+                    bytes
+                        .par_chunks_mut(PIECE_BYTES)
+                        .enumerate()
+                        .try_for_each(|(i, part)| self.file.read_exact_at(part, at + (i * PIECE_BYTES) as u64))
+                        .map_err(|e| E::from(read_err(e)))?;
+                    if send_full.send((first, piece)).is_err() {
+                        return Ok(());
+                    }
+                    first += count;
+                }
+                Ok(())
+            };
+            let read_result = read();
+            drop(send_full);
+            let consumed = consumer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            read_result.and(consumed)
+        })
+    }
 }
 
 /// Reads up to `buf.len()` bytes at `offset`; returns how many (fewer only
@@ -220,6 +355,44 @@ mod tests {
         assert!(read_npy(&path).unwrap_err().to_string().contains("magic"));
         let e = read_npy(&dir.join("missing.npy")).unwrap_err().to_string();
         assert!(e.contains("cannot read"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn pieces_arrive_in_order_and_errors_stop_the_read() {
+        let dir = std::env::temp_dir().join(format!("gpu-waterz-pieces-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.npy");
+        let a = ndarray::Array4::from_shape_fn((4, 3, 5, 7), |(c, z, y, x)| (c * 1000 + z * 100 + y * 10 + x) as f32);
+        write_npy(&path, &a.view()).unwrap();
+        let file = NpyFile::open(&path).unwrap();
+        assert_eq!((file.dtype(), file.shape()), (NpyType::F32, &[4, 3, 5, 7][..]));
+        let all = a.as_slice().unwrap();
+        // The first three channels, in pieces of 17 values (the last short).
+        for piece in [17, 1, 105, 1 << 20] {
+            let mut got = Vec::new();
+            file.read_in_pieces(3 * 105, piece, |first, values: &[f32]| -> Result<(), IoError> {
+                assert_eq!(first, got.len());
+                assert!(values.len() <= piece);
+                got.extend_from_slice(values);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(got, all[..3 * 105], "pieces of {piece}");
+        }
+        // The consumer's error ends the read, and is the result.
+        let mut calls = 0;
+        let e = file
+            .read_in_pieces(all.len(), 10, |_, _: &[f32]| -> Result<(), IoError> {
+                calls += 1;
+                Err(format_err(&path, "npy", "consumer failed"))
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("consumer failed") && calls == 1, "{e}");
+        // Values of another size are refused.
+        let e = file.read_in_pieces(10, 10, |_, _: &[u8]| -> Result<(), IoError> { Ok(()) }).unwrap_err();
+        assert!(e.to_string().contains("1-byte values"), "{e}");
+        assert_eq!(NpyFile::open(&path).unwrap().read().unwrap(), Volume::F32(a.into_dyn()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

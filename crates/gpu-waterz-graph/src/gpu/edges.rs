@@ -97,7 +97,7 @@ impl DeviceEdges {
     /// The region graph's edges, from its reduce-by-key (crate-internal and
     /// trusted, not checked): every key is a pair of distinct non-zero
     /// labels of fragments whose labels are at most `n_nodes - 1`, ordered
-    /// `(min, max)` by `rg_emit_entries`; the radix sort over every digit
+    /// `(min, max)` by `rg_tile_entries`; the radix sort over every digit
     /// of the labels' bits sorts them and the reduce-by-key keeps one per
     /// run, so they are strictly ascending with `u < v < n_nodes`.
     pub(crate) fn from_region_graph(runs: ReducedRuns, n_nodes: u64, n_entries: u64) -> Self {
@@ -180,7 +180,7 @@ impl DeviceEdges {
         self.n_nodes
     }
 
-    /// The warp-aggregated face entries the GPU region graph sorted (for
+    /// The tile-aggregated face entries the GPU region graph sorted (for
     /// edges given otherwise, the number of edges).
     pub fn n_entries(&self) -> u64 {
         self.n_entries

@@ -6,15 +6,26 @@
 //! labels are at most its fragment count, and the affinities from a
 //! [`DeviceAffinities`], which holds three values per voxel.
 
-use gpu_waterz_abi::graph::{AffinityKind, RgCountEntriesArgs, RgEmitEntriesArgs, RG_EMIT_SHARED_BYTES_PER_THREAD};
-use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, Result, RuntimeError};
+use gpu_waterz_abi::graph::{
+    rg_tile_shape, AffinityKind, RgTileEntriesArgs, RG_TILE_SHARED_BYTES, RG_TILE_THREADS, RG_TILE_X,
+};
+use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
 use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities, DeviceFragments};
 
-/// The boundary faces of `fragments` aggregated per warp of 32 consecutive
-/// voxels and per axis (`rg_count_entries`, then `rg_emit_entries`): one
-/// entry per distinct fragment pair, its `EdgeKey` bits and the value
-/// `count << PACKED_SUM_BITS | fixed-point sum`, in no particular order.
-/// Returns the keys, the values and the number of entries.
+/// Blocks per multiprocessor of `rg_tile_entries` (each then walks tiles
+/// in a grid-stride loop).
+const BLOCKS_PER_MULTIPROCESSOR: u64 = 8;
+
+/// The entries the first launch makes room for, per voxel: real fragments
+/// give a few hundredths (pinky40 mirrored: about 0.01); a volume that
+/// needs more gets a second launch with room for all of them.
+const FIRST_ENTRIES_PER_VOXEL: u64 = 16;
+
+/// The boundary faces of `fragments` aggregated per tile of voxels
+/// (`rg_tile_entries`): at least one entry per fragment pair meeting in a
+/// tile, its `EdgeKey` bits and the value `count << PACKED_SUM_BITS |
+/// fixed-point sum`, in no particular order. Returns the keys, the values
+/// and the number of entries.
 pub(crate) fn aggregated_faces(
     gpu: &Gpu,
     fragments: &DeviceFragments,
@@ -23,60 +34,71 @@ pub(crate) fn aggregated_faces(
     let dims = affs.dims();
     if fragments.dims() != dims {
         return Err(RuntimeError::InvalidLaunch {
-            kernel: "rg_count_entries",
+            kernel: "rg_tile_entries",
             reason: format!("fragments of {:?} with affinities of {dims:?}", fragments.dims()),
         });
     }
     let n = affs.n_voxels();
     let labels = fragments.labels();
-    check_len("rg_count_entries", "labels", labels, n)?;
-    let cfg = gpu.grid_stride_config(n);
-    if !cfg.threads.is_multiple_of(32) {
-        return Err(RuntimeError::InvalidLaunch {
-            kernel: "rg_count_entries",
-            reason: format!("blocks of {} threads are not whole warps", cfg.threads),
-        });
-    }
-    let mut counter = gpu.zeros::<u64>(1)?;
-    let args = RgCountEntriesArgs { labels: labels.as_ptr(), dims, counter: counter.as_mut_ptr() };
-    // SAFETY: `labels` holds one u32 per voxel of `dims` (checked above),
-    // `counter` is one zeroed u64, and the blocks are whole warps.
-    unsafe { gpu.launch(cfg, args) }?;
-    let n_entries = gpu.download(&counter)?[0];
-    let mut keys = gpu.uninit::<u64>(n_entries.max(1) as usize)?;
-    let mut values = gpu.uninit::<u64>(n_entries.max(1) as usize)?;
-    let mut counter = gpu.zeros::<u64>(1)?;
+    check_len("rg_tile_entries", "labels", labels, n)?;
     let (affs_ptr, kind) = match affs.data() {
         AffinityBuffer::F32(a) => {
-            check_len("rg_emit_entries", "affinities", a, 3 * n)?;
+            check_len("rg_tile_entries", "affinities", a, 3 * n)?;
             (a.as_ptr().cast::<u8>(), AffinityKind::F32)
         }
         AffinityBuffer::U8(a) => {
-            check_len("rg_emit_entries", "affinities", a, 3 * n)?;
+            check_len("rg_tile_entries", "affinities", a, 3 * n)?;
             (a.as_ptr(), AffinityKind::U8)
         }
         _ => {
             return Err(RuntimeError::InvalidLaunch {
-                kernel: "rg_emit_entries",
+                kernel: "rg_tile_entries",
                 reason: "the region graph reads float32 or uint8 affinities only".into(),
             })
         }
     };
-    let emit_cfg = cfg.with_shared_bytes(cfg.threads * RG_EMIT_SHARED_BYTES_PER_THREAD);
-    let args = RgEmitEntriesArgs {
-        labels: labels.as_ptr(),
-        affs: affs_ptr,
-        kind,
-        dims,
-        counter: counter.as_mut_ptr(),
-        keys: keys.as_mut_ptr(),
-        values: values.as_mut_ptr(),
-    };
-    // The counter starts from zero again, so the entries reserved are the
-    // ones `rg_count_entries` counted for the same labels.
-    // SAFETY: as above; the affinities hold `3 n` values of type `kind`
-    // (checked); `keys` and `values` hold the counted entries; the launch
-    // has the shared memory of one u64 per thread.
-    unsafe { gpu.launch(emit_cfg, args) }?;
-    Ok((keys, values, n_entries))
+    let tile = rg_tile_shape(dims);
+    debug_assert!(tile.z.is_power_of_two() && tile.y.is_power_of_two() && tile.x == RG_TILE_X);
+    let n_tiles = dims.z.div_ceil(tile.z) * dims.y.div_ceil(tile.y) * dims.x.div_ceil(tile.x);
+    let blocks = n_tiles.clamp(1, gpu.multiprocessor_count() as u64 * BLOCKS_PER_MULTIPROCESSOR);
+    let cfg = LaunchConfig { blocks: blocks as u32, threads: RG_TILE_THREADS, shared_bytes: RG_TILE_SHARED_BYTES };
+    // Every face is at most one entry, so `3 n` entries always suffice and
+    // the loop ends; in practice the first launch fits.
+    let mut capacity = (n / FIRST_ENTRIES_PER_VOXEL + 4096).min(3 * n).max(1);
+    loop {
+        let mut keys = gpu.uninit::<u64>(capacity as usize)?;
+        let mut values = gpu.uninit::<u64>(capacity as usize)?;
+        let mut counter = gpu.zeros::<u64>(1)?;
+        let args = RgTileEntriesArgs {
+            labels: labels.as_ptr(),
+            affs: affs_ptr,
+            kind,
+            dims,
+            tile,
+            capacity,
+            counter: counter.as_mut_ptr(),
+            keys: keys.as_mut_ptr(),
+            values: values.as_mut_ptr(),
+        };
+        // SAFETY: `labels` holds one u32 per voxel of `dims` and the
+        // affinities `3 n` values of type `kind` (checked above); `keys` and
+        // `values` hold `capacity` u64s; `counter` is one zeroed u64; `tile`
+        // is `rg_tile_shape(dims)`; the launch has RG_TILE_THREADS threads
+        // and RG_TILE_SHARED_BYTES of shared memory.
+        unsafe { gpu.launch(cfg, args) }?;
+        let n_entries = gpu.download(&counter)?[0];
+        if n_entries <= capacity {
+            return Ok((keys, values, n_entries));
+        }
+        if capacity >= 3 * n {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: "rg_tile_entries",
+                reason: format!("{n_entries} entries for {n} voxels: more than one per face"),
+            });
+        }
+        // A rerun makes the same entries except where a tile's table fills
+        // (those faces become entries of their own, in a varying number):
+        // leave room for more.
+        capacity = (n_entries + n_entries / 8 + 4096).max(2 * capacity).min(3 * n);
+    }
 }

@@ -1,5 +1,5 @@
-//! The region graph on the GPU: boundary faces, aggregated per warp of 32
-//! consecutive voxels into `(EdgeKey, count and fixed-point sum)` entries,
+//! The region graph on the GPU: boundary faces, aggregated per tile of
+//! 4,096 voxels into `(EdgeKey, count and fixed-point sum)` entries,
 //! a radix sort by key, a reduce-by-key with integer sums. Edges come out
 //! sorted by `(u, v)` (waterz's order) with exactly the statistics of
 //! [`crate::RegionGraph::contact_stats`]: the entries' order varies between

@@ -19,8 +19,9 @@
 use super::affinities::{AffinityBuffer, DeviceAffinities};
 use gpu_waterz_abi::watershed::{
     uf_tile_grid, UfTileFacesArgs, UfTileLocalArgs, WatershedParams, WsBfsClaimArgs, WsBfsEmitArgs, WsBfsInitArgs,
-    WsBfsProposeArgs, WsCornerCompactArgs, WsCornerCountArgs, WsFragmentCountArgs, WsFragmentNumberArgs, WsLabelsArgs,
-    WsMaskF32Args, WsMaskU8Args, WsPlateauDirectionArgs, UF_SHARED_BYTES, UF_THREADS,
+    WsBfsProposeArgs, WsCheckF32Args, WsCornerCompactArgs, WsCornerCountArgs, WsFragmentCountArgs,
+    WsFragmentNumberArgs, WsLabelsArgs, WsMaskF32Args, WsMaskU8Args, WsPlateauDirectionArgs, UF_SHARED_BYTES,
+    UF_THREADS,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::primitives::{exclusive_scan, tile_compaction};
@@ -151,6 +152,39 @@ pub(crate) fn mask(gpu: &Gpu, affs: &DeviceAffinities, params: WatershedParams) 
     }
     // The thresholds were checked above: no mask leaves the volume.
     Ok(EdgeMasks { bits, dims, n })
+}
+
+/// The affinities' values that the host checks of host affinities, counted
+/// on the device (`ws_check_f32`; uint8 affinities are always in range):
+/// the values that are NaN or infinite, the first of them, and the finite
+/// values outside `[0, 1]`.
+pub(crate) fn check_values(gpu: &Gpu, affs: &DeviceAffinities) -> Result<super::AffinityValues> {
+    let AffinityBuffer::F32(a) = affs.data() else {
+        return Ok(super::AffinityValues { n_non_finite: 0, first_non_finite: None, n_outside_unit_interval: 0 });
+    };
+    affs.check_device(gpu)?;
+    let n_values = 3 * affs.n_voxels();
+    check_len("ws_check_f32", "affinities", a, n_values)?;
+    let mut counts = gpu.zeros::<u64>(2)?;
+    let mut first = gpu.upload(&[u64::MAX])?;
+    let cfg = gpu.grid_stride_config(n_values);
+    let args = WsCheckF32Args {
+        affs: a.as_ptr(),
+        n_values,
+        counts: counts.as_mut_ptr(),
+        first_non_finite: first.as_mut_ptr(),
+    };
+    // SAFETY: the affinities hold `n_values` f32s (checked above), `counts`
+    // two zeroed u64s, `first` one u64 at u64::MAX; grid-stride blocks are
+    // whole warps.
+    unsafe { gpu.launch(cfg, args) }?;
+    let counts = gpu.download(&counts)?;
+    let first = gpu.download(&first)?[0];
+    Ok(super::AffinityValues {
+        n_non_finite: counts[0],
+        first_non_finite: (first != u64::MAX).then_some(first),
+        n_outside_unit_interval: counts[1],
+    })
 }
 
 /// The plateau corners (see the kernel `ws_corner_count`) in index order,

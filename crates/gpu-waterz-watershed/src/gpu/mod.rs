@@ -22,6 +22,26 @@ use gpu_waterz_core::{CoreError, Dims3, WatershedParams};
 use gpu_waterz_runtime::{DeviceBuffer, Gpu, RuntimeError, StageTimer};
 use ndarray::Array3;
 
+/// What [`DeviceAffinities::check_values`] finds: the checks the host
+/// makes of host affinities (`AffinityGraph::from_f32`), made on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AffinityValues {
+    /// Values that are NaN or infinite.
+    pub n_non_finite: u64,
+    /// The index of the first of them (channel-major, C order).
+    pub first_non_finite: Option<u64>,
+    /// Finite values outside `[0, 1]`.
+    pub n_outside_unit_interval: u64,
+}
+
+impl DeviceAffinities {
+    /// Counts the values that are not finite and those outside `[0, 1]`,
+    /// on the device (one pass; nothing for uint8 affinities).
+    pub fn check_values(&self, gpu: &Gpu) -> Result<AffinityValues, RuntimeError> {
+        launch::check_values(gpu, self)
+    }
+}
+
 /// Fragments in device memory: one label per voxel (C order), 0 for
 /// background, fragments `1..=n_fragments`.
 ///
