@@ -208,11 +208,17 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         let mut entries = Vec::new();
         for (i, threshold) in args.thresholds.iter().enumerate() {
             let stage = format!("threshold {}/{n_thresholds} ({threshold})", i + 1);
+            // Waiting for the pipeline: its stages (merging, extraction,
+            // downloads, metrics) for this threshold, less what overlapped
+            // the previous write.
+            let t = Instant::now();
             let Some(result) = progress.stage(&stage, || receive.recv().ok().transpose())? else { break };
+            let wait_s = t.elapsed().as_secs_f64();
             let write = format!("writing threshold {}/{n_thresholds}", i + 1);
             let t = Instant::now();
             let mut entry = progress.stage(&write, || write_threshold(&mut writer, i, &result))?;
             entry["write_s"] = t.elapsed().as_secs_f64().into();
+            entry["wait_s"] = wait_s.into();
             entries.push(entry);
         }
         Ok(entries)
@@ -240,6 +246,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
             "read": read_s,
             "pipeline_start": pipeline_s,
             "stages": run.timings(),
+            "wait": per_threshold.iter().filter_map(|e| e["wait_s"].as_f64()).sum::<f64>(),
             "write": per_threshold.iter().filter_map(|e| e["write_s"].as_f64()).sum::<f64>(),
         },
     });
