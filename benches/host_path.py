@@ -143,7 +143,8 @@ def bench_cli(args, report, shape, with_gt, key):
     # What summary.json accounts for: the main thread's steps, one after
     # the other (its waits for the pipeline are itemised by the pipeline's
     # stages in "stages").
-    accounted = sum(timings.get(k, 0.0) for k in ("open", "read", "pipeline_start", "wait", "write", "finish"))
+    steps = ("open", "read", "pipeline_start", "release", "fragments", "wait", "write", "pipeline_end", "finish")
+    accounted = sum(timings.get(k, 0.0) for k in steps)
     entry["accounted_s"] = accounted
     entry["accounted_fraction"] = accounted / walls[walls.index(sorted(walls)[len(walls) // 2])]
     entry["write_s"] = [t.get("write_s") for t in median.get("thresholds", [])]

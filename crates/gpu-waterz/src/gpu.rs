@@ -327,7 +327,10 @@ impl GpuEngine {
             let t = Instant::now();
             let gt = gt.as_standard_layout();
             let device = DeviceGroundTruth::upload(&self.gpu, gt.as_slice().expect("standard layout"))?;
-            self.ground_truth = Some(GroundTruth::Device(device));
+            let host = self.ground_truth.replace(GroundTruth::Device(device));
+            // Giving gigabytes back to the operating system takes it a
+            // while: a thread of its own frees the host copy.
+            std::thread::spawn(move || drop(host));
             self.timings.upload_s += secs(t);
         }
         if let Some(GroundTruth::Device(device)) = &self.ground_truth {

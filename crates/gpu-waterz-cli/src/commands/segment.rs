@@ -176,11 +176,14 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     let dims = affinities.dims();
     let n_voxels = dims.z * dims.y * dims.x;
     let streamed = affinities.streamed();
+    let t = Instant::now();
     affinities.release();
+    let release_s = t.elapsed().as_secs_f64();
     // Warnings are printed even with --quiet, and kept in summary.json.
     for warning in run.warnings() {
         eprintln!("gpu-waterz: warning: {warning}");
     }
+    let t = Instant::now();
     let fragments_entry = if args.write_fragments {
         let fragments = run.fragments()?;
         let (name, dtype) = progress.stage("writing the fragments", || writer.fragments(&fragments))?;
@@ -188,10 +191,12 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     } else {
         None
     };
+    let fragments_s = t.elapsed().as_secs_f64();
     // The pipeline runs on its own thread, one threshold ahead: while this
     // thread writes a threshold's result, the next one is computed. The
     // rendezvous channel keeps at most one finished result waiting.
     let n_thresholds = args.thresholds.len();
+    let t = Instant::now();
     let per_threshold = std::thread::scope(|scope| -> Result<Vec<serde_json::Value>> {
         let (send, receive) = std::sync::mpsc::sync_channel::<Result<ThresholdResult>>(0);
         let pipeline = &mut run;
@@ -223,6 +228,9 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         }
         Ok(entries)
     })?;
+    let sum_of = |key: &str| per_threshold.iter().filter_map(|e| e[key].as_f64()).sum::<f64>();
+    // After the last result: the pipeline's thread ending.
+    let pipeline_end_s = (t.elapsed().as_secs_f64() - sum_of("wait_s") - sum_of("write_s")).max(0.0);
     let arithmetic = match (run.backend(), args.arithmetic) {
         (BackendKind::Cpu, None | Some(ArithmeticArg::Waterz)) => "waterz",
         _ => "exact",
@@ -246,8 +254,11 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
             "read": read_s,
             "pipeline_start": pipeline_s,
             "stages": run.timings(),
-            "wait": per_threshold.iter().filter_map(|e| e["wait_s"].as_f64()).sum::<f64>(),
-            "write": per_threshold.iter().filter_map(|e| e["write_s"].as_f64()).sum::<f64>(),
+            "release": release_s,
+            "fragments": fragments_s,
+            "wait": sum_of("wait_s"),
+            "write": sum_of("write_s"),
+            "pipeline_end": pipeline_end_s,
         },
     });
     if let (Some(stats), Some(gpu)) = (run.gpu_stats(), run.gpu()) {

@@ -31,12 +31,13 @@ use gpu_waterz_runtime::Gpu;
 /// the host merges a pair in about half a microsecond: rounds that merge
 /// few pairs are cheaper on the host, and a large region absorbing its
 /// neighbours one per round (thousands of rounds on real volumes) becomes
-/// one step. The break-even is about `50 + slots / 1,200` merges per
-/// round; the defaults are the crossover measured on an H200
+/// one step. The defaults are the crossover measured on an H200
 /// (`docs/BENCHMARKS.md`): 64 merges per round on a contiguous 512³ volume
-/// (15,000–36,000 live slots), and one merge per 1,600 live slots on
-/// larger contiguous volumes (a 2.16-Gvoxel one sweeps 0.5–0.9 M slots a
-/// round).
+/// (15,000–36,000 live slots). Handing off by live slots as well (one
+/// merge per 1,600 slots) cut the rounds on a contiguous 2.16-Gvoxel volume
+/// from 451 to 99, but once the host merged faster (an indexed heap) it
+/// made that volume's merging slower (0.26 against 0.20 s), and the tiled
+/// one's five thresholds too, so it is off by default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostFinish {
     /// The most edge slots the host takes. Default 2^21 (2,097,152).
@@ -47,7 +48,7 @@ pub struct HostFinish {
     /// Default 4096.
     pub small_edges: u64,
     /// A round merging fewer than one pair per this many live slots hands
-    /// the rest over too (0: off). Default 1600.
+    /// the rest over too (0: off, the default).
     pub slots_per_merge: u64,
 }
 
@@ -71,7 +72,7 @@ impl HostFinish {
 
 impl Default for HostFinish {
     fn default() -> Self {
-        Self { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096, slots_per_merge: 1600 }
+        Self { max_edges: 1 << 21, min_merges_per_round: 64, small_edges: 4096, slots_per_merge: 0 }
     }
 }
 
