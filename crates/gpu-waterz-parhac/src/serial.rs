@@ -411,17 +411,21 @@ impl SerialMerger {
     /// The current graph: edges between regions (their ids), sorted by
     /// endpoints.
     pub fn edges(&self) -> Vec<Edge> {
-        let mut out: Vec<Edge> = self
-            .edges
+        let mut out = self.edges_in_storage_order();
+        out.sort_unstable_by_key(|e| (e.u, e.v));
+        out
+    }
+
+    /// The current graph's edges (`u < v`), in no particular order.
+    fn edges_in_storage_order(&self) -> Vec<Edge> {
+        self.edges
             .iter()
             .filter(|e| e.version != DELETED)
             .map(|e| {
                 let (x, y) = (self.label[e.ends[0] as usize] as u64, self.label[e.ends[1] as usize] as u64);
                 Edge { u: x.min(y), v: x.max(y), stats: e.stats }
             })
-            .collect();
-        out.sort_unstable_by_key(|e| (e.u, e.v));
-        out
+            .collect()
     }
 }
 
@@ -515,7 +519,9 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
             merger.merge_until(threshold, Some(&mut merges));
             let id = |x: u64| ids[x as usize] as u64;
             let merges = merges.iter().map(|m| Merge { a: id(m.a), b: id(m.b), c: id(m.c), score: m.score }).collect();
-            let remaining = merger.edges().iter().map(|e| Edge { u: id(e.u), v: id(e.v), stats: e.stats }).collect();
+            // Sorted once, with the others, below.
+            let remaining =
+                merger.edges_in_storage_order().iter().map(|e| Edge { u: id(e.u), v: id(e.v), stats: e.stats }).collect();
             Ok((merges, remaining))
         })
         .collect::<Result<_, ParhacError>>()?;
@@ -534,7 +540,7 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
         let (a, b) = (find(&mut region, e.u as u32) as u64, find(&mut region, e.v as u32) as u64);
         remaining.push(Edge { u: a.min(b), v: a.max(b), stats: e.stats });
     }
-    remaining.sort_unstable_by_key(|e| (e.u, e.v));
+    remaining.par_sort_unstable_by_key(|e| (e.u, e.v));
     for e in remaining {
         match finished.edges.last_mut() {
             Some(last) if (last.u, last.v) == (e.u, e.v) => last.stats = last.stats.merged(e.stats),
