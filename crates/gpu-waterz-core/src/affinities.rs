@@ -121,30 +121,44 @@ pub fn from_inside_probability(q: &ndarray::Array3<f32>) -> ndarray::Array4<f32>
 
 /// Fails on the first NaN or infinite value (in C order); returns how many
 /// values lie outside `[0, 1]` (finite, which waterz takes as they are).
+/// One pass over the values, a section of one channel at one z per task.
 fn check_values(view: &ArrayView4<'_, f32>) -> Result<u64> {
-    let bad = view.axis_iter(Axis(0)).enumerate().find_map(|(c, channel)| {
-        channel.axis_iter(Axis(0)).into_par_iter().enumerate().find_map_first(|(z, section)| {
-            section.indexed_iter().find_map(|((y, x), &value)| {
-                let what = if value.is_nan() {
-                    "NaN"
-                } else if value.is_infinite() {
-                    "infinite"
-                } else {
-                    return None;
-                };
-                Some(CoreError::AffinityValue { value, what, channel: c, z, y, x })
-            })
-        })
-    });
-    if let Some(e) = bad {
-        return Err(e);
-    }
-    let outside = view
-        .axis_iter(Axis(1))
+    let depth = view.shape()[1];
+    // Per section: its first value that is not finite, and the finite
+    // values outside [0, 1] (those before a bad one do not matter then).
+    let sections: Vec<(Option<(usize, usize, f32)>, u64)> = (0..view.shape()[0] * depth)
         .into_par_iter()
-        .map(|section| section.iter().filter(|&&v| !(0.0..=1.0).contains(&v)).count() as u64)
-        .sum();
-    Ok(outside)
+        .map(|k| {
+            let section = view.index_axis(Axis(0), k / depth);
+            let section = section.index_axis(Axis(0), k % depth);
+            // The rare cases (outside [0, 1], not finite) are counted again
+            // with positions, only for a section that has them; NaN fails
+            // both comparisons of the common case.
+            let usual = |value: f32| value >= 0.0 && value <= 1.0;
+            let all_usual = match section.as_slice() {
+                Some(values) => values.iter().fold(true, |all, &v| all & usual(v)),
+                None => section.iter().all(|&v| usual(v)),
+            };
+            if all_usual {
+                return (None, 0);
+            }
+            let mut outside = 0u64;
+            for ((y, x), &value) in section.indexed_iter() {
+                if !usual(value) {
+                    if !value.is_finite() {
+                        return (Some((y, x, value)), outside);
+                    }
+                    outside += 1;
+                }
+            }
+            (None, outside)
+        })
+        .collect();
+    if let Some((k, &(Some((y, x, value)), _))) = sections.iter().enumerate().find(|(_, s)| s.0.is_some()) {
+        let what = if value.is_nan() { "NaN" } else { "infinite" };
+        return Err(CoreError::AffinityValue { value, what, channel: k / depth, z: k % depth, y, x });
+    }
+    Ok(sections.iter().map(|s| s.1).sum())
 }
 
 #[cfg(test)]
@@ -176,6 +190,23 @@ mod tests {
         a[[0, 0, 0, 0]] = -0.5;
         a[[2, 1, 1, 1]] = -0.0;
         assert_eq!(AffinityGraph::from_f32(a.view()).unwrap().n_outside_unit_interval(), 2);
+        // Several bad values: the first in C order is reported, also for a
+        // view that is not contiguous (every other x of a wider array).
+        let mut wide = Array4::<f32>::from_elem((4, 3, 3, 8), 0.5);
+        wide[[2, 2, 0, 0]] = f32::INFINITY;
+        wide[[1, 2, 1, 6]] = f32::NAN;
+        wide[[1, 2, 2, 2]] = f32::NAN;
+        wide[[0, 1, 0, 1]] = f32::NAN; // an odd x: outside the view
+        wide[[0, 0, 0, 2]] = 7.0;
+        fn every_other_x(a: &Array4<f32>) -> ArrayView4<'_, f32> {
+            a.slice_axis(Axis(0), ndarray::Slice::from(..3)).slice_axis_move(Axis(3), ndarray::Slice::new(0, None, 2))
+        }
+        let e = AffinityGraph::from_f32(every_other_x(&wide)).unwrap_err().to_string();
+        assert!(e.contains("NaN") && e.contains("channel 1") && e.contains("z=2, y=1, x=3"), "{e}");
+        wide[[1, 2, 1, 6]] = 0.25;
+        wide[[1, 2, 2, 2]] = 0.25;
+        wide[[2, 2, 0, 0]] = 1.5;
+        assert_eq!(AffinityGraph::from_f32(every_other_x(&wide)).unwrap().n_outside_unit_interval(), 2);
     }
 
     #[test]
