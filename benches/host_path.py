@@ -112,15 +112,17 @@ def cli_run(tool, affs, gt, out):
     # A fresh Python whose only child is the CLI reports the CLI's peak
     # resident memory (the generator, also a child of this process, is not
     # counted).
-    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
-             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    start = time.perf_counter()
-    rss = subprocess.run([sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    # The probe times the CLI's process itself, from its start to its exit
+    # (not the probe's own start).
+    probe = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+             "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+             "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    probed = subprocess.run([sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True)
+    wall, rss = probed.stdout.split()
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)
-    summary["peak_rss_gb"] = int(rss.stdout.strip()) * 1024 / 1e9
-    return wall, summary
+    summary["peak_rss_gb"] = int(rss) * 1024 / 1e9
+    return float(wall), summary
 
 
 def bench_cli(args, report, shape, with_gt, key):

@@ -218,8 +218,11 @@ def test_the_cli_streams_npy_affinities_to_the_gpu_with_the_host_paths_result(gp
     np.save(tmp_path / "affs_u8.npy", np.round(affs * 255).astype(np.uint8))
     with h5py.File(tmp_path / "affs.h5", "w") as f:
         f["affs"] = four
+        # Chunked and compressed: decoded in pieces and streamed, like a .npy.
+        f.create_dataset("chunked", data=four, chunks=(2, 3, 16, 16), compression="gzip", shuffle=True)
     results = {}
-    for name, spec in [("npy", "affs.npy"), ("u8", "affs_u8.npy"), ("h5", "affs.h5:/affs")]:
+    specs = [("npy", "affs.npy"), ("u8", "affs_u8.npy"), ("h5", "affs.h5:/affs"), ("h5c", "affs.h5:/chunked")]
+    for name, spec in specs:
         out = tmp_path / f"out-{name}"
         run_cli("segment", "--backend", "gpu", "--affinities", f"{tmp_path}/{spec}", "--thresholds", "0.3,0.6",
                 "--out-dir", out, "--quiet")
@@ -227,8 +230,9 @@ def test_the_cli_streams_npy_affinities_to_the_gpu_with_the_host_paths_result(gp
         assert summary["affinities_streamed_to_gpu"] == (name != "h5"), name
         assert summary["timings_s"]["finish"] >= 0
         results[name] = [np.load(out / e["file"]) for e in summary["thresholds"]]
-    for a, b in zip(results["npy"], results["h5"]):
+    for a, b, c in zip(results["npy"], results["h5"], results["h5c"]):
         np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
     u8 = run_waterz(np.round(affs * 255).astype(np.uint8), [0.3, 0.6], module=gpu_waterz, backend="gpu")
     for a, r in zip(results["u8"], u8):
         np.testing.assert_array_equal(a, r["seg"])

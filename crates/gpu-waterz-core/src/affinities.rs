@@ -119,14 +119,16 @@ pub fn from_inside_probability(q: &ndarray::Array3<f32>) -> ndarray::Array4<f32>
     out
 }
 
+/// A section's check: its first value that is not finite (y, x, value),
+/// and its finite values outside `[0, 1]` before it.
+type SectionCheck = (Option<(usize, usize, f32)>, u64);
+
 /// Fails on the first NaN or infinite value (in C order); returns how many
 /// values lie outside `[0, 1]` (finite, which waterz takes as they are).
 /// One pass over the values, a section of one channel at one z per task.
 fn check_values(view: &ArrayView4<'_, f32>) -> Result<u64> {
     let depth = view.shape()[1];
-    // Per section: its first value that is not finite, and the finite
-    // values outside [0, 1] (those before a bad one do not matter then).
-    let sections: Vec<(Option<(usize, usize, f32)>, u64)> = (0..view.shape()[0] * depth)
+    let sections: Vec<SectionCheck> = (0..view.shape()[0] * depth)
         .into_par_iter()
         .map(|k| {
             let section = view.index_axis(Axis(0), k / depth);
@@ -134,7 +136,7 @@ fn check_values(view: &ArrayView4<'_, f32>) -> Result<u64> {
             // The rare cases (outside [0, 1], not finite) are counted again
             // with positions, only for a section that has them; NaN fails
             // both comparisons of the common case.
-            let usual = |value: f32| value >= 0.0 && value <= 1.0;
+            let usual = |value: f32| (0.0..=1.0).contains(&value);
             let all_usual = match section.as_slice() {
                 Some(values) => values.iter().fold(true, |all, &v| all & usual(v)),
                 None => section.iter().all(|&v| usual(v)),

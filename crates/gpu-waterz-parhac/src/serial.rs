@@ -520,8 +520,11 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
             let id = |x: u64| ids[x as usize] as u64;
             let merges = merges.iter().map(|m| Merge { a: id(m.a), b: id(m.b), c: id(m.c), score: m.score }).collect();
             // Sorted once, with the others, below.
-            let remaining =
-                merger.edges_in_storage_order().iter().map(|e| Edge { u: id(e.u), v: id(e.v), stats: e.stats }).collect();
+            let remaining = merger
+                .edges_in_storage_order()
+                .iter()
+                .map(|e| Edge { u: id(e.u), v: id(e.v), stats: e.stats })
+                .collect();
             Ok((merges, remaining))
         })
         .collect::<Result<_, ParhacError>>()?;

@@ -60,9 +60,59 @@ fn channel_note(channels: usize) -> Option<String> {
     (channels > 3).then(|| format!("the affinities have {channels} channels; the first 3 are used, as waterz does"))
 }
 
-/// Values of a `.npy` read and uploaded at a time while the next piece is
-/// read (128 MiB of float32).
-const UPLOAD_PIECE_VALUES: usize = 32 << 20;
+/// Bytes of a `.npy` read and uploaded at a time while the next piece is
+/// read.
+const UPLOAD_PIECE_BYTES: usize = 128 << 20;
+
+/// A file whose affinities can be read in pieces.
+enum PieceSource {
+    Npy(gpu_waterz_cli::io::NpyFile),
+    Hdf5(gpu_waterz_cli::io::ChunkedDataset),
+}
+
+impl PieceSource {
+    fn dtype(&self) -> gpu_waterz_cli::io::ElementType {
+        match self {
+            PieceSource::Npy(f) => f.dtype(),
+            PieceSource::Hdf5(d) => d.dtype(),
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        match self {
+            PieceSource::Npy(f) => f.shape(),
+            PieceSource::Hdf5(d) => d.shape(),
+        }
+    }
+
+    /// The first `n_values` values (at least) in pieces, as
+    /// `NpyFile::read_in_pieces` and `ChunkedDataset::read_in_pieces` give them.
+    fn read_in_pieces<T: bytemuck::Pod + Send>(
+        &self,
+        n_values: usize,
+        consume: impl FnMut(usize, &[T]) -> Result<()> + Send,
+    ) -> Result<()> {
+        match self {
+            PieceSource::Npy(f) => f.read_in_pieces(n_values, UPLOAD_PIECE_BYTES / std::mem::size_of::<T>(), consume),
+            PieceSource::Hdf5(d) => d.read_in_pieces(n_values, consume),
+        }
+    }
+}
+
+/// Uploads the part of `values` (starting at element `first` of the file)
+/// that lies in `buffer` (the first channels).
+fn upload_range<T: gpu_waterz_runtime::DeviceElement>(
+    gpu: &gpu_waterz::Gpu,
+    buffer: &mut gpu_waterz::DeviceBuffer<T>,
+    first: usize,
+    values: &[T],
+) -> Result<()> {
+    let wanted = buffer.len().saturating_sub(first).min(values.len());
+    if wanted > 0 {
+        gpu.upload_into(buffer, first, &values[..wanted])?;
+    }
+    Ok(())
+}
 
 /// Affinities loaded for a pipeline: on the host, or already on the GPU
 /// that will run it.
@@ -82,54 +132,57 @@ pub enum LoadedAffinities {
 
 impl LoadedAffinities {
     /// Reads the affinities named by `spec`. When the pipeline of `config`
-    /// runs on a GPU and they are a `.npy` of float32 or uint8 `(c, z, y,
-    /// x)`, `c >= 3`, each piece read goes to the GPU while the next one is
-    /// read, so reading and uploading overlap and the volume never sits in
-    /// host memory; otherwise they are read on the host
-    /// ([`Affinities::read`]).
+    /// runs on a GPU and they are float32 or uint8 `(c, z, y, x)`, `c >= 3`,
+    /// in a `.npy` or a chunked HDF5 dataset that the parallel reader
+    /// takes, each piece read goes to the GPU while the next one is read,
+    /// so reading and uploading overlap and the volume never sits in host
+    /// memory; otherwise they are read on the host ([`Affinities::read`]).
     pub fn load(spec: &str, config: &gpu_waterz::Config) -> Result<Self> {
-        if let VolumeSource::Npy(path) = VolumeSource::parse(spec) {
-            let is_npy = path.extension().is_some_and(|e| e == "npy");
-            if is_npy {
-                if let Some(gpu) = gpu_waterz::Agglomeration::gpu_for(config)? {
-                    let file = gpu_waterz_cli::io::NpyFile::open(&path).context("reading the affinities")?;
-                    if let Some(loaded) = Self::upload(&file, gpu)? {
-                        return Ok(loaded);
-                    }
+        let source = match VolumeSource::parse(spec) {
+            VolumeSource::Npy(path) if path.extension().is_some_and(|e| e == "npy") => {
+                Some(PieceSource::Npy(gpu_waterz_cli::io::NpyFile::open(&path).context("reading the affinities")?))
+            }
+            VolumeSource::Hdf5 { file, dataset } => gpu_waterz_cli::io::ChunkedDataset::open(&file, &dataset)
+                .context("reading the affinities")?
+                .map(PieceSource::Hdf5),
+            _ => None,
+        };
+        if let Some(source) = source {
+            if let Some(gpu) = gpu_waterz::Agglomeration::gpu_for(config)? {
+                if let Some(loaded) = Self::upload(&source, gpu)? {
+                    return Ok(loaded);
                 }
             }
         }
         Ok(Self::Host(Affinities::read(spec)?))
     }
 
-    /// Reads `file` onto `gpu` piece by piece; `None` when its type or
+    /// Reads `source` onto `gpu` piece by piece; `None` when its type or
     /// shape is not one that this path takes (the host path then reads it
     /// and reports what is wrong).
-    fn upload(file: &gpu_waterz_cli::io::NpyFile, gpu: gpu_waterz::Gpu) -> Result<Option<Self>> {
+    fn upload(source: &PieceSource, gpu: gpu_waterz::Gpu) -> Result<Option<Self>> {
         use gpu_waterz::{AffinityBuffer, DeviceAffinities};
-        use gpu_waterz_cli::io::NpyType;
-        let shape = file.shape();
-        if shape.len() != 4 || shape[0] < 3 || !matches!(file.dtype(), NpyType::F32 | NpyType::U8) {
+        use gpu_waterz_cli::io::ElementType;
+        let shape = source.shape();
+        if shape.len() != 4 || shape[0] < 3 || !matches!(source.dtype(), ElementType::F32 | ElementType::U8) {
             return Ok(None);
         }
         let dims = gpu_waterz::Dims3::new(shape[1] as u64, shape[2] as u64, shape[3] as u64);
         let n = gpu_waterz_watershed::gpu::check_dims(dims)?;
-        let affinity_bytes = 3 * n * file.dtype().size() as u64;
+        let affinity_bytes = 3 * n * source.dtype().size() as u64;
         gpu.check_free_memory(gpu_waterz::bytes_needed(n, affinity_bytes), &format!("decoding {n} voxels on the GPU"))?;
         let n_values = 3 * n as usize;
-        let data = match file.dtype() {
-            NpyType::F32 => {
+        let data = match source.dtype() {
+            ElementType::F32 => {
                 let mut buffer = gpu.uninit::<f32>(n_values)?;
-                file.read_in_pieces(n_values, UPLOAD_PIECE_VALUES, |first, values: &[f32]| -> Result<()> {
-                    Ok(gpu.upload_into(&mut buffer, first, values)?)
-                })?;
+                source
+                    .read_in_pieces(n_values, |first, values: &[f32]| upload_range(&gpu, &mut buffer, first, values))?;
                 AffinityBuffer::F32(buffer)
             }
             _ => {
                 let mut buffer = gpu.uninit::<u8>(n_values)?;
-                file.read_in_pieces(n_values, 4 * UPLOAD_PIECE_VALUES, |first, values: &[u8]| -> Result<()> {
-                    Ok(gpu.upload_into(&mut buffer, first, values)?)
-                })?;
+                source
+                    .read_in_pieces(n_values, |first, values: &[u8]| upload_range(&gpu, &mut buffer, first, values))?;
                 AffinityBuffer::U8(buffer)
             }
         };

@@ -4,7 +4,7 @@
 //! index of datasets with several unlimited dimensions) are read with the
 //! pure-Rust rust-hdf5 instead.
 
-use super::{format_err, IoError, Volume};
+use super::{format_err, read_ahead, ElementType, IoError, PieceRanges, Volume};
 use ndarray::{ArrayD, IxDyn};
 use std::path::Path;
 
@@ -43,16 +43,9 @@ fn read_with_rust_hdf5(file: &Path, dataset: &str) -> Result<Volume, String> {
     })
 }
 
-/// The element types read in parallel: HDF5 datatype class and size.
-#[derive(Clone, Copy)]
-enum Kind {
-    F32,
-    U8,
-    U32,
-    U64,
-}
-
-fn parallel_kind(ds: &hdf5_pure::Dataset) -> Option<Kind> {
+/// The element types read in parallel, from the HDF5 datatype (class, size
+/// and byte order).
+fn parallel_kind(ds: &hdf5_pure::Dataset) -> Option<ElementType> {
     use hdf5_pure::{Datatype as T, DatatypeByteOrder as B};
     let little_endian = match ds.datatype().ok()? {
         T::FixedPoint { byte_order, size, .. } | T::FloatingPoint { byte_order, size, .. } => {
@@ -64,36 +57,101 @@ fn parallel_kind(ds: &hdf5_pure::Dataset) -> Option<Kind> {
         return None;
     }
     Some(match ds.dtype().ok()? {
-        hdf5_pure::DType::F32 => Kind::F32,
-        hdf5_pure::DType::U8 => Kind::U8,
-        hdf5_pure::DType::U32 => Kind::U32,
-        hdf5_pure::DType::U64 => Kind::U64,
+        hdf5_pure::DType::F32 => ElementType::F32,
+        hdf5_pure::DType::U8 => ElementType::U8,
+        hdf5_pure::DType::U32 => ElementType::U32,
+        hdf5_pure::DType::U64 => ElementType::U64,
         _ => return None,
     })
 }
 
-/// A chunked dataset's layout, as the parallel reader needs it.
-struct Chunked<'a> {
-    file: &'a Path,
+/// A chunked dataset whose chunks are read at their file offsets and
+/// inflated on every core (deflate and shuffle, the filters h5py writes;
+/// little-endian float32, uint8, uint32 or uint64; every chunk of the grid
+/// allocated): the whole of it at once ([`read_hdf5`] takes this path), or
+/// in pieces ([`ChunkedDataset::read_in_pieces`]).
+#[derive(Debug)]
+pub struct ChunkedDataset {
+    file: std::path::PathBuf,
     handle: std::fs::File,
+    dtype: ElementType,
     filters: Vec<hdf5_pure::Filter>,
     chunks: Vec<hdf5_pure::Chunk>,
     shape: Vec<usize>,
     chunk: Vec<usize>,
 }
 
-impl Chunked<'_> {
+impl ChunkedDataset {
+    /// Dataset `dataset` of `file` when the parallel reader takes it;
+    /// `None` when it does not (or the file is one that only the other
+    /// reader opens): [`read_hdf5`] then reads it.
+    pub fn open(file: &Path, dataset: &str) -> Result<Option<Self>, IoError> {
+        let Ok(h5) = hdf5_pure::File::open(file) else { return Ok(None) };
+        let Ok(ds) = h5.dataset(dataset) else { return Ok(None) };
+        Self::of(file, &ds).transpose()
+    }
+
+    /// The layout of `ds` when the parallel reader takes it.
+    fn of(file: &Path, ds: &hdf5_pure::Dataset) -> Option<Result<Self, IoError>> {
+        if !ds.is_chunked() {
+            return None;
+        }
+        let dtype = parallel_kind(ds)?;
+        let filters = ds.filter_pipeline();
+        if filters.iter().any(|f| f.id != 1 && f.id != 2) {
+            return None;
+        }
+        let shape: Vec<usize> = ds.shape().ok()?.into_iter().map(|s| s as usize).collect();
+        let chunk: Vec<usize> = ds.chunk_shape().ok()??.into_iter().map(|s| s as usize).collect();
+        if chunk.len() != shape.len() || shape.is_empty() || chunk.contains(&0) || shape.contains(&0) {
+            return None;
+        }
+        let chunks = ds.chunks().ok()?;
+        let expected: usize = shape.iter().zip(&chunk).map(|(s, c)| s.div_ceil(*c)).product();
+        if chunks.len() != expected || chunks.iter().any(|c| c.offset.len() != shape.len()) {
+            return None;
+        }
+        // Exactly the chunk grid: every offset aligned, inside, and once.
+        let mut seen = std::collections::HashSet::with_capacity(chunks.len());
+        let on_grid = chunks.iter().all(|c| {
+            c.offset
+                .iter()
+                .zip(&shape)
+                .zip(&chunk)
+                .all(|((&o, &s), &k)| (o as usize) < s && (o as usize).is_multiple_of(k))
+                && seen.insert(c.offset.clone())
+        });
+        if !on_grid {
+            return None;
+        }
+        let handle = match std::fs::File::open(file) {
+            Ok(h) => h,
+            Err(cause) => return Some(Err(IoError::Read { path: file.to_path_buf(), cause })),
+        };
+        Some(Ok(Self { file: file.to_path_buf(), handle, dtype, filters, chunks, shape, chunk }))
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> ElementType {
+        self.dtype
+    }
+
+    /// The dataset's shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
     /// Reads and inflates one chunk (`elem` bytes per element): its
     /// filters undone in the reverse of their order.
     fn decode(&self, c: &hdf5_pure::Chunk, elem: usize) -> Result<Vec<u8>, IoError> {
         use std::io::Read;
         use std::os::unix::fs::FileExt;
-        let bad = |reason: String| format_err(self.file, "HDF5", format!("chunk at {:?}: {reason}", c.offset));
+        let bad = |reason: String| format_err(&self.file, "HDF5", format!("chunk at {:?}: {reason}", c.offset));
         let chunk_bytes = self.chunk.iter().product::<usize>() * elem;
         let mut bytes = vec![0u8; c.storage_size as usize];
         self.handle
             .read_exact_at(&mut bytes, c.address)
-            .map_err(|cause| IoError::Read { path: self.file.to_path_buf(), cause })?;
+            .map_err(|cause| IoError::Read { path: self.file.clone(), cause })?;
         for (i, f) in self.filters.iter().enumerate().rev() {
             if c.filter_mask & (1 << i) != 0 {
                 continue;
@@ -122,45 +180,144 @@ impl Chunked<'_> {
         Ok(bytes)
     }
 
+    /// Decodes `chunks` on every core and copies their parts inside the
+    /// dataset into `dst`, which holds the box of the dataset at `origin`
+    /// of extent `extent` (C order), `elem` bytes per element; every
+    /// chunk's part lies inside the box.
+    fn fill_box(
+        &self,
+        chunks: &[&hdf5_pure::Chunk],
+        origin: &[usize],
+        extent: &[usize],
+        dst: &mut [u8],
+        elem: usize,
+    ) -> Result<(), IoError> {
+        use rayon::prelude::*;
+        let (shape, chunk) = (&self.shape, &self.chunk);
+        let rank = shape.len();
+        let box_strides: Vec<usize> = (0..rank).map(|a| extent[a + 1..].iter().product::<usize>()).collect();
+        let chunk_strides: Vec<usize> = (0..rank).map(|a| chunk[a + 1..].iter().product::<usize>()).collect();
+        let decoded: Vec<Vec<u8>> = chunks.par_iter().map(|c| self.decode(c, elem)).collect::<Result<_, _>>()?;
+        for (c, bytes) in chunks.iter().zip(&decoded) {
+            let offset: Vec<usize> = c.offset.iter().map(|&o| o as usize).collect();
+            let inside: Vec<usize> = (0..rank).map(|a| chunk[a].min(shape[a] - offset[a])).collect();
+            let rows: usize = inside[..rank - 1].iter().product();
+            let row_bytes = inside[rank - 1] * elem;
+            for r in 0..rows {
+                // Row r of the chunk's part inside the dataset, axis by axis.
+                let (mut rest, mut src) = (r, 0usize);
+                let mut at = (offset[rank - 1] - origin[rank - 1]) * box_strides[rank - 1];
+                for a in (0..rank - 1).rev() {
+                    let i = rest % inside[a];
+                    rest /= inside[a];
+                    src += i * chunk_strides[a];
+                    at += (offset[a] + i - origin[a]) * box_strides[a];
+                }
+                dst[at * elem..at * elem + row_bytes].copy_from_slice(&bytes[src * elem..src * elem + row_bytes]);
+            }
+        }
+        Ok(())
+    }
+
     /// Every chunk decoded on every core and copied into place, one slab
     /// of the first axis (one chunk thick) per task.
     fn read<T: bytemuck::Pod + Send + Sync>(&self) -> Result<ArrayD<T>, IoError> {
         use rayon::prelude::*;
-        let (shape, chunk) = (&self.shape, &self.chunk);
         let elem = std::mem::size_of::<T>();
-        let rank = shape.len();
-        let strides: Vec<usize> = (0..rank).map(|a| shape[a + 1..].iter().product::<usize>()).collect();
-        let chunk_strides: Vec<usize> = (0..rank).map(|a| chunk[a + 1..].iter().product::<usize>()).collect();
+        let shape = &self.shape;
         let n: usize = shape.iter().product();
         let mut out = vec![T::zeroed(); n];
-        let slab_len = (chunk[0] * strides[0]).max(1);
+        let slab_len = (self.chunk[0] * shape[1..].iter().product::<usize>()).max(1);
         out.par_chunks_mut(slab_len).enumerate().try_for_each(|(slab, dst)| -> Result<(), IoError> {
-            let start = slab * chunk[0];
-            let dst: &mut [u8] = bytemuck::cast_slice_mut(dst);
+            let start = slab * self.chunk[0];
             let mine: Vec<&hdf5_pure::Chunk> = self.chunks.iter().filter(|c| c.offset[0] as usize == start).collect();
-            let decoded: Vec<Vec<u8>> = mine.par_iter().map(|c| self.decode(c, elem)).collect::<Result<_, _>>()?;
-            for (c, bytes) in mine.iter().zip(&decoded) {
-                let offset: Vec<usize> = c.offset.iter().map(|&o| o as usize).collect();
-                let extent: Vec<usize> = (0..rank).map(|a| chunk[a].min(shape[a] - offset[a])).collect();
-                let rows: usize = extent[..rank - 1].iter().product();
-                let row_bytes = extent[rank - 1] * elem;
-                for r in 0..rows {
-                    // Row r of the chunk's part inside the dataset, axis by axis.
-                    // (For rank 1 the last axis is the slab's axis.)
-                    let last = offset[rank - 1] - if rank == 1 { start } else { 0 };
-                    let (mut rest, mut src, mut at) = (r, 0usize, last);
-                    for a in (0..rank - 1).rev() {
-                        let i = rest % extent[a];
-                        rest /= extent[a];
-                        src += i * chunk_strides[a];
-                        at += (offset[a] + i - if a == 0 { start } else { 0 }) * strides[a];
-                    }
-                    dst[at * elem..at * elem + row_bytes].copy_from_slice(&bytes[src * elem..src * elem + row_bytes]);
-                }
-            }
-            Ok(())
+            let mut origin = vec![0; shape.len()];
+            origin[0] = start;
+            let mut extent = shape.clone();
+            extent[0] = self.chunk[0].min(shape[0] - start);
+            self.fill_box(&mine, &origin, &extent, bytemuck::cast_slice_mut(dst), elem)
         })?;
-        ArrayD::from_shape_vec(IxDyn(shape), out).map_err(|e| format_err(self.file, "HDF5", e.to_string()))
+        ArrayD::from_shape_vec(IxDyn(shape), out).map_err(|e| format_err(&self.file, "HDF5", e.to_string()))
+    }
+
+    /// The whole dataset.
+    fn read_volume(&self) -> Result<Volume, IoError> {
+        Ok(match self.dtype {
+            ElementType::F32 => Volume::F32(self.read::<f32>()?),
+            ElementType::U8 => Volume::U8(self.read::<u8>()?),
+            ElementType::U32 => Volume::U32(self.read::<u32>()?),
+            ElementType::U64 => Volume::U64(self.read::<u64>()?),
+        })
+    }
+
+    /// Reads the dataset in pieces, at least its first `n_values` elements,
+    /// and hands `consume` each contiguous range of them with the index of
+    /// its first element, while the next piece is decoded (see
+    /// [`super::NpyFile::read_in_pieces`]). A piece is one row of chunks
+    /// along the first two axes (for `(c, z, y, x)` affinities: one chunk
+    /// of channels × one chunk of z × the whole plane), one range per
+    /// index of the first axis; the rows come in the order of their
+    /// offsets, so the ranges are in C order when a chunk holds one index
+    /// of the first axis, and every element is handed on once. The last
+    /// rows may run past `n_values`. Datasets of rank 1 come in rows of the
+    /// first axis. `T` must be the element type.
+    pub fn read_in_pieces<T: bytemuck::Pod + Send, E: From<IoError> + Send>(
+        &self,
+        n_values: usize,
+        consume: impl FnMut(usize, &[T]) -> Result<(), E> + Send,
+    ) -> Result<(), E> {
+        let elem = std::mem::size_of::<T>();
+        if elem != self.dtype.size() {
+            let reason = format!("read as {elem}-byte values, but it holds {:?}", self.dtype);
+            return Err(E::from(format_err(&self.file, "HDF5", reason)));
+        }
+        let (shape, chunk) = (&self.shape, &self.chunk);
+        let rank = shape.len();
+        let leading = rank.min(2);
+        let strides: Vec<usize> = (0..rank).map(|a| shape[a + 1..].iter().product::<usize>()).collect();
+        // The rows of chunks, in C order of their leading offsets.
+        let mut rows: Vec<Vec<usize>> = self
+            .chunks
+            .iter()
+            .map(|c| c.offset[..leading].iter().map(|&o| o as usize).collect())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        rows.retain(|row| (0..leading).map(|a| row[a] * strides[a]).sum::<usize>() < n_values);
+        let mut next = 0;
+        read_ahead(
+            |piece: &mut Vec<T>| -> Result<Option<PieceRanges>, E> {
+                let Some(row) = rows.get(next) else { return Ok(None) };
+                next += 1;
+                let mut origin = vec![0; rank];
+                origin[..leading].copy_from_slice(row);
+                let mut extent = shape.clone();
+                for a in 0..leading {
+                    extent[a] = chunk[a].min(shape[a] - origin[a]);
+                }
+                piece.clear();
+                piece.resize(extent.iter().product(), T::zeroed());
+                let mine: Vec<&hdf5_pure::Chunk> = self
+                    .chunks
+                    .iter()
+                    .filter(|c| c.offset[..leading].iter().zip(row).all(|(&o, &r)| o as usize == r))
+                    .collect();
+                self.fill_box(&mine, &origin, &extent, bytemuck::cast_slice_mut(piece), elem).map_err(E::from)?;
+                // Contiguous in the dataset along the first axis's index.
+                let run = extent[1..].iter().product::<usize>();
+                let ranges = (0..extent[0])
+                    .map(|i| {
+                        (
+                            (origin[0] + i) * strides[0]
+                                + origin[1..].iter().zip(&strides[1..]).map(|(o, s)| o * s).sum::<usize>(),
+                            i * run..(i + 1) * run,
+                        )
+                    })
+                    .collect();
+                Ok(Some(ranges))
+            },
+            consume,
+        )
     }
 }
 
@@ -169,44 +326,7 @@ impl Chunked<'_> {
 /// is not one this path reads (contiguous, other filters, big-endian or
 /// other types, chunks not all allocated): the serial reader takes it.
 fn read_chunks_in_parallel(file: &Path, ds: &hdf5_pure::Dataset) -> Option<Result<Volume, IoError>> {
-    if !ds.is_chunked() {
-        return None;
-    }
-    let kind = parallel_kind(ds)?;
-    let filters = ds.filter_pipeline();
-    if filters.iter().any(|f| f.id != 1 && f.id != 2) {
-        return None;
-    }
-    let shape: Vec<usize> = ds.shape().ok()?.into_iter().map(|s| s as usize).collect();
-    let chunk: Vec<usize> = ds.chunk_shape().ok()??.into_iter().map(|s| s as usize).collect();
-    if chunk.len() != shape.len() || shape.is_empty() || chunk.contains(&0) || shape.contains(&0) {
-        return None;
-    }
-    let chunks = ds.chunks().ok()?;
-    let expected: usize = shape.iter().zip(&chunk).map(|(s, c)| s.div_ceil(*c)).product();
-    if chunks.len() != expected || chunks.iter().any(|c| c.offset.len() != shape.len()) {
-        return None;
-    }
-    // Exactly the chunk grid: every offset aligned, inside, and once.
-    let mut seen = std::collections::HashSet::with_capacity(chunks.len());
-    let on_grid = chunks.iter().all(|c| {
-        c.offset.iter().zip(&shape).zip(&chunk).all(|((&o, &s), &k)| (o as usize) < s && (o as usize).is_multiple_of(k))
-            && seen.insert(c.offset.clone())
-    });
-    if !on_grid {
-        return None;
-    }
-    let handle = match std::fs::File::open(file) {
-        Ok(h) => h,
-        Err(cause) => return Some(Err(IoError::Read { path: file.to_path_buf(), cause })),
-    };
-    let layout = Chunked { file, handle, filters, chunks, shape, chunk };
-    Some(match kind {
-        Kind::F32 => layout.read::<f32>().map(Volume::F32),
-        Kind::U8 => layout.read::<u8>().map(Volume::U8),
-        Kind::U32 => layout.read::<u32>().map(Volume::U32),
-        Kind::U64 => layout.read::<u64>().map(Volume::U64),
-    })
+    Some(ChunkedDataset::of(file, ds)?.and_then(|layout| layout.read_volume()))
 }
 
 /// The serial reader (hdf5-pure's own), for comparison in tests.
@@ -405,6 +525,79 @@ mod parallel_tests {
             let ds = h5.dataset(dataset).unwrap();
             let parallel = read_chunks_in_parallel(&path, &ds).expect("a gzip-chunked dataset").unwrap();
             assert_eq!(parallel, read_serially(&path, dataset), "{name}:{dataset}");
+            // In pieces: every value once, in C order, at its index.
+            let layout = ChunkedDataset::open(&path, dataset).unwrap().expect("a gzip-chunked dataset");
+            let bytes = match (&parallel, layout.dtype()) {
+                (Volume::F32(a), ElementType::F32) => {
+                    pieces::<f32>(&layout, a.len()).iter().map(|v| v.to_bits()).eq(a.iter().map(|v| v.to_bits()))
+                }
+                (Volume::U8(a), ElementType::U8) => pieces::<u8>(&layout, a.len()).iter().eq(a.iter()),
+                (Volume::U32(a), ElementType::U32) => pieces::<u32>(&layout, a.len()).iter().eq(a.iter()),
+                (Volume::U64(a), ElementType::U64) => pieces::<u64>(&layout, a.len()).iter().eq(a.iter()),
+                other => panic!("{name}:{dataset}: {:?}", other.1),
+            };
+            assert!(bytes, "{name}:{dataset} in pieces");
         }
+    }
+
+    /// The values `read_in_pieces` hands on, each put at its index (every
+    /// element of the dataset at most once), up to the last one handed on.
+    fn pieces<T: bytemuck::Pod + Send>(layout: &ChunkedDataset, n_values: usize) -> Vec<T> {
+        let total: usize = layout.shape().iter().product();
+        let mut out = vec![T::zeroed(); total];
+        let mut seen = vec![false; total];
+        let mut end = 0;
+        layout
+            .read_in_pieces(n_values, |first, values: &[T]| -> Result<(), IoError> {
+                out[first..first + values.len()].copy_from_slice(values);
+                for s in &mut seen[first..first + values.len()] {
+                    assert!(!*s, "an element handed on twice");
+                    *s = true;
+                }
+                end = end.max(first + values.len());
+                Ok(())
+            })
+            .unwrap();
+        assert!(seen[..end].iter().all(|&s| s) && end >= n_values, "every element up to {end}, at least {n_values}");
+        out.truncate(end);
+        out
+    }
+
+    /// Affinities with a fourth channel, in chunks that span two channels
+    /// and do not divide the extent: the first three channels arrive
+    /// whole (the last piece may run past them), and a consumer's error
+    /// ends the read.
+    #[test]
+    fn affinities_come_in_pieces_of_chunk_rows() {
+        let dir = std::env::temp_dir().join(format!("gpu-waterz-h5-pieces-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("affs.h5");
+        let shape = [4usize, 9, 10, 11];
+        let values: Vec<f32> = (0..shape.iter().product::<usize>()).map(|i| i as f32 / 4000.0).collect();
+        let mut builder = hdf5_pure::FileBuilder::new();
+        builder
+            .create_dataset("affs")
+            .with_f32_data(&values)
+            .with_shape(&[4, 9, 10, 11])
+            .with_chunks(&[2, 4, 3, 5])
+            .with_deflate(4);
+        builder.write(&path).unwrap();
+        let layout = ChunkedDataset::open(&path, "affs").unwrap().expect("a deflate-chunked dataset");
+        assert_eq!((layout.dtype(), layout.shape()), (ElementType::F32, &shape[..]));
+        let three = 3 * 9 * 10 * 11;
+        let got = pieces::<f32>(&layout, three);
+        assert!(got.len() >= three && got[..] == values[..got.len()]);
+        let mut calls = 0;
+        let e = layout
+            .read_in_pieces(three, |_, _: &[f32]| -> Result<(), IoError> {
+                calls += 1;
+                Err(format_err(&path, "HDF5", "consumer failed"))
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("consumer failed") && calls == 1, "{e}");
+        let e = layout.read_in_pieces(10, |_, _: &[u8]| -> Result<(), IoError> { Ok(()) }).unwrap_err();
+        assert!(e.to_string().contains("1-byte values"), "{e}");
+        assert!(ChunkedDataset::open(&path, "missing").unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -10,8 +10,8 @@ mod hdf5;
 mod npy;
 mod zarr;
 
-pub use hdf5::read_hdf5;
-pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement, NpyFile, NpyType};
+pub use hdf5::{read_hdf5, ChunkedDataset};
+pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement, NpyFile};
 pub use zarr::read_zarr;
 
 use ndarray::ArrayD;
@@ -116,6 +116,84 @@ impl Volume {
             }),
         }
     }
+}
+
+/// The element types read in pieces (`.npy` files and chunked HDF5
+/// datasets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementType {
+    /// float32.
+    F32,
+    /// uint8.
+    U8,
+    /// uint32.
+    U32,
+    /// uint64.
+    U64,
+}
+
+impl ElementType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            ElementType::U8 => 1,
+            ElementType::F32 | ElementType::U32 => 4,
+            ElementType::U64 => 8,
+        }
+    }
+}
+
+/// A piece read ahead: ranges of the piece's buffer, each with the index of
+/// its first element in the volume.
+pub(crate) type PieceRanges = Vec<(usize, std::ops::Range<usize>)>;
+
+/// Reads pieces ahead of their consumer. `produce` fills a buffer with the
+/// next piece and returns the ranges of it to hand on, each with the index
+/// of its first element in the volume (`None` after the last piece);
+/// `consume` gets each range, in order, on a thread of its own while the
+/// next piece is produced, so that reading overlaps what the consumer does
+/// (an upload to a GPU). Two buffers are all the memory this takes. Stops
+/// at the first error of either side, and returns it.
+pub(crate) fn read_ahead<T: Send, E: Send>(
+    mut produce: impl FnMut(&mut Vec<T>) -> Result<Option<PieceRanges>, E>,
+    consume: impl FnMut(usize, &[T]) -> Result<(), E> + Send,
+) -> Result<(), E> {
+    let (send_full, receive_full) = std::sync::mpsc::sync_channel::<(PieceRanges, Vec<T>)>(1);
+    let (send_empty, receive_empty) = std::sync::mpsc::sync_channel::<Vec<T>>(2);
+    std::thread::scope(|scope| {
+        let mut consume = consume;
+        let consumer = scope.spawn(move || -> Result<(), E> {
+            for (ranges, piece) in receive_full {
+                for (first, range) in ranges {
+                    consume(first, &piece[range])?;
+                }
+                // The producer may have stopped; then the buffer goes.
+                let _ = send_empty.send(piece);
+            }
+            Ok(())
+        });
+        let mut spare: Vec<Vec<T>> = vec![Vec::new(), Vec::new()];
+        let mut produce_all = || -> Result<(), E> {
+            loop {
+                let mut piece = match spare.pop() {
+                    Some(p) => p,
+                    None => match receive_empty.recv() {
+                        Ok(p) => p,
+                        // The consumer stopped: its error is reported below.
+                        Err(_) => return Ok(()),
+                    },
+                };
+                let Some(ranges) = produce(&mut piece)? else { return Ok(()) };
+                if send_full.send((ranges, piece)).is_err() {
+                    return Ok(());
+                }
+            }
+        };
+        let produced = produce_all();
+        drop(send_full);
+        let consumed = consumer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        produced.and(consumed)
+    })
 }
 
 /// Where a volume lives: a `.npy` file, or a dataset in an HDF5 file.

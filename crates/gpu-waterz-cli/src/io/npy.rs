@@ -1,7 +1,7 @@
 //! `.npy` files (format 1.0 to 3.0 read, 1.0 written): float32, uint8,
 //! uint32 and uint64, little-endian, C order.
 
-use super::{format_err, write_parts_atomically, IoError, Volume};
+use super::{format_err, read_ahead, write_parts_atomically, ElementType, IoError, PieceRanges, Volume};
 use ndarray::{ArrayD, IxDyn};
 use rayon::prelude::*;
 use std::os::unix::fs::FileExt;
@@ -20,37 +20,13 @@ pub fn read_npy(path: &Path) -> Result<Volume, IoError> {
     NpyFile::open(path)?.read()
 }
 
-/// The element types of `.npy` files read here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NpyType {
-    /// `<f4`.
-    F32,
-    /// `|u1` (or `<u1`).
-    U8,
-    /// `<u4`.
-    U32,
-    /// `<u8`.
-    U64,
-}
-
-impl NpyType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            NpyType::U8 => 1,
-            NpyType::F32 | NpyType::U32 => 4,
-            NpyType::U64 => 8,
-        }
-    }
-}
-
 /// A `.npy` file whose header was read and checked: its element type,
 /// shape and data are known to be there (the file holds enough bytes).
 #[derive(Debug)]
 pub struct NpyFile {
     path: std::path::PathBuf,
     file: std::fs::File,
-    dtype: NpyType,
+    dtype: ElementType,
     shape: Vec<usize>,
     /// Where the data starts.
     offset: u64,
@@ -110,10 +86,10 @@ impl NpyFile {
             .collect::<Result<_, _>>()?;
         let n: usize = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).ok_or_else(|| bad("shape overflows"))?;
         let dtype = match descr {
-            "<f4" => NpyType::F32,
-            "|u1" | "<u1" => NpyType::U8,
-            "<u4" => NpyType::U32,
-            "<u8" => NpyType::U64,
+            "<f4" => ElementType::F32,
+            "|u1" | "<u1" => ElementType::U8,
+            "<u4" => ElementType::U32,
+            "<u8" => ElementType::U64,
             other => {
                 return Err(IoError::Dtype {
                     path: path.display().to_string(),
@@ -132,7 +108,7 @@ impl NpyFile {
     }
 
     /// The element type.
-    pub fn dtype(&self) -> NpyType {
+    pub fn dtype(&self) -> ElementType {
         self.dtype
     }
 
@@ -149,16 +125,16 @@ impl NpyFile {
         let mk = |e: ndarray::ShapeError| format_err(&self.path, "npy", e.to_string());
         let (file, offset, n) = (&self.file, self.offset, self.n);
         Ok(match self.dtype {
-            NpyType::F32 => {
+            ElementType::F32 => {
                 Volume::F32(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
             }
-            NpyType::U32 => {
+            ElementType::U32 => {
                 Volume::U32(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
             }
-            NpyType::U64 => {
+            ElementType::U64 => {
                 Volume::U64(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
             }
-            NpyType::U8 => {
+            ElementType::U8 => {
                 Volume::U8(ArrayD::from_shape_vec(dim, read_values(file, offset, n).map_err(read_err)?).map_err(mk)?)
             }
         })
@@ -185,52 +161,27 @@ impl NpyFile {
         let n_values = n_values.min(self.n);
         let piece_values = piece_values.max(1);
         let size = self.dtype.size();
-        let read_err = |source| IoError::Read { path: self.path.clone(), cause: source };
-        let (send_full, receive_full) = std::sync::mpsc::sync_channel::<(usize, Vec<T>)>(1);
-        let (send_empty, receive_empty) = std::sync::mpsc::sync_channel::<Vec<T>>(2);
-        std::thread::scope(|scope| {
-            let mut consume = consume;
-            let consumer = scope.spawn(move || -> Result<(), E> {
-                for (first, piece) in receive_full {
-                    consume(first, &piece)?;
-                    // The reader may have stopped; then the buffer goes.
-                    let _ = send_empty.send(piece);
+        let mut first = 0;
+        read_ahead(
+            |piece: &mut Vec<T>| -> Result<Option<PieceRanges>, E> {
+                if first >= n_values {
+                    return Ok(None);
                 }
-                Ok(())
-            });
-            let mut spare: Vec<Vec<T>> = vec![Vec::new(), Vec::new()];
-            let mut read = || -> Result<(), E> {
-                let mut first = 0;
-                while first < n_values {
-                    let count = (n_values - first).min(piece_values);
-                    let mut piece = match spare.pop() {
-                        Some(p) => p,
-                        None => match receive_empty.recv() {
-                            Ok(p) => p,
-                            // The consumer stopped: its error is reported below.
-                            Err(_) => return Ok(()),
-                        },
-                    };
-                    piece.resize(count, T::zeroed());
-                    let at = self.offset + (first * size) as u64;
-                    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut piece);
-                    bytes
-                        .par_chunks_mut(PIECE_BYTES)
-                        .enumerate()
-                        .try_for_each(|(i, part)| self.file.read_exact_at(part, at + (i * PIECE_BYTES) as u64))
-                        .map_err(|e| E::from(read_err(e)))?;
-                    if send_full.send((first, piece)).is_err() {
-                        return Ok(());
-                    }
-                    first += count;
-                }
-                Ok(())
-            };
-            let read_result = read();
-            drop(send_full);
-            let consumed = consumer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            read_result.and(consumed)
-        })
+                let count = (n_values - first).min(piece_values);
+                piece.resize(count, T::zeroed());
+                let at = self.offset + (first * size) as u64;
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(piece);
+                bytes
+                    .par_chunks_mut(PIECE_BYTES)
+                    .enumerate()
+                    .try_for_each(|(i, part)| self.file.read_exact_at(part, at + (i * PIECE_BYTES) as u64))
+                    .map_err(|cause| E::from(IoError::Read { path: self.path.clone(), cause }))?;
+                let ranges = vec![(first, 0..count)];
+                first += count;
+                Ok(Some(ranges))
+            },
+            consume,
+        )
     }
 }
 
@@ -366,7 +317,7 @@ mod tests {
         let a = ndarray::Array4::from_shape_fn((4, 3, 5, 7), |(c, z, y, x)| (c * 1000 + z * 100 + y * 10 + x) as f32);
         write_npy(&path, &a.view()).unwrap();
         let file = NpyFile::open(&path).unwrap();
-        assert_eq!((file.dtype(), file.shape()), (NpyType::F32, &[4, 3, 5, 7][..]));
+        assert_eq!((file.dtype(), file.shape()), (ElementType::F32, &[4, 3, 5, 7][..]));
         let all = a.as_slice().unwrap();
         // The first three channels, in pieces of 17 values (the last short).
         for piece in [17, 1, 105, 1 << 20] {
