@@ -80,11 +80,10 @@ pub(crate) fn aggregated_faces(
             keys: keys.as_mut_ptr(),
             values: values.as_mut_ptr(),
         };
-        // SAFETY: `labels` holds one u32 per voxel of `dims` and the
-        // affinities `3 n` values of type `kind` (checked above); `keys` and
-        // `values` hold `capacity` u64s; `counter` is one zeroed u64; `tile`
-        // is `rg_tile_shape(dims)`; the launch has RG_TILE_THREADS threads
-        // and RG_TILE_SHARED_BYTES of shared memory.
+        // SAFETY: one u32 label per voxel, `3 n` affinities of `kind`
+        // (checked above); `keys`, `values`: `capacity` u64s; `counter`: one
+        // zeroed u64; `tile` = `rg_tile_shape(dims)`; RG_TILE_THREADS threads
+        // with RG_TILE_SHARED_BYTES of shared memory.
         unsafe { gpu.launch(cfg, args) }?;
         let n_entries = gpu.download(&counter)?[0];
         if n_entries <= capacity {
