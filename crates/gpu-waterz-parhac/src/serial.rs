@@ -93,15 +93,7 @@ impl EdgeQueue {
                 self.heap.push(key);
                 self.sift_up(self.heap.len() - 1);
             }
-            at => {
-                let at = at as usize;
-                let old = std::mem::replace(&mut self.heap[at], key);
-                if key < old {
-                    self.sift_up(at);
-                } else {
-                    self.sift_down(at);
-                }
-            }
+            at => self.replace_at(at as usize, key),
         }
     }
 
@@ -113,15 +105,27 @@ impl EdgeQueue {
         }
         self.position[edge] = NOT_QUEUED;
         let at = at as usize;
-        let last = self.heap.pop().expect("a queued edge is in the heap");
+        let Some(last) = self.heap.pop() else { return };
         if at < self.heap.len() {
-            let old = std::mem::replace(&mut self.heap[at], last);
-            if last < old {
-                self.sift_up(at);
-            } else {
-                self.sift_down(at);
-            }
+            self.replace_at(at, last);
         }
+    }
+
+    /// Puts `key` at `at` in place of the key there, then restores the
+    /// heap's order around it.
+    fn replace_at(&mut self, at: usize, key: Key) {
+        let old = std::mem::replace(&mut self.heap[at], key);
+        if key < old {
+            self.sift_up(at);
+        } else {
+            self.sift_down(at);
+        }
+    }
+
+    /// Stores `key` at `at` and records its position.
+    fn place(&mut self, at: usize, key: Key) {
+        self.heap[at] = key;
+        self.position[edge_of(&key)] = at as u32;
     }
 
     /// Moves the key at `at` towards the root until its parent is smaller.
@@ -132,12 +136,10 @@ impl EdgeQueue {
             if self.heap[parent] <= key {
                 break;
             }
-            self.heap[at] = self.heap[parent];
-            self.position[edge_of(&self.heap[at])] = at as u32;
+            self.place(at, self.heap[parent]);
             at = parent;
         }
-        self.heap[at] = key;
-        self.position[edge_of(&key)] = at as u32;
+        self.place(at, key);
     }
 
     /// Moves the key at `at` towards the leaves until its children are
@@ -159,12 +161,10 @@ impl EdgeQueue {
             if self.heap[best] >= key {
                 break;
             }
-            self.heap[at] = self.heap[best];
-            self.position[edge_of(&self.heap[at])] = at as u32;
+            self.place(at, self.heap[best]);
             at = best;
         }
-        self.heap[at] = key;
-        self.position[edge_of(&key)] = at as u32;
+        self.place(at, key);
     }
 }
 
@@ -624,6 +624,32 @@ mod tests {
             prop_assert_eq!(serial.edges(), parhac.edges().to_vec(), "{}: remaining graph at {}", name, t);
         }
         Ok(())
+    }
+
+    proptest! {
+        /// The indexed heap against a sorted set of the queued keys: after
+        /// every insert, move and removal its smallest key is the set's.
+        #[test]
+        fn the_edge_queue_keeps_the_smallest_key_first(ops in proptest::collection::vec((0u32..40, 0u64..12, 0u8..4), 1..300)) {
+            let mut queue = EdgeQueue::new(40);
+            let mut model: std::collections::BTreeMap<u32, Key> = Default::default();
+            for (edge, score, op) in ops {
+                if op == 0 {
+                    queue.remove(edge as usize);
+                    model.remove(&edge);
+                } else {
+                    let key = (score, edge % 3, edge % 5, edge);
+                    queue.set(key);
+                    model.insert(edge, key);
+                }
+                let smallest = model.values().min().copied();
+                prop_assert_eq!(queue.peek().copied(), smallest);
+                prop_assert_eq!(queue.heap.len(), model.len());
+                for (at, key) in queue.heap.iter().enumerate() {
+                    prop_assert_eq!(queue.position[edge_of(key)] as usize, at);
+                }
+            }
+        }
     }
 
     proptest! {
