@@ -35,8 +35,15 @@ impl<T> Drop for DeviceBuffer<T> {
             // cudarc frees a buffer without binding its context to the
             // thread: a buffer dropped on a thread that never used the
             // device would fail to free and leave the context in error for
-            // every later call. Binding it first frees it cleanly.
-            let _ = slice.context().bind_to_thread();
+            // every later call. Binding it first frees it cleanly. (Not with
+            // `bind_to_thread`, which would take, and here lose, an error
+            // recorded earlier: a failed bind is recorded instead.)
+            let ctx = slice.context();
+            let current = cudarc::driver::result::ctx::get_current();
+            if !matches!(current, Ok(Some(c)) if c == ctx.cu_ctx()) {
+                // SAFETY: the context is alive: the slice holds it.
+                ctx.record_err(unsafe { cudarc::driver::result::ctx::set_current(ctx.cu_ctx()) });
+            }
             drop(slice);
         }
     }

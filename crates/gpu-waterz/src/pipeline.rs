@@ -230,8 +230,8 @@ impl Agglomeration {
 
     /// What the input made this run do differently from stock waterz, each
     /// stated once (also logged as a `tracing` warning): affinities outside
-    /// `[0, 1]` clamped by exact statistics. Empty for most inputs.
-    /// Affinities already on the device are taken as they are, unchecked.
+    /// `[0, 1]` clamped by exact statistics (affinities already on the
+    /// device are counted there). Empty for most inputs.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }

@@ -62,8 +62,9 @@ pub(crate) fn aggregated_faces(
     let n_tiles = dims.z.div_ceil(tile.z) * dims.y.div_ceil(tile.y) * dims.x.div_ceil(tile.x);
     let blocks = n_tiles.clamp(1, gpu.multiprocessor_count() as u64 * BLOCKS_PER_MULTIPROCESSOR);
     let cfg = LaunchConfig { blocks: blocks as u32, threads: RG_TILE_THREADS, shared_bytes: RG_TILE_SHARED_BYTES };
-    // Every face is at most one entry, so `3 n` entries always suffice and
-    // the loop ends; in practice the first launch fits.
+    // A table slot becomes at most one entry per face (its sum is at most
+    // 2^32 per face: `affinity_to_fixed` clamps), so `3 n` entries always
+    // suffice and the loop ends; in practice the first launch fits.
     let mut capacity = (n / FIRST_ENTRIES_PER_VOXEL + 4096).min(3 * n).max(1);
     loop {
         let mut keys = gpu.uninit::<u64>(capacity as usize)?;
