@@ -138,17 +138,25 @@ impl LoadedAffinities {
     /// so reading and uploading overlap and the volume never sits in host
     /// memory; otherwise they are read on the host ([`Affinities::read`]).
     pub fn load(spec: &str, config: &gpu_waterz::Config) -> Result<Self> {
-        let source = match VolumeSource::parse(spec) {
-            VolumeSource::Npy(path) if path.extension().is_some_and(|e| e == "npy") => {
-                Some(PieceSource::Npy(gpu_waterz_cli::io::NpyFile::open(&path).context("reading the affinities")?))
-            }
-            VolumeSource::Hdf5 { file, dataset } => gpu_waterz_cli::io::ChunkedDataset::open(&file, &dataset)
-                .context("reading the affinities")?
-                .map(PieceSource::Hdf5),
-            _ => None,
+        let volume = VolumeSource::parse(spec);
+        let streamable = match &volume {
+            VolumeSource::Npy(path) => path.extension().is_some_and(|e| e == "npy"),
+            VolumeSource::Hdf5 { .. } => true,
+            _ => false,
         };
-        if let Some(source) = source {
-            if let Some(gpu) = gpu_waterz::Agglomeration::gpu_for(config)? {
+        // The backend first: a CPU run reads the file once, on the host.
+        let gpu = if streamable { gpu_waterz::Agglomeration::gpu_for(config)? } else { None };
+        if let Some(gpu) = gpu {
+            let source = match volume {
+                VolumeSource::Npy(path) => {
+                    Some(PieceSource::Npy(gpu_waterz_cli::io::NpyFile::open(&path).context("reading the affinities")?))
+                }
+                VolumeSource::Hdf5 { file, dataset } => gpu_waterz_cli::io::ChunkedDataset::open(&file, &dataset)
+                    .context("reading the affinities")?
+                    .map(PieceSource::Hdf5),
+                _ => None,
+            };
+            if let Some(source) = source {
                 if let Some(loaded) = Self::upload(&source, gpu)? {
                     return Ok(loaded);
                 }

@@ -290,8 +290,14 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     if container == Container::NpyFolder {
         // The folder's summary gets the finish too, replaced atomically: the
         // result is complete either way.
+        // With --fsync, the new summary is flushed to the disk too.
         let text = serde_json::to_string_pretty(&summary)?;
-        if let Err(e) = gpu_waterz_cli::io::write_atomically(&target.join("summary.json"), text.as_bytes()) {
+        let mut rewritten = gpu_waterz_cli::io::write_atomically(&target.join("summary.json"), text.as_bytes())
+            .map_err(anyhow::Error::from);
+        if rewritten.is_ok() && args.fsync {
+            rewritten = gpu_waterz_cli::io::sync_tree(target).map_err(anyhow::Error::from);
+        }
+        if let Err(e) = rewritten {
             eprintln!("gpu-waterz: warning: summary.json keeps no finish time: {e}");
         }
     }

@@ -74,6 +74,8 @@ fn parallel_kind(ds: &hdf5_pure::Dataset) -> Option<ElementType> {
 pub struct ChunkedDataset {
     file: std::path::PathBuf,
     handle: std::fs::File,
+    /// The file's length, which every chunk lies within.
+    file_len: u64,
     dtype: ElementType,
     filters: Vec<hdf5_pure::Filter>,
     chunks: Vec<hdf5_pure::Chunk>,
@@ -124,11 +126,12 @@ impl ChunkedDataset {
         if !on_grid {
             return None;
         }
-        let handle = match std::fs::File::open(file) {
-            Ok(h) => h,
+        let opened = std::fs::File::open(file).and_then(|h| Ok((h.metadata()?.len(), h)));
+        let (file_len, handle) = match opened {
+            Ok(opened) => opened,
             Err(cause) => return Some(Err(IoError::Read { path: file.to_path_buf(), cause })),
         };
-        Some(Ok(Self { file: file.to_path_buf(), handle, dtype, filters, chunks, shape, chunk }))
+        Some(Ok(Self { file: file.to_path_buf(), handle, file_len, dtype, filters, chunks, shape, chunk }))
     }
 
     /// The element type.
@@ -148,6 +151,11 @@ impl ChunkedDataset {
         use std::os::unix::fs::FileExt;
         let bad = |reason: String| format_err(&self.file, "HDF5", format!("chunk at {:?}: {reason}", c.offset));
         let chunk_bytes = self.chunk.iter().product::<usize>() * elem;
+        // A size from the file: checked against the file before allocating.
+        if c.address.checked_add(c.storage_size).is_none_or(|end| end > self.file_len) {
+            let (size, at, len) = (c.storage_size, c.address, self.file_len);
+            return Err(bad(format!("{size} bytes at {at} lie beyond the file's {len}")));
+        }
         let mut bytes = vec![0u8; c.storage_size as usize];
         self.handle
             .read_exact_at(&mut bytes, c.address)
@@ -157,8 +165,11 @@ impl ChunkedDataset {
                 continue;
             }
             bytes = if f.id == 1 {
+                // At most one byte more than a chunk holds: more is an error
+                // below, never an unbounded allocation.
                 let mut out = Vec::with_capacity(chunk_bytes);
                 flate2::read::ZlibDecoder::new(&bytes[..])
+                    .take(chunk_bytes as u64 + 1)
                     .read_to_end(&mut out)
                     .map_err(|e| bad(format!("deflate: {e}")))?;
                 out
@@ -253,14 +264,14 @@ impl ChunkedDataset {
     /// Reads the dataset in pieces, at least its first `n_values` elements,
     /// and hands `consume` each contiguous range of them with the index of
     /// its first element, while the next piece is decoded (see
-    /// [`super::NpyFile::read_in_pieces`]). A piece is one row of chunks
-    /// along the first two axes (for `(c, z, y, x)` affinities: one chunk
-    /// of channels × one chunk of z × the whole plane), one range per
-    /// index of the first axis; the rows come in the order of their
-    /// offsets, so the ranges are in C order when a chunk holds one index
-    /// of the first axis, and every element is handed on once. The last
-    /// rows may run past `n_values`. Datasets of rank 1 come in rows of the
-    /// first axis. `T` must be the element type.
+    /// [`super::NpyFile::read_in_pieces`]). A piece is one chunk along
+    /// every axis but the last and the whole of the last axis (for `(c, z,
+    /// y, x)` affinities: a chunk of channels × a chunk of z × a chunk of
+    /// rows), one range per index of its axes before the last chunked one
+    /// (for affinities, per channel and z); the pieces come in the order of
+    /// their offsets, and every element is handed on once. The last pieces
+    /// may run past `n_values`. A dataset of rank 1 comes one chunk at a
+    /// time. `T` must be the element type.
     pub fn read_in_pieces<T: bytemuck::Pod + Send, E: From<IoError> + Send>(
         &self,
         n_values: usize,
@@ -273,45 +284,43 @@ impl ChunkedDataset {
         }
         let (shape, chunk) = (&self.shape, &self.chunk);
         let rank = shape.len();
-        let leading = rank.min(2);
+        // A piece is one chunk along every axis but the last, whole along
+        // the last one; each index of its axes but the last chunked one
+        // starts a run that is contiguous in the dataset.
+        let leading = (rank - 1).max(1);
         let strides: Vec<usize> = (0..rank).map(|a| shape[a + 1..].iter().product::<usize>()).collect();
-        // The rows of chunks, in C order of their leading offsets.
-        let mut rows: Vec<Vec<usize>> = self
-            .chunks
-            .iter()
-            .map(|c| c.offset[..leading].iter().map(|&o| o as usize).collect())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        rows.retain(|row| (0..leading).map(|a| row[a] * strides[a]).sum::<usize>() < n_values);
-        let mut next = 0;
+        // The rows of chunks, grouped once, in C order of their offsets.
+        let mut rows: std::collections::BTreeMap<Vec<usize>, Vec<&hdf5_pure::Chunk>> = Default::default();
+        for c in &self.chunks {
+            rows.entry(c.offset[..leading].iter().map(|&o| o as usize).collect()).or_default().push(c);
+        }
+        let mut rows =
+            rows.into_iter().filter(|(row, _)| row.iter().zip(&strides).map(|(o, s)| o * s).sum::<usize>() < n_values);
         read_ahead(
             |piece: &mut Vec<T>| -> Result<Option<PieceRanges>, E> {
-                let Some(row) = rows.get(next) else { return Ok(None) };
-                next += 1;
+                let Some((row, mine)) = rows.next() else { return Ok(None) };
                 let mut origin = vec![0; rank];
-                origin[..leading].copy_from_slice(row);
+                origin[..leading].copy_from_slice(&row);
                 let mut extent = shape.clone();
                 for a in 0..leading {
                     extent[a] = chunk[a].min(shape[a] - origin[a]);
                 }
-                piece.clear();
+                // Every element of the box is written below: the buffer's
+                // old values need no zeroing.
                 piece.resize(extent.iter().product(), T::zeroed());
-                let mine: Vec<&hdf5_pure::Chunk> = self
-                    .chunks
-                    .iter()
-                    .filter(|c| c.offset[..leading].iter().zip(row).all(|(&o, &r)| o as usize == r))
-                    .collect();
+                piece.truncate(extent.iter().product());
                 self.fill_box(&mine, &origin, &extent, bytemuck::cast_slice_mut(piece), elem).map_err(E::from)?;
-                // Contiguous in the dataset along the first axis's index.
-                let run = extent[1..].iter().product::<usize>();
-                let ranges = (0..extent[0])
-                    .map(|i| {
-                        (
-                            (origin[0] + i) * strides[0]
-                                + origin[1..].iter().zip(&strides[1..]).map(|(o, s)| o * s).sum::<usize>(),
-                            i * run..(i + 1) * run,
-                        )
+                let run = extent[leading - 1..].iter().product::<usize>();
+                let n_runs = extent[..leading - 1].iter().product::<usize>();
+                let ranges = (0..n_runs)
+                    .map(|r| {
+                        // Run r's index along the axes before the last chunked one.
+                        let (mut rest, mut first) = (r, origin[leading - 1] * strides[leading - 1]);
+                        for a in (0..leading - 1).rev() {
+                            first += (origin[a] + rest % extent[a]) * strides[a];
+                            rest /= extent[a];
+                        }
+                        (first, r * run..(r + 1) * run)
                     })
                     .collect();
                 Ok(Some(ranges))
@@ -509,6 +518,8 @@ mod parallel_tests {
         let h5 = hdf5_pure::File::open(&one_d).unwrap();
         let ds = h5.dataset("line").unwrap();
         let parallel = read_chunks_in_parallel(&one_d, &ds).expect("a deflate-chunked dataset").unwrap();
+        let layout = ChunkedDataset::open(&one_d, "line").unwrap().expect("a deflate-chunked dataset");
+        assert_eq!(pieces::<u32>(&layout, 1000), values, "a line in pieces");
         assert_eq!(parallel, Volume::U32(ArrayD::from_shape_vec(IxDyn(&[1000]), values).unwrap()));
         std::fs::remove_dir_all(&dir).unwrap();
         let cases = [

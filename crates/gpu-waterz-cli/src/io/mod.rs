@@ -158,14 +158,24 @@ pub(crate) fn read_ahead<T: Send, E: Send>(
     mut produce: impl FnMut(&mut Vec<T>) -> Result<Option<PieceRanges>, E>,
     consume: impl FnMut(usize, &[T]) -> Result<(), E> + Send,
 ) -> Result<(), E> {
+    use std::sync::atomic::{AtomicU8, Ordering};
     let (send_full, receive_full) = std::sync::mpsc::sync_channel::<(PieceRanges, Vec<T>)>(1);
     let (send_empty, receive_empty) = std::sync::mpsc::sync_channel::<Vec<T>>(2);
+    // Which side failed first (0: neither yet), so that its error is the
+    // one returned when both fail.
+    const PRODUCER: u8 = 1;
+    const CONSUMER: u8 = 2;
+    let first_failure = AtomicU8::new(0);
+    let failed = |side: u8| {
+        let _ = first_failure.compare_exchange(0, side, Ordering::SeqCst, Ordering::SeqCst);
+    };
+    let failed = &failed;
     std::thread::scope(|scope| {
         let mut consume = consume;
         let consumer = scope.spawn(move || -> Result<(), E> {
             for (ranges, piece) in receive_full {
                 for (first, range) in ranges {
-                    consume(first, &piece[range])?;
+                    consume(first, &piece[range]).inspect_err(|_| failed(CONSUMER))?;
                 }
                 // The producer may have stopped; then the buffer goes.
                 let _ = send_empty.send(piece);
@@ -183,7 +193,7 @@ pub(crate) fn read_ahead<T: Send, E: Send>(
                         Err(_) => return Ok(()),
                     },
                 };
-                let Some(ranges) = produce(&mut piece)? else { return Ok(()) };
+                let Some(ranges) = produce(&mut piece).inspect_err(|_| failed(PRODUCER))? else { return Ok(()) };
                 if send_full.send((ranges, piece)).is_err() {
                     return Ok(());
                 }
@@ -192,7 +202,11 @@ pub(crate) fn read_ahead<T: Send, E: Send>(
         let produced = produce_all();
         drop(send_full);
         let consumed = consumer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        produced.and(consumed)
+        if first_failure.load(Ordering::SeqCst) == CONSUMER {
+            consumed.and(produced)
+        } else {
+            produced.and(consumed)
+        }
     })
 }
 
@@ -346,5 +360,52 @@ mod tests {
             VolumeSource::parse("sample_A.hdf:volumes/raw"),
             VolumeSource::Hdf5 { file: "sample_A.hdf".into(), dataset: "volumes/raw".into() }
         );
+    }
+
+    #[test]
+    fn read_ahead_returns_the_first_failure() {
+        // The consumer fails on the first piece, the producer later on.
+        let mut made = 0;
+        let result = read_ahead(
+            |piece: &mut Vec<u8>| -> Result<Option<PieceRanges>, String> {
+                made += 1;
+                if made == 3 {
+                    // Only once the consumer has failed (it waits for a buffer).
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    return Err("producer".into());
+                }
+                piece.resize(4, made as u8);
+                Ok(Some(vec![(4 * made, 0..4)]))
+            },
+            |_, _| Err("consumer".into()),
+        );
+        assert_eq!(result, Err("consumer".into()));
+        // The producer fails first: its error.
+        let result = read_ahead(
+            |_: &mut Vec<u8>| -> Result<Option<PieceRanges>, String> { Err("producer".into()) },
+            |_, _| Err("consumer".into()),
+        );
+        assert_eq!(result, Err("producer".into()));
+        // No failure: every range, in order.
+        let mut next = 0;
+        let mut seen = Vec::new();
+        read_ahead(
+            |piece: &mut Vec<u32>| -> Result<Option<PieceRanges>, String> {
+                if next == 5 {
+                    return Ok(None);
+                }
+                piece.clear();
+                piece.extend(next * 10..next * 10 + 10);
+                next += 1;
+                Ok(Some(vec![(0, 0..5), (5, 5..10)]))
+            },
+            |first, values| {
+                seen.push((first, values.to_vec()));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen.len(), 10);
+        assert_eq!(seen[3], (5, vec![15, 16, 17, 18, 19]));
     }
 }
