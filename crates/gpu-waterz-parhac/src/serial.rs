@@ -17,7 +17,7 @@
 //! walks the shorter list: each of its edges either adds its integer
 //! statistics to the longer side's edge to the same neighbour (and is
 //! deleted) or moves to the longer side, so an edge moves `O(log E)` times.
-//! The queue is an indexed 4-ary heap ([`EdgeQueue`]) holding each queued
+//! The queue is an indexed 4-ary heap (`EdgeQueue`) holding each queued
 //! edge once: when an edge's statistics change, its entry moves in place
 //! (a heap with lazy deletion would queue a copy per change, and on real
 //! volumes spend most of the merging popping stale copies). Edges above
