@@ -127,6 +127,16 @@ impl Agglomeration {
     }
 }
 
+/// Host ground truth as the Python layer passes it: uint64, or uint32 (read
+/// as it is, widened once by the pipeline's copy instead of twice).
+#[derive(FromPyObject)]
+pub(crate) enum GroundTruth<'py> {
+    /// uint64 labels.
+    U64(PyReadonlyArray3<'py, u64>),
+    /// uint32 labels.
+    U32(PyReadonlyArray3<'py, u32>),
+}
+
 /// The backend named `name` (`"auto"`, `"cpu"` or `"gpu"`; `ordinal` for the GPU).
 fn backend(name: &str, ordinal: usize) -> PyResult<Backend> {
     match name {
@@ -152,7 +162,7 @@ pub(crate) fn agglomerate(
     backend_name: &str,
     ordinal: usize,
     thresholds: Vec<f64>,
-    gt: Option<PyReadonlyArray3<'_, u64>>,
+    gt: Option<GroundTruth<'_>>,
     fragments: Option<PyReadonlyArray3<'_, u64>>,
     aff_threshold_low: f64,
     aff_threshold_high: f64,
@@ -174,8 +184,15 @@ pub(crate) fn agglomerate(
     let owned = |view: gpu_waterz::ndarray::ArrayView3<'_, u64>| {
         py.detach(|| gpu_waterz::ndarray::Zip::from(view).par_map_collect(|&l| l))
     };
-    if let Some(g) = gt {
-        config = config.ground_truth(owned(g.as_array()));
+    // The pipeline's own u64 copy, made once from uint32 or uint64 labels.
+    match gt {
+        Some(GroundTruth::U64(g)) => config = config.ground_truth(owned(g.as_array())),
+        Some(GroundTruth::U32(g)) => {
+            let view = g.as_array();
+            let widened = py.detach(|| gpu_waterz::ndarray::Zip::from(view).par_map_collect(|&l| l as u64));
+            config = config.ground_truth(widened);
+        }
+        None => {}
     }
     // Host affinities read host fragments in place (the pipeline needs them
     // only while it starts); CUDA affinities take a copy in the configuration.

@@ -49,7 +49,10 @@ def _affinities(affs):
     raise TypeError(f"affs must be float32 (or uint8 meaning k/255), not {affs.dtype}")
 
 
-def _labels(name, volume, shape):
+def _labels(name, volume, shape, keep_uint32=False):
+    """`volume` checked against `shape`, as C-contiguous uint64 (uint32
+    kept as it is with `keep_uint32`: the pipeline widens it in its own
+    copy)."""
     if volume is None:
         return None
     volume = np.asarray(volume)
@@ -61,6 +64,8 @@ def _labels(name, volume, shape):
         raise TypeError(f"{name} must hold integer labels, not {volume.dtype}")
     if np.issubdtype(volume.dtype, np.signedinteger) and volume.size and volume.min() < 0:
         raise ValueError(f"{name} must not hold negative labels")
+    if keep_uint32 and volume.dtype == np.uint32:
+        return np.ascontiguousarray(volume)
     return np.ascontiguousarray(volume, dtype=np.uint64)
 
 
@@ -186,7 +191,7 @@ def agglomerate(
         shape = cuda["shape"]
     # A CUDA ground truth next to CUDA affinities is read in place.
     cuda_gt = _cuda_labels("gt", gt, shape, cuda["device"]) if cuda is not None else None
-    gt_host = _labels("gt", _host(gt), shape) if cuda_gt is None else None
+    gt_host = _labels("gt", _host(gt), shape, keep_uint32=True) if cuda_gt is None else None
     fragments = _labels("fragments", _host(fragments), shape)
     try:
         wanted = sorted(float(t) for t in thresholds)
