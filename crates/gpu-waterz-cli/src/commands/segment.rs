@@ -9,7 +9,7 @@ use super::outputs::OutputFolder;
 use super::progress::{Progress, ProgressMode};
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use gpu_waterz::{count_segments, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
+use gpu_waterz::{count_segments, Agglomeration, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
 use gpu_waterz_cli::io::VolumeSource;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -128,7 +128,14 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     let start = Instant::now();
     // Open the device and take the output folder before reading anything,
     // so that a machine without one, or a folder in use, fails at once.
-    let config = config(args)?;
+    let mut config = config(args)?;
+    // `--backend auto` settles on its GPU here too, so that opening the
+    // device counts in "open" whichever way the input is read.
+    if args.backend == Backend::Auto {
+        if let Some(gpu) = Agglomeration::gpu_for(&config)? {
+            config = config.backend(gpu_waterz::Backend::Gpu(gpu));
+        }
+    }
     for (flag, values) in [("--resolution", &args.resolution), ("--offset", &args.offset)] {
         if let Some(v) = values.as_ref().filter(|v| v.len() != 3 || v.iter().any(|x| !x.is_finite())) {
             anyhow::bail!("{flag} takes three finite numbers z,y,x, not {v:?}");
@@ -142,7 +149,6 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
 
     let t = Instant::now();
     let affinities = progress.stage("reading the affinities", || LoadedAffinities::load(&args.affinities, &config))?;
-    let mut config = config;
     if let Some(f) = args.fragments.as_deref() {
         config = config.fragments(read_labels(f, "fragments")?);
     }
