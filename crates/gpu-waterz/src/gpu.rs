@@ -31,6 +31,14 @@ pub fn bytes_needed(n_voxels: u64, affinity_bytes: u64) -> u64 {
     affinity_bytes + WORKING_BYTES_PER_VOXEL * n_voxels
 }
 
+/// Fails with the bytes needed and free unless `gpu` has room for a decode
+/// of `n_voxels` whose affinities, `affinity_bytes` of them, are still to
+/// be put there (0 when they are on the device already).
+pub fn check_fits(gpu: &Gpu, n_voxels: u64, affinity_bytes: u64) -> Result<()> {
+    let needed = bytes_needed(n_voxels, affinity_bytes);
+    Ok(gpu.check_free_memory(needed, &format!("decoding {n_voxels} voxels on the GPU"))?)
+}
+
 /// The merge history and the region graph of one threshold, when asked for.
 type Extras = (Option<Vec<Merge>>, Option<Vec<ScoredEdge>>);
 
@@ -93,7 +101,7 @@ impl GpuEngine {
             AffinityValues::U8(_) => 3 * n,
             _ => return Err(Error::unsupported("the GPU backend reads float32 or uint8 affinities")),
         };
-        gpu.check_free_memory(bytes_needed(n, affinity_bytes), &format!("decoding {n} voxels on the GPU"))?;
+        check_fits(gpu, n, affinity_bytes)?;
         let t = Instant::now();
         let device = match affs.values() {
             AffinityValues::F32(v) => DeviceAffinities::upload_f32(gpu, &contiguous(v), dims)?,
@@ -130,7 +138,7 @@ impl GpuEngine {
         if let Some(g) = &config.ground_truth {
             check_volume_shape("ground truth", g.shape(), dims)?;
         }
-        gpu.check_free_memory(bytes_needed(n, 0), &format!("decoding {n} voxels on the GPU"))?;
+        check_fits(gpu, n, 0)?;
         let mut timings = StageTimings::default();
         let t = Instant::now();
         let (fragments, original) = match given {

@@ -178,7 +178,7 @@ impl LoadedAffinities {
         let dims = gpu_waterz::Dims3::new(shape[1] as u64, shape[2] as u64, shape[3] as u64);
         let n = gpu_waterz_watershed::gpu::check_dims(dims)?;
         let affinity_bytes = 3 * n * source.dtype().size() as u64;
-        gpu.check_free_memory(gpu_waterz::bytes_needed(n, affinity_bytes), &format!("decoding {n} voxels on the GPU"))?;
+        gpu_waterz::check_fits(&gpu, n, affinity_bytes)?;
         let n_values = 3 * n as usize;
         let data = match source.dtype() {
             ElementType::F32 => {
@@ -229,17 +229,12 @@ impl LoadedAffinities {
         }
     }
 
-    /// Frees the affinities. Giving gigabytes of host memory back to the
-    /// operating system takes it a while (0.3 s for 6 GB), so a thread of
-    /// its own does that while the thresholds run; device memory is freed
-    /// here, on a thread that uses the device (cudarc frees a buffer
-    /// without binding its context, and a thread without it would leave
-    /// the context in error).
+    /// Frees the affinities on a thread of their own while the thresholds
+    /// run: giving gigabytes of host memory back to the operating system
+    /// takes it a while (0.3 s for 6 GB). (Device buffers bind their
+    /// context wherever they are dropped.)
     pub fn release(self) {
-        match self {
-            Self::Host(host) => drop(std::thread::spawn(move || drop(host))),
-            device => drop(device),
-        }
+        std::thread::spawn(move || drop(self));
     }
 
     /// Whether the affinities went to the GPU as they were read.

@@ -169,12 +169,7 @@ impl NpyFile {
                 }
                 let count = (n_values - first).min(piece_values);
                 piece.resize(count, T::zeroed());
-                let at = self.offset + (first * size) as u64;
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(piece);
-                bytes
-                    .par_chunks_mut(PIECE_BYTES)
-                    .enumerate()
-                    .try_for_each(|(i, part)| self.file.read_exact_at(part, at + (i * PIECE_BYTES) as u64))
+                read_in_parallel(&self.file, bytemuck::cast_slice_mut(piece), self.offset + (first * size) as u64)
                     .map_err(|cause| E::from(IoError::Read { path: self.path.clone(), cause }))?;
                 let ranges = vec![(first, 0..count)];
                 first += count;
@@ -205,12 +200,17 @@ fn read_up_to(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Res
 fn read_values<T: bytemuck::Pod + Send>(file: &std::fs::File, offset: u64, n: usize) -> std::io::Result<Vec<T>> {
     // A zeroed vector is fresh pages from the allocator: no pass over it.
     let mut values = vec![T::zeroed(); n];
-    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut values);
+    read_in_parallel(file, bytemuck::cast_slice_mut(&mut values), offset)?;
+    Ok(values)
+}
+
+/// Fills `bytes` from `file` at `offset`, in pieces of [`PIECE_BYTES`] on
+/// all threads.
+fn read_in_parallel(file: &std::fs::File, bytes: &mut [u8], offset: u64) -> std::io::Result<()> {
     bytes
         .par_chunks_mut(PIECE_BYTES)
         .enumerate()
-        .try_for_each(|(i, piece)| file.read_exact_at(piece, offset + (i * PIECE_BYTES) as u64))?;
-    Ok(values)
+        .try_for_each(|(i, piece)| file.read_exact_at(piece, offset + (i * PIECE_BYTES) as u64))
 }
 
 /// The header of a `.npy` file (format 1.0) for C-ordered data of numpy
