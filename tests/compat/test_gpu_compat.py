@@ -246,6 +246,38 @@ def test_the_cli_streams_npy_affinities_to_the_gpu_with_the_host_paths_result(gp
     assert not (tmp_path / "out-bad").exists()
 
 
+def test_the_cli_streams_zarr_affinities_to_the_gpu_with_the_npy_result(gpu, tmp_path):
+    import json
+
+    zarr = pytest.importorskip("zarr", reason="SKIPPED: the zarr package is not installed")
+    from conftest import run_cli
+
+    rng = np.random.default_rng(22)
+    gt = voronoi_labels(rng, (10, 36, 44), 16)
+    affs = cnn_like(rng, gt)
+    four = np.concatenate([affs, affs[:1]], axis=0)
+    np.save(tmp_path / "affs.npy", four)
+    # zarr v3 float32 and v2 uint8, in chunks that do not divide the shape:
+    # decoded in pieces and streamed, like a .npy.
+    zarr.open_group(tmp_path / "affs.zarr", mode="w", zarr_format=3).create_array(
+        "affs", data=four, chunks=(2, 3, 16, 16))
+    zarr.open_group(tmp_path / "affs2.zarr", mode="w", zarr_format=2).create_array(
+        "affs", data=np.round(affs * 255).astype(np.uint8), chunks=(1, 4, 20, 32))
+    results = {}
+    for name, spec in [("npy", "affs.npy"), ("zarr", "affs.zarr/affs"), ("zarr2", "affs2.zarr/affs")]:
+        out = tmp_path / f"out-{name}"
+        run_cli("segment", "--backend", "gpu", "--affinities", f"{tmp_path}/{spec}", "--thresholds", "0.3,0.6",
+                "--out-dir", out, "--quiet")
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["affinities_streamed_to_gpu"], name
+        results[name] = [np.load(out / e["file"]) for e in summary["thresholds"]]
+    for a, b in zip(results["npy"], results["zarr"]):
+        np.testing.assert_array_equal(a, b)
+    u8 = run_waterz(np.round(affs * 255).astype(np.uint8), [0.3, 0.6], module=gpu_waterz, backend="gpu")
+    for a, r in zip(results["zarr2"], u8):
+        np.testing.assert_array_equal(a, r["seg"])
+
+
 def test_cuda_affinities_are_checked_as_numpy_ones_are(gpu):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

@@ -61,13 +61,14 @@ fn channel_note(channels: usize) -> Option<String> {
 }
 
 /// Bytes of a `.npy` read and uploaded at a time while the next piece is
-/// read.
+/// read (chunked HDF5 and zarr pieces follow their chunks).
 const UPLOAD_PIECE_BYTES: usize = 128 << 20;
 
 /// A file whose affinities can be read in pieces.
 enum PieceSource {
     Npy(gpu_waterz_cli::io::NpyFile),
     Hdf5(gpu_waterz_cli::io::ChunkedDataset),
+    Zarr(gpu_waterz_cli::io::ZarrArray),
 }
 
 impl PieceSource {
@@ -75,6 +76,7 @@ impl PieceSource {
         match self {
             PieceSource::Npy(f) => f.dtype(),
             PieceSource::Hdf5(d) => d.dtype(),
+            PieceSource::Zarr(a) => a.dtype(),
         }
     }
 
@@ -82,11 +84,13 @@ impl PieceSource {
         match self {
             PieceSource::Npy(f) => f.shape(),
             PieceSource::Hdf5(d) => d.shape(),
+            PieceSource::Zarr(a) => a.shape(),
         }
     }
 
     /// The first `n_values` values (at least) in pieces, as
-    /// `NpyFile::read_in_pieces` and `ChunkedDataset::read_in_pieces` give them.
+    /// `NpyFile::read_in_pieces`, `ChunkedDataset::read_in_pieces` and
+    /// `ZarrArray::read_in_pieces` give them.
     fn read_in_pieces<T: bytemuck::Pod + Send>(
         &self,
         n_values: usize,
@@ -95,6 +99,7 @@ impl PieceSource {
         match self {
             PieceSource::Npy(f) => f.read_in_pieces(n_values, UPLOAD_PIECE_BYTES / std::mem::size_of::<T>(), consume),
             PieceSource::Hdf5(d) => d.read_in_pieces(n_values, consume),
+            PieceSource::Zarr(a) => a.read_in_pieces(n_values, consume),
         }
     }
 }
@@ -133,15 +138,16 @@ pub enum LoadedAffinities {
 impl LoadedAffinities {
     /// Reads the affinities named by `spec`. When the pipeline of `config`
     /// runs on a GPU and they are float32 or uint8 `(c, z, y, x)`, `c >= 3`,
-    /// in a `.npy` or a chunked HDF5 dataset that the parallel reader
-    /// takes, each piece read goes to the GPU while the next one is read,
-    /// so reading and uploading overlap and the volume never sits in host
-    /// memory; otherwise they are read on the host ([`Affinities::read`]).
+    /// in a `.npy`, a chunked HDF5 dataset that the parallel reader takes
+    /// or a zarr (v2 or v3) array, each piece read goes to the GPU while
+    /// the next one is read, so reading and uploading overlap and the
+    /// volume never sits in host memory; otherwise they are read on the
+    /// host ([`Affinities::read`]).
     pub fn load(spec: &str, config: &gpu_waterz::Config) -> Result<Self> {
         let volume = VolumeSource::parse(spec);
         let streamable = match &volume {
             VolumeSource::Npy(path) => path.extension().is_some_and(|e| e == "npy"),
-            VolumeSource::Hdf5 { .. } => true,
+            VolumeSource::Hdf5 { .. } | VolumeSource::Zarr { .. } => true,
             _ => false,
         };
         // The backend first: a CPU run reads the file once, on the host.
@@ -154,6 +160,9 @@ impl LoadedAffinities {
                 VolumeSource::Hdf5 { file, dataset } => gpu_waterz_cli::io::ChunkedDataset::open(&file, &dataset)
                     .context("reading the affinities")?
                     .map(PieceSource::Hdf5),
+                VolumeSource::Zarr { root, array } => gpu_waterz_cli::io::ZarrArray::open(&root, &array)
+                    .context("reading the affinities")?
+                    .map(PieceSource::Zarr),
                 _ => None,
             };
             if let Some(source) = source {

@@ -12,7 +12,7 @@ mod zarr;
 
 pub use hdf5::{read_hdf5, ChunkedDataset};
 pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement, NpyFile};
-pub use zarr::read_zarr;
+pub use zarr::{read_zarr, ZarrArray};
 
 use ndarray::ArrayD;
 use std::path::{Path, PathBuf};
@@ -118,8 +118,8 @@ impl Volume {
     }
 }
 
-/// The element types read in pieces (`.npy` files and chunked HDF5
-/// datasets).
+/// The element types read in pieces (`.npy` files, chunked HDF5
+/// datasets and zarr arrays).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ElementType {
     /// float32.
