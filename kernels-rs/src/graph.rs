@@ -60,6 +60,47 @@ unsafe fn table_slot(table: *mut u64, key: u64) -> Option<usize> {
     None
 }
 
+/// Sums `value` over each run of consecutive lanes holding the same `key`:
+/// returns, for the run's first lane, the run's length and sum, and
+/// whether this lane is the first of its run (the others' results are
+/// partial). Faces along a row mostly separate the same two fragments, so
+/// one lane per run then updates the block's table instead of every lane
+/// contending for one slot. Integer sums: the same totals in any order.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together; `lane` is the caller's lane.
+#[inline(always)]
+unsafe fn warp_run_sums(key: u64, value: u64, lane: u32) -> (u32, u64, bool) {
+    let shuffle_u64 = |x: u64, src: u32| {
+        // SAFETY: every lane calls this helper together (the caller's
+        // contract), so every lane shuffles.
+        unsafe { (shuffle_u32(x as u32, src) as u64) | ((shuffle_u32((x >> 32) as u32, src) as u64) << 32) }
+    };
+    let previous = shuffle_u64(key, lane.saturating_sub(1));
+    // SAFETY: as above.
+    let continuing = unsafe { ballot(lane != 0 && key != NO_FACE && previous == key) };
+    if continuing == 0 {
+        // Every run is one lane (the same answer for the whole warp).
+        return (1, value, true);
+    }
+    let first = continuing & (1 << lane) == 0;
+    // The run ends at the next lane that starts one (or at 32).
+    let later = if lane == 31 { 0 } else { !continuing & (u32::MAX << (lane + 1)) };
+    let end = if later == 0 { 32 } else { later.trailing_zeros() };
+    // After the step of offset `o`, `sum` holds the values of lanes
+    // `lane .. min(lane + 2 o, end)`.
+    let step = |sum: u64, offset: u32| {
+        let other = shuffle_u64(sum, (lane + offset).min(31));
+        if lane + offset < end {
+            sum + other
+        } else {
+            sum
+        }
+    };
+    let sum = step(step(step(step(step(value, 1), 2), 4), 8), 16);
+    (end - lane, sum, first)
+}
+
 kernel! {
     /// Aggregates the boundary faces of each tile into one entry per
     /// fragment pair: its [`EdgeKey`] bits and packed value (count and
@@ -84,8 +125,10 @@ kernel! {
     ///
     /// # Thread mapping
     /// Block-uniform grid-stride loop over tiles; a block's threads walk
-    /// its tile's voxels with x fastest (a warp reads a row of 32), claim
-    /// each face's pair in the shared table and add to its count and sum;
+    /// its tile's voxels with x fastest (a warp reads a row of 32), add up
+    /// runs of lanes whose faces separate the same pair
+    /// (`warp_run_sums`), and the first lane of each run claims the pair
+    /// in the shared table and adds the run's count and sum;
     /// after a barrier they write the table's entries, reserved with one
     /// global atomic per tile.
     pub unsafe extern "ptx-kernel" fn rg_tile_entries(
@@ -104,6 +147,7 @@ kernel! {
         let slots = RG_TABLE_SLOTS as usize;
         let threads = block_dim_x() as usize;
         let tid = thread_idx_x() as usize;
+        let lane = thread_idx_x() % 32;
         // The shared layout (RG_TILE_SHARED_BYTES): keys, sums, the two
         // reservation words, then the u32 counts.
         let table = dynamic_shared::<u64>();
@@ -141,51 +185,69 @@ kernel! {
                 t % tiles[2] * tile.x,
             ];
             let mut j = tid as u64;
+            // Every lane walks the same number of voxels (tiles hold a
+            // multiple of 32), so whole warps reach `warp_run_sums`.
             while j < tile_voxels {
                 let p = [
                     origin[0] + (j >> (shift_x + shift_y)),
                     origin[1] + ((j >> shift_x) & (tile.y - 1)),
                     origin[2] + (j & (tile.x - 1)),
                 ];
-                if p[0] < dims.z && p[1] < dims.y && p[2] < dims.x {
-                    let i = dims.index(p[0], p[1], p[2]);
-                    // SAFETY: `i` is a voxel of the volume.
-                    let l1 = unsafe { *labels.add(i as usize) };
-                    for d in 0..3 {
-                        // SAFETY: `i` and `p` are a voxel and its coordinates.
-                        let key = unsafe { face_key(labels, l1, strides, i, p, d) };
-                        if key == NO_FACE {
-                            continue;
-                        }
-                        let a = match kind {
+                let inside = p[0] < dims.z && p[1] < dims.y && p[2] < dims.x;
+                let i = if inside { dims.index(p[0], p[1], p[2]) } else { 0 };
+                // SAFETY: `i` is a voxel of the volume when inside.
+                let l1 = if inside { unsafe { *labels.add(i as usize) } } else { 0 };
+                // One call per axis, each with a constant axis.
+                let face = |d: usize| {
+                    // SAFETY: `i` and `p` are a voxel and its coordinates
+                    // (`l1` is 0 outside, which is no face).
+                    let key = if l1 != 0 { unsafe { face_key(labels, l1, strides, i, p, d) } } else { NO_FACE };
+                    let fixed = if key == NO_FACE {
+                        0
+                    } else {
+                        affinity_to_fixed(match kind {
                             // SAFETY: `3 n` u8s.
                             AffinityKind::U8 => unsafe { *affs.add((d as u64 * n + i) as usize) as f32 / 255.0 },
                             // SAFETY: `3 n` f32s.
                             AffinityKind::F32 => unsafe { *(affs as *const f32).add((d as u64 * n + i) as usize) },
-                        };
-                        let fixed = affinity_to_fixed(a);
-                        // SAFETY: the block's table.
-                        match unsafe { table_slot(table, key) } {
-                            // SAFETY: `slot` is below the table's slots.
-                            Some(slot) => unsafe {
-                                shared_atomic_add_u32(counts.add(slot), 1);
-                                shared_atomic_add_u64(sums.add(slot), fixed);
-                            },
-                            None => {
-                                // The table is full: the face is an entry of its own.
-                                // SAFETY: `counter` is a valid u64.
-                                let at = unsafe { atomic_fetch_add_u64(counter, 1) };
-                                if at < capacity {
-                                    // SAFETY: `at` is below the capacity of both buffers.
-                                    unsafe {
-                                        *keys.add(at as usize) = key;
-                                        *values.add(at as usize) = pack_count_sum(1, fixed);
-                                    }
+                        })
+                    };
+                    // SAFETY: every lane of the warp is here (see above).
+                    if unsafe { ballot(key != NO_FACE) } == 0 {
+                        // No face in the warp's voxels (the same answer for
+                        // every lane).
+                        return;
+                    }
+                    // SAFETY: as above.
+                    let (count, sum, first) = unsafe { warp_run_sums(key, fixed, lane) };
+                    if !first || key == NO_FACE {
+                        return;
+                    }
+                    // SAFETY: the block's table.
+                    match unsafe { table_slot(table, key) } {
+                        // SAFETY: `slot` is below the table's slots.
+                        Some(slot) => unsafe {
+                            shared_atomic_add_u32(counts.add(slot), count);
+                            shared_atomic_add_u64(sums.add(slot), sum);
+                        },
+                        None => {
+                            // The table is full: the run is an entry of its own
+                            // (at most 32 faces: its sum fits the packed bits).
+                            // SAFETY: `counter` is a valid u64.
+                            let at = unsafe { atomic_fetch_add_u64(counter, 1) };
+                            if at < capacity {
+                                // SAFETY: `at` is below the capacity of both buffers.
+                                unsafe {
+                                    *keys.add(at as usize) = key;
+                                    *values.add(at as usize) = pack_count_sum(count as u64, sum);
                                 }
                             }
                         }
                     }
-                }
+                };
+                face(0);
+                face(1);
+                face(2);
                 j += threads as u64;
             }
             // SAFETY: block-uniform, as above.

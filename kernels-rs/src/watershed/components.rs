@@ -4,7 +4,7 @@
 
 use crate::device::*;
 use gpu_waterz_abi::watershed::{
-    joined, neighbour, uf_tile_offset, uf_tile_origin, UfTileFacesArgs, UfTileLocalArgs, UF_THREADS, UF_TILE,
+    joined, neighbour, uf_tile_origin, UfTileFacesArgs, UfTileLocalArgs, UF_THREADS, UF_TILE,
     UF_TILE_X, UF_TILE_Y, UF_TILE_Z,
 };
 
@@ -79,89 +79,99 @@ kernel! {
     /// component within the tile (in tile order, which is index order).
     ///
     /// # Safety
-    /// `edges` and `parent` hold one entry per voxel of `dims`; launched with
-    /// `UF_THREADS` threads, one block per tile of `uf_tile_grid(dims)` (C
-    /// order), and `UF_SHARED_BYTES` of dynamic shared memory.
+    /// `edges` and `parent` hold one entry per voxel of `dims` (fewer than
+    /// 2^32); launched with `UF_THREADS` threads, one block per tile of
+    /// `uf_tile_grid(dims)` (C order), and `UF_SHARED_BYTES` of dynamic
+    /// shared memory.
     ///
     /// # Parameters
     /// - `edges`: the remaining edge masks after plateau division; `dims`;
     ///   `parent`: written for every voxel (a global voxel index).
     ///
     /// # Thread mapping
-    /// Block `b` owns tile `b`; thread `t` owns tile voxels `t + k *
-    /// UF_THREADS` (a warp reads one row of 32 voxels).
+    /// Block `b` owns tile `b`; thread `t` owns the column of tile voxels
+    /// `t + k * UF_THREADS`, `k < UF_TILE_Z` (a warp reads one row of 32
+    /// voxels), so its `y` and `x` in the tile are fixed and its index
+    /// arithmetic is done once.
     pub unsafe extern "ptx-kernel" fn uf_tile_local(
         edges: *const u8,
         dims: gpu_waterz_abi::Dims3,
         parent: *mut u32,
     ) as UfTileLocalArgs {
-        let tile = UF_TILE as u32;
+        const { assert!(UF_THREADS as u64 == UF_TILE_Y * UF_TILE_X && UF_TILE_X == 32) };
         let shared_parent = dynamic_shared::<u32>();
         // SAFETY: the launch gives `2 * UF_TILE` u32s of shared memory.
         let shared_bits = unsafe { shared_parent.add(UF_TILE as usize) };
         let (z0, y0, x0) = uf_tile_origin(block_idx_x() as u64, dims);
         let t = thread_idx_x();
-        let [sz, sy, _] = dims.strides();
-        let global = |local: u32| -> Option<u64> {
-            let (lz, ly, lx) = uf_tile_offset(local as u64);
-            let (z, y, x) = (z0 + lz, y0 + ly, x0 + lx);
-            (z < dims.z && y < dims.y && x < dims.x).then(|| z * sz + y * sy + x)
+        let (ly, lx) = (t / UF_TILE_X as u32, t % UF_TILE_X as u32);
+        // Voxel indices fit u32 (fewer than 2^32 voxels).
+        let (sy, sz) = (dims.x as u32, (dims.y * dims.x) as u32);
+        let origin = (z0 * dims.y * dims.x + y0 * dims.x + x0) as u32;
+        // The tile's layers inside the volume, and whether this thread's
+        // column is inside it along y and x.
+        let depth = (dims.z - z0).min(UF_TILE_Z) as u32;
+        let column = y0 + (ly as u64) < dims.y && x0 + (lx as u64) < dims.x;
+        // The global index of tile voxel `local` (inside the volume).
+        let global = |local: u32| {
+            origin + (local / UF_THREADS) * sz + (local % UF_THREADS / UF_TILE_X as u32) * sy + local % UF_TILE_X as u32
         };
-        // Local neighbour of `local` in direction `d`, if inside the tile.
-        let local_neighbour = |local: u32, d: usize| -> Option<u32> {
-            let (lz, ly, lx) = uf_tile_offset(local as u64);
-            let inside = match d {
-                0 => lz > 0,
-                1 => ly > 0,
-                2 => lx > 0,
-                3 => lz + 1 < UF_TILE_Z,
-                4 => ly + 1 < UF_TILE_Y,
-                _ => lx + 1 < UF_TILE_X,
-            };
-            let step = [UF_TILE_Y * UF_TILE_X, UF_TILE_X, 1][d % 3] as u32;
-            inside.then(|| if d < 3 { local - step } else { local + step })
+        // The lower neighbours (along z, y, x: in increasing index order
+        // of the neighbour, decreasing offset) and whether this thread's
+        // voxels have them inside the tile (along z: every layer but the
+        // first).
+        let offsets = [UF_THREADS, UF_TILE_X as u32, 1];
+        let has_lower = |k: u32, d: usize| match d {
+            0 => k > 0,
+            1 => ly > 0,
+            _ => lx > 0,
         };
-        // SAFETY: shared indices stay below UF_TILE; global indices are inside
-        // the volume; every thread reaches every barrier.
+        // SAFETY: shared indices stay below UF_TILE (a lower neighbour
+        // inside the tile is at least its offset above 0); global indices
+        // are of voxels inside the volume; every thread reaches every
+        // barrier.
         unsafe {
-            let mut local = t;
-            while local < tile {
-                let bits = match global(local) {
-                    Some(g) => *edges.add(g as usize),
-                    None => 0,
-                };
+            for k in 0..UF_TILE_Z as u32 {
+                let local = t + k * UF_THREADS;
+                let bits = if column && k < depth { *edges.add(global(local) as usize) } else { 0 };
                 *shared_bits.add(local as usize) = bits as u32;
-                local += UF_THREADS;
             }
             sync_threads();
-            // Start from the smallest joined neighbour: most trees are then
-            // complete before any union.
-            let mut local = t;
-            while local < tile {
+            // Each voxel starts linked to its smallest joined neighbour,
+            // the first joined lower one (upper neighbours are larger):
+            // most trees are then complete before any union. Every other
+            // joined lower neighbour is a union, below.
+            // Two bits per layer: the direction of the starting link (3: none).
+            let mut first_joined = 0u32;
+            for k in 0..UF_TILE_Z as u32 {
+                let local = t + k * UF_THREADS;
                 let bits = *shared_bits.add(local as usize) as u8;
                 let mut p = local;
-                for d in 0..6 {
-                    if let Some(m) = local_neighbour(local, d) {
-                        if joined(bits, *shared_bits.add(m as usize) as u8, d) {
-                            p = p.min(m);
+                let mut first = 3;
+                for d in 0..3 {
+                    if has_lower(k, d) {
+                        let m = local - offsets[d];
+                        if first == 3 && joined(bits, *shared_bits.add(m as usize) as u8, d) {
+                            p = m;
+                            first = d;
                         }
                     }
                 }
+                first_joined |= (first as u32) << (2 * k);
                 *shared_parent.add(local as usize) = p;
-                local += UF_THREADS;
             }
             sync_threads();
-            let mut local = t;
-            while local < tile {
+            for k in 0..UF_TILE_Z as u32 {
+                let local = t + k * UF_THREADS;
                 let bits = *shared_bits.add(local as usize) as u8;
+                let first = (first_joined >> (2 * k) & 3) as usize;
+                // Edges after the first joined one (links only move to
+                // ancestors, so the starting link keeps its two ends in one
+                // tree and needs no union).
                 for d in 0..3 {
-                    if let Some(m) = local_neighbour(local, d) {
-                        // An edge that a starting link already follows needs no
-                        // union (links only move to ancestors, so a link that
-                        // still holds was there from the start).
-                        let linked = load_volatile_u32(shared_parent.add(local as usize)) == m
-                            || load_volatile_u32(shared_parent.add(m as usize)) == local;
-                        if !linked && joined(bits, *shared_bits.add(m as usize) as u8, d) {
+                    if d > first && has_lower(k, d) {
+                        let m = local - offsets[d];
+                        if joined(bits, *shared_bits.add(m as usize) as u8, d) {
                             union(
                                 shared_parent,
                                 local,
@@ -172,16 +182,14 @@ kernel! {
                         }
                     }
                 }
-                local += UF_THREADS;
             }
             sync_threads();
-            let mut local = t;
-            while local < tile {
-                if let Some(g) = global(local) {
+            if column {
+                for k in 0..depth {
+                    let local = t + k * UF_THREADS;
                     let root = find_halving(shared_parent, local, &|a, v| shared_atomic_min_u32(a, v));
-                    *parent.add(g as usize) = global(root).unwrap_or(g) as u32;
+                    *parent.add(global(local) as usize) = global(root);
                 }
-                local += UF_THREADS;
             }
         }
     }
