@@ -510,6 +510,16 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
             between.push(*e);
         }
     }
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let largest = nodes.iter().zip(&inside).max_by_key(|(ids, _)| ids.len());
+        tracing::debug!(
+            n_components = nodes.len(),
+            largest_nodes = largest.map_or(0, |(ids, _)| ids.len()),
+            largest_edges = largest.map_or(0, |(_, edges)| edges.len()),
+            n_between = between.len(),
+            "serial finish: components of the edges below the threshold"
+        );
+    }
     let results: Vec<(Vec<Merge>, Vec<Edge>)> = nodes
         .par_iter()
         .zip(inside.par_iter())

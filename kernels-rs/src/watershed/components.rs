@@ -184,10 +184,28 @@ kernel! {
                 }
             }
             sync_threads();
+            // Pointer jumping: every link moves to its grandparent (an
+            // ancestor, whatever other threads write meanwhile) until every
+            // voxel links to its root.
+            loop {
+                let mut changed = false;
+                for k in 0..UF_TILE_Z as u32 {
+                    let local = t + k * UF_THREADS;
+                    let p = load_volatile_u32(shared_parent.add(local as usize));
+                    let grand = load_volatile_u32(shared_parent.add(p as usize));
+                    if grand != p {
+                        *shared_parent.add(local as usize) = grand;
+                        changed = true;
+                    }
+                }
+                if !sync_threads_or(changed) {
+                    break;
+                }
+            }
             if column {
                 for k in 0..depth {
                     let local = t + k * UF_THREADS;
-                    let root = find_halving(shared_parent, local, &|a, v| shared_atomic_min_u32(a, v));
+                    let root = *shared_parent.add(local as usize);
                     *parent.add(global(local) as usize) = global(root);
                 }
             }
