@@ -520,10 +520,17 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
             "serial finish: components of the edges below the threshold"
         );
     }
-    let results: Vec<(Vec<Merge>, Vec<Edge>)> = nodes
+    // The largest components first, each a task of its own: the largest
+    // one is the critical path (on real volumes it holds a third or more of
+    // the nodes), so it starts at once while the others share the
+    // remaining threads. The results are put back in component order.
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_unstable_by_key(|&c| (std::cmp::Reverse(inside[c].len() + nodes[c].len()), c));
+    let computed: Vec<(usize, (Vec<Merge>, Vec<Edge>))> = order
         .par_iter()
-        .zip(inside.par_iter())
-        .map(|(ids, edges)| {
+        .with_max_len(1)
+        .map(|&c| {
+            let (ids, edges) = (&nodes[c], &inside[c]);
             let mut merger = SerialMerger::new(ids.len() as u64, edges)?;
             let mut merges = Vec::new();
             merger.merge_until(threshold, Some(&mut merges));
@@ -535,9 +542,13 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
                 .iter()
                 .map(|e| Edge { u: id(e.u), v: id(e.v), stats: e.stats })
                 .collect();
-            Ok((merges, remaining))
+            Ok((c, (merges, remaining)))
         })
         .collect::<Result<_, ParhacError>>()?;
+    let mut results: Vec<(Vec<Merge>, Vec<Edge>)> = vec![Default::default(); nodes.len()];
+    for (c, result) in computed {
+        results[c] = result;
+    }
     // The regions of all nodes, for the edges between components.
     let mut region: Vec<u32> = (0..n_nodes as u32).collect();
     let mut finished = Finished::default();
