@@ -145,7 +145,7 @@ def bench_cli(args, report, shape, with_gt, key):
     # What summary.json accounts for: the main thread's steps, one after
     # the other (its waits for the pipeline are itemised by the pipeline's
     # stages in "stages").
-    steps = ("open", "read", "pipeline_start", "release", "fragments", "wait", "write", "pipeline_end", "finish")
+    steps = ("open", "read", "pipeline_start", "release", "fragments", "wait", "write", "pipeline_end", "teardown", "finish")
     accounted = sum(timings.get(k, 0.0) for k in steps)
     entry["accounted_s"] = accounted
     entry["accounted_fraction"] = accounted / walls[walls.index(sorted(walls)[len(walls) // 2])]

@@ -135,7 +135,7 @@ pub const RG_TILE_THREADS: u32 = 256;
 // Every thread of a block walks the same number of a tile's voxels, and
 // blocks are whole warps: `rg_tile_entries` sums runs of equal faces
 // across a warp's lanes.
-const _: () = assert!(RG_TILE_VOXELS % RG_TILE_THREADS as u64 == 0 && RG_TILE_THREADS % 32 == 0);
+const _: () = assert!(RG_TILE_VOXELS.is_multiple_of(RG_TILE_THREADS as u64) && RG_TILE_THREADS.is_multiple_of(32));
 
 /// Slots of a block's fragment-pair table (a power of two). A tile of
 /// real fragments holds tens to hundreds of pairs; a face that finds the

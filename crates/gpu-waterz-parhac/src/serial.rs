@@ -429,6 +429,9 @@ impl SerialMerger {
     }
 }
 
+/// One component's merges and remaining edges, in [`merge_components`].
+type ComponentResult = (Vec<Merge>, Vec<Edge>);
+
 /// What [`merge_components`] did: the merges (component by component,
 /// each in the order it happened) and the remaining graph, sorted by
 /// endpoints, without parallel edges.
@@ -526,7 +529,7 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
     // remaining threads. The results are put back in component order.
     let mut order: Vec<usize> = (0..nodes.len()).collect();
     order.sort_unstable_by_key(|&c| (std::cmp::Reverse(inside[c].len() + nodes[c].len()), c));
-    let computed: Vec<(usize, (Vec<Merge>, Vec<Edge>))> = order
+    let computed: Vec<(usize, ComponentResult)> = order
         .par_iter()
         .with_max_len(1)
         .map(|&c| {
@@ -545,7 +548,7 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
             Ok((c, (merges, remaining)))
         })
         .collect::<Result<_, ParhacError>>()?;
-    let mut results: Vec<(Vec<Merge>, Vec<Edge>)> = vec![Default::default(); nodes.len()];
+    let mut results: Vec<ComponentResult> = vec![Default::default(); nodes.len()];
     for (c, result) in computed {
         results[c] = result;
     }

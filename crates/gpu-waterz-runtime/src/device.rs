@@ -7,6 +7,9 @@ use cudarc::driver::{CudaContext, CudaStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
+/// The devices opened so far, one handle each (see [`Gpu::new`]).
+static OPENED: std::sync::Mutex<Vec<(usize, Gpu)>> = std::sync::Mutex::new(Vec::new());
+
 /// One CUDA device with one stream and the gpu-waterz kernels.
 ///
 /// All work is queued on the stream; downloads synchronize it. A `Gpu` is a
@@ -58,7 +61,6 @@ impl Gpu {
     /// [`RuntimeError::NoDriver`] or [`RuntimeError::NoDevice`]; it never
     /// panics.
     pub fn new(ordinal: usize) -> Result<Self> {
-        static OPENED: std::sync::Mutex<Vec<(usize, Gpu)>> = std::sync::Mutex::new(Vec::new());
         let mut opened = OPENED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some((_, gpu)) = opened.iter().find(|(o, _)| *o == ordinal) {
             return Ok(gpu.clone());
@@ -66,6 +68,17 @@ impl Gpu {
         let gpu = Self::open(ordinal)?;
         opened.push((ordinal, gpu.clone()));
         Ok(gpu)
+    }
+
+    /// Forgets the handles that [`Gpu::new`] keeps for reuse, so that a
+    /// device's context (its memory, page-locked buffers and kernels) is
+    /// destroyed when the last handle to it is dropped, not at the
+    /// process's exit. A program that is done with the GPU calls this, then
+    /// drops its handles, to time (and report) that teardown itself; a
+    /// later [`Gpu::new`] opens the device afresh.
+    pub fn forget_opened() {
+        let mut opened = OPENED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        opened.clear();
     }
 
     /// Opens CUDA device `ordinal` with a new handle (see [`Gpu::new`]).

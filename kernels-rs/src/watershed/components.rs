@@ -4,8 +4,8 @@
 
 use crate::device::*;
 use gpu_waterz_abi::watershed::{
-    joined, neighbour, uf_tile_origin, UfTileFacesArgs, UfTileLocalArgs, UF_THREADS, UF_TILE,
-    UF_TILE_X, UF_TILE_Y, UF_TILE_Z,
+    joined, neighbour, uf_tile_origin, UfTileFacesArgs, UfTileLocalArgs, UF_THREADS, UF_TILE, UF_TILE_X, UF_TILE_Y,
+    UF_TILE_Z,
 };
 
 /// The root of `x` in a forest where every pointer goes to a smaller

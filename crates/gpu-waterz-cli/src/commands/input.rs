@@ -241,9 +241,10 @@ impl LoadedAffinities {
     /// Frees the affinities on a thread of their own while the thresholds
     /// run: giving gigabytes of host memory back to the operating system
     /// takes it a while (0.3 s for 6 GB). (Device buffers bind their
-    /// context wherever they are dropped.)
-    pub fn release(self) {
-        std::thread::spawn(move || drop(self));
+    /// context wherever they are dropped.) Join the handle before closing
+    /// the GPU.
+    pub fn release(self) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || drop(self))
     }
 
     /// Whether the affinities went to the GPU as they were read.

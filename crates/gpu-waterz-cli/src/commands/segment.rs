@@ -183,7 +183,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     let n_voxels = dims.z * dims.y * dims.x;
     let streamed = affinities.streamed();
     let t = Instant::now();
-    affinities.release();
+    let released = affinities.release();
     let release_s = t.elapsed().as_secs_f64();
     // Warnings are printed even with --quiet, and kept in summary.json.
     for warning in run.warnings() {
@@ -284,6 +284,22 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         "container": format!("{container:?}"),
         "attributes": spatial,
     });
+    // Closing the GPU: the pipeline, the affinities' thread and the
+    // process's device handle go, so that the device's context (its memory
+    // pool and page-locked buffers) is destroyed here, timed, instead of in
+    // the process's exit (0.13–0.15 s at 134 Mvoxel on an H200). A CPU
+    // pipeline is left to the exit: the operating system takes back its
+    // host memory at once, faster than freeing it piece by piece.
+    let t = Instant::now();
+    let kept = if run.gpu().is_some() {
+        drop(run);
+        let _ = released.join();
+        gpu_waterz::Gpu::forget_opened();
+        None
+    } else {
+        Some(run)
+    };
+    summary["timings_s"]["teardown"] = t.elapsed().as_secs_f64().into();
     // "finish" is this last step (the summary, the commit, and removing a
     // result it replaces); "total" ends before it.
     summary["timings_s"]["total"] = start.elapsed().as_secs_f64().into();
@@ -308,9 +324,8 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         }
     }
     println!("{}", serde_json::to_string_pretty(&summary)?);
-    // The process ends here: the operating system takes back the volumes
-    // and the device at once, faster than freeing them piece by piece.
-    std::mem::forget(run);
+    // The process ends here (see the teardown above).
+    std::mem::forget(kept);
     Ok(())
 }
 
