@@ -514,7 +514,7 @@ pub fn merge_components(n_nodes: u64, edges: &[Edge], threshold: f32) -> Result<
         }
     }
     if tracing::enabled!(tracing::Level::DEBUG) {
-        let largest = nodes.iter().zip(&inside).max_by_key(|(ids, _)| ids.len());
+        let largest = nodes.iter().zip(&inside).max_by_key(|(ids, edges)| ids.len() + edges.len());
         tracing::debug!(
             n_components = nodes.len(),
             largest_nodes = largest.map_or(0, |(ids, _)| ids.len()),

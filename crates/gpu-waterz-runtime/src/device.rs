@@ -74,8 +74,10 @@ impl Gpu {
     /// device's context (its memory, page-locked buffers and kernels) is
     /// destroyed when the last handle to it is dropped, not at the
     /// process's exit. A program that is done with the GPU calls this, then
-    /// drops its handles, to time (and report) that teardown itself; a
-    /// later [`Gpu::new`] opens the device afresh.
+    /// drops its handles, to time (and report) that teardown itself. Call
+    /// it only when no handle will be used again: a later [`Gpu::new`]
+    /// while one is still alive gives a second handle to the same device
+    /// (correct, but with its own kernels and page-locked buffers).
     pub fn forget_opened() {
         let mut opened = OPENED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         opened.clear();

@@ -194,7 +194,8 @@ kernel! {
                     let p = load_volatile_u32(shared_parent.add(local as usize));
                     let grand = load_volatile_u32(shared_parent.add(p as usize));
                     if grand != p {
-                        *shared_parent.add(local as usize) = grand;
+                        // Other threads read this link meanwhile.
+                        core::ptr::write_volatile(shared_parent.add(local as usize), grand);
                         changed = true;
                     }
                 }

@@ -131,6 +131,11 @@ impl ZarrArray {
         if shape.len() != 4 || shape.contains(&0) {
             return Ok(None);
         }
+        if shape.iter().try_fold(1usize, |n, &s| n.checked_mul(s)).is_none_or(|n| n > isize::MAX as usize) {
+            let reason =
+                format!("array {array:?}: its shape {shape:?} holds more values than this machine can address");
+            return Err(format_err(root, "zarr", reason));
+        }
         let Ok(chunk) = handle.chunk_shape(&[0; 4]) else { return Ok(None) };
         let chunk: Vec<usize> = chunk.iter().map(|c| usize::try_from(c.get()).unwrap_or(usize::MAX)).collect();
         Ok(Some(Self {
@@ -161,10 +166,9 @@ impl ZarrArray {
     /// it follows the chunks, so that each chunk is decoded once: whole
     /// chunk-rows of z (all of y: one range per piece, the pieces in
     /// increasing order) when one chunk-row of a channel fits in 128 MiB,
-    /// else one chunk-row of z and whole chunk-rows of y (one range per z).
-    /// Where even one chunk-row of y of a chunk-row of z does not fit, the
-    /// pieces are fewer rows of z and y than a chunk, whose chunks are then
-    /// decoded more than once. The pieces come in the order of their first
+    /// else one chunk-row of z and whole chunk-rows of y (one range per z),
+    /// at least one chunk box (larger than 128 MiB where a chunk is: a
+    /// smaller piece would decode its chunk again). The pieces come in the order of their first
     /// elements and every element is handed on once; the last pieces may
     /// run past `n_values`. `T` must be the element type. A chunk that does
     /// not decode is an error naming it, its file and the array's codecs.
@@ -224,7 +228,8 @@ impl ZarrArray {
 
     /// `(z, y)`: the extent of each piece's box (one channel and all of x)
     /// along z and y for `elem`-byte values: chunk-aligned and at most
-    /// `piece_bytes` (or one row of x) (see [`ZarrArray::read_in_pieces`]).
+    /// `piece_bytes`, or one chunk box where that is larger (see
+    /// [`ZarrArray::read_in_pieces`]).
     fn piece_extent(&self, elem: usize, piece_bytes: usize) -> (usize, usize) {
         let (zd, yd, xd) = (self.shape[1], self.shape[2], self.shape[3]);
         let (cz, cy) = (self.chunk[1].min(zd), self.chunk[2].min(yd));
@@ -236,8 +241,10 @@ impl ZarrArray {
         } else if cz.saturating_mul(cy).saturating_mul(row) <= piece_bytes {
             (cz, cy * fit(cz * cy).max(1))
         } else {
-            let y = cy.min(fit(1).max(1));
-            (cz.min(fit(y).max(1)), y)
+            // One chunk box even when it is larger than `piece_bytes`: a
+            // smaller piece would decode each chunk once per piece, and
+            // holds the decoded chunk anyway.
+            (cz, cy)
         }
     }
 
@@ -338,7 +345,7 @@ mod tests {
 
     /// float32 affinities with a fourth channel, in chunks that do not
     /// divide the shape: the pieces, whatever their size (whole chunk-rows
-    /// of z, chunk-rows of y, or fewer rows than a chunk), are
+    /// of z, chunk-rows of y, or one chunk box), are
     /// `read_zarr`'s values, every one once.
     #[test]
     fn float32_pieces_are_the_whole_reads_values() {
@@ -360,9 +367,9 @@ mod tests {
             (2 * chunk_row, (8, 10), 4 * 2),
             (4 * 3 * row, (4, 3), 4 * 4 * 9),
             (4 * 7 * row, (4, 6), 4 * 2 * 9),
-            (2 * 3 * row, (2, 3), 4 * 9 * 4),
-            (2 * row, (1, 2), 4 * 9 * 5),
-            (1, (1, 1), 4 * 9 * 10),
+            // Smaller than one chunk box: one chunk box still.
+            (2 * 3 * row, (4, 3), 4 * 4 * 9),
+            (1, (4, 3), 4 * 4 * 9),
         ];
         for (piece_bytes, extent, ranges) in cases {
             assert_eq!(array.piece_extent(4, piece_bytes), extent, "{piece_bytes} bytes");
