@@ -194,7 +194,8 @@ fn pair(a: u32, b: u32) -> u64 {
 #[derive(Clone, Debug)]
 pub struct SerialMerger {
     edges: Vec<SlotEdge>,
-    /// The edge between two slots (keys from [`pair`]).
+    /// The edge between two slots (keys from [`pair`]); entries of slots
+    /// that merged away stay, unread.
     between: FxHashMap<u64, u32>,
     head: Vec<u32>,
     next: Vec<u32>,
@@ -342,7 +343,9 @@ impl SerialMerger {
     fn merge(&mut self, i: u32) {
         let [p, q] = self.edges[i as usize].ends;
         self.edges[i as usize].version = DELETED;
-        self.between.remove(&pair(p, q));
+        // `between` keeps entries of the shorter side's slot, which is never
+        // a region again after this merge, so no lookup ever reaches them:
+        // removing them would cost a probe each for nothing.
         let (big, small) = if self.length[p as usize] >= self.length[q as usize] { (p, q) } else { (q, p) };
         let (big_label, small_label) = (self.label[big as usize], self.label[small as usize]);
         let (keep, gone) = (big_label.min(small_label), big_label.max(small_label));
@@ -358,7 +361,6 @@ impl SerialMerger {
                 // combined), and the one between these two is gone: the
                 // other end is a third region.
                 let neighbour = self.edges[j as usize].ends[1 - end];
-                self.between.remove(&pair(small, neighbour));
                 // One probe finds the longer side's edge to the neighbour,
                 // or claims its place for the moving edge.
                 let parallel = match self.between.entry(pair(big, neighbour)) {
