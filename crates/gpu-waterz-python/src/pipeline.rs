@@ -3,7 +3,7 @@
 use crate::cuda::{borrow_affinities, borrow_labels, CudaVolume};
 use crate::results::result_tuple;
 use crate::{to_py_err, value_error};
-use gpu_waterz::{AffinityGraph, Backend, Config, Dims3, Gpu, ScoringFunction};
+use gpu_waterz::{AffinityGraph, Backend, Config, Dims3, Gpu, LabelsView, ScoringFunction};
 use numpy::{IntoPyArray, PyReadonlyArray3, PyReadonlyArray4};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -184,15 +184,16 @@ pub(crate) fn agglomerate(
     let owned = |view: gpu_waterz::ndarray::ArrayView3<'_, u64>| {
         py.detach(|| gpu_waterz::ndarray::Zip::from(view).par_map_collect(|&l| l))
     };
-    // The pipeline's own u64 copy, made once from uint32 or uint64 labels.
-    match gt {
-        Some(GroundTruth::U64(g)) => config = config.ground_truth(owned(g.as_array())),
-        Some(GroundTruth::U32(g)) => {
-            let view = g.as_array();
-            let widened = py.detach(|| gpu_waterz::ndarray::Zip::from(view).par_map_collect(|&l| l as u64));
-            config = config.ground_truth(widened);
-        }
-        None => {}
+    // Host ground truth: host affinities' pipelines borrow it (the CPU
+    // backend reads it while starting and never copies it; the GPU backend
+    // copies it once to upload); CUDA affinities' pipelines take a uint64
+    // copy in the configuration.
+    let gt_view = gt.as_ref().map(|g| match g {
+        GroundTruth::U64(a) => LabelsView::U64(a.as_array()),
+        GroundTruth::U32(a) => LabelsView::U32(a.as_array()),
+    });
+    if let (Some(g), Some(_)) = (gt_view, &cuda_affs) {
+        config = config.ground_truth(py.detach(|| g.to_owned_u64()));
     }
     // Host affinities read host fragments in place (the pipeline needs them
     // only while it starts); CUDA affinities take a copy in the configuration.
@@ -230,10 +231,7 @@ pub(crate) fn agglomerate(
             let config = config.backend(backend(backend_name, ordinal)?);
             let fragments = fragments.as_ref().map(|f| f.as_array());
             let run = py
-                .detach(|| match fragments {
-                    Some(f) => gpu_waterz::Agglomeration::with_fragments(&graph, f, config),
-                    None => gpu_waterz::Agglomeration::new(&graph, config),
-                })
+                .detach(|| gpu_waterz::Agglomeration::with_inputs(&graph, fragments, gt_view, config))
                 .map_err(to_py_err)?;
             let d = graph.dims();
             Ok(Agglomeration::new(run, thresholds.len(), false, (d.z as usize, d.y as usize, d.x as usize)))

@@ -36,9 +36,11 @@ impl CpuEngine {
     pub(crate) fn new(
         affs: &AffinityGraph<'_>,
         fragments: Option<ndarray::ArrayView3<'_, u64>>,
+        ground_truth: Option<crate::pipeline::LabelsView<'_>>,
         config: Config,
         thresholds: Vec<f64>,
     ) -> Result<Self> {
+        use crate::pipeline::LabelsView;
         let dims = affs.dims();
         let given = match &fragments {
             Some(f) => Some(f.view()),
@@ -47,7 +49,12 @@ impl CpuEngine {
         if let Some(f) = &given {
             check_volume_shape("fragments", f.shape(), dims)?;
         }
-        if let Some(g) = &config.ground_truth {
+        // The borrowed ground truth, or the configured one.
+        let ground_truth = match &ground_truth {
+            Some(g) => Some(g.reborrow()),
+            None => config.ground_truth.as_ref().map(|g| LabelsView::U64(g.view())),
+        };
+        if let Some(g) = &ground_truth {
             check_volume_shape("ground truth", g.shape(), dims)?;
         }
         let arithmetic = config.arithmetic.unwrap_or(Arithmetic::Waterz);
@@ -92,19 +99,19 @@ impl CpuEngine {
         )?;
         timings.region_graph_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let fragment_table = match &config.ground_truth {
-            Some(gt) => {
-                let gt = gt.as_standard_layout();
-                let table = gpu_waterz_eval::contingency(
-                    dense.as_slice().expect("standard layout"),
-                    gt.as_slice().expect("standard layout"),
-                );
-                if table.is_empty() {
-                    return Err(gpu_waterz_eval::EvalError::NoGroundTruth.into());
-                }
-                Some(table)
+        let dense_slice = dense.as_slice().expect("standard layout");
+        let table = match ground_truth {
+            Some(LabelsView::U32(gt)) => {
+                Some(gpu_waterz_eval::contingency(dense_slice, gt.as_standard_layout().as_slice().expect("standard")))
+            }
+            Some(LabelsView::U64(gt)) => {
+                Some(gpu_waterz_eval::contingency(dense_slice, gt.as_standard_layout().as_slice().expect("standard")))
             }
             None => None,
+        };
+        let fragment_table = match table {
+            Some(t) if t.is_empty() => return Err(gpu_waterz_eval::EvalError::NoGroundTruth.into()),
+            t => t,
         };
         timings.evaluation_s = t.elapsed().as_secs_f64();
         Ok(Self {

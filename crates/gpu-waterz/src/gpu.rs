@@ -91,11 +91,17 @@ impl GpuEngine {
         gpu: &Gpu,
         affs: &AffinityGraph<'_>,
         fragments: Option<ArrayView3<'_, u64>>,
-        config: Config,
+        ground_truth: Option<crate::pipeline::LabelsView<'_>>,
+        mut config: Config,
         thresholds: Vec<f64>,
     ) -> Result<Self> {
         let dims = affs.dims();
         let n = affs.n_voxels();
+        // A borrowed ground truth is copied: it is uploaded later.
+        if let Some(g) = ground_truth {
+            check_volume_shape("ground truth", g.shape(), dims)?;
+            config.ground_truth = Some(g.to_owned_u64());
+        }
         let affinity_bytes = match affs.values() {
             AffinityValues::F32(_) => 12 * n,
             AffinityValues::U8(_) => 3 * n,

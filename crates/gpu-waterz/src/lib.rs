@@ -46,7 +46,7 @@ pub use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};
 /// The `ndarray` version this crate's API uses, so that users need not
 /// match it in their own `Cargo.toml`.
 pub use ndarray;
-pub use pipeline::{Agglomeration, GpuStats};
+pub use pipeline::{Agglomeration, GpuStats, LabelsView};
 pub use result::{DeviceThresholdResult, StageTimings, ThresholdResult};
 
 /// The shared vocabulary (shapes, parameters, input errors), re-exported.

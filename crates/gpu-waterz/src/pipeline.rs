@@ -16,6 +16,42 @@ enum Engine {
     Gpu(Box<GpuEngine>),
 }
 
+/// Labels borrowed from the caller, uint32 or uint64: a ground truth for
+/// [`Agglomeration::with_inputs`].
+#[derive(Clone, Copy, Debug)]
+pub enum LabelsView<'a> {
+    /// uint32 labels.
+    U32(ArrayView3<'a, u32>),
+    /// uint64 labels.
+    U64(ArrayView3<'a, u64>),
+}
+
+impl LabelsView<'_> {
+    /// The labels' shape, `(z, y, x)`.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            LabelsView::U32(v) => v.shape(),
+            LabelsView::U64(v) => v.shape(),
+        }
+    }
+
+    /// The same labels, viewed for as long as `self` is borrowed.
+    pub(crate) fn reborrow(&self) -> LabelsView<'_> {
+        match self {
+            LabelsView::U32(v) => LabelsView::U32(v.view()),
+            LabelsView::U64(v) => LabelsView::U64(v.view()),
+        }
+    }
+
+    /// An owned uint64 copy (made on all threads).
+    pub fn to_owned_u64(self) -> ndarray::Array3<u64> {
+        match self {
+            LabelsView::U32(v) => ndarray::Zip::from(v).par_map_collect(|&l| l as u64),
+            LabelsView::U64(v) => ndarray::Zip::from(v).par_map_collect(|&l| l),
+        }
+    }
+}
+
 /// waterz's agglomeration: the watershed (or given fragments), the region
 /// graph, then merging up to each threshold in turn, one result per
 /// threshold, on the backend the [`Config`] chose. It owns everything it
@@ -106,7 +142,7 @@ impl Agglomeration {
     /// affinities and builds the region graph; merging happens threshold by
     /// threshold in [`Agglomeration::next_threshold`].
     pub fn new(affinities: &AffinityGraph<'_>, config: Config) -> Result<Self> {
-        Self::start(affinities, None, config)
+        Self::with_inputs(affinities, None, None, config)
     }
 
     /// As [`Agglomeration::new`], with fragments borrowed instead of
@@ -118,16 +154,42 @@ impl Agglomeration {
         fragments: ArrayView3<'_, u64>,
         config: Config,
     ) -> Result<Self> {
-        if config.fragments.is_some() {
-            return Err(Error::new(
-                crate::ErrorKind::InvalidInput,
-                "fragments given twice: to with_fragments and in the configuration",
-            ));
-        }
-        Self::start(affinities, Some(fragments), config)
+        Self::with_inputs(affinities, Some(fragments), None, config)
     }
 
-    fn start(affinities: &AffinityGraph<'_>, fragments: Option<ArrayView3<'_, u64>>, config: Config) -> Result<Self> {
+    /// As [`Agglomeration::new`], with fragments and a ground truth
+    /// borrowed instead of configured ([`Config::fragments`] and
+    /// [`Config::ground_truth`], which must then be unset for what is
+    /// given here). The CPU backend reads the ground truth while this runs
+    /// (into its contingency table with the fragments) and never copies
+    /// it; the GPU backend keeps a uint64 copy to upload.
+    pub fn with_inputs(
+        affinities: &AffinityGraph<'_>,
+        fragments: Option<ArrayView3<'_, u64>>,
+        ground_truth: Option<LabelsView<'_>>,
+        config: Config,
+    ) -> Result<Self> {
+        if fragments.is_some() && config.fragments.is_some() {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidInput,
+                "fragments given twice: borrowed and in the configuration",
+            ));
+        }
+        if ground_truth.is_some() && config.ground_truth.is_some() {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidInput,
+                "a ground truth given twice: borrowed and in the configuration",
+            ));
+        }
+        Self::start(affinities, fragments, ground_truth, config)
+    }
+
+    fn start(
+        affinities: &AffinityGraph<'_>,
+        fragments: Option<ArrayView3<'_, u64>>,
+        ground_truth: Option<LabelsView<'_>>,
+        config: Config,
+    ) -> Result<Self> {
         config.check_values(fragments.is_some())?;
         let thresholds = Thresholds::new(&config.thresholds)?.values().to_vec();
         let (gpu, note) = choose(&config)?;
@@ -138,8 +200,15 @@ impl Agglomeration {
         let backend = if gpu.is_some() { "the GPU backend" } else { "exact arithmetic" };
         let warnings = outside_warning(affinities.n_outside_unit_interval(), exact, backend);
         let engine = match gpu {
-            Some(gpu) => Engine::Gpu(Box::new(GpuEngine::from_host(&gpu, affinities, fragments, config, thresholds)?)),
-            None => Engine::Cpu(Box::new(CpuEngine::new(affinities, fragments, config, thresholds)?)),
+            Some(gpu) => Engine::Gpu(Box::new(GpuEngine::from_host(
+                &gpu,
+                affinities,
+                fragments,
+                ground_truth,
+                config,
+                thresholds,
+            )?)),
+            None => Engine::Cpu(Box::new(CpuEngine::new(affinities, fragments, ground_truth, config, thresholds)?)),
         };
         Ok(Self { engine, note, warnings })
     }

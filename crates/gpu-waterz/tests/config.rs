@@ -170,3 +170,32 @@ fn borrowed_fragments_equal_configured_ones() {
     let e = Agglomeration::with_fragments(&graph, wrong.view(), Config::new(&[0.5]).backend(Backend::Cpu)).err();
     assert_eq!(e.map(|e| e.kind()), Some(ErrorKind::InvalidInput));
 }
+
+/// A borrowed ground truth, uint32 or uint64, gives the metrics a
+/// configured one gives; both at once is an error, as is a wrong shape.
+#[test]
+fn a_borrowed_ground_truth_equals_a_configured_one() {
+    use gpu_waterz::LabelsView;
+    let affs = volume();
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let gt = cell_labels(7, (6, 20, 20), 6).mapv(u64::from);
+    let gt32 = gt.mapv(|l| l as u32);
+    let config = Config::new(&[0.3, 0.9]).backend(Backend::Cpu);
+    let configured: Vec<_> =
+        Agglomeration::new(&graph, config.clone().ground_truth(gt.clone())).unwrap().map(|r| r.unwrap()).collect();
+    for view in [LabelsView::U64(gt.view()), LabelsView::U32(gt32.view())] {
+        let borrowed: Vec<_> =
+            Agglomeration::with_inputs(&graph, None, Some(view), config.clone()).unwrap().map(|r| r.unwrap()).collect();
+        for (a, b) in configured.iter().zip(&borrowed) {
+            assert!(a.metrics.is_some());
+            assert_eq!(a.metrics, b.metrics);
+            assert_eq!(a.segmentation, b.segmentation);
+        }
+    }
+    let twice =
+        Agglomeration::with_inputs(&graph, None, Some(LabelsView::U32(gt32.view())), config.clone().ground_truth(gt));
+    assert_eq!(twice.err().map(|e| e.kind()), Some(ErrorKind::InvalidInput));
+    let wrong = ndarray::Array3::<u32>::zeros((2, 2, 2));
+    let e = Agglomeration::with_inputs(&graph, None, Some(LabelsView::U32(wrong.view())), config).err();
+    assert_eq!(e.map(|e| e.kind()), Some(ErrorKind::InvalidInput));
+}
