@@ -52,9 +52,46 @@ pub fn watershed(affs: &AffinityGraph<'_>, params: WatershedParams) -> Fragments
 // Direction indices `d` are the algorithm's vocabulary (bits, offsets, opposites).
 #[allow(clippy::needless_range_loop)]
 pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fragments {
+    let n = (dims.z * dims.y * dims.x) as usize;
+    assert_eq!(affs.len(), 3 * n, "affinities must hold 3 * z * y * x values");
+    // The queue holds voxel indices: 4 bytes each where they fit (it holds
+    // nearly every voxel at once: the corners).
+    if n <= u32::MAX as usize {
+        watershed_with_queue::<u32>(affs, dims, params)
+    } else {
+        watershed_with_queue::<usize>(affs, dims, params)
+    }
+}
+
+/// A voxel index as the watershed's queue stores it.
+trait QueueIndex: Copy + Send + Sync + Default {
+    fn new(i: usize) -> Self;
+    fn get(self) -> usize;
+}
+
+impl QueueIndex for u32 {
+    fn new(i: usize) -> Self {
+        i as u32
+    }
+    fn get(self) -> usize {
+        self as usize
+    }
+}
+
+impl QueueIndex for usize {
+    fn new(i: usize) -> Self {
+        i
+    }
+    fn get(self) -> usize {
+        self
+    }
+}
+
+/// [`watershed_flat`] with queue indices of type `I` (which must hold
+/// every voxel index).
+fn watershed_with_queue<I: QueueIndex>(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fragments {
     let (zd, yd, xd) = (dims.z as usize, dims.y as usize, dims.x as usize);
     let n = zd * yd * xd;
-    assert_eq!(affs.len(), 3 * n, "affinities must hold 3 * z * y * x values");
     let low = params.aff_threshold_low;
     let high = params.aff_threshold_high;
     let mut seg = vec![0u64; n];
@@ -76,25 +113,50 @@ pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fra
 
     // Pass 2: plateau corners, queued in scan order (found in parallel:
     // the test reads direction bits only, which the marks do not touch).
-    let mut bfs: Vec<usize> = (0..n)
+    // Counted per block of voxels first, then written into a queue of
+    // exactly their number: no per-thread vectors to concatenate.
+    let is_corner = |i: usize| (0..6).any(|d| seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) == 0);
+    const BLOCK: usize = 1 << 16;
+    let block = |b: usize| b * BLOCK..((b + 1) * BLOCK).min(n);
+    // Pass 3 queues only voxels with a mutual face that are not corners:
+    // counted too, so that the queue never grows by reallocation.
+    let has_mutual = |i: usize| (0..6).any(|d| seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) != 0);
+    let (counts, later): (Vec<usize>, Vec<usize>) = (0..n.div_ceil(BLOCK))
         .into_par_iter()
-        .filter(|&i| (0..6).any(|d| seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) == 0))
-        .collect();
+        .map(|b| {
+            let corners = block(b).filter(|&i| is_corner(i)).count();
+            (corners, block(b).filter(|&i| !is_corner(i) && has_mutual(i)).count())
+        })
+        .unzip();
+    let mut bfs: Vec<I> = Vec::with_capacity(counts.iter().sum::<usize>() + later.iter().sum::<usize>());
+    bfs.resize(counts.iter().sum(), I::default());
+    let mut parts = Vec::with_capacity(counts.len());
+    let mut rest = &mut bfs[..];
+    for &count in &counts {
+        let (part, tail) = rest.split_at_mut(count);
+        parts.push(part);
+        rest = tail;
+    }
+    parts.into_par_iter().enumerate().for_each(|(b, part)| {
+        for (slot, i) in part.iter_mut().zip(block(b).filter(|&i| is_corner(i))) {
+            *slot = I::new(i);
+        }
+    });
     for &i in &bfs {
-        seg[i] |= VISITED;
+        seg[i.get()] |= VISITED;
     }
 
     // Pass 3: divide the plateaus.
     let mut head = 0;
     while head < bfs.len() {
-        let i = bfs[head];
+        let i = bfs[head].get();
         let mut to_set = 0u64;
-        for d in 0..6 {
+        for (d, &opposite) in OPPOSITE.iter().enumerate() {
             if seg[i] & bit(d) != 0 {
                 let j = neighbour(i, d);
-                if seg[j] & bit(OPPOSITE[d]) != 0 {
+                if seg[j] & bit(opposite) != 0 {
                     if seg[j] & VISITED == 0 {
-                        bfs.push(j);
+                        bfs.push(I::new(j));
                         seg[j] |= VISITED;
                     }
                 } else {
@@ -116,11 +178,11 @@ pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fra
             sizes[0] += 1;
         }
         if seg[i] & HIGH_BIT == 0 && seg[i] != 0 {
-            bfs.push(i);
+            bfs.push(I::new(i));
             head = 0;
             seg[i] |= VISITED;
             while head < bfs.len() {
-                let me = bfs[head];
+                let me = bfs[head].get();
                 for d in 0..6 {
                     if seg[me] & bit(d) != 0 {
                         let him = neighbour(me, d);
@@ -128,13 +190,13 @@ pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fra
                             let label = seg[him];
                             sizes[(label & !HIGH_BIT) as usize] += bfs.len() as u64;
                             for &it in &bfs {
-                                seg[it] = label;
+                                seg[it.get()] = label;
                             }
                             bfs.clear();
                             break;
                         } else if seg[him] & VISITED == 0 {
                             seg[him] |= VISITED;
-                            bfs.push(him);
+                            bfs.push(I::new(him));
                         }
                     }
                 }
@@ -143,7 +205,7 @@ pub fn watershed_flat(affs: &[f32], dims: Dims3, params: WatershedParams) -> Fra
             if !bfs.is_empty() {
                 sizes.push(bfs.len() as u64);
                 for &it in &bfs {
-                    seg[it] = HIGH_BIT | next_id;
+                    seg[it.get()] = HIGH_BIT | next_id;
                 }
                 next_id += 1;
                 bfs.clear();
