@@ -124,8 +124,13 @@ fn watershed_with_queue<I: QueueIndex>(affs: &[f32], dims: Dims3, params: Waters
     let (counts, later): (Vec<usize>, Vec<usize>) = (0..n.div_ceil(BLOCK))
         .into_par_iter()
         .map(|b| {
-            let corners = block(b).filter(|&i| is_corner(i)).count();
-            (corners, block(b).filter(|&i| !is_corner(i) && has_mutual(i)).count())
+            block(b).fold((0, 0), |(corners, later), i| {
+                if is_corner(i) {
+                    (corners + 1, later)
+                } else {
+                    (corners, later + has_mutual(i) as usize)
+                }
+            })
         })
         .unzip();
     let mut bfs: Vec<I> = Vec::with_capacity(counts.iter().sum::<usize>() + later.iter().sum::<usize>());

@@ -4,8 +4,8 @@
 
 use crate::device::*;
 use gpu_waterz_abi::watershed::{
-    joined, neighbour, uf_tile_origin, UfTileFacesArgs, UfTileLocalArgs, UF_THREADS, UF_TILE, UF_TILE_X, UF_TILE_Y,
-    UF_TILE_Z,
+    joined, neighbour, uf_tile_offset, uf_tile_origin, UfTileFacesArgs, UfTileLocalArgs, UF_THREADS, UF_TILE,
+    UF_TILE_X, UF_TILE_Y, UF_TILE_Z,
 };
 
 /// The root of `x` in a forest where every pointer goes to a smaller
@@ -114,7 +114,8 @@ kernel! {
         let column = y0 + (ly as u64) < dims.y && x0 + (lx as u64) < dims.x;
         // The global index of tile voxel `local` (inside the volume).
         let global = |local: u32| {
-            origin + (local / UF_THREADS) * sz + (local % UF_THREADS / UF_TILE_X as u32) * sy + local % UF_TILE_X as u32
+            let (lz, ly, lx) = uf_tile_offset(local);
+            origin + lz * sz + ly * sy + lx
         };
         // The lower neighbours (along z, y, x: in increasing index order
         // of the neighbour, decreasing offset) and whether this thread's

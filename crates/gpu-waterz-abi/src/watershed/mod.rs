@@ -71,8 +71,9 @@ pub fn uf_tile_origin(tile: u64, dims: crate::Dims3) -> (u64, u64, u64) {
 /// The offset `(z, y, x)` inside a components tile of its voxel `local`
 /// (C order within the tile).
 #[inline(always)]
-pub fn uf_tile_offset(local: u64) -> (u64, u64, u64) {
-    (local / (UF_TILE_Y * UF_TILE_X), (local / UF_TILE_X) % UF_TILE_Y, local % UF_TILE_X)
+pub fn uf_tile_offset(local: u32) -> (u32, u32, u32) {
+    let (tile_y, tile_x) = (UF_TILE_Y as u32, UF_TILE_X as u32);
+    (local / (tile_y * tile_x), (local / tile_x) % tile_y, local % tile_x)
 }
 
 /// Thresholds of the watershed, as waterz takes them (`float32`).
@@ -221,9 +222,9 @@ mod tests {
             let mut seen = std::vec![0u32; (dims.z * dims.y * dims.x) as usize];
             for tile in 0..tz * ty * tx {
                 let (z0, y0, x0) = uf_tile_origin(tile, dims);
-                for local in 0..UF_TILE {
+                for local in 0..UF_TILE as u32 {
                     let (lz, ly, lx) = uf_tile_offset(local);
-                    let (z, y, x) = (z0 + lz, y0 + ly, x0 + lx);
+                    let (z, y, x) = (z0 + lz as u64, y0 + ly as u64, x0 + lx as u64);
                     if z < dims.z && y < dims.y && x < dims.x {
                         seen[dims.index(z, y, x) as usize] += 1;
                     }
