@@ -115,21 +115,32 @@ fn watershed_with_queue<I: QueueIndex>(affs: &[f32], dims: Dims3, params: Waters
     // the test reads direction bits only, which the marks do not touch).
     // Counted per block of voxels first, then written into a queue of
     // exactly their number: no per-thread vectors to concatenate.
-    let is_corner = |i: usize| (0..6).any(|d| seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) == 0);
+    // Whether a voxel has a marked face its neighbour does not mark back
+    // (a corner) and whether it has one its neighbour marks back (mutual).
+    let faces = |i: usize| {
+        let (mut down, mut mutual) = (false, false);
+        for (d, &opposite) in OPPOSITE.iter().enumerate() {
+            if seg[i] & bit(d) != 0 {
+                if seg[neighbour(i, d)] & bit(opposite) == 0 {
+                    down = true;
+                } else {
+                    mutual = true;
+                }
+            }
+        }
+        (down, mutual)
+    };
+    let is_corner = |i: usize| faces(i).0;
     const BLOCK: usize = 1 << 16;
     let block = |b: usize| b * BLOCK..((b + 1) * BLOCK).min(n);
     // Pass 3 queues only voxels with a mutual face that are not corners:
     // counted too, so that the queue never grows by reallocation.
-    let has_mutual = |i: usize| (0..6).any(|d| seg[i] & bit(d) != 0 && seg[neighbour(i, d)] & bit(OPPOSITE[d]) != 0);
     let (counts, later): (Vec<usize>, Vec<usize>) = (0..n.div_ceil(BLOCK))
         .into_par_iter()
         .map(|b| {
-            block(b).fold((0, 0), |(corners, later), i| {
-                if is_corner(i) {
-                    (corners + 1, later)
-                } else {
-                    (corners, later + has_mutual(i) as usize)
-                }
+            block(b).fold((0, 0), |(corners, later), i| match faces(i) {
+                (true, _) => (corners + 1, later),
+                (false, mutual) => (corners, later + mutual as usize),
             })
         })
         .unzip();

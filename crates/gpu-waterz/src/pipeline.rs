@@ -181,15 +181,6 @@ impl Agglomeration {
                 "a ground truth given twice: borrowed and in the configuration",
             ));
         }
-        Self::start(affinities, fragments, ground_truth, config)
-    }
-
-    fn start(
-        affinities: &AffinityGraph<'_>,
-        fragments: Option<ArrayView3<'_, u64>>,
-        ground_truth: Option<LabelsView<'_>>,
-        config: Config,
-    ) -> Result<Self> {
         config.check_values(fragments.is_some())?;
         let thresholds = Thresholds::new(&config.thresholds)?.values().to_vec();
         let (gpu, note) = choose(&config)?;

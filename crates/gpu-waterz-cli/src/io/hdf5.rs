@@ -88,7 +88,9 @@ impl ChunkedDataset {
     /// `None` when it does not (or the file is one that only the other
     /// reader opens): [`read_hdf5`] then reads it.
     pub fn open(file: &Path, dataset: &str) -> Result<Option<Self>, IoError> {
-        let Ok(h5) = hdf5_pure::File::open(file) else { return Ok(None) };
+        // Metadata only: `File::open` would read the whole file into memory,
+        // which the chunks are then read from again.
+        let Ok(h5) = hdf5_pure::File::open_streaming(file) else { return Ok(None) };
         let Ok(ds) = h5.dataset(dataset) else { return Ok(None) };
         Self::of(file, &ds).transpose()
     }
@@ -106,6 +108,12 @@ impl ChunkedDataset {
         let shape: Vec<usize> = ds.shape().ok()?.into_iter().map(|s| s as usize).collect();
         let chunk: Vec<usize> = ds.chunk_shape().ok()??.into_iter().map(|s| s as usize).collect();
         if chunk.len() != shape.len() || shape.is_empty() || chunk.contains(&0) || shape.contains(&0) {
+            return None;
+        }
+        // Sizes from the file: a dataset or chunk whose byte size overflows
+        // is left to the other reader (which refuses it).
+        let bytes = |extent: &[usize]| extent.iter().try_fold(dtype.size(), |n, &e| n.checked_mul(e));
+        if bytes(&shape).is_none_or(|n| n > isize::MAX as usize) || bytes(&chunk).is_none() {
             return None;
         }
         let chunks = ds.chunks().ok()?;
@@ -167,7 +175,8 @@ impl ChunkedDataset {
             bytes = if f.id == 1 {
                 // At most one byte more than a chunk holds: more is an error
                 // below, never an unbounded allocation.
-                let mut out = Vec::with_capacity(chunk_bytes);
+                // (Capacity bounded by deflate's largest ratio, about 1032.)
+                let mut out = Vec::with_capacity(chunk_bytes.min(bytes.len().saturating_mul(1032) + 64));
                 flate2::read::ZlibDecoder::new(&bytes[..])
                     .take(chunk_bytes as u64 + 1)
                     .read_to_end(&mut out)
@@ -308,7 +317,6 @@ impl ChunkedDataset {
                 // Every element of the box is written below: the buffer's
                 // old values need no zeroing.
                 piece.resize(extent.iter().product(), T::zeroed());
-                piece.truncate(extent.iter().product());
                 self.fill_box(&mine, &origin, &extent, bytemuck::cast_slice_mut(piece), elem).map_err(E::from)?;
                 let run = extent[leading - 1..].iter().product::<usize>();
                 let n_runs = extent[..leading - 1].iter().product::<usize>();
@@ -328,14 +336,6 @@ impl ChunkedDataset {
             consume,
         )
     }
-}
-
-/// Reads a chunked dataset with its chunks decompressed on every core
-/// (deflate and shuffle, the filters h5py writes). `None` when the dataset
-/// is not one this path reads (contiguous, other filters, big-endian or
-/// other types, chunks not all allocated): the serial reader takes it.
-fn read_chunks_in_parallel(file: &Path, ds: &hdf5_pure::Dataset) -> Option<Result<Volume, IoError>> {
-    Some(ChunkedDataset::of(file, ds)?.and_then(|layout| layout.read_volume()))
 }
 
 /// The serial reader (hdf5-pure's own), for comparison in tests.
@@ -359,6 +359,13 @@ fn read_with_hdf5_pure(file: &Path, dataset: &str) -> Result<Volume, IoError> {
             cause: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         });
     }
+    // A chunked dataset with its chunks decompressed on every core (deflate
+    // and shuffle, the filters h5py writes), the file's metadata read
+    // alone; other datasets (contiguous, other filters, big-endian or
+    // other types, chunks not all allocated) go to the serial reader.
+    if let Some(layout) = ChunkedDataset::open(file, dataset)? {
+        return layout.read_volume();
+    }
     let bad = |reason: String| format_err(file, "HDF5", reason);
     let h5 = hdf5_pure::File::open(file).map_err(|e| bad(e.to_string()))?;
     let ds = h5.dataset(dataset).map_err(|e| {
@@ -369,9 +376,6 @@ fn read_with_hdf5_pure(file: &Path, dataset: &str) -> Result<Volume, IoError> {
             IoError::Unsupported { path: file.to_path_buf(), reason: format!("dataset {dataset:?}: {hint} ({e})") }
         }
     })?;
-    if let Some(volume) = read_chunks_in_parallel(file, &ds) {
-        return volume;
-    }
     let shape: Vec<usize> = ds.shape().map_err(|e| bad(e.to_string()))?.into_iter().map(|s| s as usize).collect();
     let dim = IxDyn(&shape);
     let mk = |e: ndarray::ShapeError| bad(e.to_string());
@@ -515,10 +519,8 @@ mod parallel_tests {
         let mut builder = hdf5_pure::FileBuilder::new();
         builder.create_dataset("line").with_u32_data(&values).with_shape(&[1000]).with_chunks(&[64]).with_deflate(4);
         builder.write(&one_d).unwrap();
-        let h5 = hdf5_pure::File::open(&one_d).unwrap();
-        let ds = h5.dataset("line").unwrap();
-        let parallel = read_chunks_in_parallel(&one_d, &ds).expect("a deflate-chunked dataset").unwrap();
         let layout = ChunkedDataset::open(&one_d, "line").unwrap().expect("a deflate-chunked dataset");
+        let parallel = layout.read_volume().unwrap();
         assert_eq!(pieces::<u32>(&layout, 1000), values, "a line in pieces");
         assert_eq!(parallel, Volume::U32(ArrayD::from_shape_vec(IxDyn(&[1000]), values).unwrap()));
         std::fs::remove_dir_all(&dir).unwrap();
@@ -532,12 +534,10 @@ mod parallel_tests {
         for (name, dataset) in cases {
             let path = data.join(name);
             assert!(path.exists(), "{} is absent: the real-data tests need ../shared/data", path.display());
-            let h5 = hdf5_pure::File::open(&path).unwrap();
-            let ds = h5.dataset(dataset).unwrap();
-            let parallel = read_chunks_in_parallel(&path, &ds).expect("a gzip-chunked dataset").unwrap();
+            let layout = ChunkedDataset::open(&path, dataset).unwrap().expect("a gzip-chunked dataset");
+            let parallel = layout.read_volume().unwrap();
             assert_eq!(parallel, read_serially(&path, dataset), "{name}:{dataset}");
             // In pieces: every value once, in C order, at its index.
-            let layout = ChunkedDataset::open(&path, dataset).unwrap().expect("a gzip-chunked dataset");
             let bytes = match (&parallel, layout.dtype()) {
                 (Volume::F32(a), ElementType::F32) => {
                     pieces::<f32>(&layout, a.len()).iter().map(|v| v.to_bits()).eq(a.iter().map(|v| v.to_bits()))

@@ -159,8 +159,6 @@ pub(crate) fn read_ahead<T: Send, E: Send>(
     consume: impl FnMut(usize, &[T]) -> Result<(), E> + Send,
 ) -> Result<(), E> {
     use std::sync::atomic::{AtomicU8, Ordering};
-    let (send_full, receive_full) = std::sync::mpsc::sync_channel::<(PieceRanges, Vec<T>)>(1);
-    let (send_empty, receive_empty) = std::sync::mpsc::sync_channel::<Vec<T>>(2);
     // Which side failed first (0: neither yet), so that its error is the
     // one returned when both fail.
     const PRODUCER: u8 = 1;
@@ -171,6 +169,10 @@ pub(crate) fn read_ahead<T: Send, E: Send>(
     };
     let failed = &failed;
     std::thread::scope(|scope| {
+        // Made inside the scope, so that a panic on either side drops its
+        // ends and the other side stops instead of waiting for ever.
+        let (send_full, receive_full) = std::sync::mpsc::sync_channel::<(PieceRanges, Vec<T>)>(1);
+        let (send_empty, receive_empty) = std::sync::mpsc::sync_channel::<Vec<T>>(2);
         let mut consume = consume;
         let consumer = scope.spawn(move || -> Result<(), E> {
             for (ranges, piece) in receive_full {

@@ -163,8 +163,9 @@ impl ZarrArray {
     /// its first element (C order), while the next piece is decoded (see
     /// [`super::NpyFile::read_in_pieces`]; zarrs decodes a piece's chunks
     /// on every core). A piece is one channel and all of x; along z and y
-    /// it follows the chunks, so that each chunk is decoded once: whole
-    /// chunk-rows of z (all of y: one range per piece, the pieces in
+    /// it follows the chunks, so that a chunk is decoded once per channel
+    /// it holds (a chunk of several channels is decoded for each of them):
+    /// whole chunk-rows of z (all of y: one range per piece, the pieces in
     /// increasing order) when one chunk-row of a channel fits in 128 MiB,
     /// else one chunk-row of z and whole chunk-rows of y (one range per z),
     /// at least one chunk box (larger than 128 MiB where a chunk is: a
