@@ -22,6 +22,7 @@ pub mod device;
 pub mod distance;
 pub mod graph;
 pub mod greyscale;
+pub mod morphology;
 pub mod parhac;
 pub mod primitives;
 pub mod reduce;

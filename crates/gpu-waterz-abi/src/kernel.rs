@@ -116,6 +116,14 @@ kernels! {
     GreyLines => "grey_lines",
     EdtPass => "edt_pass",
     EdtLines => "edt_lines",
+    GreyFilterF32 => "grey_filter_f32",
+    GreyFilterF64 => "grey_filter_f64",
+    GreyLineF32 => "grey_line_f32",
+    GreyLineF64 => "grey_line_f64",
+    BinaryFilter => "binary_filter",
+    GreyTileF32 => "grey_tile_f32",
+    GreyTileF64 => "grey_tile_f64",
+    BinaryTile => "binary_tile",
 }
 
 /// The most parameters a kernel takes.

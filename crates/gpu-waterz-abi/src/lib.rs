@@ -15,6 +15,7 @@
 pub mod kernel;
 pub mod distance;
 pub mod greyscale;
+pub mod morphology;
 pub mod primitives;
 pub mod transport;
 pub mod watershed;

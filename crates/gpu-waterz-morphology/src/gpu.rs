@@ -1,13 +1,473 @@
-//! The distance transform on the GPU: one pass per axis of a volume of up
-//! to three axes (`kernels-rs/src/distance.rs`; the launches are in the
-//! private `launch` module), exact with unit sampling as
-//! [`crate::distance`] is.
+//! The GPU paths:
+//! - grey-scale and binary morphology ([`grey_filter`], [`binary_filter`])
+//!   on batches of arrays of spatial rank 1 to 8, equal to the CPU path
+//!   (`kernels-rs/src/morphology.rs`; launches in the private
+//!   `launch_morphology` module);
+//! - the distance transform: one pass per axis of a volume of up to three
+//!   axes (`kernels-rs/src/distance.rs`; launches in the private `launch`
+//!   module), exact with unit sampling as [`crate::distance`] is.
 
 use crate::distance::{check_sampling, no_background};
-use crate::{check_input, invalid, Result};
+use crate::launch_morphology::{self as morph, DeviceFootprint, DeviceTile};
+use crate::{check_input, invalid, Footprint, Mode, Result};
+use gpu_waterz_abi::morphology::{
+    MorphGeometry, TileGeometry, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y,
+};
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
 use ndarray::{ArrayD, ArrayViewD};
+
+/// How [`grey_filter`] reads the structuring element. Every strategy gives
+/// the same values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// One pass per axis for boxes of more than 27 elements; else tiles
+    /// for rank 1 to 3 when the halo fits the shared memory; else the
+    /// gather (the default).
+    #[default]
+    Auto,
+    /// Every element read from global memory at every position.
+    Gather,
+    /// One pass per axis whose window is longer than one (boxes only;
+    /// other elements take the gather).
+    Separable,
+    /// Tiles with their halo in shared memory (rank 1 to 3 when it fits;
+    /// else the gather).
+    Tile,
+}
+
+/// The element types of [`grey_filter`]: float32 and float64.
+pub trait GreyValue: gpu_waterz_runtime::DeviceElement + sealed::Sealed {}
+impl GreyValue for f32 {}
+impl GreyValue for f64 {}
+
+mod sealed {
+    use super::*;
+
+    /// The kernels of each element type.
+    pub trait Sealed: Sized {
+        fn filter(
+            gpu: &Gpu,
+            footprint: &DeviceFootprint,
+            mode: u32,
+            maximum: bool,
+            cval: f64,
+            input: &DeviceBuffer<Self>,
+            output: &mut DeviceBuffer<Self>,
+        ) -> gpu_waterz_runtime::Result<()>;
+        fn tile(
+            gpu: &Gpu,
+            tile: &DeviceTile,
+            mode: u32,
+            maximum: bool,
+            cval: f64,
+            input: &DeviceBuffer<Self>,
+            output: &mut DeviceBuffer<Self>,
+        ) -> gpu_waterz_runtime::Result<()>;
+        #[allow(clippy::too_many_arguments)]
+        fn line(
+            gpu: &Gpu,
+            geometry: &MorphGeometry,
+            axis: u32,
+            window: (i64, i64),
+            mode: u32,
+            maximum: bool,
+            cval: f64,
+            input: &DeviceBuffer<Self>,
+            output: &mut DeviceBuffer<Self>,
+        ) -> gpu_waterz_runtime::Result<()>;
+    }
+
+    macro_rules! sealed {
+        ($($t:ty: $filter:ident, $tile:ident, $line:ident;)*) => {$(
+            impl Sealed for $t {
+                fn tile(
+                    gpu: &Gpu,
+                    tile: &DeviceTile,
+                    mode: u32,
+                    maximum: bool,
+                    cval: f64,
+                    input: &DeviceBuffer<Self>,
+                    output: &mut DeviceBuffer<Self>,
+                ) -> gpu_waterz_runtime::Result<()> {
+                    morph::$tile(gpu, tile, mode, maximum, cval, input, output)
+                }
+                fn filter(
+                    gpu: &Gpu,
+                    footprint: &DeviceFootprint,
+                    mode: u32,
+                    maximum: bool,
+                    cval: f64,
+                    input: &DeviceBuffer<Self>,
+                    output: &mut DeviceBuffer<Self>,
+                ) -> gpu_waterz_runtime::Result<()> {
+                    morph::$filter(gpu, footprint, mode, maximum, cval, input, output)
+                }
+                fn line(
+                    gpu: &Gpu,
+                    geometry: &MorphGeometry,
+                    axis: u32,
+                    window: (i64, i64),
+                    mode: u32,
+                    maximum: bool,
+                    cval: f64,
+                    input: &DeviceBuffer<Self>,
+                    output: &mut DeviceBuffer<Self>,
+                ) -> gpu_waterz_runtime::Result<()> {
+                    morph::$line(gpu, geometry, axis, window, mode, maximum, cval, input, output)
+                }
+            }
+        )*};
+    }
+
+    sealed! {
+        f32: grey_filter_f32, grey_tile_f32, grey_line_f32;
+        f64: grey_filter_f64, grey_tile_f64, grey_line_f64;
+    }
+}
+
+/// `items` arrays of spatial `shape`, one after another in C order: a
+/// batch `(B, C, spatial…)` is `B · C` items of the spatial shape.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    /// The number of arrays.
+    pub items: usize,
+    /// The shape of each, rank 1 to 8.
+    pub shape: &'a [usize],
+}
+
+impl Batch<'_> {
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.items * self.shape.iter().product::<usize>()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The kernels' geometry of `batch` for `footprint`.
+fn geometry(batch: Batch<'_>, footprint: &Footprint) -> Result<MorphGeometry> {
+    let shape = batch.shape;
+    check_input(shape)?;
+    let rank = shape.len();
+    if footprint.rank() != rank {
+        return Err(invalid(format!("the structuring element has rank {}, the arrays {rank}", footprint.rank())));
+    }
+    let elements = u32::try_from(footprint.len())
+        .ok()
+        .filter(|&e| e > 0)
+        .ok_or_else(|| invalid(format!("{} active elements", footprint.len())))?;
+    let spatial = shape
+        .iter()
+        .try_fold(1u64, |n, &s| n.checked_mul(s as u64))
+        .ok_or_else(|| invalid(format!("the shape {shape:?} is too large")))?;
+    (batch.items as u64)
+        .checked_mul(spatial)
+        .filter(|&n| n <= isize::MAX as u64 / 8)
+        .ok_or_else(|| invalid(format!("{} arrays of {shape:?} are too many", batch.items)))?;
+    let mut g = MorphGeometry {
+        rank: rank as u32,
+        elements,
+        spatial,
+        items: batch.items as u64,
+        extent: [1; MORPH_MAX_RANK],
+        stride: [0; MORPH_MAX_RANK],
+        low: [0; MORPH_MAX_RANK],
+        high: [0; MORPH_MAX_RANK],
+    };
+    let mut stride = 1u64;
+    for axis in (0..rank).rev() {
+        g.extent[axis] = shape[axis] as u64;
+        g.stride[axis] = stride;
+        stride *= shape[axis] as u64;
+    }
+    for (axis, (low, high)) in footprint.extrema().into_iter().enumerate() {
+        g.low[axis] = low as i64;
+        g.high[axis] = high as i64;
+    }
+    Ok(g)
+}
+
+/// Uploads `footprint`'s tables for `geometry`.
+fn upload_footprint(gpu: &Gpu, geometry: MorphGeometry, footprint: &Footprint) -> Result<DeviceFootprint> {
+    let offsets: Vec<i64> = footprint.offsets().iter().flatten().map(|&o| o as i64).collect();
+    // Offsets are bounded by the element's extent and strides by the
+    // array's size, so the products fit (checked anyway).
+    let flat_offsets = footprint
+        .offsets()
+        .iter()
+        .map(|o| {
+            o.iter().enumerate().try_fold(0i64, |sum, (axis, &v)| {
+                (v as i64).checked_mul(geometry.stride[axis] as i64).and_then(|t| sum.checked_add(t))
+            })
+        })
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| invalid("the structuring element's offsets overflow"))?;
+    let flat = footprint.is_flat();
+    let weights = if flat { gpu.zeros::<f64>(1)? } else { gpu.upload(footprint.weights())? };
+    Ok(DeviceFootprint {
+        geometry,
+        offsets: gpu.upload(&offsets)?,
+        flat_offsets: gpu.upload(&flat_offsets)?,
+        weights,
+        flat,
+    })
+}
+
+/// The tile layout of `batch` (rank 1 to 3) for `footprint` with values of
+/// `value_bytes`, or `None` when the rank is larger or the halo does not
+/// fit the shared memory. The halo always covers offset 0 (each position
+/// reads its own value in the binary tiles).
+fn tile_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: usize) -> Result<Option<DeviceTile>> {
+    let rank = batch.shape.len();
+    if !(1..=3).contains(&rank) || footprint.rank() != rank {
+        return Ok(None);
+    }
+    let mut extent = [1u32; 3];
+    for (slot, &n) in extent[3 - rank..].iter_mut().zip(batch.shape) {
+        match u32::try_from(n) {
+            Ok(n) => *slot = n,
+            Err(_) => return Ok(None),
+        }
+    }
+    let mut low = [0i32; 3];
+    let mut high = [0i32; 3];
+    for (axis, (lo, hi)) in footprint.extrema().into_iter().enumerate() {
+        let a = 3 - rank + axis;
+        match (i32::try_from(lo.min(0)), i32::try_from(hi.max(0))) {
+            (Ok(lo), Ok(hi)) => (low[a], high[a]) = (lo, hi),
+            _ => return Ok(None),
+        }
+    }
+    let tile_z = extent[0].min(TILE_MAX_Z);
+    let tile = [tile_z, TILE_Y, TILE_X];
+    let mut halo = [0u32; 3];
+    for (axis, slot) in halo.iter_mut().enumerate() {
+        *slot = match u32::try_from(tile[axis] as i64 + high[axis] as i64 - low[axis] as i64) {
+            Ok(h) => h,
+            Err(_) => return Ok(None),
+        };
+    }
+    let shared = halo.iter().map(|&h| h as u64).product::<u64>() * value_bytes as u64;
+    if shared > TILE_SHARED_BYTES as u64 {
+        return Ok(None);
+    }
+    let geometry = TileGeometry {
+        items: batch.items as u64,
+        extent,
+        tile_z,
+        low,
+        high,
+        halo,
+        tiles: [extent[0].div_ceil(tile_z), extent[1].div_ceil(TILE_Y), extent[2].div_ceil(TILE_X)],
+        elements: u32::try_from(footprint.len()).map_err(|_| invalid("too many active elements"))?,
+    };
+    let offsets: Vec<i32> = footprint
+        .offsets()
+        .iter()
+        .map(|o| {
+            let mut padded = [0i32; 3];
+            for (axis, &v) in o.iter().enumerate() {
+                padded[3 - rank + axis] = v as i32;
+            }
+            geometry.shared_offset(padded)
+        })
+        .collect();
+    let flat = footprint.is_flat();
+    let weights = if flat { gpu.zeros::<f64>(1)? } else { gpu.upload(footprint.weights())? };
+    Ok(Some(DeviceTile { geometry, shared_offsets: gpu.upload(&offsets)?, weights, flat }))
+}
+
+/// The minimum (`maximum` false: erosion) or maximum (dilation) filter of
+/// `input` over `footprint` into `output`, for every array of `batch`:
+/// [`crate::grey_erosion`] and [`crate::grey_dilation`] on the GPU (resolve
+/// `footprint` with [`Footprint::resolve`], reflected for dilation), equal
+/// to them value for value. A flat element compares in the input's type;
+/// weights are applied in float64 and the result cast once.
+#[allow(clippy::too_many_arguments)]
+pub fn grey_filter<T: GreyValue>(
+    gpu: &Gpu,
+    input: &DeviceBuffer<T>,
+    output: &mut DeviceBuffer<T>,
+    batch: Batch<'_>,
+    footprint: &Footprint,
+    mode: Mode,
+    cval: f64,
+    maximum: bool,
+    strategy: Strategy,
+) -> Result<()> {
+    let geometry = geometry(batch, footprint)?;
+    let n = batch.len() as u64;
+    check_len("grey_filter", "input", input, n)?;
+    check_len("grey_filter", "output", output, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let windows: Vec<(u32, (i64, i64))> = footprint
+        .extrema()
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, (low, high))| high > low)
+        .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
+        .collect();
+    let separable = footprint.is_box()
+        && windows.len() >= 2
+        && match strategy {
+            Strategy::Auto => footprint.len() > 27,
+            Strategy::Gather | Strategy::Tile => false,
+            Strategy::Separable => true,
+        };
+    if !separable && matches!(strategy, Strategy::Auto | Strategy::Tile) {
+        if let Some(tile) = tile_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
+            return Ok(T::tile(gpu, &tile, mode.code(), maximum, cval, input, output)?);
+        }
+    }
+    if !separable {
+        let device = upload_footprint(gpu, geometry, footprint)?;
+        return Ok(T::filter(gpu, &device, mode.code(), maximum, cval, input, output)?);
+    }
+    // Passes alternate between the output and a scratch array so that the
+    // last one writes the output. Axes whose window is one element wide
+    // but not at offset 0 cannot occur with two or more windows of a box
+    // unless an origin moves them: such a window is a shift, applied as a
+    // pass of its own.
+    let passes: Vec<(u32, (i64, i64))> = footprint
+        .extrema()
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, (low, high))| high > low || low != 0)
+        .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
+        .collect();
+    let mut scratch = gpu.uninit::<T>(n as usize)?;
+    let code = mode.code();
+    for (i, &(axis, window)) in passes.iter().enumerate() {
+        let into_output = (passes.len() - 1 - i).is_multiple_of(2);
+        match (i, into_output) {
+            (0, true) => T::line(gpu, &geometry, axis, window, code, maximum, cval, input, output)?,
+            (0, false) => T::line(gpu, &geometry, axis, window, code, maximum, cval, input, &mut scratch)?,
+            (_, true) => T::line(gpu, &geometry, axis, window, code, maximum, cval, &scratch, output)?,
+            (_, false) => T::line(gpu, &geometry, axis, window, code, maximum, cval, output, &mut scratch)?,
+        }
+    }
+    Ok(())
+}
+
+/// How many binary steps [`binary_filter`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Iterations {
+    /// This many (at least one).
+    Times(u64),
+    /// Until a step changes nothing (the element must hold its centre, so
+    /// that steps only shrink or grow and cannot cycle).
+    UntilStable,
+}
+
+/// Steps per check of [`Iterations::UntilStable`]: steps past the stable
+/// state change nothing, so the flags are read once per this many.
+const STEPS_PER_CHECK: usize = 8;
+
+/// `scipy.ndimage.binary_erosion` (`dilation` false) or `binary_dilation`
+/// of `input` (0 or 1 per value) into `output` for every array of `batch`:
+/// `footprint` (resolved with [`Footprint::resolve`] from the structure,
+/// reflected for dilation), `border` outside the arrays, the input kept
+/// where `mask` is 0. Returns the number of steps run (for
+/// [`Iterations::UntilStable`], possibly a few more than needed: they
+/// change nothing).
+#[allow(clippy::too_many_arguments)]
+pub fn binary_filter(
+    gpu: &Gpu,
+    input: &DeviceBuffer<u8>,
+    output: &mut DeviceBuffer<u8>,
+    mask: Option<&DeviceBuffer<u8>>,
+    batch: Batch<'_>,
+    footprint: &Footprint,
+    border: bool,
+    dilation: bool,
+    iterations: Iterations,
+) -> Result<u64> {
+    let geometry = geometry(batch, footprint)?;
+    let n = batch.len() as u64;
+    check_len("binary_filter", "input", input, n)?;
+    check_len("binary_filter", "output", output, n)?;
+    if let Some(mask) = mask {
+        check_len("binary_filter", "mask", mask, n)?;
+    }
+    if !footprint.is_flat() {
+        return Err(invalid("a binary structure has no weights"));
+    }
+    match iterations {
+        Iterations::Times(0) => return Err(invalid("binary_filter runs at least one step")),
+        Iterations::UntilStable if !footprint.has_centre() => {
+            return Err(invalid(
+                "until stable needs a structure whose centre (moved by the origin) is set: others may cycle",
+            ))
+        }
+        _ => {}
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    // Tiles for rank 1 to 3; until stable, each tile repeats the step in
+    // shared memory until it is stable (the element holds its centre, so
+    // the steps only grow or shrink and any order reaches the same state).
+    let tile = tile_layout(gpu, batch, footprint, 1)?;
+    let device = if tile.is_none() { Some(upload_footprint(gpu, geometry, footprint)?) } else { None };
+    let local = iterations == Iterations::UntilStable;
+    let mut flags = gpu.zeros::<u32>(STEPS_PER_CHECK)?;
+    let step = |from: &DeviceBuffer<u8>, to: &mut DeviceBuffer<u8>, flags: &mut DeviceBuffer<u32>, slot| match (
+        &tile, &device,
+    ) {
+        (Some(tile), _) => morph::binary_tile(gpu, tile, dilation, border, local, from, mask, to, flags, slot),
+        (None, Some(device)) => morph::binary_filter(gpu, device, dilation, border, from, mask, to, flags, slot),
+        (None, None) => unreachable!("one of the two layouts was made"),
+    };
+    match iterations {
+        Iterations::Times(steps) => {
+            let mut scratch = if steps > 1 { Some(gpu.uninit::<u8>(n as usize)?) } else { None };
+            for i in 0..steps {
+                let into_output = (steps - 1 - i).is_multiple_of(2);
+                match (i, into_output, scratch.as_mut()) {
+                    (0, true, _) => step(input, output, &mut flags, 0)?,
+                    (0, false, Some(s)) => step(input, s, &mut flags, 0)?,
+                    (_, true, Some(s)) => step(s, output, &mut flags, 0)?,
+                    (_, false, Some(s)) => step(output, s, &mut flags, 0)?,
+                    (_, _, None) => unreachable!("a scratch array exists for two or more steps"),
+                }
+            }
+            Ok(steps)
+        }
+        Iterations::UntilStable => {
+            let mut scratch = gpu.uninit::<u8>(n as usize)?;
+            step(input, output, &mut flags, 0)?;
+            let mut steps = 1u64;
+            let mut in_output = true;
+            if gpu.download_element(&flags, 0)? != 0 {
+                loop {
+                    gpu.memset_zero(&mut flags)?;
+                    for slot in 0..STEPS_PER_CHECK {
+                        if in_output {
+                            step(output, &mut scratch, &mut flags, slot)?;
+                        } else {
+                            step(&scratch, output, &mut flags, slot)?;
+                        }
+                        in_output = !in_output;
+                        steps += 1;
+                    }
+                    if gpu.download(&flags)?.last() == Some(&0) {
+                        break;
+                    }
+                }
+            }
+            if !in_output {
+                gpu.copy_prefix(&scratch, output, n as usize)?;
+            }
+            Ok(steps)
+        }
+    }
+}
 
 /// The `(z, y, x)` extent of a shape of rank 1 to 3 (leading axes of 1).
 fn dims_of(shape: &[usize]) -> Result<Dims3> {
@@ -81,4 +541,72 @@ pub fn distance_transform_edt_host(
     distance_transform_edt(gpu, &mask, &shape, sampling, &mut out)?;
     let values = gpu.download(&out)?;
     Ok(ArrayD::from_shape_vec(shape, values).expect("one distance per element"))
+}
+
+/// The grey-scale operators of `scipy.ndimage`, for [`grey_operator_host`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GreyOperator {
+    /// [`crate::grey_erosion`].
+    Erosion,
+    /// [`crate::grey_dilation`].
+    Dilation,
+    /// [`crate::grey_opening`].
+    Opening,
+    /// [`crate::grey_closing`].
+    Closing,
+    /// [`crate::morphological_gradient`].
+    Gradient,
+    /// [`crate::morphological_laplace`].
+    Laplace,
+    /// [`crate::white_tophat`].
+    WhiteTophat,
+    /// [`crate::black_tophat`].
+    BlackTophat,
+}
+
+/// `operator` on a float64 host array on the GPU: erosions and dilations
+/// on the device (chained there for openings and closings), the
+/// differences on the host in float64 as the CPU functions take them, so
+/// the result equals theirs value for value.
+pub fn grey_operator_host(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, f64>,
+    args: &crate::Grey<'_>,
+    operator: GreyOperator,
+) -> Result<ArrayD<f64>> {
+    let shape = input.shape().to_vec();
+    check_input(&shape)?;
+    let rank = shape.len();
+    let erosion = Footprint::resolve(rank, &args.element, &args.origin, false)?;
+    let dilation = Footprint::resolve(rank, &args.element, &args.origin, true)?;
+    let batch = Batch { items: 1, shape: &shape };
+    let contiguous = input.as_standard_layout();
+    let values = contiguous.as_slice().expect("standard layout");
+    let device = gpu.upload(values)?;
+    let filter = |from: &DeviceBuffer<f64>, maximum: bool| -> Result<DeviceBuffer<f64>> {
+        let mut out = gpu.uninit::<f64>(values.len().max(1))?;
+        let footprint = if maximum { &dilation } else { &erosion };
+        if !values.is_empty() {
+            grey_filter(gpu, from, &mut out, batch, footprint, args.mode, args.cval, maximum, Strategy::Auto)?;
+        }
+        Ok(out)
+    };
+    let host = |buffer: &DeviceBuffer<f64>| -> Result<ArrayD<f64>> {
+        let mut v = gpu.download(buffer)?;
+        v.truncate(values.len());
+        Ok(ArrayD::from_shape_vec(shape.clone(), v).expect("one value per element"))
+    };
+    Ok(match operator {
+        GreyOperator::Erosion => host(&filter(&device, false)?)?,
+        GreyOperator::Dilation => host(&filter(&device, true)?)?,
+        GreyOperator::Opening => host(&filter(&filter(&device, false)?, true)?)?,
+        GreyOperator::Closing => host(&filter(&filter(&device, true)?, false)?)?,
+        GreyOperator::Gradient => host(&filter(&device, true)?)? - host(&filter(&device, false)?)?,
+        GreyOperator::Laplace => {
+            let sum = host(&filter(&device, true)?)? + host(&filter(&device, false)?)?;
+            sum - &input.mapv(|x| 2.0 * x)
+        }
+        GreyOperator::WhiteTophat => &input - &host(&filter(&filter(&device, false)?, true)?)?,
+        GreyOperator::BlackTophat => host(&filter(&filter(&device, true)?, false)?)? - &input,
+    })
 }

@@ -24,6 +24,8 @@ pub mod distance;
 pub mod gpu;
 #[allow(unsafe_code)]
 mod launch;
+#[allow(unsafe_code)]
+mod launch_morphology;
 
 pub use distance::distance_transform_edt;
 
@@ -104,30 +106,24 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// Where index `j` of an axis of extent `n` reads, or `None` for `cval`.
-fn boundary(j: isize, n: usize, mode: Mode) -> Option<usize> {
-    let n_i = n as isize;
-    if (0..n_i).contains(&j) {
-        return Some(j as usize);
+impl Mode {
+    /// The kernels' code for this mode (`gpu_waterz_abi::morphology`).
+    pub fn code(self) -> u32 {
+        use gpu_waterz_abi::morphology::*;
+        match self {
+            Mode::Reflect => MODE_REFLECT,
+            Mode::Constant => MODE_CONSTANT,
+            Mode::Nearest => MODE_NEAREST,
+            Mode::Mirror => MODE_MIRROR,
+            Mode::Wrap => MODE_WRAP,
+        }
     }
-    Some(match mode {
-        Mode::Constant => return None,
-        Mode::Nearest => j.clamp(0, n_i - 1) as usize,
-        Mode::Wrap => j.rem_euclid(n_i) as usize,
-        Mode::Reflect => {
-            let k = j.rem_euclid(2 * n_i);
-            (if k >= n_i { 2 * n_i - 1 - k } else { k }) as usize
-        }
-        Mode::Mirror => {
-            if n == 1 {
-                0
-            } else {
-                let period = 2 * n_i - 2;
-                let k = j.rem_euclid(period);
-                (if k >= n_i { period - k } else { k }) as usize
-            }
-        }
-    })
+}
+
+/// Where index `j` of an axis of extent `n` reads, or `None` for `cval`
+/// (the rule the kernels run, `gpu_waterz_abi::morphology::boundary_index`).
+fn boundary(j: isize, n: usize, mode: Mode) -> Option<usize> {
+    gpu_waterz_abi::morphology::boundary_index(j as i64, n as i64, mode.code()).map(|j| j as usize)
 }
 
 /// A structuring element resolved for a filter: the coordinate offsets of
@@ -246,6 +242,49 @@ impl Footprint {
     /// Whether no element is active.
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()
+    }
+
+    /// The rank of the element.
+    pub fn rank(&self) -> usize {
+        self.offsets.first().map_or(0, Vec::len)
+    }
+
+    /// Each active element's offset per axis.
+    pub fn offsets(&self) -> &[Vec<isize>] {
+        &self.offsets
+    }
+
+    /// Each active element's weight (0 for a flat element).
+    pub fn weights(&self) -> &[f64] {
+        &self.weights
+    }
+
+    /// Whether every weight is 0.
+    pub fn is_flat(&self) -> bool {
+        self.weights.iter().all(|&w| w == 0.0)
+    }
+
+    /// The least and largest offset along each axis.
+    pub fn extrema(&self) -> Vec<(isize, isize)> {
+        (0..self.rank())
+            .map(|axis| {
+                let along = self.offsets.iter().map(|o| o[axis]);
+                (along.clone().min().unwrap_or(0), along.max().unwrap_or(0))
+            })
+            .collect()
+    }
+
+    /// Whether the element is flat and fills the box of its extrema (then
+    /// the filter is separable: one pass per axis).
+    pub fn is_box(&self) -> bool {
+        let cells: usize = self.extrema().iter().map(|&(lo, hi)| (hi - lo + 1) as usize).product();
+        self.is_flat() && !self.is_empty() && cells == self.len()
+    }
+
+    /// Whether an element at offset 0 on every axis is active (then
+    /// repeated binary erosion or dilation only shrinks or grows).
+    pub fn has_centre(&self) -> bool {
+        self.offsets.iter().any(|o| o.iter().all(|&v| v == 0))
     }
 }
 
@@ -378,15 +417,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn boundary_modes_extend_as_scipy_documents() {
-        // a b c d at 0..4; read from -3 to 6.
-        let read = |mode| (-3..7).map(|j| boundary(j, 4, mode)).collect::<Vec<_>>();
-        let s = |v: &[usize]| v.iter().map(|&x| Some(x)).collect::<Vec<_>>();
-        assert_eq!(read(Mode::Reflect), s(&[2, 1, 0, 0, 1, 2, 3, 3, 2, 1]));
-        assert_eq!(read(Mode::Mirror), s(&[3, 2, 1, 0, 1, 2, 3, 2, 1, 0]));
-        assert_eq!(read(Mode::Nearest), s(&[0, 0, 0, 0, 1, 2, 3, 3, 3, 3]));
-        assert_eq!(read(Mode::Wrap), s(&[1, 2, 3, 0, 1, 2, 3, 0, 1, 2]));
-        assert_eq!(read(Mode::Constant)[..3], [None, None, None]);
-        assert_eq!(boundary(-5, 1, Mode::Mirror), Some(0));
+    fn footprints_know_boxes_extrema_and_centres() {
+        let size = Footprint::resolve(2, &Element::Size(vec![3, 2]), &[0, 0], false).unwrap();
+        assert!(size.is_box() && size.has_centre());
+        assert_eq!(size.extrema(), vec![(-1, 1), (-1, 0)]);
+        // Dilation reflects the element: an even extent's window moves.
+        let dilation = Footprint::resolve(2, &Element::Size(vec![3, 2]), &[0, 0], true).unwrap();
+        assert_eq!(dilation.extrema(), vec![(-1, 1), (0, 1)]);
+        let cross = ndarray::arr2(&[[false, true, false], [true, true, true], [false, true, false]]).into_dyn();
+        let cross = Footprint::resolve(2, &Element::Footprint(cross.view()), &[0, 0], false).unwrap();
+        assert!(!cross.is_box() && cross.has_centre() && cross.is_flat());
+        let ring = ndarray::arr2(&[[true, true, true], [true, false, true], [true, true, true]]).into_dyn();
+        let ring = Footprint::resolve(2, &Element::Footprint(ring.view()), &[0, 0], false).unwrap();
+        assert!(!ring.has_centre() && !ring.is_box());
+        assert_eq!(ring.extrema(), vec![(-1, 1), (-1, 1)]);
+        // The origin moves the element: now its centre is the bottom middle.
+        let ring = ndarray::arr2(&[[true, true, true], [true, false, true], [true, true, true]]).into_dyn();
+        let moved = Footprint::resolve(2, &Element::Footprint(ring.view()), &[1, 0], false).unwrap();
+        assert!(moved.has_centre());
+        assert_eq!(moved.extrema(), vec![(-2, 0), (-1, 1)]);
+        let weights = ndarray::arr1(&[0.0, 1.0, 0.0]).into_dyn();
+        let weighted =
+            Footprint::resolve(1, &Element::Structure { structure: weights.view(), footprint: None }, &[0], false)
+                .unwrap();
+        assert!(!weighted.is_flat() && !weighted.is_box());
     }
 }

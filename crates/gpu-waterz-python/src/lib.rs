@@ -57,6 +57,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline::agglomerate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::grey_morphology, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::grey_filter_gpu, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::grey_filter_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::binary_filter_gpu, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::binary_filter_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_indices, m)?)?;

@@ -2,7 +2,7 @@
 //! of `gpu-waterz-morphology` (the CPU path) on float64 numpy arrays.
 
 use gpu_waterz_morphology::{Element, Grey, Mode};
-use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn};
+use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -144,4 +144,323 @@ pub(crate) fn distance_transform_indices<'py>(
         Out::I32(d) => d.into_pyarray(py).into_any(),
     };
     Ok((distances, indices.into_pyarray(py)))
+}
+
+/// The structuring element from scipy's arguments (normalised by the
+/// Python layer): a structure (with its footprint), a footprint or a size.
+fn element<'a>(
+    size: Option<Vec<usize>>,
+    footprint: Option<&'a PyReadonlyArrayDyn<'_, bool>>,
+    structure: Option<&'a PyReadonlyArrayDyn<'_, f64>>,
+) -> PyResult<Element<'a>> {
+    Ok(match (structure, footprint, size) {
+        (Some(s), f, _) => Element::Structure { structure: s.as_array(), footprint: f.map(|f| f.as_array()) },
+        (None, Some(f), _) => Element::Footprint(f.as_array()),
+        (None, None, Some(size)) => Element::Size(size),
+        (None, None, None) => return Err(PyValueError::new_err("no footprint, structure or size provided")),
+    })
+}
+
+/// The batch of a `shape` whose first `batch_dims` axes index items.
+fn batch_of(shape: &[usize], batch_dims: usize) -> PyResult<(usize, Vec<usize>)> {
+    if batch_dims >= shape.len() {
+        return Err(PyValueError::new_err(format!(
+            "batch_dims {batch_dims} leaves no spatial axis of the shape {shape:?}"
+        )));
+    }
+    Ok((shape[..batch_dims].iter().product(), shape[batch_dims..].to_vec()))
+}
+
+fn strategy_of(strategy: &str) -> PyResult<gpu_waterz_morphology::gpu::Strategy> {
+    use gpu_waterz_morphology::gpu::Strategy;
+    Ok(match strategy {
+        "auto" => Strategy::Auto,
+        "gather" => Strategy::Gather,
+        "separable" => Strategy::Separable,
+        "tile" => Strategy::Tile,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "strategy must be auto, gather, separable or tile, not {other:?}"
+            )))
+        }
+    })
+}
+
+fn gpu_of(ordinal: usize) -> PyResult<gpu_waterz::Gpu> {
+    gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+}
+
+fn runtime_err(e: gpu_waterz_runtime::RuntimeError) -> PyErr {
+    crate::to_py_err(gpu_waterz::Error::from(e))
+}
+
+/// The grey-scale filter of `input` on the GPU: `operation` is
+/// `"erosion"` or `"dilation"`, on `items` arrays already on the device.
+#[allow(clippy::too_many_arguments)]
+fn grey_filter_device<T: gpu_waterz_morphology::gpu::GreyValue>(
+    gpu: &gpu_waterz::Gpu,
+    operation: &str,
+    input: &gpu_waterz::DeviceBuffer<T>,
+    output: &mut gpu_waterz::DeviceBuffer<T>,
+    shape: &[usize],
+    batch_dims: usize,
+    element: &Element<'_>,
+    mode: &str,
+    cval: f64,
+    origin: &[isize],
+    strategy: &str,
+) -> PyResult<()> {
+    let dilation = match operation {
+        "erosion" => false,
+        "dilation" => true,
+        other => return Err(PyValueError::new_err(format!("operation must be erosion or dilation, not {other:?}"))),
+    };
+    let mode: Mode = mode.parse().map_err(morphology_err)?;
+    let (items, spatial) = batch_of(shape, batch_dims)?;
+    let footprint =
+        gpu_waterz_morphology::Footprint::resolve(spatial.len(), element, origin, dilation).map_err(morphology_err)?;
+    let batch = gpu_waterz_morphology::gpu::Batch { items, shape: &spatial };
+    gpu_waterz_morphology::gpu::grey_filter(
+        gpu,
+        input,
+        output,
+        batch,
+        &footprint,
+        mode,
+        cval,
+        dilation,
+        strategy_of(strategy)?,
+    )
+    .map_err(morphology_err)
+}
+
+/// [`grey_filter_device`] for a float32 or float64 numpy array: uploaded,
+/// filtered and downloaded into a new array of its type.
+#[pyfunction]
+#[pyo3(signature = (operation, input, batch_dims, size, footprint, structure, mode, cval, origin, strategy, ordinal))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn grey_filter_gpu<'py>(
+    py: Python<'py>,
+    operation: &str,
+    input: &Bound<'py, PyAny>,
+    batch_dims: usize,
+    size: Option<Vec<usize>>,
+    footprint: Option<PyReadonlyArrayDyn<'py, bool>>,
+    structure: Option<PyReadonlyArrayDyn<'py, f64>>,
+    mode: &str,
+    cval: f64,
+    origin: Vec<isize>,
+    strategy: &str,
+    ordinal: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let element = element(size, footprint.as_ref(), structure.as_ref())?;
+    let gpu = gpu_of(ordinal)?;
+    macro_rules! run {
+        ($t:ty, $array:expr) => {{
+            let array: PyReadonlyArrayDyn<'py, $t> = $array;
+            let shape = array.shape().to_vec();
+            let view = array.as_array();
+            let values = py.detach(|| -> PyResult<Vec<$t>> {
+                let host: std::borrow::Cow<'_, [$t]> = match view.as_slice() {
+                    Some(s) => std::borrow::Cow::Borrowed(s),
+                    None => std::borrow::Cow::Owned(view.iter().copied().collect()),
+                };
+                let input = gpu.upload(&host).map_err(runtime_err)?;
+                let mut output = gpu.uninit::<$t>(host.len()).map_err(runtime_err)?;
+                grey_filter_device(
+                    &gpu,
+                    operation,
+                    &input,
+                    &mut output,
+                    &shape,
+                    batch_dims,
+                    &element,
+                    mode,
+                    cval,
+                    &origin,
+                    strategy,
+                )?;
+                gpu.download(&output).map_err(runtime_err)
+            })?;
+            let out = ndarray::ArrayD::from_shape_vec(shape, values).map_err(crate::value_error)?;
+            Ok(out.into_pyarray(py).into_any())
+        }};
+    }
+    if let Ok(a) = input.extract::<PyReadonlyArrayDyn<'py, f32>>() {
+        run!(f32, a)
+    } else {
+        run!(f64, input.extract::<PyReadonlyArrayDyn<'py, f64>>()?)
+    }
+}
+
+/// The same on CUDA memory: `pointers` are the input and the output,
+/// `dtype` `"f4"` or `"f8"`, `shape` elements each on device `ordinal`,
+/// held by the caller for the whole call.
+#[pyfunction]
+#[pyo3(signature = (operation, pointers, dtype, shape, batch_dims, size, footprint, structure, mode, cval, origin, strategy, ordinal))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn grey_filter_cuda<'py>(
+    py: Python<'py>,
+    operation: &str,
+    pointers: [u64; 2],
+    dtype: &str,
+    shape: Vec<usize>,
+    batch_dims: usize,
+    size: Option<Vec<usize>>,
+    footprint: Option<PyReadonlyArrayDyn<'py, bool>>,
+    structure: Option<PyReadonlyArrayDyn<'py, f64>>,
+    mode: &str,
+    cval: f64,
+    origin: Vec<isize>,
+    strategy: &str,
+    ordinal: usize,
+) -> PyResult<()> {
+    let element = element(size, footprint.as_ref(), structure.as_ref())?;
+    let n: usize = shape.iter().product();
+    let gpu = gpu_of(ordinal)?;
+    macro_rules! run {
+        ($t:ty) => {
+            py.detach(|| -> PyResult<()> {
+                let input = crate::cuda::borrow_elements::<$t>(&gpu, pointers[0], n)?;
+                let mut output = crate::cuda::borrow_elements::<$t>(&gpu, pointers[1], n)?;
+                grey_filter_device(
+                    &gpu,
+                    operation,
+                    &input,
+                    &mut output,
+                    &shape,
+                    batch_dims,
+                    &element,
+                    mode,
+                    cval,
+                    &origin,
+                    strategy,
+                )?;
+                gpu.synchronize().map_err(runtime_err)
+            })
+        };
+    }
+    match dtype {
+        "f4" => run!(f32),
+        "f8" => run!(f64),
+        other => Err(PyValueError::new_err(format!("CUDA arrays must be float32 or float64 here, not {other}"))),
+    }
+}
+
+/// The binary filter on the GPU for `items` arrays on the device.
+#[allow(clippy::too_many_arguments)]
+fn binary_filter_device(
+    gpu: &gpu_waterz::Gpu,
+    dilation: bool,
+    input: &gpu_waterz::DeviceBuffer<u8>,
+    output: &mut gpu_waterz::DeviceBuffer<u8>,
+    mask: Option<&gpu_waterz::DeviceBuffer<u8>>,
+    shape: &[usize],
+    batch_dims: usize,
+    structure: ndarray::ArrayViewD<'_, bool>,
+    origin: &[isize],
+    border: bool,
+    iterations: i64,
+) -> PyResult<u64> {
+    use gpu_waterz_morphology::gpu::{binary_filter, Batch, Iterations};
+    let (items, spatial) = batch_of(shape, batch_dims)?;
+    let element = Element::Footprint(structure);
+    let footprint =
+        gpu_waterz_morphology::Footprint::resolve(spatial.len(), &element, origin, dilation).map_err(morphology_err)?;
+    let iterations = if iterations < 1 { Iterations::UntilStable } else { Iterations::Times(iterations as u64) };
+    let batch = Batch { items, shape: &spatial };
+    binary_filter(gpu, input, output, mask, batch, &footprint, border, dilation, iterations).map_err(morphology_err)
+}
+
+/// `binary_erosion` (`dilation` false) or `binary_dilation` of a uint8
+/// (0 or 1) numpy array on the GPU, `iterations` < 1 until stable (the
+/// structure's centre must be set); returns uint8.
+#[pyfunction]
+#[pyo3(signature = (dilation, input, mask, batch_dims, structure, origin, border, iterations, ordinal))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn binary_filter_gpu<'py>(
+    py: Python<'py>,
+    dilation: bool,
+    input: PyReadonlyArrayDyn<'py, u8>,
+    mask: Option<PyReadonlyArrayDyn<'py, u8>>,
+    batch_dims: usize,
+    structure: PyReadonlyArrayDyn<'py, bool>,
+    origin: Vec<isize>,
+    border: bool,
+    iterations: i64,
+    ordinal: usize,
+) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
+    let gpu = gpu_of(ordinal)?;
+    let shape = input.shape().to_vec();
+    let (input_view, mask_view) = (input.as_array(), mask.as_ref().map(|m| m.as_array()));
+    let structure = structure.as_array();
+    let values = py.detach(|| -> PyResult<Vec<u8>> {
+        let contiguous = |v: ndarray::ArrayViewD<'_, u8>| -> Vec<u8> { v.iter().copied().collect() };
+        let input = gpu.upload(&contiguous(input_view)).map_err(runtime_err)?;
+        let mask = match mask_view {
+            Some(m) => Some(gpu.upload(&contiguous(m)).map_err(runtime_err)?),
+            None => None,
+        };
+        let mut output = gpu.uninit::<u8>(input.len()).map_err(runtime_err)?;
+        binary_filter_device(
+            &gpu,
+            dilation,
+            &input,
+            &mut output,
+            mask.as_ref(),
+            &shape,
+            batch_dims,
+            structure.view(),
+            &origin,
+            border,
+            iterations,
+        )?;
+        gpu.download(&output).map_err(runtime_err)
+    })?;
+    let out = ndarray::ArrayD::from_shape_vec(shape, values).map_err(crate::value_error)?;
+    Ok(out.into_pyarray(py))
+}
+
+/// The same on CUDA memory: `pointers` are the input, the output and the
+/// mask (0: none), uint8, `shape` elements each on device `ordinal`, held
+/// by the caller for the whole call.
+#[pyfunction]
+#[pyo3(signature = (dilation, pointers, shape, batch_dims, structure, origin, border, iterations, ordinal))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn binary_filter_cuda<'py>(
+    py: Python<'py>,
+    dilation: bool,
+    pointers: [u64; 3],
+    shape: Vec<usize>,
+    batch_dims: usize,
+    structure: PyReadonlyArrayDyn<'py, bool>,
+    origin: Vec<isize>,
+    border: bool,
+    iterations: i64,
+    ordinal: usize,
+) -> PyResult<u64> {
+    let gpu = gpu_of(ordinal)?;
+    let n: usize = shape.iter().product();
+    let structure = structure.as_array();
+    py.detach(|| -> PyResult<u64> {
+        let input = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
+        let mut output = crate::cuda::borrow_elements::<u8>(&gpu, pointers[1], n)?;
+        let mask =
+            if pointers[2] == 0 { None } else { Some(crate::cuda::borrow_elements::<u8>(&gpu, pointers[2], n)?) };
+        let steps = binary_filter_device(
+            &gpu,
+            dilation,
+            &input,
+            &mut output,
+            mask.as_ref(),
+            &shape,
+            batch_dims,
+            structure.view(),
+            &origin,
+            border,
+            iterations,
+        )?;
+        gpu.synchronize().map_err(runtime_err)?;
+        Ok(steps)
+    })
 }

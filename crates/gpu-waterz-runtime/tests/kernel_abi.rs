@@ -8,6 +8,7 @@ use gpu_waterz_abi::distance::*;
 use gpu_waterz_abi::graph::*;
 use gpu_waterz_abi::greyscale::*;
 use gpu_waterz_abi::kernel::MAX_PARAMS;
+use gpu_waterz_abi::morphology::*;
 use gpu_waterz_abi::parhac::*;
 use gpu_waterz_abi::primitives::*;
 use gpu_waterz_abi::transport::*;
@@ -142,6 +143,14 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyLinesArgs>(c);
     check::<EdtPassArgs>(c);
     check::<EdtLinesArgs>(c);
+    check::<GreyFilterF32Args>(c);
+    check::<GreyFilterF64Args>(c);
+    check::<GreyLineF32Args>(c);
+    check::<GreyLineF64Args>(c);
+    check::<BinaryFilterArgs>(c);
+    check::<GreyTileF32Args>(c);
+    check::<GreyTileF64Args>(c);
+    check::<BinaryTileArgs>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }

@@ -1,7 +1,8 @@
 //! `gpu-waterz ndimage`: scipy.ndimage's operators on volumes in files
 //! (`gpu-waterz-morphology`): the exact Euclidean distance transform (GPU
 //! for rank 1 to 3 when one is usable, else the CPU) and the grey-scale
-//! morphology (CPU). Prints a JSON summary on stdout.
+//! morphology (GPU when one is usable, else the CPU). Prints a JSON summary
+//! on stdout.
 
 use super::outputs::OutputFolder;
 use anyhow::{bail, Context, Result};
@@ -28,9 +29,9 @@ enum Operator {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Backend {
-    /// The GPU when one is usable (distance transform, rank 1 to 3), else the CPU.
+    /// The GPU when one is usable (the distance transform for rank 1 to 3), else the CPU.
     Auto,
-    /// The GPU (distance transform only).
+    /// The GPU.
     Gpu,
     /// The CPU.
     Cpu,
@@ -69,6 +70,82 @@ pub struct NdimageArgs {
     /// Replace an existing output file.
     #[arg(long)]
     overwrite: bool,
+}
+
+/// A CPU grey-scale operator.
+type GreyFn = fn(ndarray::ArrayViewD<'_, f64>, &Grey<'_>) -> gpu_waterz_morphology::Result<ArrayD<f64>>;
+
+/// How a composite operator combines its filters, in the input's type
+/// (wrapping for unsigned integers, as numpy's arithmetic).
+#[derive(Clone, Copy)]
+enum Combine {
+    /// The filter itself.
+    Take,
+    /// Dilation minus erosion (gradient).
+    FirstMinusSecond,
+    /// Dilation plus erosion, minus the input twice (Laplace).
+    Laplace,
+    /// The input minus the opening (white top-hat).
+    InputMinusFirst,
+    /// The closing minus the input (black top-hat).
+    FirstMinusInput,
+}
+
+/// The element types the CLI writes, with numpy's arithmetic.
+trait Step: Copy + gpu_waterz_cli::io::NpyElement {
+    fn from_f64(v: f64) -> Self;
+    fn add(self, other: Self) -> Self;
+    fn sub(self, other: Self) -> Self;
+}
+
+impl Step for f32 {
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+    fn sub(self, other: Self) -> Self {
+        self - other
+    }
+}
+
+macro_rules! wrapping_step {
+    ($($t:ty),*) => {$(
+        impl Step for $t {
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn sub(self, other: Self) -> Self {
+                self.wrapping_sub(other)
+            }
+        }
+    )*};
+}
+
+wrapping_step!(u8, u32, u64);
+
+impl Combine {
+    /// The result in type `T` from the filters `a` and `b` (exact input
+    /// values, held as float64) and the input.
+    fn apply<T: Step>(self, a: &ArrayD<f64>, b: Option<&ArrayD<f64>>, input: &ArrayD<f64>) -> ArrayD<T> {
+        let t = |x: &ArrayD<f64>| x.mapv(T::from_f64);
+        let (a, x) = (t(a), t(input));
+        let b = b.map(t);
+        match (self, b) {
+            (Combine::Take, _) => a,
+            (Combine::FirstMinusSecond, Some(b)) => ndarray::Zip::from(&a).and(&b).map_collect(|&p, &q| p.sub(q)),
+            (Combine::Laplace, Some(b)) => {
+                ndarray::Zip::from(&a).and(&b).and(&x).map_collect(|&p, &q, &v| p.add(q).sub(v).sub(v))
+            }
+            (Combine::InputMinusFirst, _) => ndarray::Zip::from(&x).and(&a).map_collect(|&v, &p| v.sub(p)),
+            (Combine::FirstMinusInput, _) => ndarray::Zip::from(&a).and(&x).map_collect(|&p, &v| p.sub(v)),
+            (_, None) => unreachable!("the gradient and the Laplacian take two filters"),
+        }
+    }
 }
 
 /// The input as float64 (exact for every type read but uint64 above 2^53).
@@ -124,10 +201,11 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         write_npy(output.path(), &distances.view()).with_context(|| format!("writing {}", args.out.display()))?;
     } else {
         let (input, dtype) = as_f64(volume, &args.input)?;
-        if args.backend == Backend::Gpu {
-            bail!("the morphology runs on the CPU (--backend cpu or auto)");
-        }
-        ran = "cpu";
+        let gpu = match args.backend {
+            Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
+            Backend::Auto => gpu_waterz::Gpu::new(0).ok(),
+            Backend::Cpu => None,
+        };
         let size = match args.size.len() {
             1 => vec![args.size[0]; rank],
             n if n == rank => args.size.clone(),
@@ -135,26 +213,46 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         };
         let mode: Mode = args.mode.parse()?;
         let grey = Grey { element: Element::Size(size), mode, cval: args.cval, origin: vec![0; rank] };
-        let op = match args.op {
-            Operator::GreyErosion => gpu_waterz_morphology::grey_erosion,
-            Operator::GreyDilation => gpu_waterz_morphology::grey_dilation,
-            Operator::GreyOpening => gpu_waterz_morphology::grey_opening,
-            Operator::GreyClosing => gpu_waterz_morphology::grey_closing,
-            Operator::MorphologicalGradient => gpu_waterz_morphology::morphological_gradient,
-            Operator::MorphologicalLaplace => gpu_waterz_morphology::morphological_laplace,
-            Operator::WhiteTophat => gpu_waterz_morphology::white_tophat,
-            Operator::BlackTophat => gpu_waterz_morphology::black_tophat,
+        use gpu_waterz_morphology::gpu::GreyOperator;
+        // The four filters run on the GPU or the CPU (their values are the
+        // input's own: the element is a flat box); the composite operators
+        // combine them in the input's type, step by step, as scipy does.
+        let filter = |operator: GreyOperator| -> Result<ArrayD<f64>> {
+            Ok(match &gpu {
+                Some(g) => gpu_waterz_morphology::gpu::grey_operator_host(g, input.view(), &grey, operator)?,
+                None => {
+                    let op: GreyFn = match operator {
+                        GreyOperator::Erosion => gpu_waterz_morphology::grey_erosion,
+                        GreyOperator::Dilation => gpu_waterz_morphology::grey_dilation,
+                        GreyOperator::Opening => gpu_waterz_morphology::grey_opening,
+                        _ => gpu_waterz_morphology::grey_closing,
+                    };
+                    op(input.view(), &grey)?
+                }
+            })
+        };
+        ran = if gpu.is_some() { "gpu" } else { "cpu" };
+        let (first, second, combine) = match args.op {
+            Operator::GreyErosion => (GreyOperator::Erosion, None, Combine::Take),
+            Operator::GreyDilation => (GreyOperator::Dilation, None, Combine::Take),
+            Operator::GreyOpening => (GreyOperator::Opening, None, Combine::Take),
+            Operator::GreyClosing => (GreyOperator::Closing, None, Combine::Take),
+            Operator::MorphologicalGradient => {
+                (GreyOperator::Dilation, Some(GreyOperator::Erosion), Combine::FirstMinusSecond)
+            }
+            Operator::MorphologicalLaplace => (GreyOperator::Dilation, Some(GreyOperator::Erosion), Combine::Laplace),
+            Operator::WhiteTophat => (GreyOperator::Opening, None, Combine::InputMinusFirst),
+            Operator::BlackTophat => (GreyOperator::Closing, None, Combine::FirstMinusInput),
             Operator::DistanceTransformEdt => unreachable!("handled above"),
         };
-        let result = op(input.view(), &grey)?;
-        // Back to the input's type, as scipy returns it (the values are the
-        // input's own for the flat operators, differences of them else).
+        let a = filter(first)?;
+        let b = second.map(filter).transpose()?;
         let path = output.path();
         let written = match dtype {
-            "float32" => write_npy(path, &result.mapv(|v| v as f32).view()),
-            "uint8" => write_npy(path, &result.mapv(|v| v as u8).view()),
-            "uint32" => write_npy(path, &result.mapv(|v| v as u32).view()),
-            _ => write_npy(path, &result.mapv(|v| v as u64).view()),
+            "float32" => write_npy(path, &combine.apply::<f32>(&a, b.as_ref(), &input).view()),
+            "uint8" => write_npy(path, &combine.apply::<u8>(&a, b.as_ref(), &input).view()),
+            "uint32" => write_npy(path, &combine.apply::<u32>(&a, b.as_ref(), &input).view()),
+            _ => write_npy(path, &combine.apply::<u64>(&a, b.as_ref(), &input).view()),
         };
         written.with_context(|| format!("writing {}", args.out.display()))?;
     }

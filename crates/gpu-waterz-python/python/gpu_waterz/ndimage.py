@@ -5,8 +5,10 @@
 ``binary_opening``, ``binary_closing`` (iterations, masks, border values).
 
 The morphology operators, ``binary_propagation`` and ``binary_fill_holes``
-run on the CPU (Rust, on all cores), for numpy arrays of rank 1 to 8; their
-GPU kernels are still to come (see the morphology issue).
+run on the GPU (``backend='auto'``, the default, when one is usable) or on
+the CPU (Rust, on all cores), for arrays of spatial rank 1 to 8, batched
+with ``batch_dims`` (keyword only): numpy arrays give numpy arrays, CUDA
+torch tensors and cupy arrays are filtered in place on their device.
 ``distance_transform_edt`` runs on the GPU for arrays of rank 1 to 3 (numpy,
 or CUDA torch tensors and cupy arrays in place) and on the CPU for numpy
 arrays otherwise, exact with unit sampling; its indices (the feature
@@ -15,9 +17,11 @@ the CPU. ``import gpu_waterz.ndimage as ndi``
 replaces these calls: same keyword arguments (``size``, ``footprint``,
 ``structure``, ``output``, ``mode`` in reflect/constant/nearest/mirror/wrap,
 ``cval``, ``origin``), same output dtype as the input (or ``output``'s).
-Erosion and dilation are computed in float64 and cast back to the dtype
-(exact for flat elements); the composite operators combine them in the
-input's dtype, step by step, as scipy does.
+Erosion and dilation compare float32 and float64 values in their type on
+the GPU; other types (and every type on the CPU) are computed in float64
+and cast back (exact for flat elements; weights of a ``structure`` are
+applied in float64 and the result cast once, as scipy does). The composite
+operators combine them in the input's dtype, step by step, as scipy does.
 """
 
 import hashlib
@@ -59,17 +63,51 @@ def _per_axis(name, value, rank):
     return values
 
 
-def _prepare(input, size, footprint, structure, mode, origin):
+def _library(x):
+    """'torch' or 'cupy' for CUDA arrays, None for host arrays."""
+    module = type(x).__module__
+    if module.startswith("torch") and x.is_cuda:
+        return "torch"
+    if module.startswith("cupy"):
+        return "cupy"
+    return None
+
+
+def _check_backend(backend, x):
+    if backend not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"backend must be 'auto', 'gpu' or 'cpu', not {backend!r}")
+    if backend == "cpu" and _library(x) is not None:
+        raise ValueError("backend='cpu' takes host arrays: move the CUDA array to the host first")
+
+
+def _host_array(input):
+    """A numpy array of a host input (a CPU torch tensor included)."""
+    if type(input).__module__.startswith("torch"):
+        return input.detach().numpy()
+    return np.asarray(input)
+
+
+def _spatial_rank(ndim, batch_dims):
+    batch_dims = int(batch_dims)
+    if batch_dims < 0 or ndim - batch_dims < 1:
+        raise ValueError(f"batch_dims={batch_dims} leaves no spatial axis of an array of rank {ndim}")
+    rank = ndim - batch_dims
+    if rank > 8:
+        raise ValueError(f"arrays of spatial rank 1 to 8 are taken, not rank {rank}")
+    return rank
+
+
+def _prepare(input, size, footprint, structure, mode, origin, batch_dims):
     """Checks and normalises scipy's arguments; returns (array, sizes,
-    footprint, structure, origins)."""
-    array = np.asarray(input)
-    if np.iscomplexobj(array):
+    footprint, structure, origins). CUDA arrays stay where they are."""
+    array = input if _library(input) is not None else _host_array(input)
+    if _library(array) is None and np.iscomplexobj(array):
         raise TypeError("Complex type not supported")
-    if array.ndim < 1 or array.ndim > 8:
-        raise ValueError(f"arrays of rank 1 to 8 are taken, not rank {array.ndim}")
+    if array.ndim < 1:
+        raise ValueError("arrays of rank 1 to 8 are taken, not rank 0")
+    rank = _spatial_rank(array.ndim, batch_dims)
     if mode not in _MODES:
         raise RuntimeError(f"boundary mode not supported: {mode!r} (one of {_MODES})")
-    rank = array.ndim
     if structure is not None:
         structure = np.ascontiguousarray(structure, dtype=np.float64)
         if structure.ndim != rank:
@@ -90,16 +128,81 @@ def _prepare(input, size, footprint, structure, mode, origin):
     return array, sizes, footprint, structure, _per_axis("origin", origin, rank)
 
 
-def _apply(operation, array, sizes, footprint, structure, mode, cval, origins):
-    """Erosion or dilation of `array`, in its dtype (computed in float64)."""
-    result = _native.grey_morphology(operation, np.ascontiguousarray(array, dtype=np.float64), sizes, footprint,
-                                     structure, mode, float(cval), origins)
-    return result.astype(array.dtype, copy=False)
+def _per_item(array, batch_dims, function):
+    """`function` on each item of the leading `batch_dims` axes (host)."""
+    if batch_dims == 0:
+        return function(array)
+    items = array.reshape((-1,) + array.shape[batch_dims:])
+    return np.stack([function(item) for item in items]).reshape(array.shape[:batch_dims] + items.shape[1:])
+
+
+def _apply(operation, array, sizes, footprint, structure, mode, cval, origins, backend="cpu", batch_dims=0,
+           strategy="auto"):
+    """Erosion or dilation of `array`, in its dtype: float32 and float64
+    natively on the GPU, other types in float64 and cast back (exact for
+    flat elements); on the CPU in float64."""
+    library = _library(array)
+    if library is not None:
+        return _apply_cuda(library, operation, array, sizes, footprint, structure, mode, cval, origins, batch_dims,
+                           strategy)
+    if backend in ("auto", "gpu"):
+        values = np.ascontiguousarray(array, dtype=np.float32 if array.dtype == np.float32 else np.float64)
+        try:
+            result = _native.grey_filter_gpu(operation, values, int(batch_dims), sizes, footprint, structure, mode,
+                                             float(cval), origins, strategy, 0)
+            return result.astype(array.dtype, copy=False)
+        except RuntimeError:
+            if backend == "gpu":
+                raise
+
+    def one(item):
+        return _native.grey_morphology(operation, np.ascontiguousarray(item, dtype=np.float64), sizes, footprint,
+                                       structure, mode, float(cval), origins)
+
+    return _per_item(array, int(batch_dims), one).astype(array.dtype, copy=False)
+
+
+def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, origins, batch_dims, strategy):
+    """Erosion or dilation of a CUDA array on its device, in its dtype."""
+    if library == "torch":
+        import torch
+
+        native = {torch.float32: "f4", torch.float64: "f8"}.get(x.dtype)
+        values = x.detach().contiguous() if native else x.detach().to(torch.float64).contiguous()
+        out = torch.empty_like(values)
+        torch.cuda.synchronize(values.device)
+        pointers, ordinal = [values.data_ptr(), out.data_ptr()], values.device.index or 0
+        back = (lambda r: r) if native else (lambda r: r.to(x.dtype))
+    else:
+        import cupy as cp
+
+        native = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}.get(np.dtype(x.dtype))
+        with x.device:
+            values = cp.ascontiguousarray(x if native else x.astype(cp.float64))
+            out = cp.empty_like(values)
+            cp.cuda.runtime.deviceSynchronize()
+        pointers, ordinal = [values.data.ptr, out.data.ptr], x.device.id
+        back = (lambda r: r) if native else (lambda r: r.astype(x.dtype))
+    _native.grey_filter_cuda(operation, pointers, native or "f8", list(values.shape), int(batch_dims), sizes,
+                             footprint, structure, mode, float(cval), origins, strategy, ordinal)
+    return back(out)
 
 
 def _store(result, output):
     if output is None:
         return result
+    if _library(result) is not None:
+        if _library(output) is not None:
+            if tuple(output.shape) != tuple(result.shape):
+                raise RuntimeError("output shape not correct")
+            output[...] = result
+            return output
+        if type(result).__module__.startswith("torch"):
+            import torch
+
+            dtype = getattr(torch, np.dtype(output).name)
+            return result.to(dtype)
+        return result.astype(np.dtype(output), copy=False)
     if isinstance(output, np.ndarray):
         if output.shape != result.shape:
             raise RuntimeError("output shape not correct")
@@ -108,20 +211,39 @@ def _store(result, output):
     return result.astype(np.dtype(output), copy=False)
 
 
-def _grey(operation, input, size, footprint, structure, output, mode, cval, origin):
+def _is_bool(x):
+    return str(x.dtype) in ("bool", "torch.bool")
+
+
+def _subtract(a, b):
+    return np.subtract(a, b) if isinstance(a, np.ndarray) else a - b
+
+
+def _add(a, b):
+    return np.add(a, b) if isinstance(a, np.ndarray) else a + b
+
+
+def _xor(a, b):
+    return np.bitwise_xor(a, b) if isinstance(a, np.ndarray) else a ^ b
+
+
+def _grey(operation, input, size, footprint, structure, output, mode, cval, origin, backend="auto", batch_dims=0):
     """One operator; the composite ones step in the input's dtype, as scipy
     does (so integer wrap-around and intermediate rounding match)."""
-    array, sizes, footprint, structure, origins = _prepare(input, size, footprint, structure, mode, origin)
+    _check_backend(backend, input)
+    array, sizes, footprint, structure, origins = _prepare(input, size, footprint, structure, mode, origin,
+                                                           batch_dims)
     # scipy takes cval as a double in its separable path (a box: a size, or
     # a footprint of only ones) and converted to the input's type in the
     # general one (a footprint with holes, or a structure).
     separable = structure is None and (footprint is None or footprint.all())
-    if not separable and np.issubdtype(array.dtype, np.integer):
+    dtype = np.dtype(str(array.dtype).replace("torch.", ""))
+    if not separable:
         with np.errstate(invalid="ignore", over="ignore"):
-            cval = float(np.array(float(cval)).astype(array.dtype))
+            cval = float(np.array(float(cval)).astype(dtype))
 
     def run(op, x):
-        return _apply(op, x, sizes, footprint, structure, mode, cval, origins)
+        return _apply(op, x, sizes, footprint, structure, mode, cval, origins, backend, batch_dims)
 
     if operation in ("erosion", "dilation"):
         result = run(operation, array)
@@ -130,62 +252,83 @@ def _grey(operation, input, size, footprint, structure, output, mode, cval, orig
     elif operation == "closing":
         result = run("erosion", run("dilation", array))
     elif operation == "gradient":
-        result = np.subtract(run("dilation", array), run("erosion", array))
+        result = _subtract(run("dilation", array), run("erosion", array))
     elif operation == "laplace":
-        result = np.add(run("dilation", array), run("erosion", array))
-        result = np.subtract(np.subtract(result, array), array)
+        result = _add(run("dilation", array), run("erosion", array))
+        result = _subtract(_subtract(result, array), array)
     elif operation == "white_tophat":
         opened = run("dilation", run("erosion", array))
-        result = np.bitwise_xor(array, opened) if array.dtype == bool else np.subtract(array, opened)
+        result = _xor(array, opened) if _is_bool(array) else _subtract(array, opened)
     else:
         closed = run("erosion", run("dilation", array))
-        result = np.bitwise_xor(closed, array) if array.dtype == bool else np.subtract(closed, array)
+        result = _xor(closed, array) if _is_bool(array) else _subtract(closed, array)
     return _store(result, output)
 
 
-def grey_erosion(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+_GREY_DOC = """
+
+    Beyond scipy's arguments (keyword only): ``backend`` 'auto' (the
+    default: the GPU when one is usable, else the CPU), 'gpu' or 'cpu';
+    ``batch_dims``, the number of leading axes that index independent
+    arrays (``(B, C, spatial…)`` is ``batch_dims=2``), the element then
+    having the spatial rank. numpy in gives numpy out; a CUDA torch tensor
+    or cupy array is filtered on its device and gives one back."""
+
+
+def grey_erosion(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0,
+                 *, backend="auto", batch_dims=0):
     """scipy.ndimage.grey_erosion: the minimum over the structuring element
     (of ``input - structure`` when ``structure`` is given)."""
-    return _grey("erosion", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("erosion", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
 
 
-def grey_dilation(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+def grey_dilation(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0,
+                  *, backend="auto", batch_dims=0):
     """scipy.ndimage.grey_dilation: the maximum over the reflected
     structuring element (of ``input + structure`` when given)."""
-    return _grey("dilation", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("dilation", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
 
 
-def grey_opening(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+def grey_opening(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0,
+                 *, backend="auto", batch_dims=0):
     """scipy.ndimage.grey_opening: the dilation of the erosion."""
-    return _grey("opening", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("opening", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
 
 
-def grey_closing(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+def grey_closing(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0,
+                 *, backend="auto", batch_dims=0):
     """scipy.ndimage.grey_closing: the erosion of the dilation."""
-    return _grey("closing", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("closing", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
 
 
 def morphological_gradient(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0,
-                           origin=0):
+                           origin=0, *, backend="auto", batch_dims=0):
     """scipy.ndimage.morphological_gradient: dilation minus erosion."""
-    return _grey("gradient", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("gradient", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
 
 
 def morphological_laplace(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0,
-                          origin=0):
+                          origin=0, *, backend="auto", batch_dims=0):
     """scipy.ndimage.morphological_laplace: dilation plus erosion minus
     twice the input."""
-    return _grey("laplace", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("laplace", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
 
 
-def white_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+def white_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0,
+                 *, backend="auto", batch_dims=0):
     """scipy.ndimage.white_tophat: the input minus its opening."""
-    return _grey("white_tophat", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("white_tophat", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
 
 
-def black_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0):
+def black_tophat(input, size=None, footprint=None, structure=None, output=None, mode="reflect", cval=0.0, origin=0,
+                 *, backend="auto", batch_dims=0):
     """scipy.ndimage.black_tophat: the closing minus the input."""
-    return _grey("black_tophat", input, size, footprint, structure, output, mode, cval, origin)
+    return _grey("black_tophat", input, size, footprint, structure, output, mode, cval, origin, backend, batch_dims)
+
+
+for _f in (grey_erosion, grey_dilation, grey_opening, grey_closing, morphological_gradient, morphological_laplace,
+           white_tophat, black_tophat):
+    _f.__doc__ += _GREY_DOC
 
 
 def _binary_structure(rank, structure):
@@ -205,7 +348,7 @@ def _binary_structure(rank, structure):
         raise RuntimeError("structure and input must have same dimensionality")
     if not structure.any():
         raise RuntimeError("structure must not be empty")
-    return structure
+    return np.ascontiguousarray(structure)
 
 
 def _centre_is_set(structure, origin):
@@ -217,34 +360,26 @@ def _centre_is_set(structure, origin):
     return bool(structure[centre])
 
 
-def _binary(dilate, input, structure, iterations, mask, output, border_value, origin):
-    array = np.asarray(input)
-    if np.iscomplexobj(array):
-        raise TypeError("Complex type not supported")
-    current = array.astype(bool)
-    structure = _binary_structure(current.ndim, structure)
-    if mask is not None:
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != current.shape:
-            raise RuntimeError("mask and input must have equal sizes")
-    operation = "dilation" if dilate else "erosion"
-    steps = int(iterations)
+def _binary_cpu(operation, current, structure, steps, mask, border_value, origins, batch_dims):
+    """Binary steps on the CPU (bool arrays); until stable (steps < 1), a
+    state seen before is an error (a structure whose centre is not set can
+    cycle for ever; scipy then never returns)."""
     count = 0
-    # Until stable with a structure whose centre is not set, the states may
-    # cycle forever (scipy then never returns): a state seen before is an
-    # error instead.
     seen = set()
-    centred = _centre_is_set(structure, _per_axis("origin", origin, current.ndim))
+    centred = _centre_is_set(structure, origins)
     while True:
-        result = _apply(operation, current.astype(np.uint8), None, structure, None, "constant",
-                        float(bool(border_value)), _per_axis("origin", origin, current.ndim)) != 0
+        def one(item):
+            return _native.grey_morphology(operation, item.astype(np.float64), None, structure, None, "constant",
+                                           float(bool(border_value)), origins)
+
+        result = _per_item(current.astype(np.uint8), batch_dims, one) != 0
         if mask is not None:
             result = np.where(mask, result, current)
         count += 1
         changed = not np.array_equal(result, current)
         current = result
         if (steps >= 1 and count >= steps) or (steps < 1 and not changed):
-            break
+            return current
         if steps < 1 and not centred:
             state = hashlib.sha1(np.packbits(current).tobytes()).digest()
             if state in seen:
@@ -252,40 +387,138 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
                     f"binary_{operation} with iterations < 1 cycles without settling (a structure whose centre "
                     f"is not set can make it oscillate; scipy never returns): give a number of iterations")
             seen.add(state)
-    return _store(current, output)
+
+
+def _binary(dilate, input, structure, iterations, mask, output, border_value, origin, backend="auto", batch_dims=0):
+    _check_backend(backend, input)
+    library = _library(input)
+    array = input if library is not None else _host_array(input)
+    if library is None and np.iscomplexobj(array):
+        raise TypeError("Complex type not supported")
+    if array.ndim < 1:
+        raise RuntimeError("input must have at least one dimension")
+    rank = _spatial_rank(array.ndim, batch_dims)
+    structure = _binary_structure(rank, structure)
+    origins = _per_axis("origin", origin, rank)
+    operation = "dilation" if dilate else "erosion"
+    steps = int(iterations)
+    # Until stable with a structure whose centre is not set, the states may
+    # cycle: the CPU path detects it (the GPU runs only the others).
+    gpu_fits = steps >= 1 or _centre_is_set(structure, origins)
+    if library is not None:
+        if mask is not None and tuple(mask.shape) != tuple(array.shape):
+            raise RuntimeError("mask and input must have equal sizes")
+        if not gpu_fits:
+            host = array.detach().cpu().numpy() if library == "torch" else array.get()
+            host_mask = None if mask is None else (mask.detach().cpu().numpy() if library == "torch" else mask.get())
+            result = _binary(dilate, host, structure, iterations, host_mask, None, border_value, origin, "cpu",
+                             batch_dims)
+            if library == "torch":
+                import torch
+
+                return _store(torch.as_tensor(result, device=array.device), output)
+            import cupy as cp
+
+            with array.device:
+                return _store(cp.asarray(result), output)
+        return _store(_binary_cuda(library, dilate, array, structure, steps, mask, border_value, origins, batch_dims),
+                      output)
+    current = array.astype(bool)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != current.shape:
+            raise RuntimeError("mask and input must have equal sizes")
+    if backend in ("auto", "gpu") and gpu_fits:
+        try:
+            result = _native.binary_filter_gpu(dilate, np.ascontiguousarray(current, dtype=np.uint8),
+                                               None if mask is None else np.ascontiguousarray(mask, dtype=np.uint8),
+                                               int(batch_dims), structure, origins, bool(border_value), steps, 0)
+            return _store(result.view(bool), output)
+        except RuntimeError:
+            if backend == "gpu":
+                raise
+    elif backend == "gpu":
+        raise ValueError("iterations < 1 with a structure whose centre is not set runs on the CPU (it may cycle): "
+                         "use backend='cpu' or 'auto'")
+    return _store(_binary_cpu(operation, current, structure, steps, mask, border_value, origins, int(batch_dims)),
+                  output)
+
+
+def _binary_cuda(library, dilate, x, structure, steps, mask, border_value, origins, batch_dims):
+    """Binary steps of a CUDA array on its device; a bool array back."""
+    if library == "torch":
+        import torch
+
+        values = (x.detach() != 0).to(torch.uint8).contiguous()
+        mask_values = None if mask is None else (mask.detach() != 0).to(torch.uint8).contiguous()
+        out = torch.empty_like(values)
+        torch.cuda.synchronize(values.device)
+        pointers = [values.data_ptr(), out.data_ptr(), 0 if mask_values is None else mask_values.data_ptr()]
+        ordinal = values.device.index or 0
+    else:
+        import cupy as cp
+
+        with x.device:
+            values = cp.ascontiguousarray((x != 0).astype(cp.uint8))
+            mask_values = None if mask is None else cp.ascontiguousarray((mask != 0).astype(cp.uint8))
+            out = cp.empty_like(values)
+            cp.cuda.runtime.deviceSynchronize()
+        pointers = [values.data.ptr, out.data.ptr, 0 if mask_values is None else mask_values.data.ptr]
+        ordinal = x.device.id
+    _native.binary_filter_cuda(dilate, pointers, list(values.shape), int(batch_dims), structure, origins,
+                               bool(border_value), steps, ordinal)
+    return out != 0
+
+
+_BINARY_DOC = """
+
+    Beyond scipy's arguments (keyword only): ``backend`` ('auto', 'gpu' or
+    'cpu') and ``batch_dims`` (leading axes indexing independent arrays),
+    as for the grey-scale operators; numpy in gives numpy out, CUDA arrays
+    stay on their device. Until stable (``iterations`` < 1) with a
+    structure whose centre is not set runs on the CPU, which detects a
+    cycle (scipy never returns then) and raises ValueError."""
 
 
 def binary_erosion(input, structure=None, iterations=1, mask=None, output=None, border_value=0, origin=0,
-                   brute_force=False):
+                   brute_force=False, *, backend="auto", batch_dims=0):
     """scipy.ndimage.binary_erosion: true where the structuring element
     (scipy's cross by default) fits, repeated ``iterations`` times (< 1:
     until nothing changes), only where ``mask`` is true; outside the array
     the value is ``border_value``. ``brute_force`` is accepted (the result
     is the same)."""
-    return _binary(False, input, structure, iterations, mask, output, border_value, origin)
+    return _binary(False, input, structure, iterations, mask, output, border_value, origin, backend, batch_dims)
 
 
 def binary_dilation(input, structure=None, iterations=1, mask=None, output=None, border_value=0, origin=0,
-                    brute_force=False):
+                    brute_force=False, *, backend="auto", batch_dims=0):
     """scipy.ndimage.binary_dilation: true where the reflected structuring
     element touches a true element, repeated as binary_erosion is."""
-    return _binary(True, input, structure, iterations, mask, output, border_value, origin)
+    return _binary(True, input, structure, iterations, mask, output, border_value, origin, backend, batch_dims)
 
 
 def binary_opening(input, structure=None, iterations=1, output=None, origin=0, mask=None, border_value=0,
-                   brute_force=False):
+                   brute_force=False, *, backend="auto", batch_dims=0):
     """scipy.ndimage.binary_opening: ``iterations`` erosions, then as many
     dilations."""
-    eroded = binary_erosion(input, structure, iterations, mask, None, border_value, origin)
-    return binary_dilation(eroded, structure, iterations, mask, output, border_value, origin)
+    eroded = binary_erosion(input, structure, iterations, mask, None, border_value, origin, backend=backend,
+                            batch_dims=batch_dims)
+    return binary_dilation(eroded, structure, iterations, mask, output, border_value, origin, backend=backend,
+                           batch_dims=batch_dims)
 
 
 def binary_closing(input, structure=None, iterations=1, output=None, origin=0, mask=None, border_value=0,
-                   brute_force=False):
+                   brute_force=False, *, backend="auto", batch_dims=0):
     """scipy.ndimage.binary_closing: ``iterations`` dilations, then as many
     erosions."""
-    dilated = binary_dilation(input, structure, iterations, mask, None, border_value, origin)
-    return binary_erosion(dilated, structure, iterations, mask, output, border_value, origin)
+    dilated = binary_dilation(input, structure, iterations, mask, None, border_value, origin, backend=backend,
+                              batch_dims=batch_dims)
+    return binary_erosion(dilated, structure, iterations, mask, output, border_value, origin, backend=backend,
+                          batch_dims=batch_dims)
+
+
+for _f in (binary_erosion, binary_dilation, binary_opening, binary_closing):
+    _f.__doc__ += _BINARY_DOC
 
 
 def distance_transform_edt(input, sampling=None, return_distances=True, return_indices=False, distances=None,
@@ -453,21 +686,30 @@ def distance_transform_cdt(input, metric="chessboard", return_distances=True, re
     return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
 
 
-def binary_propagation(input, structure=None, mask=None, output=None, border_value=0, origin=0):
+def binary_propagation(input, structure=None, mask=None, output=None, border_value=0, origin=0, *, backend="auto",
+                       batch_dims=0):
     """scipy.ndimage.binary_propagation: binary_dilation repeated until
-    nothing changes, only where ``mask`` is true."""
-    return binary_dilation(input, structure, -1, mask, output, border_value, origin)
+    nothing changes, only where ``mask`` is true (``backend`` and
+    ``batch_dims`` as for binary_dilation)."""
+    return binary_dilation(input, structure, -1, mask, output, border_value, origin, backend=backend,
+                           batch_dims=batch_dims)
 
 
-def binary_fill_holes(input, structure=None, output=None, origin=0):
+def binary_fill_holes(input, structure=None, output=None, origin=0, *, backend="auto", batch_dims=0):
     """scipy.ndimage.binary_fill_holes: the holes (background not connected
-    to the border through ``structure``) set to true."""
+    to the border through ``structure``) set to true (``backend`` and
+    ``batch_dims`` as for binary_dilation)."""
+    if _library(input) is not None:
+        mask = input == 0
+        seed = mask & False
+        filled = binary_dilation(seed, structure, -1, mask, None, 1, origin, backend=backend, batch_dims=batch_dims)
+        return _store(~filled, output)
     mask = np.logical_not(input)
     seed = np.zeros(mask.shape, bool)
     if isinstance(output, np.ndarray):
-        binary_dilation(seed, structure, -1, mask, output, 1, origin)
+        binary_dilation(seed, structure, -1, mask, output, 1, origin, backend=backend, batch_dims=batch_dims)
         np.logical_not(output, output)
         return None
-    filled = binary_dilation(seed, structure, -1, mask, None, 1, origin)
+    filled = binary_dilation(seed, structure, -1, mask, None, 1, origin, backend=backend, batch_dims=batch_dims)
     np.logical_not(filled, filled)
     return filled

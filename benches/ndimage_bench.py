@@ -1,0 +1,176 @@
+"""gpu_waterz.ndimage on the GPU against cupyx.scipy.ndimage (and scipy on
+the host), in one run on the same arrays.
+
+Usage (on the GPU machine, with the wheel, torch and cupy):
+
+    python3 benches/ndimage_bench.py [--size 512] [--small 256] [--repeats 7] [--json OUT.json]
+
+Arrays: white noise (float32) and masks (smoothed noise above its median,
+blobs of a few voxels, made on the GPU with torch), resident on the GPU:
+torch CUDA tensors in and out for gpu_waterz, cupy arrays for cupyx (the same
+values). Each row: the median wall time of the call after a warm-up
+(synchronised), cupyx's, their ratio, and whether the results are equal.
+Also: the device's copy bandwidth (torch clone of the 512³ float32 array,
+read + write), the size-3 erosion's bytes read + written per second under
+each strategy, the batched case (64 volumes of 64³ in one call against one
+256³ volume, per voxel), and scipy on the host at --small for two rows.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def timed(fn, repeats, sync):
+    fn()
+    sync()
+    runs = []
+    result = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        result = fn()
+        sync()
+        runs.append(time.perf_counter() - t)
+    return statistics.median(runs), runs, result
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=int, default=512)
+    p.add_argument("--small", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--json")
+    args = p.parse_args()
+
+    import cupy as cp
+    import cupyx.scipy.ndimage as cndi
+    import numpy as np
+    import scipy.ndimage as ndi
+    import torch
+
+    import gpu_waterz
+    import gpu_waterz.ndimage as gndi
+    from gpu_waterz import _native
+
+    sync = torch.cuda.synchronize
+    report = {"gpu": torch.cuda.get_device_name(0), "rows": []}
+    g = torch.Generator(device="cuda").manual_seed(7)
+
+    def noise(shape):
+        return torch.rand(shape, generator=g, device="cuda", dtype=torch.float32)
+
+    def blobs(shape):
+        x = noise(shape)[None, None]
+        pool = torch.nn.functional.avg_pool3d if len(shape) == 3 else torch.nn.functional.avg_pool2d
+        for _ in range(2):
+            x = pool(x, 5, stride=1, padding=2)
+        x = x[0, 0]
+        return x > x.median()
+
+    def as_cupy(t):
+        try:
+            return cp.from_dlpack(t)
+        except Exception:  # noqa: BLE001 - older DLPack without bool: through the host
+            return cp.asarray(t.cpu().numpy())
+
+    def equal(ours, theirs):
+        return bool(np.array_equal(ours.cpu().numpy(), cp.asnumpy(theirs)))
+
+    big = (args.size,) * 3
+    small = (args.small,) * 3
+    volume = noise(big)
+    mask = blobs(big)
+    mask_small = blobs(small)
+    volume_cp, mask_cp, mask_small_cp = as_cupy(volume), as_cupy(mask), as_cupy(mask_small)
+    full = np.ones((3, 3, 3), bool)
+    full_cp = cp.asarray(full)
+    cross_cp = cp.asarray(ndi.generate_binary_structure(3, 1))
+
+    # The device's copy bandwidth: a clone reads and writes the array.
+    med, _, _ = timed(lambda: volume.clone(), args.repeats, sync)
+    copy_gbs = 2 * volume.numel() * 4 / med / 1e9
+    report["copy"] = {"median_s": med, "read_plus_write_gb_per_s": copy_gbs}
+    print(f"copy {args.size}^3 float32: {med * 1e3:.3f} ms, {copy_gbs:.0f} GB/s", flush=True)
+
+    rows = [
+        ("grey_erosion size=3", lambda: gndi.grey_erosion(volume, size=3), lambda: cndi.grey_erosion(volume_cp, size=3)),
+        ("grey_dilation size=3", lambda: gndi.grey_dilation(volume, size=3),
+         lambda: cndi.grey_dilation(volume_cp, size=3)),
+        ("grey_opening size=3", lambda: gndi.grey_opening(volume, size=3), lambda: cndi.grey_opening(volume_cp, size=3)),
+        ("grey_closing size=3", lambda: gndi.grey_closing(volume, size=3), lambda: cndi.grey_closing(volume_cp, size=3)),
+        ("grey_erosion size=7", lambda: gndi.grey_erosion(volume, size=7), lambda: cndi.grey_erosion(volume_cp, size=7)),
+        ("grey_erosion footprint=cross", lambda: gndi.grey_erosion(volume, footprint=ndi.generate_binary_structure(3, 1)),
+         lambda: cndi.grey_erosion(volume_cp, footprint=cross_cp)),
+        ("morphological_gradient size=3", lambda: gndi.morphological_gradient(volume, size=3),
+         lambda: cndi.morphological_gradient(volume_cp, size=3)),
+        ("morphological_laplace size=3", lambda: gndi.morphological_laplace(volume, size=3),
+         lambda: cndi.morphological_laplace(volume_cp, size=3)),
+        ("white_tophat size=3", lambda: gndi.white_tophat(volume, size=3), lambda: cndi.white_tophat(volume_cp, size=3)),
+        ("black_tophat size=3", lambda: gndi.black_tophat(volume, size=3), lambda: cndi.black_tophat(volume_cp, size=3)),
+        ("binary_erosion 3x3x3", lambda: gndi.binary_erosion(mask, structure=full),
+         lambda: cndi.binary_erosion(mask_cp, structure=full_cp)),
+        ("binary_erosion cross", lambda: gndi.binary_erosion(mask), lambda: cndi.binary_erosion(mask_cp)),
+        ("binary_dilation 3x3x3", lambda: gndi.binary_dilation(mask, structure=full),
+         lambda: cndi.binary_dilation(mask_cp, structure=full_cp)),
+        ("binary_opening cross", lambda: gndi.binary_opening(mask), lambda: cndi.binary_opening(mask_cp)),
+        ("binary_closing cross", lambda: gndi.binary_closing(mask), lambda: cndi.binary_closing(mask_cp)),
+        (f"binary_fill_holes {args.small}^3", lambda: gndi.binary_fill_holes(mask_small),
+         lambda: cndi.binary_fill_holes(mask_small_cp)),
+        (f"binary_propagation {args.small}^3", lambda: gndi.binary_propagation(mask_small & (volume[:args.small, :args.small, :args.small] > 0.999), mask=mask_small),
+         lambda: cndi.binary_propagation(mask_small_cp & (volume_cp[:args.small, :args.small, :args.small] > 0.999), mask=mask_small_cp)),
+    ]
+    for name, ours, theirs in rows:
+        try:
+            med, runs, out = timed(ours, args.repeats, sync)
+            cmed, cruns, cout = timed(theirs, args.repeats, cp.cuda.runtime.deviceSynchronize)
+            row = {"op": name, "median_s": med, "runs": runs, "cupyx_s": cmed, "cupyx_runs": cruns,
+                   "speedup": cmed / med, "equal": equal(out, cout)}
+        except Exception as e:  # noqa: BLE001 - a failing row is reported, the others still run
+            row = {"op": name, "error": repr(e)}
+        report["rows"].append(row)
+        print(json.dumps(row if "error" in row else {k: (round(v, 6) if isinstance(v, float) else v)
+                                                     for k, v in row.items() if k not in ("runs", "cupyx_runs")}),
+              flush=True)
+
+    # The size-3 erosion under each strategy, as bytes read + written per second.
+    out = torch.empty_like(volume)
+    strategies = {}
+    for strategy in ("gather", "separable", "tile"):
+        def run(strategy=strategy):
+            _native.grey_filter_cuda("erosion", [volume.data_ptr(), out.data_ptr()], "f4", list(volume.shape), 0,
+                                     [3, 3, 3], None, None, "reflect", 0.0, [0, 0, 0], strategy, 0)
+        med, _, _ = timed(run, args.repeats, sync)
+        strategies[strategy] = {"median_s": med, "gb_per_s": 2 * volume.numel() * 4 / med / 1e9,
+                                "fraction_of_copy": 2 * volume.numel() * 4 / med / 1e9 / copy_gbs}
+        print(f"erosion size=3 {strategy}: {med * 1e3:.3f} ms, {strategies[strategy]['gb_per_s']:.0f} GB/s "
+              f"({strategies[strategy]['fraction_of_copy']:.0%} of copy)", flush=True)
+    report["strategies"] = strategies
+
+    # Batched: 64 volumes of 64³ in one call against one 256³ volume.
+    batch = noise((64, 1, 64, 64, 64))
+    one = noise((256, 256, 256))
+    bmed, _, bout = timed(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2), args.repeats, sync)
+    omed, _, _ = timed(lambda: gndi.grey_erosion(one, size=3), args.repeats, sync)
+    want = torch.stack([torch.from_dlpack(cndi.grey_erosion(as_cupy(batch[i, 0]), size=3)) for i in range(4)])
+    report["batched"] = {"batch_64x64^3_s": bmed, "one_256^3_s": omed, "per_voxel_ratio": bmed / omed,
+                         "first_items_equal_cupyx": bool(torch.equal(bout[:4, 0], want))}
+    print("batched", json.dumps(report["batched"]), flush=True)
+
+    # scipy on the host at --small.
+    host = volume[:args.small, :args.small, :args.small].cpu().numpy()
+    t = time.perf_counter()
+    ndi.grey_erosion(host, size=3)
+    report["scipy_grey_erosion_small_s"] = time.perf_counter() - t
+    print(f"scipy grey_erosion {args.small}^3: {report['scipy_grey_erosion_small_s']:.3f} s", flush=True)
+    report["versions"] = {"gpu_waterz": getattr(gpu_waterz, "__version__", "?"), "cupy": cp.__version__,
+                          "torch": torch.__version__}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,494 @@
+//! Grey-scale and binary morphology (`scipy.ndimage`'s minimum and maximum
+//! filters over a structuring element): the geometry the host resolves
+//! once, the boundary modes, and the argument structs of the kernels in
+//! `kernels-rs/src/morphology.rs`.
+//!
+//! Arrays are `items` independent C-order arrays of one spatial shape of
+//! rank 1 to [`MORPH_MAX_RANK`] (a batch `(B, C, spatial…)` is `B · C`
+//! items). The structuring element is a list of active elements, each an
+//! offset per axis and the same offset flattened against the spatial
+//! strides; elements whose every offset stays inside the array (the
+//! interior, tested per axis against the offsets' extrema) add the flat
+//! offset to the position, and only positions near a face map each
+//! coordinate through [`boundary_index`].
+
+/// The largest spatial rank the kernels take.
+pub const MORPH_MAX_RANK: usize = 8;
+/// Threads per block of the morphology kernels.
+pub const MORPH_THREADS: u32 = 256;
+/// Positions per thread in one work unit: a unit is
+/// `MORPH_THREADS * MORPH_PER_THREAD` consecutive positions of one item.
+pub const MORPH_PER_THREAD: u32 = 4;
+/// Positions in one work unit.
+pub const MORPH_UNIT: u64 = (MORPH_THREADS * MORPH_PER_THREAD) as u64;
+
+/// `d c b a | a b c d | d c b a`.
+pub const MODE_REFLECT: u32 = 0;
+/// `k k k k | a b c d | k k k k` with `k = cval`.
+pub const MODE_CONSTANT: u32 = 1;
+/// `a a a a | a b c d | d d d d`.
+pub const MODE_NEAREST: u32 = 2;
+/// `d c b | a b c d | c b a`.
+pub const MODE_MIRROR: u32 = 3;
+/// `a b c d | a b c d | a b c d`.
+pub const MODE_WRAP: u32 = 4;
+
+/// Where coordinate `j` of an axis of extent `n` (≥ 1) reads under `mode`
+/// (one of the `MODE_*` codes), or `None` for `cval` (constant mode
+/// outside the axis). An unknown mode reads as constant.
+#[inline(always)]
+pub fn boundary_index(j: i64, n: i64, mode: u32) -> Option<i64> {
+    if j >= 0 && j < n {
+        return Some(j);
+    }
+    match mode {
+        MODE_NEAREST => Some(if j < 0 { 0 } else { n - 1 }),
+        MODE_WRAP => Some(j.rem_euclid(n)),
+        MODE_REFLECT => {
+            let k = j.rem_euclid(2 * n);
+            Some(if k >= n { 2 * n - 1 - k } else { k })
+        }
+        MODE_MIRROR => {
+            if n == 1 {
+                Some(0)
+            } else {
+                let period = 2 * n - 2;
+                let k = j.rem_euclid(period);
+                Some(if k >= n { period - k } else { k })
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The shape of the arrays and the extent of the structuring element, as
+/// the kernels see them. Axes past `rank` are unused (extent 1, stride 0,
+/// offsets 0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MorphGeometry {
+    /// The spatial rank, 1 to [`MORPH_MAX_RANK`].
+    pub rank: u32,
+    /// The number of active elements.
+    pub elements: u32,
+    /// Elements of one item (the product of the extents).
+    pub spatial: u64,
+    /// The number of items.
+    pub items: u64,
+    /// The extent of each axis (the last varies fastest).
+    pub extent: [u64; MORPH_MAX_RANK],
+    /// The stride of each axis in elements.
+    pub stride: [u64; MORPH_MAX_RANK],
+    /// The least offset along each axis over the active elements.
+    pub low: [i64; MORPH_MAX_RANK],
+    /// The largest offset along each axis over the active elements.
+    pub high: [i64; MORPH_MAX_RANK],
+}
+
+impl MorphGeometry {
+    /// The extent and stride of `axis`, selected without indexing by a
+    /// run-time value (which would copy the struct to local memory on the
+    /// device).
+    #[inline(always)]
+    pub fn axis(&self, axis: u32) -> (u64, u64) {
+        let (mut extent, mut stride) = (1, 0);
+        let mut a = 0;
+        while a < MORPH_MAX_RANK {
+            if a as u32 == axis {
+                extent = self.extent[a];
+                stride = self.stride[a];
+            }
+            a += 1;
+        }
+        (extent, stride)
+    }
+
+    /// Whether a position with coordinates `coords` reads only inside
+    /// the array through every element (the fast path).
+    #[inline(always)]
+    pub fn interior(&self, coords: &[i64; MORPH_MAX_RANK]) -> bool {
+        let mut inside = true;
+        let mut axis = 0;
+        while axis < MORPH_MAX_RANK {
+            if (axis as u32) < self.rank {
+                let c = coords[axis];
+                let n = self.extent[axis] as i64;
+                inside &= c + self.low[axis] >= 0 && c + self.high[axis] < n;
+            }
+            axis += 1;
+        }
+        inside
+    }
+
+    /// The coordinates of position `p` of an item (C order).
+    #[inline(always)]
+    pub fn coordinates(&self, p: u64) -> [i64; MORPH_MAX_RANK] {
+        let mut coords = [0i64; MORPH_MAX_RANK];
+        if self.spatial <= u32::MAX as u64 {
+            // 32-bit division where the positions fit (the common case).
+            let mut rest = p as u32;
+            let mut axis = MORPH_MAX_RANK;
+            while axis > 0 {
+                axis -= 1;
+                if (axis as u32) < self.rank {
+                    let n = self.extent[axis] as u32;
+                    coords[axis] = (rest % n) as i64;
+                    rest /= n;
+                }
+            }
+        } else {
+            let mut rest = p;
+            let mut axis = MORPH_MAX_RANK;
+            while axis > 0 {
+                axis -= 1;
+                if (axis as u32) < self.rank {
+                    let n = self.extent[axis];
+                    coords[axis] = (rest % n) as i64;
+                    rest /= n;
+                }
+            }
+        }
+        coords
+    }
+
+    /// The position element `element` (whose per-axis offsets are
+    /// `offset(element * rank + axis)`) reads from `coords` under `mode`,
+    /// or `None` for `cval`.
+    #[inline(always)]
+    pub fn boundary_read(
+        &self,
+        coords: &[i64; MORPH_MAX_RANK],
+        element: u32,
+        mode: u32,
+        offset: impl Fn(usize) -> i64,
+    ) -> Option<u64> {
+        let mut index = 0u64;
+        let mut outside = false;
+        let first = element as usize * self.rank as usize;
+        // Unrolled by hand: a loop over the axes would index the struct by
+        // a run-time value, which copies it to local memory on the device.
+        macro_rules! axis {
+            ($($axis:literal)*) => {$(
+                if ($axis as u32) < self.rank {
+                    let j = coords[$axis] + offset(first + $axis);
+                    match boundary_index(j, self.extent[$axis] as i64, mode) {
+                        Some(j) => index += j as u64 * self.stride[$axis],
+                        None => outside = true,
+                    }
+                }
+            )*};
+        }
+        axis!(0 1 2 3 4 5 6 7);
+        if outside {
+            None
+        } else {
+            Some(index)
+        }
+    }
+}
+
+macro_rules! grey_args {
+    ($($args:ident, $line:ident, $t:ty, $variant:ident, $line_variant:ident;)*) => {$(
+        #[doc = concat!("Arguments of the grey-scale filter over `", stringify!($t), "`: at every position, the")]
+        /// minimum (or maximum) over the active elements of the input
+        /// (less, or plus, the element's weight when `flat` is 0, in
+        /// float64), with the boundary `mode`.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $args {
+            /// The arrays and the element.
+            pub geometry: MorphGeometry,
+            /// A `MODE_*` code.
+            pub mode: u32,
+            /// 1: maximum (dilation); 0: minimum (erosion).
+            pub maximum: u32,
+            /// 1 when every weight is 0 (compared in the input's type).
+            pub flat: u32,
+            /// Unused; keeps `cval` aligned.
+            pub reserved: u32,
+            /// The value outside the array in constant mode.
+            pub cval: f64,
+            /// `elements * rank` per-axis offsets.
+            pub offsets: *const i64,
+            /// `elements` flat offsets (the per-axis ones against the strides).
+            pub flat_offsets: *const i64,
+            /// `elements` weights (read when `flat` is 0).
+            pub weights: *const f64,
+            /// `items * spatial` values.
+            pub input: *const $t,
+            /// Out: `items * spatial` values.
+            pub output: *mut $t,
+        }
+
+        #[doc = concat!("Arguments of one separable pass over `", stringify!($t), "`: the minimum (or")]
+        /// maximum) over the window `[low, high]` of offsets along `axis`,
+        /// with the boundary `mode` (a box element is one pass per axis).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $line {
+            /// The arrays (the element fields are unused).
+            pub geometry: MorphGeometry,
+            /// The axis.
+            pub axis: u32,
+            /// A `MODE_*` code.
+            pub mode: u32,
+            /// 1: maximum; 0: minimum.
+            pub maximum: u32,
+            /// Unused; keeps the offsets aligned.
+            pub reserved: u32,
+            /// The least offset of the window.
+            pub low: i64,
+            /// The largest offset of the window.
+            pub high: i64,
+            /// The value outside the array in constant mode.
+            pub cval: f64,
+            /// `items * spatial` values.
+            pub input: *const $t,
+            /// Out: `items * spatial` values.
+            pub output: *mut $t,
+        }
+
+        impl_kernel_args!(
+            $args => $variant { geometry, mode, maximum, flat, reserved, cval, offsets, flat_offsets, weights, input, output },
+            $line => $line_variant { geometry, axis, mode, maximum, reserved, low, high, cval, input, output },
+        );
+    )*};
+}
+
+grey_args! {
+    GreyFilterF32Args, GreyLineF32Args, f32, GreyFilterF32, GreyLineF32;
+    GreyFilterF64Args, GreyLineF64Args, f64, GreyFilterF64, GreyLineF64;
+}
+
+/// Arguments of the binary filter: at every position, whether every
+/// (erosion) or any (dilation) active element reads a non-zero value,
+/// outside the array `border`; where `mask` is given and 0, the input
+/// unchanged. Sets `changed` when an output differs from its input.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BinaryFilterArgs {
+    /// The arrays and the element.
+    pub geometry: MorphGeometry,
+    /// 1: any (dilation, over the reflected element); 0: every (erosion).
+    pub dilation: u32,
+    /// The value outside the array (0 or 1).
+    pub border: u32,
+    /// `elements * rank` per-axis offsets.
+    pub offsets: *const i64,
+    /// `elements` flat offsets.
+    pub flat_offsets: *const i64,
+    /// `items * spatial` values, 0 or 1.
+    pub input: *const u8,
+    /// `items * spatial` values (0: keep the input), or null.
+    pub mask: *const u8,
+    /// Out: `items * spatial` values, 0 or 1.
+    pub output: *mut u8,
+    /// One word, set to 1 when some output differs from its input.
+    pub changed: *mut u32,
+}
+
+impl_kernel_args!(
+    BinaryFilterArgs => BinaryFilter { geometry, dilation, border, offsets, flat_offsets, input, mask, output, changed },
+);
+
+/// Threads per block of the tile kernels: a `TILE_Y × TILE_X` plane of
+/// threads, each taking up to [`TILE_MAX_Z`] positions along z.
+pub const TILE_THREADS: u32 = TILE_X * TILE_Y;
+/// The tile's extent along x (one warp).
+pub const TILE_X: u32 = 32;
+/// The tile's extent along y.
+pub const TILE_Y: u32 = 8;
+/// The most positions a thread takes along z.
+pub const TILE_MAX_Z: u32 = 8;
+/// The shared memory a tile kernel may take per block.
+pub const TILE_SHARED_BYTES: u32 = 48 * 1024;
+
+/// Arrays of rank 1 to 3 (as `(z, y, x)`, leading axes of extent 1) cut
+/// into tiles of `tile_z × TILE_Y × TILE_X` positions, each loaded with
+/// its halo (the element's reach) into shared memory once.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileGeometry {
+    /// The number of items.
+    pub items: u64,
+    /// `(z, y, x)` extents of an item.
+    pub extent: [u32; 3],
+    /// Positions per thread along z (1 to [`TILE_MAX_Z`]).
+    pub tile_z: u32,
+    /// The least offset of the element along each axis.
+    pub low: [i32; 3],
+    /// The largest offset along each axis.
+    pub high: [i32; 3],
+    /// The shared tile's extents: the tile plus `high - low` per axis.
+    pub halo: [u32; 3],
+    /// The number of tiles along each axis.
+    pub tiles: [u32; 3],
+    /// The number of active elements.
+    pub elements: u32,
+}
+
+impl TileGeometry {
+    /// The offset in the shared tile of an element at `(z, y, x)` offsets
+    /// from a position (the host tabulates it per element).
+    pub fn shared_offset(&self, offset: [i32; 3]) -> i32 {
+        ((offset[0] - self.low[0]) * self.halo[1] as i32 + (offset[1] - self.low[1])) * self.halo[2] as i32
+            + (offset[2] - self.low[2])
+    }
+
+    /// The values in a shared tile.
+    pub fn shared_len(&self) -> u32 {
+        self.halo[0] * self.halo[1] * self.halo[2]
+    }
+
+    /// The number of work units (tiles of all items).
+    pub fn units(&self) -> u64 {
+        self.items * self.tiles[0] as u64 * self.tiles[1] as u64 * self.tiles[2] as u64
+    }
+}
+
+macro_rules! tile_args {
+    ($($args:ident, $t:ty, $variant:ident;)*) => {$(
+        #[doc = concat!("Arguments of the tiled grey-scale filter over `", stringify!($t), "` (rank 1 to 3):")]
+        /// what [`GreyFilterF32Args`] computes, from a shared tile.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $args {
+            /// The tiles.
+            pub geometry: TileGeometry,
+            /// A `MODE_*` code.
+            pub mode: u32,
+            /// 1: maximum; 0: minimum.
+            pub maximum: u32,
+            /// 1 when every weight is 0.
+            pub flat: u32,
+            /// Unused; keeps `cval` aligned.
+            pub reserved: u32,
+            /// The value outside the array in constant mode.
+            pub cval: f64,
+            /// `elements` offsets in the shared tile ([`TileGeometry::shared_offset`]).
+            pub shared_offsets: *const i32,
+            /// `elements` weights (read when `flat` is 0).
+            pub weights: *const f64,
+            /// `items * z * y * x` values.
+            pub input: *const $t,
+            /// Out: `items * z * y * x` values.
+            pub output: *mut $t,
+        }
+
+        impl_kernel_args!(
+            $args => $variant { geometry, mode, maximum, flat, reserved, cval, shared_offsets, weights, input, output },
+        );
+    )*};
+}
+
+tile_args! {
+    GreyTileF32Args, f32, GreyTileF32;
+    GreyTileF64Args, f64, GreyTileF64;
+}
+
+/// Arguments of the tiled binary filter (rank 1 to 3): what
+/// [`BinaryFilterArgs`] computes, from a shared tile; with `local` set (a
+/// structure holding its centre, run until stable) each block repeats the
+/// step inside its tile until the tile stops changing, which reaches the
+/// same fixed point in fewer launches.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BinaryTileArgs {
+    /// The tiles.
+    pub geometry: TileGeometry,
+    /// 1: any (dilation); 0: every (erosion).
+    pub dilation: u32,
+    /// The value outside the array (0 or 1).
+    pub border: u32,
+    /// 1: repeat inside the tile until it is stable.
+    pub local: u32,
+    /// Unused; keeps the pointers aligned.
+    pub reserved: u32,
+    /// `elements` offsets in the shared tile.
+    pub shared_offsets: *const i32,
+    /// `items * z * y * x` values, 0 or 1.
+    pub input: *const u8,
+    /// The same (0: keep the input), or null.
+    pub mask: *const u8,
+    /// Out: `items * z * y * x` values.
+    pub output: *mut u8,
+    /// One word, set to 1 when some output differs from its input.
+    pub changed: *mut u32,
+}
+
+impl_kernel_args!(
+    BinaryTileArgs => BinaryTile { geometry, dilation, border, local, reserved, shared_offsets, input, mask, output, changed },
+);
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn boundary_modes_extend_as_scipy_documents() {
+        // a b c d at 0..4, read from -3 to 6.
+        let read = |mode| (-3..7).map(|j| boundary_index(j, 4, mode)).collect::<Vec<_>>();
+        let some = |v: &[i64]| v.iter().map(|&x| Some(x)).collect::<Vec<_>>();
+        assert_eq!(read(MODE_REFLECT), some(&[2, 1, 0, 0, 1, 2, 3, 3, 2, 1]));
+        assert_eq!(read(MODE_MIRROR), some(&[3, 2, 1, 0, 1, 2, 3, 2, 1, 0]));
+        assert_eq!(read(MODE_NEAREST), some(&[0, 0, 0, 0, 1, 2, 3, 3, 3, 3]));
+        assert_eq!(read(MODE_WRAP), some(&[1, 2, 3, 0, 1, 2, 3, 0, 1, 2]));
+        assert_eq!(read(MODE_CONSTANT)[..3], [None, None, None]);
+        assert_eq!(read(MODE_CONSTANT)[3..7], some(&[0, 1, 2, 3]));
+        assert_eq!(boundary_index(-5, 1, MODE_MIRROR), Some(0));
+        assert_eq!(boundary_index(9, 1, MODE_REFLECT), Some(0));
+    }
+
+    fn geometry(extent: &[u64], low: &[i64], high: &[i64]) -> MorphGeometry {
+        let rank = extent.len();
+        let mut g = MorphGeometry {
+            rank: rank as u32,
+            elements: 1,
+            spatial: extent.iter().product(),
+            items: 1,
+            extent: [1; MORPH_MAX_RANK],
+            stride: [0; MORPH_MAX_RANK],
+            low: [0; MORPH_MAX_RANK],
+            high: [0; MORPH_MAX_RANK],
+        };
+        let mut stride = 1;
+        for axis in (0..rank).rev() {
+            g.extent[axis] = extent[axis];
+            g.stride[axis] = stride;
+            stride *= extent[axis];
+            g.low[axis] = low[axis];
+            g.high[axis] = high[axis];
+        }
+        g
+    }
+
+    #[test]
+    fn coordinates_and_interior() {
+        let g = geometry(&[3, 4, 5], &[-1, -1, -2], &[1, 0, 2]);
+        assert_eq!(g.coordinates(0)[..3], [0, 0, 0]);
+        assert_eq!(g.coordinates(59)[..3], [2, 3, 4]);
+        assert_eq!(g.coordinates(5 * 4 + 5 + 2)[..3], [1, 1, 2]);
+        assert!(g.interior(&g.coordinates(5 * 4 + 5 + 2)));
+        assert!(!g.interior(&g.coordinates(5 * 4 + 5 + 1)));
+        assert!(g.interior(&g.coordinates(5 * 4 + 3 * 5 + 2)));
+        assert!(!g.interior(&g.coordinates(2 * 20 + 5 + 2)));
+    }
+
+    #[test]
+    fn boundary_reads_map_every_axis() {
+        let g = geometry(&[3, 4], &[-1, -1], &[1, 1]);
+        let offsets = [-1i64, 1];
+        let read = |c: [i64; 2], mode| {
+            let mut coords = [0; MORPH_MAX_RANK];
+            coords[..2].copy_from_slice(&c);
+            g.boundary_read(&coords, 0, mode, |k| offsets[k])
+        };
+        assert_eq!(read([1, 1], MODE_CONSTANT), Some(2));
+        assert_eq!(read([0, 1], MODE_CONSTANT), None);
+        assert_eq!(read([0, 3], MODE_NEAREST), Some(3));
+        assert_eq!(read([0, 3], MODE_WRAP), Some(2 * 4));
+        assert_eq!(read([0, 3], MODE_REFLECT), Some(3));
+    }
+}

@@ -1,0 +1,355 @@
+//! The morphology launches (`kernels-rs/src/morphology.rs`). Each function
+//! checks the lengths its kernel reads and writes against the geometry.
+
+use gpu_waterz_abi::morphology::*;
+use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
+
+/// A structuring element on the device: per-axis offsets, flat offsets
+/// and weights, with the geometry the kernels take.
+pub struct DeviceFootprint {
+    pub(crate) geometry: MorphGeometry,
+    pub(crate) offsets: DeviceBuffer<i64>,
+    pub(crate) flat_offsets: DeviceBuffer<i64>,
+    pub(crate) weights: DeviceBuffer<f64>,
+    pub(crate) flat: bool,
+}
+
+/// The launch of a morphology kernel over `geometry`.
+fn config(gpu: &Gpu, geometry: &MorphGeometry) -> LaunchConfig {
+    let units = geometry.spatial.div_ceil(MORPH_UNIT).saturating_mul(geometry.items);
+    let blocks = units.min(gpu.multiprocessor_count() as u64 * 16).max(1) as u32;
+    LaunchConfig { blocks, threads: MORPH_THREADS, shared_bytes: 0 }
+}
+
+/// The number of values of the arrays of `geometry`.
+fn values(kernel: &'static str, geometry: &MorphGeometry) -> Result<u64> {
+    geometry
+        .items
+        .checked_mul(geometry.spatial)
+        .filter(|&n| n <= isize::MAX as u64 / 8)
+        .ok_or_else(|| RuntimeError::InvalidLaunch { kernel, reason: "the arrays are too large".into() })
+}
+
+/// Checks the element's tables against its geometry.
+fn check_footprint(kernel: &'static str, footprint: &DeviceFootprint) -> Result<()> {
+    let g = &footprint.geometry;
+    if g.rank == 0 || g.rank as usize > MORPH_MAX_RANK || g.elements == 0 {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel,
+            reason: format!("rank {} with {} elements", g.rank, g.elements),
+        });
+    }
+    check_len(kernel, "offsets", &footprint.offsets, g.elements as u64 * g.rank as u64)?;
+    check_len(kernel, "flat offsets", &footprint.flat_offsets, g.elements as u64)?;
+    if !footprint.flat {
+        check_len(kernel, "weights", &footprint.weights, g.elements as u64)?;
+    }
+    Ok(())
+}
+
+macro_rules! grey_launches {
+    ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident;)*) => {$(
+        /// The grey-scale filter of `input` into `output` over `footprint`.
+        ///
+        /// The caller built `footprint` with [`DeviceFootprint`]'s rules:
+        /// the geometry's extrema are those of the offsets and each flat
+        /// offset is the per-axis offsets against the strides.
+        pub(crate) fn $filter(
+            gpu: &Gpu,
+            footprint: &DeviceFootprint,
+            mode: u32,
+            maximum: bool,
+            cval: f64,
+            input: &DeviceBuffer<$t>,
+            output: &mut DeviceBuffer<$t>,
+        ) -> Result<()> {
+            const K: &str = stringify!($filter);
+            check_footprint(K, footprint)?;
+            let n = values(K, &footprint.geometry)?;
+            check_len(K, "input", input, n)?;
+            check_len(K, "output", output, n)?;
+            gpu.check_device(input, "the input")?;
+            gpu.check_device(output, "the output")?;
+            if n == 0 {
+                return Ok(());
+            }
+            let args = $filter_args {
+                geometry: footprint.geometry,
+                mode,
+                maximum: maximum as u32,
+                flat: footprint.flat as u32,
+                reserved: 0,
+                cval,
+                offsets: footprint.offsets.as_ptr(),
+                flat_offsets: footprint.flat_offsets.as_ptr(),
+                weights: if footprint.flat { std::ptr::null() } else { footprint.weights.as_ptr() },
+                input: input.as_ptr(),
+                output: output.as_mut_ptr(),
+            };
+            // SAFETY: input and output hold items * spatial values (checked)
+            // and are distinct buffers (one borrowed shared, one mutably);
+            // the tables hold what the geometry says (checked), with the
+            // extrema and flat offsets the caller derived from them.
+            unsafe { gpu.launch(config(gpu, &footprint.geometry), args) }
+        }
+
+        /// One separable pass along `axis` over the offsets `low..=high`.
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) fn $line(
+            gpu: &Gpu,
+            geometry: &MorphGeometry,
+            axis: u32,
+            (low, high): (i64, i64),
+            mode: u32,
+            maximum: bool,
+            cval: f64,
+            input: &DeviceBuffer<$t>,
+            output: &mut DeviceBuffer<$t>,
+        ) -> Result<()> {
+            const K: &str = stringify!($line);
+            let n = values(K, geometry)?;
+            if axis >= geometry.rank || geometry.rank as usize > MORPH_MAX_RANK || low > high {
+                return Err(RuntimeError::InvalidLaunch {
+                    kernel: K,
+                    reason: format!("axis {axis} of rank {}, window {low}..={high}", geometry.rank),
+                });
+            }
+            check_len(K, "input", input, n)?;
+            check_len(K, "output", output, n)?;
+            gpu.check_device(input, "the input")?;
+            gpu.check_device(output, "the output")?;
+            if n == 0 {
+                return Ok(());
+            }
+            let args = $line_args {
+                geometry: *geometry,
+                axis,
+                mode,
+                maximum: maximum as u32,
+                reserved: 0,
+                low,
+                high,
+                cval,
+                input: input.as_ptr(),
+                output: output.as_mut_ptr(),
+            };
+            // SAFETY: input and output hold items * spatial values (checked)
+            // and are distinct buffers; axis < rank and low <= high.
+            unsafe { gpu.launch(config(gpu, geometry), args) }
+        }
+    )*};
+}
+
+grey_launches! {
+    f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args;
+    f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args;
+}
+
+/// One binary step of `input` into `output` over `footprint` (erosion, or
+/// dilation over the element as given: the caller reflects it), `border`
+/// outside, the input kept where `mask` is 0; sets `changed[slot]` to 1 when
+/// an output differs from its input.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn binary_filter(
+    gpu: &Gpu,
+    footprint: &DeviceFootprint,
+    dilation: bool,
+    border: bool,
+    input: &DeviceBuffer<u8>,
+    mask: Option<&DeviceBuffer<u8>>,
+    output: &mut DeviceBuffer<u8>,
+    changed: &mut DeviceBuffer<u32>,
+    slot: usize,
+) -> Result<()> {
+    const K: &str = "binary_filter";
+    check_footprint(K, footprint)?;
+    let n = values(K, &footprint.geometry)?;
+    check_len(K, "input", input, n)?;
+    check_len(K, "output", output, n)?;
+    check_len(K, "changed", changed, slot as u64 + 1)?;
+    gpu.check_device(input, "the input")?;
+    gpu.check_device(output, "the output")?;
+    gpu.check_device(changed, "the flag")?;
+    if let Some(mask) = mask {
+        check_len(K, "mask", mask, n)?;
+        gpu.check_device(mask, "the mask")?;
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let args = BinaryFilterArgs {
+        geometry: footprint.geometry,
+        dilation: dilation as u32,
+        border: border as u32,
+        offsets: footprint.offsets.as_ptr(),
+        flat_offsets: footprint.flat_offsets.as_ptr(),
+        input: input.as_ptr(),
+        mask: mask.map_or(std::ptr::null(), |m| m.as_ptr()),
+        output: output.as_mut_ptr(),
+        // A device address: slot < changed.len() (checked).
+        changed: changed.as_mut_ptr().wrapping_add(slot),
+    };
+    // SAFETY: input, output and the mask hold items * spatial values and
+    // the flags slot + 1 (checked); input and output are distinct buffers; the
+    // tables hold what the geometry says (checked).
+    unsafe { gpu.launch(config(gpu, &footprint.geometry), args) }
+}
+
+/// A structuring element laid out for the tile kernels: the geometry and
+/// each element's offset in the shared tile.
+pub struct DeviceTile {
+    pub(crate) geometry: TileGeometry,
+    pub(crate) shared_offsets: DeviceBuffer<i32>,
+    pub(crate) weights: DeviceBuffer<f64>,
+    pub(crate) flat: bool,
+}
+
+/// Checks a tile layout: the extents, the tile counts and the shared
+/// memory; the offsets' count.
+fn check_tile(kernel: &'static str, tile: &DeviceTile, value_bytes: u32) -> Result<LaunchConfig> {
+    let g = &tile.geometry;
+    let bad = |reason: String| RuntimeError::InvalidLaunch { kernel, reason };
+    if g.tile_z == 0 || g.tile_z > TILE_MAX_Z || g.elements == 0 {
+        return Err(bad(format!("tile_z {} with {} elements", g.tile_z, g.elements)));
+    }
+    let extents = [g.tile_z, TILE_Y, TILE_X];
+    for (axis, &extent) in extents.iter().enumerate() {
+        let reach = g.high[axis] as i64 - g.low[axis] as i64;
+        if g.low[axis] > 0 || g.high[axis] < 0 || g.halo[axis] as i64 != extent as i64 + reach {
+            return Err(bad(format!(
+                "axis {axis}: offsets {}..={} with halo {}",
+                g.low[axis], g.high[axis], g.halo[axis]
+            )));
+        }
+        if g.tiles[axis] as u64 != (g.extent[axis] as u64).div_ceil(extent as u64) {
+            return Err(bad(format!("axis {axis}: {} tiles for extent {}", g.tiles[axis], g.extent[axis])));
+        }
+    }
+    let shared = g.shared_len() as u64 * value_bytes as u64;
+    if shared > TILE_SHARED_BYTES as u64 {
+        return Err(bad(format!("{shared} bytes of shared memory")));
+    }
+    check_len(kernel, "shared offsets", &tile.shared_offsets, g.elements as u64)?;
+    if !tile.flat {
+        check_len(kernel, "weights", &tile.weights, g.elements as u64)?;
+    }
+    Ok(LaunchConfig { blocks: 0, threads: TILE_THREADS, shared_bytes: shared as u32 })
+}
+
+/// The values of the items of a tile layout.
+fn tile_values(kernel: &'static str, g: &TileGeometry) -> Result<u64> {
+    let spatial = g.extent.iter().map(|&e| e as u64).product::<u64>();
+    g.items
+        .checked_mul(spatial)
+        .filter(|&n| n <= isize::MAX as u64 / 8)
+        .ok_or_else(|| RuntimeError::InvalidLaunch { kernel, reason: "the arrays are too large".into() })
+}
+
+/// The grid of a tile kernel.
+fn tile_blocks(gpu: &Gpu, g: &TileGeometry) -> u32 {
+    g.units().min(gpu.multiprocessor_count() as u64 * 32).max(1) as u32
+}
+
+macro_rules! tile_launches {
+    ($($t:ty: $tile:ident $tile_args:ident;)*) => {$(
+        /// The tiled grey-scale filter of `input` into `output`. The caller
+        /// built `tile`'s offsets with `TileGeometry::shared_offset` from
+        /// element offsets within `low..=high`.
+        pub(crate) fn $tile(
+            gpu: &Gpu,
+            tile: &DeviceTile,
+            mode: u32,
+            maximum: bool,
+            cval: f64,
+            input: &DeviceBuffer<$t>,
+            output: &mut DeviceBuffer<$t>,
+        ) -> Result<()> {
+            const K: &str = stringify!($tile);
+            let config = check_tile(K, tile, std::mem::size_of::<$t>() as u32)?;
+            let n = tile_values(K, &tile.geometry)?;
+            check_len(K, "input", input, n)?;
+            check_len(K, "output", output, n)?;
+            gpu.check_device(input, "the input")?;
+            gpu.check_device(output, "the output")?;
+            if n == 0 {
+                return Ok(());
+            }
+            let args = $tile_args {
+                geometry: tile.geometry,
+                mode,
+                maximum: maximum as u32,
+                flat: tile.flat as u32,
+                reserved: 0,
+                cval,
+                shared_offsets: tile.shared_offsets.as_ptr(),
+                weights: if tile.flat { std::ptr::null() } else { tile.weights.as_ptr() },
+                input: input.as_ptr(),
+                output: output.as_mut_ptr(),
+            };
+            let config = LaunchConfig { blocks: tile_blocks(gpu, &tile.geometry), ..config };
+            // SAFETY: input and output hold every item's values (checked)
+            // and are distinct buffers; the layout is consistent and its
+            // shared memory is what the launch gives (checked); the offsets
+            // were made for it by the caller.
+            unsafe { gpu.launch(config, args) }
+        }
+    )*};
+}
+
+tile_launches! {
+    f32: grey_tile_f32 GreyTileF32Args;
+    f64: grey_tile_f64 GreyTileF64Args;
+}
+
+/// One tiled binary step (or, with `local`, steps repeated inside each
+/// tile until it is stable) of `input` into `output`; sets
+/// `changed[slot]` when an output differs from its input.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn binary_tile(
+    gpu: &Gpu,
+    tile: &DeviceTile,
+    dilation: bool,
+    border: bool,
+    local: bool,
+    input: &DeviceBuffer<u8>,
+    mask: Option<&DeviceBuffer<u8>>,
+    output: &mut DeviceBuffer<u8>,
+    changed: &mut DeviceBuffer<u32>,
+    slot: usize,
+) -> Result<()> {
+    const K: &str = "binary_tile";
+    let config = check_tile(K, tile, 1)?;
+    let n = tile_values(K, &tile.geometry)?;
+    check_len(K, "input", input, n)?;
+    check_len(K, "output", output, n)?;
+    check_len(K, "changed", changed, slot as u64 + 1)?;
+    gpu.check_device(input, "the input")?;
+    gpu.check_device(output, "the output")?;
+    gpu.check_device(changed, "the flag")?;
+    if let Some(mask) = mask {
+        check_len(K, "mask", mask, n)?;
+        gpu.check_device(mask, "the mask")?;
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let args = BinaryTileArgs {
+        geometry: tile.geometry,
+        dilation: dilation as u32,
+        border: border as u32,
+        local: local as u32,
+        reserved: 0,
+        shared_offsets: tile.shared_offsets.as_ptr(),
+        input: input.as_ptr(),
+        mask: mask.map_or(std::ptr::null(), |m| m.as_ptr()),
+        output: output.as_mut_ptr(),
+        // A device address: slot < changed.len() (checked).
+        changed: changed.as_mut_ptr().wrapping_add(slot),
+    };
+    let config = LaunchConfig { blocks: tile_blocks(gpu, &tile.geometry), ..config };
+    // SAFETY: input, output and the mask hold every item's values and the
+    // flags slot + 1 (checked); input and output are distinct buffers; the
+    // layout and its shared memory are consistent (checked); `local` is
+    // set by the caller only for elements holding offset 0.
+    unsafe { gpu.launch(config, args) }
+}

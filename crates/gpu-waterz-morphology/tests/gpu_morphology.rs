@@ -1,0 +1,230 @@
+//! The GPU morphology against the CPU path (itself checked against scipy
+//! by the Python parity suite): random shapes of rank 1 to 8, batches,
+//! every mode, origins, boxes, footprints and weighted structures, both
+//! strategies, float32 and float64; binary steps with masks, borders and
+//! iterations.
+
+use gpu_waterz_morphology::gpu::{self, Batch, Iterations, Strategy};
+use gpu_waterz_morphology::{grey_dilation, grey_erosion, Element, Footprint, Grey, Mode};
+use gpu_waterz_runtime::testing::gpu as test_gpu;
+use ndarray::{ArrayD, IxDyn};
+use rand::{Rng, SeedableRng};
+
+const MODES: [Mode; 5] = [Mode::Reflect, Mode::Constant, Mode::Nearest, Mode::Mirror, Mode::Wrap];
+
+/// A random element of `rank` axes: a box, a footprint or a structure.
+fn random_element(rng: &mut impl Rng, rank: usize, kind: usize) -> (Element<'static>, Vec<usize>) {
+    let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=if rank > 3 { 2 } else { 4 })).collect();
+    let element = match kind {
+        0 => Element::Size(shape.clone()),
+        1 => {
+            let mut f = ArrayD::from_shape_fn(IxDyn(&shape), |_| rng.gen_bool(0.6));
+            f.as_slice_mut().unwrap()[0] = true;
+            Element::Footprint(leak(f).view())
+        }
+        _ => {
+            let s = ArrayD::from_shape_fn(IxDyn(&shape), |_| (rng.gen_range(-4..5) as f64) * 0.5);
+            let f = ArrayD::from_shape_fn(IxDyn(&shape), |_| rng.gen_bool(0.8));
+            let f = if f.iter().any(|&v| v) { Some(leak(f).view()) } else { None };
+            Element::Structure { structure: leak(s).view(), footprint: f }
+        }
+    };
+    (element, shape)
+}
+
+/// Keeps a test array for the rest of the test (views borrow it).
+fn leak<T>(a: ArrayD<T>) -> &'static ArrayD<T> {
+    Box::leak(Box::new(a))
+}
+
+fn random_origin(rng: &mut impl Rng, shape: &[usize]) -> Vec<isize> {
+    shape
+        .iter()
+        .map(|&n| {
+            let half = (n / 2) as isize;
+            rng.gen_range(-half..=(n as isize - 1) - half)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_grey_filters_equal_the_cpu() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+    for case in 0..240 {
+        let rank = if case % 10 == 9 { rng.gen_range(5..=8) } else { 1 + case % 4 };
+        let shape: Vec<usize> =
+            (0..rank).map(|_| rng.gen_range(1..=if rank > 4 { 3 } else { [40, 16, 9, 6][rank - 1] })).collect();
+        let items = rng.gen_range(1..=3);
+        let (element, element_shape) = random_element(&mut rng, rank, case % 3);
+        let origin = random_origin(&mut rng, &element_shape);
+        let mode = MODES[case % 5];
+        let cval = rng.gen_range(-2..3) as f64 * 0.75;
+        let maximum = case % 2 == 1;
+        let strategy = [Strategy::Auto, Strategy::Gather, Strategy::Separable, Strategy::Tile][(case / 3) % 4];
+        let spatial: usize = shape.iter().product();
+        let values: Vec<f64> = (0..items * spatial).map(|_| rng.gen_range(-20..20) as f64 * 0.25).collect();
+        let args = Grey { element: element.clone(), mode, cval, origin: origin.clone() };
+        let mut want = Vec::new();
+        for item in values.chunks(spatial) {
+            let view = ArrayD::from_shape_vec(IxDyn(&shape), item.to_vec()).unwrap();
+            let out = if maximum { grey_dilation(view.view(), &args) } else { grey_erosion(view.view(), &args) };
+            want.extend(out.unwrap().iter().copied());
+        }
+        let footprint = Footprint::resolve(rank, &element, &origin, maximum).unwrap();
+        let batch = Batch { items, shape: &shape };
+        let context =
+            format!("case {case}: shape {shape:?} x{items}, element {element_shape:?} at {origin:?}, {mode:?}");
+        // float64
+        let input = g.upload(&values).unwrap();
+        let mut output = g.uninit::<f64>(values.len()).unwrap();
+        gpu::grey_filter(&g, &input, &mut output, batch, &footprint, mode, cval, maximum, strategy).unwrap();
+        assert_eq!(g.download(&output).unwrap(), want, "{context} (f64, {strategy:?})");
+        // float32: the CPU's float64 result cast once.
+        let values32: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        let input = g.upload(&values32).unwrap();
+        let mut output = g.uninit::<f32>(values.len()).unwrap();
+        gpu::grey_filter(&g, &input, &mut output, batch, &footprint, mode, cval, maximum, strategy).unwrap();
+        let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+        assert_eq!(g.download(&output).unwrap(), want32, "{context} (f32, {strategy:?})");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_box_passes_and_tiles_equal_the_gather_on_a_volume() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(31);
+    let shape = [37usize, 64, 70];
+    let values: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| rng.gen::<f32>()).collect();
+    let input = g.upload(&values).unwrap();
+    for (size, origin, mode, maximum) in
+        [(3usize, 0isize, Mode::Reflect, false), (7, 1, Mode::Wrap, true), (4, -2, Mode::Mirror, true)]
+    {
+        let element = Element::Size(vec![size; 3]);
+        let footprint = Footprint::resolve(3, &element, &[origin; 3], maximum).unwrap();
+        let batch = Batch { items: 1, shape: &shape };
+        let run = |strategy| {
+            let mut out = g.uninit::<f32>(values.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 0.5, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        let gather = run(Strategy::Gather);
+        assert_eq!(gather, run(Strategy::Separable), "size {size}, origin {origin}: passes");
+        assert_eq!(gather, run(Strategy::Tile), "size {size}, origin {origin}: tiles");
+    }
+}
+
+/// One binary step on the CPU: the grey filter of 0/1 values with the
+/// border as cval, the input kept outside the mask.
+fn cpu_binary_step(
+    values: &[f64],
+    shape: &[usize],
+    element: &Element<'_>,
+    origin: &[isize],
+    border: bool,
+    dilation: bool,
+    mask: Option<&[bool]>,
+) -> Vec<f64> {
+    let args =
+        Grey { element: element.clone(), mode: Mode::Constant, cval: border as u8 as f64, origin: origin.to_vec() };
+    let view = ArrayD::from_shape_vec(IxDyn(shape), values.to_vec()).unwrap();
+    let out = if dilation { grey_dilation(view.view(), &args) } else { grey_erosion(view.view(), &args) }.unwrap();
+    out.iter()
+        .zip(values)
+        .enumerate()
+        .map(|(i, (&new, &old))| if mask.is_none_or(|m| m[i]) { new } else { old })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_binary_filters_equal_the_cpu() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(37);
+    for case in 0..160 {
+        let rank = if case % 8 == 7 { rng.gen_range(4..=6) } else { 1 + case % 3 };
+        let shape: Vec<usize> =
+            (0..rank).map(|_| rng.gen_range(1..=if rank > 3 { 4 } else { [50, 20, 10][rank - 1] })).collect();
+        let items = rng.gen_range(1..=2);
+        let (element, element_shape) = random_element(&mut rng, rank, 1);
+        let origin = random_origin(&mut rng, &element_shape);
+        let border = rng.gen_bool(0.3);
+        let dilation = case % 2 == 0;
+        let spatial: usize = shape.iter().product();
+        let values: Vec<u8> = (0..items * spatial).map(|_| rng.gen_bool(0.5) as u8).collect();
+        let mask: Option<Vec<bool>> = (case % 3 == 0).then(|| (0..values.len()).map(|_| rng.gen_bool(0.7)).collect());
+        let footprint = Footprint::resolve(rank, &element, &origin, dilation).unwrap();
+        let until_stable = case % 4 == 1 && footprint.has_centre();
+        let steps = if until_stable { 0 } else { rng.gen_range(1..=3u64) };
+        let mut want = Vec::new();
+        for (i, item) in values.chunks(spatial).enumerate() {
+            let item_mask = mask.as_ref().map(|m| &m[i * spatial..(i + 1) * spatial]);
+            let mut current: Vec<f64> = item.iter().map(|&v| v as f64).collect();
+            let mut k = 0;
+            loop {
+                let next = cpu_binary_step(&current, &shape, &element, &origin, border, dilation, item_mask);
+                let same = next == current;
+                current = next;
+                k += 1;
+                if (until_stable && same) || (!until_stable && k == steps) {
+                    break;
+                }
+            }
+            want.extend(current.iter().map(|&v| (v != 0.0) as u8));
+        }
+        let input = g.upload(&values).unwrap();
+        let mask_bytes: Option<Vec<u8>> = mask.as_ref().map(|m| m.iter().map(|&b| b as u8).collect());
+        let device_mask = mask_bytes.as_ref().map(|m| g.upload(m).unwrap());
+        let mut output = g.uninit::<u8>(values.len()).unwrap();
+        let iterations = if until_stable { Iterations::UntilStable } else { Iterations::Times(steps) };
+        let batch = Batch { items, shape: &shape };
+        gpu::binary_filter(
+            &g,
+            &input,
+            &mut output,
+            device_mask.as_ref(),
+            batch,
+            &footprint,
+            border,
+            dilation,
+            iterations,
+        )
+        .unwrap();
+        assert_eq!(
+            g.download(&output).unwrap(),
+            want,
+            "case {case}: shape {shape:?} x{items}, element {element_shape:?} at {origin:?}, {iterations:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_morphology_rejects_bad_input() {
+    let g = test_gpu();
+    let input = g.upload(&[0u8; 8]).unwrap();
+    let mut output = g.uninit::<u8>(8).unwrap();
+    let ring = ArrayD::from_shape_vec(IxDyn(&[3]), vec![true, false, true]).unwrap();
+    let ring = Footprint::resolve(1, &Element::Footprint(ring.view()), &[0], false).unwrap();
+    let batch = Batch { items: 1, shape: &[8] };
+    // A ring cannot run until stable; zero steps; a rank mismatch; short buffers.
+    assert!(
+        gpu::binary_filter(&g, &input, &mut output, None, batch, &ring, false, false, Iterations::UntilStable).is_err()
+    );
+    assert!(
+        gpu::binary_filter(&g, &input, &mut output, None, batch, &ring, false, false, Iterations::Times(0)).is_err()
+    );
+    let wrong_rank = Batch { items: 1, shape: &[2, 4] };
+    assert!(gpu::binary_filter(&g, &input, &mut output, None, wrong_rank, &ring, false, false, Iterations::Times(1))
+        .is_err());
+    let too_many = Batch { items: 2, shape: &[8] };
+    assert!(
+        gpu::binary_filter(&g, &input, &mut output, None, too_many, &ring, false, false, Iterations::Times(1)).is_err()
+    );
+    let values = g.upload(&[0f32; 8]).unwrap();
+    let mut out = g.uninit::<f32>(4).unwrap();
+    let size = Footprint::resolve(1, &Element::Size(vec![3]), &[0], false).unwrap();
+    assert!(gpu::grey_filter(&g, &values, &mut out, batch, &size, Mode::Reflect, 0.0, false, Strategy::Auto).is_err());
+}

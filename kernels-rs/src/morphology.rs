@@ -1,0 +1,812 @@
+//! Grey-scale and binary morphology: minimum and maximum filters over a
+//! structuring element resolved on the host (`gpu_waterz_abi::morphology`
+//! has the geometry, the boundary modes and the argument structs).
+
+use crate::device::*;
+use gpu_waterz_abi::morphology::*;
+
+/// Calls `f(item, position)` for every position of every item that this
+/// thread owns. A block takes work units of `MORPH_UNIT` consecutive
+/// positions of one item in a grid-stride loop; thread `t` takes
+/// positions `t`, `t + MORPH_THREADS`, … of the unit, so a warp's
+/// positions are consecutive.
+#[inline(always)]
+fn for_each_position(geometry: &MorphGeometry, mut f: impl FnMut(u64, u64)) {
+    let units_per_item = geometry.spatial.div_ceil(MORPH_UNIT);
+    let units = units_per_item * geometry.items;
+    let mut unit = block_idx_x() as u64;
+    while unit < units {
+        let item = unit / units_per_item;
+        let first = (unit % units_per_item) * MORPH_UNIT + thread_idx_x() as u64;
+        let mut k = 0;
+        while k < MORPH_PER_THREAD as u64 {
+            let p = first + k * MORPH_THREADS as u64;
+            if p < geometry.spatial {
+                f(item, p);
+            }
+            k += 1;
+        }
+        unit += grid_dim_x() as u64;
+    }
+}
+
+/// The value types of the grey-scale filters.
+trait Grey: Copy + PartialOrd {
+    fn to_f64(self) -> f64;
+    fn from_f64(x: f64) -> Self;
+    const LARGEST: Self;
+    const SMALLEST: Self;
+}
+
+impl Grey for f32 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+    const LARGEST: Self = f32::INFINITY;
+    const SMALLEST: Self = f32::NEG_INFINITY;
+}
+
+impl Grey for f64 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+    const LARGEST: Self = f64::INFINITY;
+    const SMALLEST: Self = f64::NEG_INFINITY;
+}
+
+/// Whether `candidate` replaces `best` (a strict comparison, as the CPU
+/// path's: NaN never replaces).
+#[inline(always)]
+fn better<T: PartialOrd>(candidate: T, best: T, maximum: bool) -> bool {
+    if maximum {
+        candidate > best
+    } else {
+        candidate < best
+    }
+}
+
+/// The grey-scale filter's body for one element type.
+///
+/// # Safety
+/// As the kernels' `# Safety` sections.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn grey_filter<T: Grey>(
+    geometry: &MorphGeometry,
+    mode: u32,
+    maximum: u32,
+    flat: u32,
+    cval: f64,
+    offsets: *const i64,
+    flat_offsets: *const i64,
+    weights: *const f64,
+    input: *const T,
+    output: *mut T,
+) {
+    let maximum = maximum != 0;
+    let elements = geometry.elements;
+    // SAFETY (closures below): offsets hold elements * rank values and
+    // flat_offsets / weights elements values.
+    let offset = |k: usize| unsafe { *offsets.add(k) };
+    for_each_position(geometry, |item, p| {
+        let coords = geometry.coordinates(p);
+        let base = item * geometry.spatial;
+        let interior = geometry.interior(&coords);
+        let at = (base + p) as i64;
+        if flat != 0 {
+            // Compared in the input's type (exact: rounding is monotone).
+            let outside = T::from_f64(cval);
+            let mut best = if maximum { T::SMALLEST } else { T::LARGEST };
+            let mut e = 0;
+            while e < elements {
+                // SAFETY: interior reads stay inside the item (the extrema
+                // test); boundary reads map every coordinate into it.
+                let v = unsafe {
+                    if interior {
+                        *input.add((at + *flat_offsets.add(e as usize)) as usize)
+                    } else {
+                        match geometry.boundary_read(&coords, e, mode, offset) {
+                            Some(q) => *input.add((base + q) as usize),
+                            None => outside,
+                        }
+                    }
+                };
+                if better(v, best, maximum) {
+                    best = v;
+                }
+                e += 1;
+            }
+            // SAFETY: base + p is an element.
+            unsafe { *output.add((base + p) as usize) = best };
+        } else {
+            // Weighted (a structure): in float64, cast once at the end; cval
+            // in the input's type first, as scipy converts it (the tiles
+            // hold it so too).
+            let cval = T::from_f64(cval).to_f64();
+            let mut best = if maximum { f64::NEG_INFINITY } else { f64::INFINITY };
+            let mut e = 0;
+            while e < elements {
+                // SAFETY: as above; weights hold one value per element.
+                let (v, w) = unsafe {
+                    let w = *weights.add(e as usize);
+                    let v = if interior {
+                        (*input.add((at + *flat_offsets.add(e as usize)) as usize)).to_f64()
+                    } else {
+                        match geometry.boundary_read(&coords, e, mode, offset) {
+                            Some(q) => (*input.add((base + q) as usize)).to_f64(),
+                            None => cval,
+                        }
+                    };
+                    (v, w)
+                };
+                let v = if maximum { v + w } else { v - w };
+                if better(v, best, maximum) {
+                    best = v;
+                }
+                e += 1;
+            }
+            // SAFETY: base + p is an element.
+            unsafe { *output.add((base + p) as usize) = T::from_f64(best) };
+        }
+    });
+}
+
+/// One separable pass's body for one element type.
+///
+/// # Safety
+/// As the kernels' `# Safety` sections.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn grey_line<T: Grey>(
+    geometry: &MorphGeometry,
+    axis: u32,
+    mode: u32,
+    maximum: u32,
+    low: i64,
+    high: i64,
+    cval: f64,
+    input: *const T,
+    output: *mut T,
+) {
+    let maximum = maximum != 0;
+    let (n, stride) = geometry.axis(axis);
+    let n = n as i64;
+    let outside = T::from_f64(cval);
+    for_each_position(geometry, |item, p| {
+        let c = if geometry.spatial <= u32::MAX as u64 {
+            ((p as u32 / stride as u32) % n as u32) as i64
+        } else {
+            ((p / stride) % n as u64) as i64
+        };
+        // The line's first element.
+        let line = item * geometry.spatial + p - c as u64 * stride;
+        let mut best = if maximum { T::SMALLEST } else { T::LARGEST };
+        if c + low >= 0 && c + high < n {
+            let mut at = line + (c + low) as u64 * stride;
+            let mut o = low;
+            while o <= high {
+                // SAFETY: c + o lies on the line (tested above).
+                let v = unsafe { *input.add(at as usize) };
+                if better(v, best, maximum) {
+                    best = v;
+                }
+                at += stride;
+                o += 1;
+            }
+        } else {
+            let mut o = low;
+            while o <= high {
+                let v = match boundary_index(c + o, n, mode) {
+                    // SAFETY: j is a coordinate of the line.
+                    Some(j) => unsafe { *input.add((line + j as u64 * stride) as usize) },
+                    None => outside,
+                };
+                if better(v, best, maximum) {
+                    best = v;
+                }
+                o += 1;
+            }
+        }
+        // SAFETY: the position is an element.
+        unsafe { *output.add((item * geometry.spatial + p) as usize) = best };
+    });
+}
+
+macro_rules! grey_kernels {
+    ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident;)*) => {$(
+        kernel! {
+            #[doc = concat!("The grey-scale filter over `", stringify!($t), "`: the minimum (erosion) or")]
+            /// maximum (dilation) over the active elements of the input,
+            /// less or plus each element's weight unless `flat`.
+            ///
+            /// # Safety
+            /// `input` and `output` hold `items * spatial` values and do
+            /// not overlap; `offsets` holds `elements * rank` values whose
+            /// extrema per axis are `geometry.low`/`high`, `flat_offsets`
+            /// (and `weights` unless `flat`) `elements`; each flat offset
+            /// is its per-axis offsets against `geometry.stride`.
+            ///
+            /// # Parameters
+            #[doc = concat!("See [`", stringify!($filter_args), "`].")]
+            ///
+            /// # Thread mapping
+            /// A block per work unit (`MORPH_UNIT` consecutive positions
+            /// of one item), grid-stride; a thread per position.
+            pub unsafe extern "ptx-kernel" fn $filter(
+                geometry: MorphGeometry,
+                mode: u32,
+                maximum: u32,
+                flat: u32,
+                reserved: u32,
+                cval: f64,
+                offsets: *const i64,
+                flat_offsets: *const i64,
+                weights: *const f64,
+                input: *const $t,
+                output: *mut $t,
+            ) as $filter_args {
+                let _ = reserved;
+                // SAFETY: the caller's, as documented.
+                unsafe {
+                    grey_filter::<$t>(&geometry, mode, maximum, flat, cval, offsets, flat_offsets, weights, input, output)
+                }
+            }
+        }
+
+        kernel! {
+            #[doc = concat!("One separable pass over `", stringify!($t), "`: the minimum or maximum over")]
+            /// the offsets `low..=high` along `axis`.
+            ///
+            /// # Safety
+            /// `input` and `output` hold `items * spatial` values and do
+            /// not overlap; `axis < rank`; `low <= high`.
+            ///
+            /// # Parameters
+            #[doc = concat!("See [`", stringify!($line_args), "`].")]
+            ///
+            /// # Thread mapping
+            /// As the grey-scale filter: a thread per position.
+            pub unsafe extern "ptx-kernel" fn $line(
+                geometry: MorphGeometry,
+                axis: u32,
+                mode: u32,
+                maximum: u32,
+                reserved: u32,
+                low: i64,
+                high: i64,
+                cval: f64,
+                input: *const $t,
+                output: *mut $t,
+            ) as $line_args {
+                let _ = reserved;
+                // SAFETY: the caller's, as documented.
+                unsafe { grey_line::<$t>(&geometry, axis, mode, maximum, low, high, cval, input, output) }
+            }
+        }
+    )*};
+}
+
+grey_kernels! {
+    f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args;
+    f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args;
+}
+
+kernel! {
+    /// The binary filter: every (erosion) or any (dilation) active element
+    /// reads a non-zero value, `border` outside the array; the input kept
+    /// where `mask` is 0. A thread stops reading as soon as its result is
+    /// decided (a 0 for erosion, a 1 for dilation).
+    ///
+    /// # Safety
+    /// `input`, `output` and `mask` (unless null) hold `items * spatial`
+    /// values; `input` and `output` do not overlap; `offsets`,
+    /// `flat_offsets` as for the grey-scale filter; `changed` is one word.
+    ///
+    /// # Parameters
+    /// See [`BinaryFilterArgs`].
+    ///
+    /// # Thread mapping
+    /// As the grey-scale filter: a thread per position.
+    pub unsafe extern "ptx-kernel" fn binary_filter(
+        geometry: MorphGeometry,
+        dilation: u32,
+        border: u32,
+        offsets: *const i64,
+        flat_offsets: *const i64,
+        input: *const u8,
+        mask: *const u8,
+        output: *mut u8,
+        changed: *mut u32,
+    ) as BinaryFilterArgs {
+        let dilation = dilation != 0;
+        // SAFETY: offsets hold elements * rank values.
+        let offset = |k: usize| unsafe { *offsets.add(k) };
+        let mut any_change = false;
+        for_each_position(&geometry, |item, p| {
+            let base = item * geometry.spatial;
+            let at = (base + p) as usize;
+            // SAFETY: at is an element of every array.
+            let current = unsafe { *input.add(at) } != 0;
+            // SAFETY: as above (mask is read only when given).
+            let result = if !mask.is_null() && unsafe { *mask.add(at) } == 0 {
+                current
+            } else {
+                let coords = geometry.coordinates(p);
+                let interior = geometry.interior(&coords);
+                // Erosion looks for a 0, dilation for a 1: the first one
+                // found decides.
+                let mut found = false;
+                let mut e = 0;
+                while e < geometry.elements && !found {
+                    // SAFETY: interior reads stay inside the item; boundary
+                    // reads map every coordinate into it.
+                    let v = unsafe {
+                        if interior {
+                            *input.add((at as i64 + *flat_offsets.add(e as usize)) as usize) != 0
+                        } else {
+                            match geometry.boundary_read(&coords, e, MODE_CONSTANT, offset) {
+                                Some(q) => *input.add((base + q) as usize) != 0,
+                                None => border != 0,
+                            }
+                        }
+                    };
+                    found = v == dilation;
+                    e += 1;
+                }
+                if dilation {
+                    found
+                } else {
+                    !found
+                }
+            };
+            any_change |= result != current;
+            // SAFETY: at is an element.
+            unsafe { *output.add(at) = result as u8 };
+        });
+        if any_change {
+            // SAFETY: changed is one word.
+            unsafe { *changed = 1 };
+        }
+    }
+}
+
+/// The tile work unit `unit`: its item and the tile's first position
+/// `(z, y, x)`.
+#[inline(always)]
+fn tile_unit(g: &TileGeometry, unit: u64) -> (u64, [i64; 3]) {
+    let per_item = g.tiles[0] as u64 * g.tiles[1] as u64 * g.tiles[2] as u64;
+    let item = unit / per_item;
+    let t = (unit % per_item) as u32;
+    let tx = t % g.tiles[2];
+    let ty = (t / g.tiles[2]) % g.tiles[1];
+    let tz = t / (g.tiles[2] * g.tiles[1]);
+    (item, [(tz * g.tile_z) as i64, (ty * TILE_Y) as i64, (tx * TILE_X) as i64])
+}
+
+/// Loads the halo tile of the unit starting at `first` into `shared`:
+/// `read(index)` for positions inside the array (their index in the item),
+/// `outside` for those outside in constant mode, the others mapped by
+/// `mode`. Thread `t` loads tile values `t`, `t + TILE_THREADS`, ….
+/// (Measured on the H200 against a warp per halo row and against
+/// division-free coordinate steps: both took more registers and were
+/// slower.)
+///
+/// # Safety
+/// `shared` holds `g.shared_len()` values; every thread of the block calls it.
+#[inline(always)]
+unsafe fn load_tile<T: Copy>(
+    g: &TileGeometry,
+    first: [i64; 3],
+    mode: u32,
+    outside: T,
+    shared: *mut T,
+    read: impl Fn(u64) -> T,
+) {
+    let len = g.shared_len();
+    let extent = [g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64];
+    let mut h = thread_idx_x();
+    while h < len {
+        let hx = h % g.halo[2];
+        let hy = (h / g.halo[2]) % g.halo[1];
+        let hz = h / (g.halo[2] * g.halo[1]);
+        let at = [
+            first[0] + g.low[0] as i64 + hz as i64,
+            first[1] + g.low[1] as i64 + hy as i64,
+            first[2] + g.low[2] as i64 + hx as i64,
+        ];
+        let z = boundary_index(at[0], extent[0], mode);
+        let y = boundary_index(at[1], extent[1], mode);
+        let x = boundary_index(at[2], extent[2], mode);
+        let v = match (z, y, x) {
+            (Some(z), Some(y), Some(x)) => read(((z * extent[1] + y) * extent[2] + x) as u64),
+            _ => outside,
+        };
+        // SAFETY: h < len.
+        unsafe { *shared.add(h as usize) = v };
+        h += TILE_THREADS;
+    }
+}
+
+/// [`load_tile`] with each thread's coordinates advanced by a fixed step
+/// with carries instead of divisions: the binary tiles' loader (faster
+/// there on the H200; the grey-scale tiles were faster with
+/// [`load_tile`], which keeps fewer registers live beside their
+/// accumulators).
+///
+/// # Safety
+/// As [`load_tile`].
+#[inline(always)]
+unsafe fn load_tile_stepped<T: Copy>(
+    g: &TileGeometry,
+    first: [i64; 3],
+    mode: u32,
+    outside: T,
+    shared: *mut T,
+    read: impl Fn(u64) -> T,
+) {
+    let extent = [g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64];
+    let (nx, ny) = (g.halo[2], g.halo[1]);
+    let t = thread_idx_x();
+    let (mut hx, mut hy, mut hz) = (t % nx, (t / nx) % ny, t / (nx * ny));
+    let (dx, dy, dz) = (TILE_THREADS % nx, (TILE_THREADS / nx) % ny, TILE_THREADS / (nx * ny));
+    let start = [first[0] + g.low[0] as i64, first[1] + g.low[1] as i64, first[2] + g.low[2] as i64];
+    let len = g.shared_len();
+    let mut h = t;
+    while h < len {
+        let at = [start[0] + hz as i64, start[1] + hy as i64, start[2] + hx as i64];
+        let v = match (
+            boundary_index(at[0], extent[0], mode),
+            boundary_index(at[1], extent[1], mode),
+            boundary_index(at[2], extent[2], mode),
+        ) {
+            (Some(z), Some(y), Some(x)) => read(((z * extent[1] + y) * extent[2] + x) as u64),
+            _ => outside,
+        };
+        // SAFETY: h < len.
+        unsafe { *shared.add(h as usize) = v };
+        h += TILE_THREADS;
+        hx += dx;
+        if hx >= nx {
+            hx -= nx;
+            hy += 1;
+        }
+        hy += dy;
+        if hy >= ny {
+            hy -= ny;
+            hz += 1;
+        }
+        hz += dz;
+    }
+}
+
+/// The tiled grey-scale filter's body.
+///
+/// # Safety
+/// As the kernels' `# Safety` sections.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn grey_tile<T: Grey>(
+    g: &TileGeometry,
+    mode: u32,
+    maximum: u32,
+    flat: u32,
+    cval: f64,
+    shared_offsets: *const i32,
+    weights: *const f64,
+    input: *const T,
+    output: *mut T,
+) {
+    let maximum = maximum != 0;
+    let shared = dynamic_shared::<T>();
+    let spatial = g.extent[0] as u64 * g.extent[1] as u64 * g.extent[2] as u64;
+    let (ly, lx) = ((thread_idx_x() / TILE_X) as i64, (thread_idx_x() % TILE_X) as i64);
+    let row = g.halo[2] as usize * g.halo[1] as usize;
+    let units = g.units();
+    let mut unit = block_idx_x() as u64;
+    while unit < units {
+        let (item, first) = tile_unit(g, unit);
+        let base = item * spatial;
+        // SAFETY: the launch gives shared_len values; block-uniform call.
+        unsafe {
+            load_tile(g, first, mode, T::from_f64(cval), shared, |i| *input.add((base + i) as usize));
+            sync_threads();
+        }
+        let own = (ly as usize) * g.halo[2] as usize + lx as usize;
+        if flat != 0 {
+            let mut best = [if maximum { T::SMALLEST } else { T::LARGEST }; TILE_MAX_Z as usize];
+            let mut e = 0;
+            while e < g.elements {
+                // SAFETY: shared_offsets holds `elements` values, each
+                // inside the tile for every position of it.
+                let o = own + unsafe { *shared_offsets.add(e as usize) } as usize;
+                let mut k = 0;
+                while k < TILE_MAX_Z as usize {
+                    if (k as u32) < g.tile_z {
+                        // SAFETY: k < tile_z, so the read is inside the tile.
+                        let v = unsafe { *shared.add(o + k * row) };
+                        if better(v, best[k], maximum) {
+                            best[k] = v;
+                        }
+                    }
+                    k += 1;
+                }
+                e += 1;
+            }
+            store_tile(g, first, base, ly, lx, output, |k| best[k]);
+        } else {
+            let mut best = [if maximum { f64::NEG_INFINITY } else { f64::INFINITY }; TILE_MAX_Z as usize];
+            let mut e = 0;
+            while e < g.elements {
+                // SAFETY: as above; weights hold `elements` values.
+                let (o, w) = unsafe { (own + *shared_offsets.add(e as usize) as usize, *weights.add(e as usize)) };
+                let mut k = 0;
+                while k < TILE_MAX_Z as usize {
+                    if (k as u32) < g.tile_z {
+                        // SAFETY: as above.
+                        let v = unsafe { *shared.add(o + k * row) }.to_f64();
+                        let v = if maximum { v + w } else { v - w };
+                        if better(v, best[k], maximum) {
+                            best[k] = v;
+                        }
+                    }
+                    k += 1;
+                }
+                e += 1;
+            }
+            store_tile(g, first, base, ly, lx, output, |k| T::from_f64(best[k]));
+        }
+        // SAFETY: block-uniform; the tile is reused by the next unit.
+        unsafe { sync_threads() };
+        unit += grid_dim_x() as u64;
+    }
+}
+
+/// Writes this thread's results `value(k)` of the tile at `first`.
+#[inline(always)]
+fn store_tile<T>(
+    g: &TileGeometry,
+    first: [i64; 3],
+    base: u64,
+    ly: i64,
+    lx: i64,
+    output: *mut T,
+    value: impl Fn(usize) -> T,
+) {
+    let (y, x) = (first[1] + ly, first[2] + lx);
+    if y >= g.extent[1] as i64 || x >= g.extent[2] as i64 {
+        return;
+    }
+    let mut k = 0;
+    while k < TILE_MAX_Z as usize {
+        let z = first[0] + k as i64;
+        if (k as u32) < g.tile_z && z < g.extent[0] as i64 {
+            let at = base + ((z as u64 * g.extent[1] as u64 + y as u64) * g.extent[2] as u64 + x as u64);
+            // SAFETY: (z, y, x) is a position of the item.
+            unsafe { *output.add(at as usize) = value(k) };
+        }
+        k += 1;
+    }
+}
+
+macro_rules! tile_kernels {
+    ($($t:ty: $tile:ident $tile_args:ident;)*) => {$(
+        kernel! {
+            #[doc = concat!("The tiled grey-scale filter over `", stringify!($t), "` for rank 1 to 3: the")]
+            /// block loads a tile and its halo (boundary modes applied)
+            /// into shared memory once; each thread then takes up to
+            /// `TILE_MAX_Z` positions along z from it.
+            ///
+            /// # Safety
+            /// `input` and `output` hold `items * z * y * x` values and do
+            /// not overlap; `shared_offsets` (and `weights` unless `flat`)
+            /// hold `elements` values, each offset that of an element within
+            /// the halo (`TileGeometry::shared_offset` of offsets within
+            /// `low..=high`); the launch gives `TILE_THREADS` threads and
+            /// `shared_len()` values of dynamic shared memory.
+            ///
+            /// # Parameters
+            #[doc = concat!("See [`", stringify!($tile_args), "`].")]
+            ///
+            /// # Thread mapping
+            /// A block per tile (grid-stride over the tiles of every item);
+            /// thread `(y, x)` of the `TILE_Y × TILE_X` plane takes the
+            /// tile's positions `(0..tile_z, y, x)`.
+            pub unsafe extern "ptx-kernel" fn $tile(
+                geometry: TileGeometry,
+                mode: u32,
+                maximum: u32,
+                flat: u32,
+                reserved: u32,
+                cval: f64,
+                shared_offsets: *const i32,
+                weights: *const f64,
+                input: *const $t,
+                output: *mut $t,
+            ) as $tile_args {
+                let _ = reserved;
+                // SAFETY: the caller's, as documented. (The comparison as a
+                // constant per instance took more registers and was slower.)
+                unsafe { grey_tile::<$t>(&geometry, mode, maximum, flat, cval, shared_offsets, weights, input, output) }
+            }
+        }
+    )*};
+}
+
+tile_kernels! {
+    f32: grey_tile_f32 GreyTileF32Args;
+    f64: grey_tile_f64 GreyTileF64Args;
+}
+
+kernel! {
+    /// The tiled binary filter for rank 1 to 3: the block loads a tile and
+    /// its halo (`border` outside the array) into shared memory; each
+    /// thread decides its positions (stopping at the first deciding
+    /// element); with `local`, the block repeats the step on its tile in
+    /// shared memory until no position of it changes, then writes.
+    ///
+    /// # Safety
+    /// `input`, `output` and `mask` (unless null) hold `items * z * y * x`
+    /// values; `input` and `output` do not overlap; `shared_offsets` as for
+    /// the grey-scale tiles; `changed` is one word; `local` only with an
+    /// element holding offset 0 (the repeated step is then monotone); the
+    /// launch gives `TILE_THREADS` threads and `shared_len()` bytes.
+    ///
+    /// # Parameters
+    /// See [`BinaryTileArgs`].
+    ///
+    /// # Thread mapping
+    /// As the grey-scale tiles.
+    pub unsafe extern "ptx-kernel" fn binary_tile(
+        geometry: TileGeometry,
+        dilation: u32,
+        border: u32,
+        local: u32,
+        reserved: u32,
+        shared_offsets: *const i32,
+        input: *const u8,
+        mask: *const u8,
+        output: *mut u8,
+        changed: *mut u32,
+    ) as BinaryTileArgs {
+        let _ = reserved;
+        // SAFETY: the caller's, as documented.
+        unsafe {
+            if dilation != 0 {
+                binary_tile_body::<true>(&geometry, border, local, shared_offsets, input, mask, output, changed)
+            } else {
+                binary_tile_body::<false>(&geometry, border, local, shared_offsets, input, mask, output, changed)
+            }
+        }
+    }
+}
+
+/// The tiled binary filter's body, with the rule a constant.
+///
+/// # Safety
+/// As `binary_tile`'s `# Safety` section.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn binary_tile_body<const DILATION: bool>(
+    g: &TileGeometry,
+    border: u32,
+    local: u32,
+    shared_offsets: *const i32,
+    input: *const u8,
+    mask: *const u8,
+    output: *mut u8,
+    changed: *mut u32,
+) {
+    let dilation = DILATION;
+    let shared = dynamic_shared::<u8>();
+    let spatial = g.extent[0] as u64 * g.extent[1] as u64 * g.extent[2] as u64;
+    let (ly, lx) = ((thread_idx_x() / TILE_X) as i64, (thread_idx_x() % TILE_X) as i64);
+    let row = g.halo[2] as usize * g.halo[1] as usize;
+    let own = ((-g.low[0]) as usize * g.halo[1] as usize + (ly - g.low[1] as i64) as usize) * g.halo[2] as usize
+        + (lx - g.low[2] as i64) as usize;
+    let own_read = (ly as usize) * g.halo[2] as usize + lx as usize;
+    let mut any_change = false;
+    let units = g.units();
+    let mut unit = block_idx_x() as u64;
+    while unit < units {
+        let (item, first) = tile_unit(g, unit);
+        let base = item * spatial;
+        // SAFETY: the launch gives shared_len bytes; block-uniform call.
+        unsafe {
+            load_tile_stepped(g, first, MODE_CONSTANT, border as u8, shared, |i| {
+                (*input.add((base + i) as usize) != 0) as u8
+            });
+            sync_threads();
+        }
+        // Bit k: whether this thread's position k is inside the array and
+        // may change (the mask), and its value.
+        let (y, x) = (first[1] + ly, first[2] + lx);
+        let mut active = 0u32;
+        let mut value = 0u32;
+        let mut k = 0;
+        while k < TILE_MAX_Z as usize {
+            let z = first[0] + k as i64;
+            let inside =
+                (k as u32) < g.tile_z && z < g.extent[0] as i64 && y < g.extent[1] as i64 && x < g.extent[2] as i64;
+            if inside {
+                let at = base + ((z as u64 * g.extent[1] as u64 + y as u64) * g.extent[2] as u64 + x as u64);
+                // SAFETY: at is a position; the tile holds the thread's own positions.
+                unsafe {
+                    if mask.is_null() || *mask.add(at as usize) != 0 {
+                        active |= 1 << k;
+                    }
+                    if *shared.add(own + k * row) != 0 {
+                        value |= 1 << k;
+                    }
+                }
+            }
+            k += 1;
+        }
+        let initial = value;
+        loop {
+            // Bit k: some element reads the deciding value (1 for
+            // dilation, 0 for erosion) from position k.
+            let mut found = 0u32;
+            let mut e = 0;
+            while e < g.elements && found != active {
+                // SAFETY: shared_offsets holds `elements` values.
+                let o = own_read + unsafe { *shared_offsets.add(e as usize) } as usize;
+                let mut k = 0;
+                while k < TILE_MAX_Z as usize {
+                    if (active & !found) & (1 << k) != 0 {
+                        // SAFETY: offsets stay inside the tile; volatile: other
+                        // threads of the block may write it (local mode).
+                        let v = unsafe { core::ptr::read_volatile(shared.add(o + k * row)) } != 0;
+                        if v == dilation {
+                            found |= 1 << k;
+                        }
+                    }
+                    k += 1;
+                }
+                e += 1;
+            }
+            let decided = if dilation { found } else { active & !found };
+            let result = (value & !active) | decided;
+            let step_change = result != value;
+            if local == 0 {
+                value = result;
+                break;
+            }
+            // SAFETY: block-uniform barriers: every thread runs the same
+            // number of rounds (the OR is block-wide).
+            unsafe {
+                sync_threads();
+                let flipped = result ^ value;
+                let mut k = 0;
+                while k < TILE_MAX_Z as usize {
+                    if flipped & (1 << k) != 0 {
+                        core::ptr::write_volatile(shared.add(own + k * row), ((result >> k) & 1) as u8);
+                    }
+                    k += 1;
+                }
+                value = result;
+                if !sync_threads_or(step_change) {
+                    break;
+                }
+            }
+        }
+        any_change |= value != initial;
+        store_tile(g, first, base, ly, lx, output, |k| ((value >> k) & 1) as u8);
+        // SAFETY: block-uniform; the tile is reused by the next unit.
+        unsafe { sync_threads() };
+        unit += grid_dim_x() as u64;
+    }
+    if any_change {
+        // SAFETY: changed is one word.
+        unsafe { *changed = 1 };
+    }
+}
