@@ -810,3 +810,215 @@ unsafe fn binary_tile_body<const DILATION: bool>(
         unsafe { *changed = 1 };
     }
 }
+
+kernel! {
+    /// The binary filter on rows of bits (rank 1 to 3): the block loads
+    /// its tile's rows and their halo as words of 32 positions (a warp's
+    /// ballot per word; `border` outside the array) and each thread
+    /// computes one row's 32 results at once, an AND (erosion) or OR
+    /// (dilation) of the elements' shifted words, stopping when the row is
+    /// decided; with `local`, the block repeats the step on its tile in
+    /// shared memory until no row changes, then writes.
+    ///
+    /// # Safety
+    /// `input`, `output` and `mask` (unless null) hold `items * z * y * x`
+    /// values; `input` and `output` do not overlap; `element_rows` and
+    /// `element_x` hold `elements` values whose rows stay inside the halo
+    /// from every row of the tile (offsets within `low..=high`) and whose
+    /// x offsets are within ±`BITS_REACH_X`; `changed` is one word; `local`
+    /// only with an element at offset 0; the launch gives `BITS_THREADS`
+    /// threads and `shared_words()` words of dynamic shared memory.
+    ///
+    /// # Parameters
+    /// See [`BinaryBitsArgs`].
+    ///
+    /// # Thread mapping
+    /// A block per tile (grid-stride over the tiles of every item); thread
+    /// `t` takes row `(t / tile_y, t % tile_y)` of the tile; warps load the
+    /// words and write the bytes, a word or a row per lane step.
+    pub unsafe extern "ptx-kernel" fn binary_bits(
+        geometry: BitsGeometry,
+        dilation: u32,
+        border: u32,
+        local: u32,
+        reserved: u32,
+        element_rows: *const i32,
+        element_x: *const i32,
+        input: *const u8,
+        mask: *const u8,
+        output: *mut u8,
+        changed: *mut u32,
+    ) as BinaryBitsArgs {
+        let _ = reserved;
+        // SAFETY: the caller's, as documented.
+        unsafe {
+            if dilation != 0 {
+                binary_bits_body::<true>(&geometry, border, local, element_rows, element_x, input, mask, output, changed)
+            } else {
+                binary_bits_body::<false>(&geometry, border, local, element_rows, element_x, input, mask, output, changed)
+            }
+        }
+    }
+}
+
+/// The bit-row binary filter's body, with the rule a constant.
+///
+/// # Safety
+/// As `binary_bits`' `# Safety` section.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn binary_bits_body<const DILATION: bool>(
+    g: &BitsGeometry,
+    border: u32,
+    local: u32,
+    element_rows: *const i32,
+    element_x: *const i32,
+    input: *const u8,
+    mask: *const u8,
+    output: *mut u8,
+    changed: *mut u32,
+) {
+    let words = dynamic_shared::<u32>();
+    let halo_rows = g.halo[0] * g.halo[1];
+    // SAFETY: the mask words follow the halo's words (shared_words()).
+    let mask_words = unsafe { words.add((halo_rows * 3) as usize) };
+    let spatial = g.extent[0] as u64 * g.extent[1] as u64 * g.extent[2] as u64;
+    let (ez, ey, ex) = (g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64);
+    let t = thread_idx_x();
+    let (warp, lane) = (t / 32, t % 32);
+    let (lz, ly) = (t / g.tile_y, t % g.tile_y);
+    let tile_rows = g.tile_z * g.tile_y;
+    let own_row = ((lz as i32 - g.low[0]) * g.halo[1] as i32 + (ly as i32 - g.low[1])) as usize;
+    let per_item = g.tiles[0] as u64 * g.tiles[1] as u64 * g.tiles[2] as u64;
+    let mut any_change = false;
+    let units = g.units();
+    let mut unit = block_idx_x() as u64;
+    while unit < units {
+        let item = unit / per_item;
+        let u = (unit % per_item) as u32;
+        let tx = u % g.tiles[2];
+        let ty = (u / g.tiles[2]) % g.tiles[1];
+        let tz = u / (g.tiles[2] * g.tiles[1]);
+        let (z0, y0, x0) = ((tz * g.tile_z) as i64, (ty * g.tile_y) as i64, (tx * 32) as i64);
+        let base = item * spatial;
+        // The halo's words: warp-uniform loops, a ballot per word.
+        let mut q = warp;
+        while q < halo_rows * 3 {
+            let (row, w) = (q / 3, q % 3);
+            let z = z0 + g.low[0] as i64 + (row / g.halo[1]) as i64;
+            let y = y0 + g.low[1] as i64 + (row % g.halo[1]) as i64;
+            let x = x0 - 32 + 32 * w as i64 + lane as i64;
+            let inside = z >= 0 && z < ez && y >= 0 && y < ey && x >= 0 && x < ex;
+            // SAFETY: an element of the item when inside.
+            let v = if inside {
+                let byte = unsafe { *input.add((base + ((z * ey + y) * ex + x) as u64) as usize) };
+                byte != 0
+            } else {
+                border != 0
+            };
+            // SAFETY: every lane of the warp is here (the loop is warp-uniform).
+            let word = unsafe { ballot(v) };
+            if lane == 0 {
+                // SAFETY: q < halo_rows * 3.
+                unsafe { *words.add(q as usize) = word };
+            }
+            q += BITS_THREADS / 32;
+        }
+        // The tile rows' masks: inside the array and (when given) the mask.
+        let mut r = warp;
+        while r < tile_rows {
+            let z = z0 + (r / g.tile_y) as i64;
+            let y = y0 + (r % g.tile_y) as i64;
+            let x = x0 + lane as i64;
+            let inside = z < ez && y < ey && x < ex;
+            let at = base + ((z * ey + y) * ex + x) as u64;
+            // SAFETY: at is an element when inside.
+            let m = inside && (mask.is_null() || unsafe { *mask.add(at as usize) } != 0);
+            // SAFETY: warp-uniform loop.
+            let word = unsafe { ballot(m) };
+            if lane == 0 {
+                // SAFETY: r < tile_rows.
+                unsafe { *mask_words.add(r as usize) = word };
+            }
+            r += BITS_THREADS / 32;
+        }
+        // SAFETY: block-uniform.
+        unsafe { sync_threads() };
+        let mine = t < tile_rows;
+        // SAFETY: own_row is a halo row for t < tile_rows; the mask word too.
+        let (active, initial) =
+            if mine { unsafe { (*mask_words.add(t as usize), *words.add(own_row * 3 + 1)) } } else { (0, 0) };
+        let mut value = initial;
+        loop {
+            let mut acc = if DILATION { 0u32 } else { !0u32 };
+            if mine {
+                let mut e = 0;
+                while e < g.elements {
+                    // SAFETY: the tables hold `elements` values; each row is
+                    // a halo row from every tile row (the caller's bounds);
+                    // volatile: other threads may write the tile (local mode).
+                    let window = unsafe {
+                        let row = (own_row as i32 + *element_rows.add(e as usize)) as usize * 3;
+                        let before = core::ptr::read_volatile(words.add(row));
+                        let own = core::ptr::read_volatile(words.add(row + 1));
+                        let after = core::ptr::read_volatile(words.add(row + 2));
+                        bits_window(before, own, after, *element_x.add(e as usize))
+                    };
+                    if DILATION {
+                        acc |= window;
+                        if acc & active == active {
+                            break;
+                        }
+                    } else {
+                        acc &= window;
+                        if acc & active == 0 {
+                            break;
+                        }
+                    }
+                    e += 1;
+                }
+            }
+            let result = (acc & active) | (value & !active);
+            let step_change = result != value;
+            if local == 0 {
+                value = result;
+                break;
+            }
+            // SAFETY: block-uniform barriers (the OR is block-wide).
+            unsafe {
+                sync_threads();
+                if mine && step_change {
+                    core::ptr::write_volatile(words.add(own_row * 3 + 1), result);
+                }
+                value = result;
+                if !sync_threads_or(step_change) {
+                    break;
+                }
+            }
+        }
+        any_change |= value != initial;
+        // The bytes: a warp writes the rows of its 32 threads, one row (32
+        // consecutive positions) per step.
+        let mut j = 0;
+        while j < 32 {
+            // SAFETY: every lane of the warp is here.
+            let word = unsafe { shuffle_u32(value, j) };
+            let r = warp * 32 + j;
+            let z = z0 + (r / g.tile_y) as i64;
+            let y = y0 + (r % g.tile_y) as i64;
+            let x = x0 + lane as i64;
+            if r < tile_rows && z < ez && y < ey && x < ex {
+                // SAFETY: (z, y, x) is a position of the item.
+                unsafe { *output.add((base + ((z * ey + y) * ex + x) as u64) as usize) = ((word >> lane) & 1) as u8 };
+            }
+            j += 1;
+        }
+        // SAFETY: block-uniform; the tile is reused by the next unit.
+        unsafe { sync_threads() };
+        unit += grid_dim_x() as u64;
+    }
+    if any_change {
+        // SAFETY: changed is one word.
+        unsafe { *changed = 1 };
+    }
+}

@@ -124,6 +124,7 @@ kernels! {
     GreyTileF32 => "grey_tile_f32",
     GreyTileF64 => "grey_tile_f64",
     BinaryTile => "binary_tile",
+    BinaryBits => "binary_bits",
 }
 
 /// The most parameters a kernel takes.

@@ -420,6 +420,100 @@ impl_kernel_args!(
     BinaryTileArgs => BinaryTile { geometry, dilation, border, local, reserved, shared_offsets, input, mask, output, changed },
 );
 
+/// Threads per block of `binary_bits`: one per row of 32 positions.
+pub const BITS_THREADS: u32 = 256;
+/// The most rows a `binary_bits` tile spans along z.
+pub const BITS_MAX_Z: u32 = 16;
+/// The reach along x `binary_bits` takes: element offsets in
+/// `-BITS_REACH_X..=BITS_REACH_X` (one word on either side of a row's).
+pub const BITS_REACH_X: i32 = 32;
+
+/// Binary arrays of rank 1 to 3 as rows of bits: a tile is `tile_z ×
+/// tile_y` rows (`tile_z · tile_y = BITS_THREADS`) of 32 positions along
+/// x, held with its halo as three words per row (the 32 positions on
+/// either side too).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BitsGeometry {
+    /// The number of items.
+    pub items: u64,
+    /// `(z, y, x)` extents of an item.
+    pub extent: [u32; 3],
+    /// Rows per tile along z (a power of two, at most [`BITS_MAX_Z`]).
+    pub tile_z: u32,
+    /// Rows per tile along y (`BITS_THREADS / tile_z`).
+    pub tile_y: u32,
+    /// The least element offset along z and y (at most 0).
+    pub low: [i32; 2],
+    /// The largest along z and y (at least 0).
+    pub high: [i32; 2],
+    /// Rows of the halo tile along z and y (`tile + high - low`).
+    pub halo: [u32; 2],
+    /// The number of tiles along z, y and x (x in words of 32).
+    pub tiles: [u32; 3],
+    /// The number of active elements.
+    pub elements: u32,
+}
+
+impl BitsGeometry {
+    /// Words of shared memory: three per halo row, and one mask word per
+    /// row of the tile.
+    pub fn shared_words(&self) -> u32 {
+        self.halo[0] * self.halo[1] * 3 + self.tile_z * self.tile_y
+    }
+
+    /// The number of work units (tiles of all items).
+    pub fn units(&self) -> u64 {
+        self.items * self.tiles[0] as u64 * self.tiles[1] as u64 * self.tiles[2] as u64
+    }
+}
+
+/// The 32 bits a row reads at x offset `ox` (`-32..=32`) from its three
+/// words `(before, own, after)`: bit `p` is the value at `x0 + p + ox`.
+#[inline(always)]
+pub fn bits_window(before: u32, own: u32, after: u32, ox: i32) -> u32 {
+    if ox >= 0 {
+        ((((after as u64) << 32) | own as u64) >> ox as u32) as u32
+    } else {
+        ((((own as u64) << 32) | before as u64) >> (32 + ox) as u32) as u32
+    }
+}
+
+/// Arguments of `binary_bits`: [`BinaryTileArgs`]' filter on rows of bits,
+/// 32 positions per operation.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BinaryBitsArgs {
+    /// The tiles.
+    pub geometry: BitsGeometry,
+    /// 1: any (dilation); 0: every (erosion).
+    pub dilation: u32,
+    /// The value outside the array (0 or 1).
+    pub border: u32,
+    /// 1: repeat inside the tile until it is stable (elements holding offset 0 only).
+    pub local: u32,
+    /// Unused; keeps the pointers aligned.
+    pub reserved: u32,
+    /// `elements` row offsets in the halo (`oz * halo_y + oy`).
+    pub element_rows: *const i32,
+    /// `elements` x offsets (`-32..=32`).
+    pub element_x: *const i32,
+    /// `items * z * y * x` values, 0 or 1.
+    pub input: *const u8,
+    /// The same (0: keep the input), or null.
+    pub mask: *const u8,
+    /// Out: `items * z * y * x` values.
+    pub output: *mut u8,
+    /// One word, set to 1 when some output differs from its input.
+    pub changed: *mut u32,
+}
+
+impl_kernel_args!(
+    BinaryBitsArgs => BinaryBits {
+        geometry, dilation, border, local, reserved, element_rows, element_x, input, mask, output, changed
+    },
+);
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -462,6 +556,30 @@ mod tests {
             g.high[axis] = high[axis];
         }
         g
+    }
+
+    #[test]
+    fn bit_windows_shift_across_words() {
+        let (before, own, after) = (0x8000_0001u32, 0x0000_00F0, 0x0000_0003);
+        assert_eq!(bits_window(before, own, after, 0), own);
+        assert_eq!(bits_window(before, own, after, 4), 0x3000_000F);
+        // Position 30 reads x0 + 32: after's bit 0.
+        assert_eq!(bits_window(before, own, after, 2), (own >> 2) | (1 << 30) | (1 << 31));
+        assert_eq!(bits_window(before, own, after, 32), after);
+        assert_eq!(bits_window(before, own, after, -32), before);
+        // Position 0 reads x0 - 1: before's bit 31.
+        assert_eq!(bits_window(before, own, after, -1), (own << 1) | 1);
+        for ox in -32..=32 {
+            for p in 0..32 {
+                let x = p + ox + 32;
+                let want = match x / 32 {
+                    0 => before >> x,
+                    1 => own >> (x - 32),
+                    _ => after >> (x - 64),
+                } & 1;
+                assert_eq!((bits_window(before, own, after, ox) >> p) & 1, want, "ox {ox} p {p}");
+            }
+        }
     }
 
     #[test]

@@ -8,10 +8,11 @@
 //!   module), exact with unit sampling as [`crate::distance`] is.
 
 use crate::distance::{check_sampling, no_background};
-use crate::launch_morphology::{self as morph, DeviceFootprint, DeviceTile};
+use crate::launch_morphology::{self as morph, DeviceBits, DeviceFootprint, DeviceTile};
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
-    MorphGeometry, TileGeometry, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y,
+    BitsGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, MORPH_MAX_RANK, TILE_MAX_Z,
+    TILE_SHARED_BYTES, TILE_X, TILE_Y,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
@@ -281,6 +282,79 @@ fn tile_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: 
     Ok(Some(DeviceTile { geometry, shared_offsets: gpu.upload(&offsets)?, weights, flat }))
 }
 
+/// The bit-row layout of `batch` (rank 1 to 3) for `footprint`, or `None`
+/// when the rank is larger, an x offset reaches past ±32 or the halo does
+/// not fit the shared memory.
+fn bits_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Option<DeviceBits>> {
+    let rank = batch.shape.len();
+    if !(1..=3).contains(&rank) || footprint.rank() != rank {
+        return Ok(None);
+    }
+    let mut extent = [1u32; 3];
+    for (slot, &n) in extent[3 - rank..].iter_mut().zip(batch.shape) {
+        match u32::try_from(n) {
+            Ok(n) => *slot = n,
+            Err(_) => return Ok(None),
+        }
+    }
+    // Offsets per (z, y, x), padded with zeros in front.
+    let padded: Vec<[i64; 3]> = footprint
+        .offsets()
+        .iter()
+        .map(|o| {
+            let mut p = [0i64; 3];
+            for (axis, &v) in o.iter().enumerate() {
+                p[3 - rank + axis] = v as i64;
+            }
+            p
+        })
+        .collect();
+    if padded.iter().any(|p| p[2].abs() > BITS_REACH_X as i64) {
+        return Ok(None);
+    }
+    let reach = |axis: usize| {
+        let low = padded.iter().map(|p| p[axis]).min().unwrap_or(0).min(0);
+        let high = padded.iter().map(|p| p[axis]).max().unwrap_or(0).max(0);
+        (low, high)
+    };
+    let ((low_z, high_z), (low_y, high_y)) = (reach(0), reach(1));
+    // Rows along z: a power of two up to 16 that the volume fills.
+    let mut tile_z = 1u32;
+    while tile_z * 2 <= BITS_MAX_Z && (tile_z * 2) as u64 <= extent[0] as u64 {
+        tile_z *= 2;
+    }
+    let tile_y = BITS_THREADS / tile_z;
+    let halo = [tile_z as i64 + high_z - low_z, tile_y as i64 + high_y - low_y];
+    if (halo[0] as u64).saturating_mul(halo[1] as u64).saturating_mul(12) > TILE_SHARED_BYTES as u64 {
+        return Ok(None);
+    }
+    let (Ok(halo_z), Ok(halo_y)) = (u32::try_from(halo[0]), u32::try_from(halo[1])) else {
+        return Ok(None);
+    };
+    // Row offsets are taken in i32 (the halo bounds them far below).
+    if [low_z, low_y, high_z, high_y].iter().any(|v| v.abs() > i32::MAX as i64 / 4) {
+        return Ok(None);
+    }
+    let (low, high) = ([low_z as i32, low_y as i32], [high_z as i32, high_y as i32]);
+    let geometry = BitsGeometry {
+        items: batch.items as u64,
+        extent,
+        tile_z,
+        tile_y,
+        low,
+        high,
+        halo: [halo_z, halo_y],
+        tiles: [extent[0].div_ceil(tile_z), extent[1].div_ceil(tile_y), extent[2].div_ceil(32)],
+        elements: u32::try_from(footprint.len()).map_err(|_| invalid("too many active elements"))?,
+    };
+    if geometry.shared_words() as u64 * 4 > TILE_SHARED_BYTES as u64 {
+        return Ok(None);
+    }
+    let element_rows: Vec<i32> = padded.iter().map(|p| (p[0] * halo_y as i64 + p[1]) as i32).collect();
+    let element_x: Vec<i32> = padded.iter().map(|p| p[2] as i32).collect();
+    Ok(Some(DeviceBits { geometry, element_rows: gpu.upload(&element_rows)?, element_x: gpu.upload(&element_x)? }))
+}
+
 /// The minimum (`maximum` false: erosion) or maximum (dilation) filter of
 /// `input` over `footprint` into `output`, for every array of `batch`:
 /// [`crate::grey_erosion`] and [`crate::grey_dilation`] on the GPU (resolve
@@ -413,16 +487,21 @@ pub fn binary_filter(
     // Tiles for rank 1 to 3; until stable, each tile repeats the step in
     // shared memory until it is stable (the element holds its centre, so
     // the steps only grow or shrink and any order reaches the same state).
-    let tile = tile_layout(gpu, batch, footprint, 1)?;
-    let device = if tile.is_none() { Some(upload_footprint(gpu, geometry, footprint)?) } else { None };
+    // Rows of bits (32 positions per operation) when the element's x reach
+    // is within ±32, else byte tiles, else the global gather.
+    let bits = bits_layout(gpu, batch, footprint)?;
+    let tile = if bits.is_none() { tile_layout(gpu, batch, footprint, 1)? } else { None };
+    let device =
+        if bits.is_none() && tile.is_none() { Some(upload_footprint(gpu, geometry, footprint)?) } else { None };
     let local = iterations == Iterations::UntilStable;
     let mut flags = gpu.zeros::<u32>(STEPS_PER_CHECK)?;
     let step = |from: &DeviceBuffer<u8>, to: &mut DeviceBuffer<u8>, flags: &mut DeviceBuffer<u32>, slot| match (
-        &tile, &device,
+        &bits, &tile, &device,
     ) {
-        (Some(tile), _) => morph::binary_tile(gpu, tile, dilation, border, local, from, mask, to, flags, slot),
-        (None, Some(device)) => morph::binary_filter(gpu, device, dilation, border, from, mask, to, flags, slot),
-        (None, None) => unreachable!("one of the two layouts was made"),
+        (Some(bits), _, _) => morph::binary_bits(gpu, bits, dilation, border, local, from, mask, to, flags, slot),
+        (None, Some(tile), _) => morph::binary_tile(gpu, tile, dilation, border, local, from, mask, to, flags, slot),
+        (None, None, Some(device)) => morph::binary_filter(gpu, device, dilation, border, from, mask, to, flags, slot),
+        _ => unreachable!("one of the three layouts was made"),
     };
     match iterations {
         Iterations::Times(steps) => {

@@ -353,3 +353,97 @@ pub(crate) fn binary_tile(
     // set by the caller only for elements holding offset 0.
     unsafe { gpu.launch(config, args) }
 }
+
+/// A structuring element laid out for `binary_bits`: the geometry and each
+/// element's row offset in the halo and x offset.
+pub struct DeviceBits {
+    pub(crate) geometry: BitsGeometry,
+    pub(crate) element_rows: DeviceBuffer<i32>,
+    pub(crate) element_x: DeviceBuffer<i32>,
+}
+
+/// One binary step on rows of bits (or, with `local`, steps repeated
+/// inside each tile until it is stable) of `input` into `output`; sets
+/// `changed[slot]` when an output differs from its input.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn binary_bits(
+    gpu: &Gpu,
+    bits: &DeviceBits,
+    dilation: bool,
+    border: bool,
+    local: bool,
+    input: &DeviceBuffer<u8>,
+    mask: Option<&DeviceBuffer<u8>>,
+    output: &mut DeviceBuffer<u8>,
+    changed: &mut DeviceBuffer<u32>,
+    slot: usize,
+) -> Result<()> {
+    const K: &str = "binary_bits";
+    let g = &bits.geometry;
+    let bad = |reason: String| RuntimeError::InvalidLaunch { kernel: K, reason };
+    if !g.tile_z.is_power_of_two() || g.tile_z > BITS_MAX_Z || g.tile_z * g.tile_y != BITS_THREADS || g.elements == 0 {
+        return Err(bad(format!("tile {}×{} with {} elements", g.tile_z, g.tile_y, g.elements)));
+    }
+    for (axis, tile) in [g.tile_z, g.tile_y].into_iter().enumerate() {
+        let reach = g.high[axis] as i64 - g.low[axis] as i64;
+        if g.low[axis] > 0 || g.high[axis] < 0 || g.halo[axis] as i64 != tile as i64 + reach {
+            return Err(bad(format!(
+                "axis {axis}: offsets {}..={} with halo {}",
+                g.low[axis], g.high[axis], g.halo[axis]
+            )));
+        }
+    }
+    let extents = [g.tile_z as u64, g.tile_y as u64, 32];
+    for (axis, &tile) in extents.iter().enumerate() {
+        if g.tiles[axis] as u64 != (g.extent[axis] as u64).div_ceil(tile) {
+            return Err(bad(format!("axis {axis}: {} tiles for extent {}", g.tiles[axis], g.extent[axis])));
+        }
+    }
+    let shared = g.shared_words() as u64 * 4;
+    if shared > TILE_SHARED_BYTES as u64 {
+        return Err(bad(format!("{shared} bytes of shared memory")));
+    }
+    check_len(K, "element rows", &bits.element_rows, g.elements as u64)?;
+    check_len(K, "element x", &bits.element_x, g.elements as u64)?;
+    let spatial = g.extent.iter().map(|&e| e as u64).product::<u64>();
+    let n = g
+        .items
+        .checked_mul(spatial)
+        .filter(|&n| n <= isize::MAX as u64 / 8)
+        .ok_or_else(|| bad("the arrays are too large".into()))?;
+    check_len(K, "input", input, n)?;
+    check_len(K, "output", output, n)?;
+    check_len(K, "changed", changed, slot as u64 + 1)?;
+    gpu.check_device(input, "the input")?;
+    gpu.check_device(output, "the output")?;
+    gpu.check_device(changed, "the flag")?;
+    if let Some(mask) = mask {
+        check_len(K, "mask", mask, n)?;
+        gpu.check_device(mask, "the mask")?;
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let args = BinaryBitsArgs {
+        geometry: *g,
+        dilation: dilation as u32,
+        border: border as u32,
+        local: local as u32,
+        reserved: 0,
+        element_rows: bits.element_rows.as_ptr(),
+        element_x: bits.element_x.as_ptr(),
+        input: input.as_ptr(),
+        mask: mask.map_or(std::ptr::null(), |m| m.as_ptr()),
+        output: output.as_mut_ptr(),
+        // A device address: slot < changed.len() (checked).
+        changed: changed.as_mut_ptr().wrapping_add(slot),
+    };
+    let blocks = g.units().min(gpu.multiprocessor_count() as u64 * 32).max(1) as u32;
+    let config = LaunchConfig { blocks, threads: BITS_THREADS, shared_bytes: shared as u32 };
+    // SAFETY: input, output and the mask hold every item's values and the
+    // flags slot + 1 (checked); input and output are distinct buffers; the
+    // layout and its shared memory are consistent (checked); the caller
+    // made the element tables within the layout's offsets and ±32 along x,
+    // and sets `local` only for elements holding offset 0.
+    unsafe { gpu.launch(config, args) }
+}

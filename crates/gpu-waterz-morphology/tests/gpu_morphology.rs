@@ -202,6 +202,71 @@ fn gpu_binary_filters_equal_the_cpu() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_binary_paths_agree_on_wide_and_deep_elements() {
+    // Elements reaching past 32 along x take the byte tiles; rank 4 the
+    // global gather; the others rows of bits. Each against the CPU.
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+    for (case, (shape, element_shape)) in [
+        (vec![5usize, 40, 90], vec![1usize, 3, 70]),
+        (vec![33, 17, 64], vec![5, 1, 65]),
+        (vec![40, 300], vec![3, 66]),
+        (vec![3, 4, 5, 6], vec![2, 3, 1, 2]),
+        (vec![70, 20, 100], vec![9, 3, 5]),
+        (vec![1000], vec![40]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let rank = shape.len();
+        let mut structure = ArrayD::from_shape_fn(IxDyn(&element_shape), |_| rng.gen_bool(0.5));
+        let centre: Vec<usize> = element_shape.iter().map(|&n| n / 2).collect();
+        structure[IxDyn(&centre)] = true;
+        let element = Element::Footprint(leak(structure).view());
+        let origin = vec![0isize; rank];
+        let spatial: usize = shape.iter().product();
+        let values: Vec<u8> = (0..spatial).map(|_| rng.gen_bool(0.6) as u8).collect();
+        let mask: Vec<bool> = (0..spatial).map(|_| rng.gen_bool(0.8)).collect();
+        for (dilation, until_stable) in [(false, false), (true, false), (true, true), (false, true)] {
+            let footprint = Footprint::resolve(rank, &element, &origin, dilation).unwrap();
+            let steps = 2;
+            let mut current: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+            let mut k = 0;
+            loop {
+                let next = cpu_binary_step(&current, &shape, &element, &origin, true, dilation, Some(&mask));
+                let same = next == current;
+                current = next;
+                k += 1;
+                if (until_stable && same) || (!until_stable && k == steps) {
+                    break;
+                }
+            }
+            let want: Vec<u8> = current.iter().map(|&v| (v != 0.0) as u8).collect();
+            let input = g.upload(&values).unwrap();
+            let mask_bytes: Vec<u8> = mask.iter().map(|&b| b as u8).collect();
+            let device_mask = g.upload(&mask_bytes).unwrap();
+            let mut output = g.uninit::<u8>(spatial).unwrap();
+            let iterations = if until_stable { Iterations::UntilStable } else { Iterations::Times(steps) };
+            let batch = Batch { items: 1, shape: &shape };
+            gpu::binary_filter(
+                &g,
+                &input,
+                &mut output,
+                Some(&device_mask),
+                batch,
+                &footprint,
+                true,
+                dilation,
+                iterations,
+            )
+            .unwrap();
+            assert_eq!(g.download(&output).unwrap(), want, "case {case}: {shape:?}, {element_shape:?}, {iterations:?}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn gpu_morphology_rejects_bad_input() {
     let g = test_gpu();
     let input = g.upload(&[0u8; 8]).unwrap();

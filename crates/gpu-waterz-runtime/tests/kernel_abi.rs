@@ -151,6 +151,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyTileF32Args>(c);
     check::<GreyTileF64Args>(c);
     check::<BinaryTileArgs>(c);
+    check::<BinaryBitsArgs>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }
