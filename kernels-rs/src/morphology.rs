@@ -815,7 +815,7 @@ kernel! {
     /// The binary filter on rows of bits (rank 1 to 3): the block loads
     /// its tile's rows and their halo as words of 32 positions (a warp's
     /// ballot per word; `border` outside the array) and each thread
-    /// computes one row's 32 results at once, an AND (erosion) or OR
+    /// computes one row's `32 · BITS_WORDS` results, 32 at once, an AND (erosion) or OR
     /// (dilation) of the elements' shifted words, stopping when the row is
     /// decided; with `local`, the block repeats the step on its tile in
     /// shared memory until no row changes, then writes.
@@ -878,10 +878,12 @@ unsafe fn binary_bits_body<const DILATION: bool>(
     output: *mut u8,
     changed: *mut u32,
 ) {
+    const W: usize = BITS_WORDS as usize;
+    const ROW: usize = W + 2;
     let words = dynamic_shared::<u32>();
     let halo_rows = g.halo[0] * g.halo[1];
     // SAFETY: the mask words follow the halo's words (shared_words()).
-    let mask_words = unsafe { words.add((halo_rows * 3) as usize) };
+    let mask_words = unsafe { words.add(halo_rows as usize * ROW) };
     let spatial = g.extent[0] as u64 * g.extent[1] as u64 * g.extent[2] as u64;
     let (ez, ey, ex) = (g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64);
     let t = thread_idx_x();
@@ -899,18 +901,18 @@ unsafe fn binary_bits_body<const DILATION: bool>(
         let tx = u % g.tiles[2];
         let ty = (u / g.tiles[2]) % g.tiles[1];
         let tz = u / (g.tiles[2] * g.tiles[1]);
-        let (z0, y0, x0) = ((tz * g.tile_z) as i64, (ty * g.tile_y) as i64, (tx * 32) as i64);
+        let (z0, y0, x0) = ((tz * g.tile_z) as i64, (ty * g.tile_y) as i64, (tx * 32 * BITS_WORDS) as i64);
         let base = item * spatial;
         // The halo's words: warp-uniform loops, a ballot per word.
         let mut q = warp;
-        while q < halo_rows * 3 {
-            let (row, w) = (q / 3, q % 3);
+        while q < halo_rows * ROW as u32 {
+            let (row, w) = (q / ROW as u32, q % ROW as u32);
             let z = z0 + g.low[0] as i64 + (row / g.halo[1]) as i64;
             let y = y0 + g.low[1] as i64 + (row % g.halo[1]) as i64;
             let x = x0 - 32 + 32 * w as i64 + lane as i64;
             let inside = z >= 0 && z < ez && y >= 0 && y < ey && x >= 0 && x < ex;
-            // SAFETY: an element of the item when inside.
             let v = if inside {
+                // SAFETY: an element of the item.
                 let byte = unsafe { *input.add((base + ((z * ey + y) * ex + x) as u64) as usize) };
                 byte != 0
             } else {
@@ -919,17 +921,18 @@ unsafe fn binary_bits_body<const DILATION: bool>(
             // SAFETY: every lane of the warp is here (the loop is warp-uniform).
             let word = unsafe { ballot(v) };
             if lane == 0 {
-                // SAFETY: q < halo_rows * 3.
+                // SAFETY: q < halo_rows * ROW.
                 unsafe { *words.add(q as usize) = word };
             }
             q += BITS_THREADS / 32;
         }
         // The tile rows' masks: inside the array and (when given) the mask.
-        let mut r = warp;
-        while r < tile_rows {
+        let mut q = warp;
+        while q < tile_rows * W as u32 {
+            let (r, k) = (q / W as u32, q % W as u32);
             let z = z0 + (r / g.tile_y) as i64;
             let y = y0 + (r % g.tile_y) as i64;
-            let x = x0 + lane as i64;
+            let x = x0 + 32 * k as i64 + lane as i64;
             let inside = z < ez && y < ey && x < ex;
             let at = base + ((z * ey + y) * ex + x) as u64;
             // SAFETY: at is an element when inside.
@@ -937,49 +940,73 @@ unsafe fn binary_bits_body<const DILATION: bool>(
             // SAFETY: warp-uniform loop.
             let word = unsafe { ballot(m) };
             if lane == 0 {
-                // SAFETY: r < tile_rows.
-                unsafe { *mask_words.add(r as usize) = word };
+                // SAFETY: q < tile_rows * W.
+                unsafe { *mask_words.add(q as usize) = word };
             }
-            r += BITS_THREADS / 32;
+            q += BITS_THREADS / 32;
         }
         // SAFETY: block-uniform.
         unsafe { sync_threads() };
         let mine = t < tile_rows;
-        // SAFETY: own_row is a halo row for t < tile_rows; the mask word too.
-        let (active, initial) =
-            if mine { unsafe { (*mask_words.add(t as usize), *words.add(own_row * 3 + 1)) } } else { (0, 0) };
-        let mut value = initial;
+        let mut active = [0u32; W];
+        let mut value = [0u32; W];
+        if mine {
+            let mut k = 0;
+            while k < W {
+                // SAFETY: own_row is a halo row and t a tile row.
+                unsafe {
+                    active[k] = *mask_words.add(t as usize * W + k);
+                    value[k] = *words.add(own_row * ROW + 1 + k);
+                }
+                k += 1;
+            }
+        }
+        let initial = value;
         loop {
-            let mut acc = if DILATION { 0u32 } else { !0u32 };
+            let mut acc = [if DILATION { 0u32 } else { !0u32 }; W];
             if mine {
                 let mut e = 0;
                 while e < g.elements {
                     // SAFETY: the tables hold `elements` values; each row is
                     // a halo row from every tile row (the caller's bounds);
                     // volatile: other threads may write the tile (local mode).
-                    let window = unsafe {
-                        let row = (own_row as i32 + *element_rows.add(e as usize)) as usize * 3;
-                        let before = core::ptr::read_volatile(words.add(row));
-                        let own = core::ptr::read_volatile(words.add(row + 1));
-                        let after = core::ptr::read_volatile(words.add(row + 2));
-                        bits_window(before, own, after, *element_x.add(e as usize))
+                    let (row, ox) = unsafe {
+                        let start = (own_row as i32 + *element_rows.add(e as usize)) as usize * ROW;
+                        let mut row = [0u32; ROW];
+                        let mut w = 0;
+                        while w < ROW {
+                            row[w] = core::ptr::read_volatile(words.add(start + w));
+                            w += 1;
+                        }
+                        (row, *element_x.add(e as usize))
                     };
-                    if DILATION {
-                        acc |= window;
-                        if acc & active == active {
-                            break;
+                    let mut decided = true;
+                    let mut k = 0;
+                    while k < W {
+                        let window = bits_window(row[k], row[k + 1], row[k + 2], ox);
+                        if DILATION {
+                            acc[k] |= window;
+                            decided &= acc[k] & active[k] == active[k];
+                        } else {
+                            acc[k] &= window;
+                            decided &= acc[k] & active[k] == 0;
                         }
-                    } else {
-                        acc &= window;
-                        if acc & active == 0 {
-                            break;
-                        }
+                        k += 1;
+                    }
+                    if decided {
+                        break;
                     }
                     e += 1;
                 }
             }
-            let result = (acc & active) | (value & !active);
-            let step_change = result != value;
+            let mut result = value;
+            let mut step_change = false;
+            let mut k = 0;
+            while k < W {
+                result[k] = (acc[k] & active[k]) | (value[k] & !active[k]);
+                step_change |= result[k] != value[k];
+                k += 1;
+            }
             if local == 0 {
                 value = result;
                 break;
@@ -987,8 +1014,14 @@ unsafe fn binary_bits_body<const DILATION: bool>(
             // SAFETY: block-uniform barriers (the OR is block-wide).
             unsafe {
                 sync_threads();
-                if mine && step_change {
-                    core::ptr::write_volatile(words.add(own_row * 3 + 1), result);
+                if mine {
+                    let mut k = 0;
+                    while k < W {
+                        if result[k] != value[k] {
+                            core::ptr::write_volatile(words.add(own_row * ROW + 1 + k), result[k]);
+                        }
+                        k += 1;
+                    }
                 }
                 value = result;
                 if !sync_threads_or(step_change) {
@@ -997,19 +1030,25 @@ unsafe fn binary_bits_body<const DILATION: bool>(
             }
         }
         any_change |= value != initial;
-        // The bytes: a warp writes the rows of its 32 threads, one row (32
-        // consecutive positions) per step.
+        // The bytes: a warp writes the rows of its 32 threads, 32
+        // consecutive positions per step.
         let mut j = 0;
         while j < 32 {
-            // SAFETY: every lane of the warp is here.
-            let word = unsafe { shuffle_u32(value, j) };
             let r = warp * 32 + j;
             let z = z0 + (r / g.tile_y) as i64;
             let y = y0 + (r % g.tile_y) as i64;
-            let x = x0 + lane as i64;
-            if r < tile_rows && z < ez && y < ey && x < ex {
-                // SAFETY: (z, y, x) is a position of the item.
-                unsafe { *output.add((base + ((z * ey + y) * ex + x) as u64) as usize) = ((word >> lane) & 1) as u8 };
+            let mut k = 0;
+            while k < W {
+                // SAFETY: every lane of the warp is here.
+                let word = unsafe { shuffle_u32(value[k], j) };
+                let x = x0 + 32 * k as i64 + lane as i64;
+                if r < tile_rows && z < ez && y < ey && x < ex {
+                    // SAFETY: (z, y, x) is a position of the item.
+                    unsafe {
+                        *output.add((base + ((z * ey + y) * ex + x) as u64) as usize) = ((word >> lane) & 1) as u8
+                    };
+                }
+                k += 1;
             }
             j += 1;
         }

@@ -427,11 +427,15 @@ pub const BITS_MAX_Z: u32 = 16;
 /// The reach along x `binary_bits` takes: element offsets in
 /// `-BITS_REACH_X..=BITS_REACH_X` (one word on either side of a row's).
 pub const BITS_REACH_X: i32 = 32;
+/// Words of 32 positions a `binary_bits` thread takes along x (a tile is
+/// `32 · BITS_WORDS` positions wide; its rows are held with one more word
+/// on either side).
+pub const BITS_WORDS: u32 = 4;
 
 /// Binary arrays of rank 1 to 3 as rows of bits: a tile is `tile_z ×
-/// tile_y` rows (`tile_z · tile_y = BITS_THREADS`) of 32 positions along
-/// x, held with its halo as three words per row (the 32 positions on
-/// either side too).
+/// tile_y` rows (`tile_z · tile_y = BITS_THREADS`) of `32 · BITS_WORDS`
+/// positions along x, held with its halo as `BITS_WORDS + 2` words per row
+/// (the 32 positions on either side too).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BitsGeometry {
@@ -449,17 +453,17 @@ pub struct BitsGeometry {
     pub high: [i32; 2],
     /// Rows of the halo tile along z and y (`tile + high - low`).
     pub halo: [u32; 2],
-    /// The number of tiles along z, y and x (x in words of 32).
+    /// The number of tiles along z, y and x (x in `32 · BITS_WORDS`).
     pub tiles: [u32; 3],
     /// The number of active elements.
     pub elements: u32,
 }
 
 impl BitsGeometry {
-    /// Words of shared memory: three per halo row, and one mask word per
-    /// row of the tile.
+    /// Words of shared memory: `BITS_WORDS + 2` per halo row, and
+    /// `BITS_WORDS` mask words per row of the tile.
     pub fn shared_words(&self) -> u32 {
-        self.halo[0] * self.halo[1] * 3 + self.tile_z * self.tile_y
+        self.halo[0] * self.halo[1] * (BITS_WORDS + 2) + self.tile_z * self.tile_y * BITS_WORDS
     }
 
     /// The number of work units (tiles of all items).

@@ -11,8 +11,8 @@ use crate::distance::{check_sampling, no_background};
 use crate::launch_morphology::{self as morph, DeviceBits, DeviceFootprint, DeviceTile};
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
-    BitsGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, MORPH_MAX_RANK, TILE_MAX_Z,
-    TILE_SHARED_BYTES, TILE_X, TILE_Y,
+    BitsGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, BITS_WORDS, MORPH_MAX_RANK,
+    TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
@@ -325,7 +325,8 @@ fn bits_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Opt
     }
     let tile_y = BITS_THREADS / tile_z;
     let halo = [tile_z as i64 + high_z - low_z, tile_y as i64 + high_y - low_y];
-    if (halo[0] as u64).saturating_mul(halo[1] as u64).saturating_mul(12) > TILE_SHARED_BYTES as u64 {
+    let row_bytes = 4 * (BITS_WORDS as u64 + 2);
+    if (halo[0] as u64).saturating_mul(halo[1] as u64).saturating_mul(row_bytes) > TILE_SHARED_BYTES as u64 {
         return Ok(None);
     }
     let (Ok(halo_z), Ok(halo_y)) = (u32::try_from(halo[0]), u32::try_from(halo[1])) else {
@@ -344,7 +345,7 @@ fn bits_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Opt
         low,
         high,
         halo: [halo_z, halo_y],
-        tiles: [extent[0].div_ceil(tile_z), extent[1].div_ceil(tile_y), extent[2].div_ceil(32)],
+        tiles: [extent[0].div_ceil(tile_z), extent[1].div_ceil(tile_y), extent[2].div_ceil(32 * BITS_WORDS)],
         elements: u32::try_from(footprint.len()).map_err(|_| invalid("too many active elements"))?,
     };
     if geometry.shared_words() as u64 * 4 > TILE_SHARED_BYTES as u64 {

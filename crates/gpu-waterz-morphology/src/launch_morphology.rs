@@ -145,6 +145,32 @@ grey_launches! {
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args;
 }
 
+/// Checks the buffers of a binary step: `n` values in the input, the
+/// output and the mask, `slot + 1` flags, all on this device.
+#[allow(clippy::too_many_arguments)]
+fn check_binary_buffers(
+    gpu: &Gpu,
+    kernel: &'static str,
+    n: u64,
+    input: &DeviceBuffer<u8>,
+    mask: Option<&DeviceBuffer<u8>>,
+    output: &DeviceBuffer<u8>,
+    changed: &DeviceBuffer<u32>,
+    slot: usize,
+) -> Result<()> {
+    check_len(kernel, "input", input, n)?;
+    check_len(kernel, "output", output, n)?;
+    check_len(kernel, "changed", changed, slot as u64 + 1)?;
+    gpu.check_device(input, "the input")?;
+    gpu.check_device(output, "the output")?;
+    gpu.check_device(changed, "the flag")?;
+    if let Some(mask) = mask {
+        check_len(kernel, "mask", mask, n)?;
+        gpu.check_device(mask, "the mask")?;
+    }
+    Ok(())
+}
+
 /// One binary step of `input` into `output` over `footprint` (erosion, or
 /// dilation over the element as given: the caller reflects it), `border`
 /// outside, the input kept where `mask` is 0; sets `changed[slot]` to 1 when
@@ -164,16 +190,7 @@ pub(crate) fn binary_filter(
     const K: &str = "binary_filter";
     check_footprint(K, footprint)?;
     let n = values(K, &footprint.geometry)?;
-    check_len(K, "input", input, n)?;
-    check_len(K, "output", output, n)?;
-    check_len(K, "changed", changed, slot as u64 + 1)?;
-    gpu.check_device(input, "the input")?;
-    gpu.check_device(output, "the output")?;
-    gpu.check_device(changed, "the flag")?;
-    if let Some(mask) = mask {
-        check_len(K, "mask", mask, n)?;
-        gpu.check_device(mask, "the mask")?;
-    }
+    check_binary_buffers(gpu, K, n, input, mask, output, changed, slot)?;
     if n == 0 {
         return Ok(());
     }
@@ -320,16 +337,7 @@ pub(crate) fn binary_tile(
     const K: &str = "binary_tile";
     let config = check_tile(K, tile, 1)?;
     let n = tile_values(K, &tile.geometry)?;
-    check_len(K, "input", input, n)?;
-    check_len(K, "output", output, n)?;
-    check_len(K, "changed", changed, slot as u64 + 1)?;
-    gpu.check_device(input, "the input")?;
-    gpu.check_device(output, "the output")?;
-    gpu.check_device(changed, "the flag")?;
-    if let Some(mask) = mask {
-        check_len(K, "mask", mask, n)?;
-        gpu.check_device(mask, "the mask")?;
-    }
+    check_binary_buffers(gpu, K, n, input, mask, output, changed, slot)?;
     if n == 0 {
         return Ok(());
     }
@@ -393,7 +401,7 @@ pub(crate) fn binary_bits(
             )));
         }
     }
-    let extents = [g.tile_z as u64, g.tile_y as u64, 32];
+    let extents = [g.tile_z as u64, g.tile_y as u64, 32 * BITS_WORDS as u64];
     for (axis, &tile) in extents.iter().enumerate() {
         if g.tiles[axis] as u64 != (g.extent[axis] as u64).div_ceil(tile) {
             return Err(bad(format!("axis {axis}: {} tiles for extent {}", g.tiles[axis], g.extent[axis])));
@@ -411,16 +419,7 @@ pub(crate) fn binary_bits(
         .checked_mul(spatial)
         .filter(|&n| n <= isize::MAX as u64 / 8)
         .ok_or_else(|| bad("the arrays are too large".into()))?;
-    check_len(K, "input", input, n)?;
-    check_len(K, "output", output, n)?;
-    check_len(K, "changed", changed, slot as u64 + 1)?;
-    gpu.check_device(input, "the input")?;
-    gpu.check_device(output, "the output")?;
-    gpu.check_device(changed, "the flag")?;
-    if let Some(mask) = mask {
-        check_len(K, "mask", mask, n)?;
-        gpu.check_device(mask, "the mask")?;
-    }
+    check_binary_buffers(gpu, K, n, input, mask, output, changed, slot)?;
     if n == 0 {
         return Ok(());
     }
