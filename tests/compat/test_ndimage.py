@@ -291,3 +291,35 @@ def test_the_cli_equals_scipy(tmp_path, dtype):
             got = np.load(out)
             assert got.dtype == want.dtype, (op, backend)
             np.testing.assert_array_equal(got, want, err_msg=f"{op} on the {backend}")
+
+
+def test_the_cli_binary_operators_equal_scipy(tmp_path):
+    """`gpu-waterz ndimage --op binary-…`: scipy's results (as uint8),
+    with connectivity, iterations (also until stable) and border values,
+    on the CPU and (when one is usable) the GPU."""
+    from conftest import BIN, run_cli
+
+    if not BIN.exists():
+        pytest.skip(f"SKIPPED: the CLI is not built at {BIN}")
+    rng = np.random.default_rng(19)
+    volume = (rng.random((10, 13, 40)) < 0.6).astype(np.uint8)
+    source = tmp_path / "m.npy"
+    np.save(source, volume)
+    backends = ["cpu"] + ([] if GPU_ERROR is not None else ["gpu"])
+    cases = [("binary_erosion", 1, 1, 0), ("binary_dilation", 2, 2, 1), ("binary_opening", 3, 1, 0),
+             ("binary_closing", 1, 2, 1), ("binary_erosion", 1, 0, 0), ("binary_dilation", 3, -1, 0),
+             ("binary_fill_holes", 1, 1, 0), ("binary_fill_holes", 3, 1, 0)]
+    for op, connectivity, iterations, border in cases:
+        structure = ndi.generate_binary_structure(3, connectivity)
+        if op == "binary_fill_holes":
+            want = ndi.binary_fill_holes(volume, structure=structure)
+        else:
+            want = getattr(ndi, op)(volume, structure=structure, iterations=iterations, border_value=border)
+        for backend in backends:
+            out = tmp_path / f"{op}_{connectivity}_{iterations}_{backend}.npy"
+            run_cli("ndimage", "--op", op.replace("_", "-"), "--input", source, "--out", out, "--connectivity",
+                    connectivity, "--iterations", iterations, "--border-value", border, "--backend", backend)
+            got = np.load(out)
+            assert got.dtype == np.uint8
+            np.testing.assert_array_equal(got.astype(bool), want, err_msg=f"{op} {connectivity} {iterations} on the "
+                                                                             f"{backend}")

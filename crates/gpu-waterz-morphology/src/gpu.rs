@@ -690,3 +690,72 @@ pub fn grey_operator_host(
         GreyOperator::BlackTophat => host(&filter(&filter(&device, true)?, false)?)? - &input,
     })
 }
+
+/// The binary operators of `scipy.ndimage`, for [`binary_operator_host`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOperator {
+    /// [`crate::binary_erosion`].
+    Erosion,
+    /// [`crate::binary_dilation`].
+    Dilation,
+    /// [`crate::binary_opening`].
+    Opening,
+    /// [`crate::binary_closing`].
+    Closing,
+    /// [`crate::binary_fill_holes`] (only the structure and origin of the
+    /// arguments count).
+    FillHoles,
+}
+
+/// `operator` on a boolean host array on the GPU ([`binary_filter`]),
+/// equal to the CPU functions of [`crate::Binary`].
+pub fn binary_operator_host(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, bool>,
+    args: &crate::Binary<'_>,
+    operator: BinaryOperator,
+) -> Result<ArrayD<bool>> {
+    if operator == BinaryOperator::FillHoles {
+        let mask = input.mapv(|v| !v);
+        let seed = ArrayD::from_elem(input.raw_dim(), false);
+        let fill = crate::Binary {
+            structure: args.structure.view(),
+            iterations: -1,
+            mask: Some(mask.view()),
+            border_value: true,
+            origin: args.origin.clone(),
+        };
+        return Ok(binary_operator_host(gpu, seed.view(), &fill, BinaryOperator::Dilation)?.mapv(|v| !v));
+    }
+    let shape = input.shape().to_vec();
+    let erosion = args.footprint(&shape, false)?;
+    let dilation = args.footprint(&shape, true)?;
+    if input.is_empty() {
+        return Ok(input.to_owned());
+    }
+    let batch = Batch { items: 1, shape: &shape };
+    let iterations =
+        if args.iterations < 1 { Iterations::UntilStable } else { Iterations::Times(args.iterations as u64) };
+    let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+    let device = gpu.upload(&bytes)?;
+    let mask = match &args.mask {
+        Some(m) => Some(gpu.upload(&m.iter().map(|&v| v as u8).collect::<Vec<u8>>())?),
+        None => None,
+    };
+    let run = |from: &DeviceBuffer<u8>, dilate: bool| -> Result<DeviceBuffer<u8>> {
+        let mut out = gpu.uninit::<u8>(bytes.len())?;
+        let footprint = if dilate { &dilation } else { &erosion };
+        binary_filter(gpu, from, &mut out, mask.as_ref(), batch, footprint, args.border_value, dilate, iterations)?;
+        Ok(out)
+    };
+    let result = match operator {
+        BinaryOperator::Erosion => run(&device, false)?,
+        BinaryOperator::Dilation => run(&device, true)?,
+        BinaryOperator::Opening => run(&run(&device, false)?, true)?,
+        BinaryOperator::Closing => run(&run(&device, true)?, false)?,
+        BinaryOperator::FillHoles => unreachable!("handled above"),
+    };
+    let values = gpu.download(&result)?;
+    Ok(ArrayD::from_shape_vec(shape, values.iter().take(bytes.len()).map(|&v| v != 0).collect())
+        .expect("one value per element"))
+}

@@ -412,9 +412,158 @@ pub fn black_tophat(input: ArrayViewD<'_, f64>, args: &Grey<'_>) -> Result<Array
     Ok(closed - &input)
 }
 
+/// `scipy.ndimage.generate_binary_structure(rank, connectivity)`: the
+/// elements of a 3^rank box within `connectivity` steps of the centre
+/// (1: the cross; `rank` or more: the full box).
+pub fn generate_binary_structure(rank: usize, connectivity: usize) -> Result<ArrayD<bool>> {
+    check_input(&vec![3; rank])?;
+    Ok(ArrayD::from_shape_fn(IxDyn(&vec![3; rank]), |at| {
+        (0..rank).filter(|&axis| at[axis] != 1).count() <= connectivity
+    }))
+}
+
+/// The arguments of the binary operators, as scipy's.
+#[derive(Clone, Debug)]
+pub struct Binary<'a> {
+    /// The structuring element (scipy's default is
+    /// [`generate_binary_structure`]`(rank, 1)`).
+    pub structure: ArrayViewD<'a, bool>,
+    /// Steps; below 1, until nothing changes (the structure must then hold
+    /// its centre, moved by the origin, so that steps cannot cycle).
+    pub iterations: i64,
+    /// Where false, the input is kept.
+    pub mask: Option<ArrayViewD<'a, bool>>,
+    /// The value outside the array.
+    pub border_value: bool,
+    /// The origin, one per axis.
+    pub origin: Vec<isize>,
+}
+
+impl Binary<'_> {
+    /// The element resolved for erosion or (reflected) dilation of an
+    /// array of `shape`, after scipy's checks.
+    pub fn footprint(&self, shape: &[usize], dilation: bool) -> Result<Footprint> {
+        check_input(shape)?;
+        if !self.structure.iter().any(|&v| v) {
+            return Err(invalid("the structure must not be empty"));
+        }
+        if let Some(mask) = &self.mask {
+            if mask.shape() != shape {
+                return Err(invalid(format!("the mask {:?} and the input {shape:?} differ in shape", mask.shape())));
+            }
+        }
+        let footprint =
+            Footprint::resolve(shape.len(), &Element::Footprint(self.structure.view()), &self.origin, dilation)?;
+        if self.iterations < 1 && !footprint.has_centre() {
+            return Err(invalid(
+                "iterations < 1 needs a structure whose centre (moved by the origin) is set: others may cycle for \
+                 ever; give a number of iterations",
+            ));
+        }
+        Ok(footprint)
+    }
+}
+
+/// Binary erosion (`dilation` false) or dilation steps of `input`, as
+/// `args` says: each step the grey-scale filter of the 0/1 values with the
+/// border as `cval`, the input kept outside the mask.
+fn binary_steps(input: ArrayViewD<'_, bool>, args: &Binary<'_>, dilation: bool) -> Result<ArrayD<bool>> {
+    let footprint = args.footprint(input.shape(), dilation)?;
+    let cval = args.border_value as u8 as f64;
+    let mut current = input.mapv(|v| v as u8 as f64);
+    let mut steps = 0i64;
+    loop {
+        let mut next = min_or_max(current.view(), &footprint, Mode::Constant, cval, dilation);
+        if let Some(mask) = &args.mask {
+            ndarray::Zip::from(&mut next).and(mask).and(&current).for_each(|n, &m, &c| {
+                if !m {
+                    *n = c;
+                }
+            });
+        }
+        steps += 1;
+        let stable = next == current;
+        current = next;
+        if (args.iterations >= 1 && steps >= args.iterations) || (args.iterations < 1 && stable) {
+            return Ok(current.mapv(|v| v != 0.0));
+        }
+    }
+}
+
+/// `scipy.ndimage.binary_erosion`.
+pub fn binary_erosion(input: ArrayViewD<'_, bool>, args: &Binary<'_>) -> Result<ArrayD<bool>> {
+    binary_steps(input, args, false)
+}
+
+/// `scipy.ndimage.binary_dilation`.
+pub fn binary_dilation(input: ArrayViewD<'_, bool>, args: &Binary<'_>) -> Result<ArrayD<bool>> {
+    binary_steps(input, args, true)
+}
+
+/// `scipy.ndimage.binary_opening`: the erosions, then as many dilations.
+pub fn binary_opening(input: ArrayViewD<'_, bool>, args: &Binary<'_>) -> Result<ArrayD<bool>> {
+    binary_dilation(binary_erosion(input, args)?.view(), args)
+}
+
+/// `scipy.ndimage.binary_closing`: the dilations, then as many erosions.
+pub fn binary_closing(input: ArrayViewD<'_, bool>, args: &Binary<'_>) -> Result<ArrayD<bool>> {
+    binary_erosion(binary_dilation(input, args)?.view(), args)
+}
+
+/// `scipy.ndimage.binary_fill_holes`: the background not connected to the
+/// border through `structure` (with `origin`) set to true.
+pub fn binary_fill_holes(
+    input: ArrayViewD<'_, bool>,
+    structure: ArrayViewD<'_, bool>,
+    origin: &[isize],
+) -> Result<ArrayD<bool>> {
+    let mask = input.mapv(|v| !v);
+    let seed = ArrayD::from_elem(input.raw_dim(), false);
+    let args = Binary {
+        structure: structure.view(),
+        iterations: -1,
+        mask: Some(mask.view()),
+        border_value: true,
+        origin: origin.to_vec(),
+    };
+    Ok(binary_dilation(seed.view(), &args)?.mapv(|v| !v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_operators_on_small_cases() {
+        let cross = generate_binary_structure(2, 1).unwrap();
+        assert_eq!(cross.iter().filter(|&&v| v).count(), 5);
+        assert_eq!(generate_binary_structure(3, 3).unwrap().iter().filter(|&&v| v).count(), 27);
+        let line = ndarray::arr1(&[false, true, true, true, false]).into_dyn();
+        let structure = generate_binary_structure(1, 1).unwrap();
+        let args =
+            Binary { structure: structure.view(), iterations: 1, mask: None, border_value: false, origin: vec![0] };
+        assert_eq!(
+            binary_erosion(line.view(), &args).unwrap(),
+            ndarray::arr1(&[false, false, true, false, false]).into_dyn()
+        );
+        assert_eq!(binary_dilation(line.view(), &args).unwrap(), ndarray::arr1(&[true; 5]).into_dyn());
+        let until = Binary { iterations: 0, ..args.clone() };
+        assert_eq!(binary_erosion(line.view(), &until).unwrap(), ndarray::arr1(&[false; 5]).into_dyn());
+        // A ring with a hole: filled; a gap to the border: not.
+        let mut ring = ndarray::Array2::from_elem((5, 5), false);
+        for (y, x) in [(1, 1), (1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2), (3, 3)] {
+            ring[(y, x)] = true;
+        }
+        let filled = binary_fill_holes(ring.view().into_dyn(), cross.view(), &[0, 0]).unwrap();
+        assert!(filled[[2, 2]] && !filled[[0, 0]]);
+        ring[(1, 2)] = false;
+        let open = binary_fill_holes(ring.view().into_dyn(), cross.view(), &[0, 0]).unwrap();
+        assert!(!open[[2, 2]]);
+        // Until stable with a structure lacking its centre is refused.
+        let ends = ndarray::arr1(&[true, false, true]).into_dyn();
+        let bad = Binary { structure: ends.view(), iterations: 0, mask: None, border_value: false, origin: vec![0] };
+        assert!(binary_dilation(line.view(), &bad).is_err());
+    }
 
     #[test]
     fn footprints_know_boxes_extrema_and_centres() {

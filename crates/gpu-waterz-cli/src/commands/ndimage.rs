@@ -1,13 +1,14 @@
 //! `gpu-waterz ndimage`: scipy.ndimage's operators on volumes in files
 //! (`gpu-waterz-morphology`): the exact Euclidean distance transform (GPU
-//! for rank 1 to 3 when one is usable, else the CPU) and the grey-scale
-//! morphology (GPU when one is usable, else the CPU). Prints a JSON summary
-//! on stdout.
+//! for rank 1 to 3 when one is usable, else the CPU), the grey-scale and
+//! the binary morphology (GPU when one is usable, else the CPU). Prints a
+//! JSON summary on stdout.
 
 use super::outputs::OutputFolder;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gpu_waterz_cli::io::{write_npy, Volume, VolumeSource};
+use gpu_waterz_morphology::gpu::BinaryOperator;
 use gpu_waterz_morphology::{Element, Grey, Mode};
 use ndarray::ArrayD;
 use std::path::PathBuf;
@@ -25,6 +26,13 @@ enum Operator {
     MorphologicalLaplace,
     WhiteTophat,
     BlackTophat,
+    /// The binary operators: the input's non-zero elements are true; the
+    /// result is written as uint8 (0 or 1).
+    BinaryErosion,
+    BinaryDilation,
+    BinaryOpening,
+    BinaryClosing,
+    BinaryFillHoles,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -61,6 +69,16 @@ pub struct NdimageArgs {
     /// The value outside the array with `--mode constant`.
     #[arg(long, default_value_t = 0.0)]
     cval: f64,
+    /// The binary operators' structure: scipy's
+    /// `generate_binary_structure(rank, connectivity)` (1: the cross).
+    #[arg(long, default_value_t = 1)]
+    connectivity: usize,
+    /// The binary operators' steps (below 1: until nothing changes).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    iterations: i64,
+    /// The value outside the array for the binary operators (0 or 1).
+    #[arg(long, default_value_t = 0)]
+    border_value: u8,
     /// Spacing per axis (one value for all) of the distance transform.
     #[arg(long, value_delimiter = ',')]
     sampling: Option<Vec<f64>>,
@@ -175,7 +193,60 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
     let read_s = start.elapsed().as_secs_f64();
     let compute = Instant::now();
     let ran;
-    if args.op == Operator::DistanceTransformEdt {
+    let binary = match args.op {
+        Operator::BinaryErosion => Some(BinaryOperator::Erosion),
+        Operator::BinaryDilation => Some(BinaryOperator::Dilation),
+        Operator::BinaryOpening => Some(BinaryOperator::Opening),
+        Operator::BinaryClosing => Some(BinaryOperator::Closing),
+        Operator::BinaryFillHoles => Some(BinaryOperator::FillHoles),
+        _ => None,
+    };
+    if let Some(operator) = binary {
+        let mask = match volume {
+            Volume::F32(a) => a.mapv(|v| v != 0.0),
+            Volume::U8(a) => a.mapv(|v| v != 0),
+            Volume::U32(a) => a.mapv(|v| v != 0),
+            Volume::U64(a) => a.mapv(|v| v != 0),
+            other => bail!("{}: unsupported element type {}", args.input, other.dtype()),
+        };
+        if args.border_value > 1 {
+            bail!("--border-value must be 0 or 1, not {}", args.border_value);
+        }
+        let structure = gpu_waterz_morphology::generate_binary_structure(rank, args.connectivity)?;
+        let binary_args = gpu_waterz_morphology::Binary {
+            structure: structure.view(),
+            iterations: args.iterations,
+            mask: None,
+            border_value: args.border_value == 1,
+            origin: vec![0; rank],
+        };
+        let gpu = match args.backend {
+            Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
+            Backend::Auto => gpu_waterz::Gpu::new(0).ok(),
+            Backend::Cpu => None,
+        };
+        let result = match &gpu {
+            Some(g) => {
+                ran = "gpu";
+                gpu_waterz_morphology::gpu::binary_operator_host(g, mask.view(), &binary_args, operator)?
+            }
+            None => {
+                ran = "cpu";
+                let view = mask.view();
+                match operator {
+                    BinaryOperator::Erosion => gpu_waterz_morphology::binary_erosion(view, &binary_args)?,
+                    BinaryOperator::Dilation => gpu_waterz_morphology::binary_dilation(view, &binary_args)?,
+                    BinaryOperator::Opening => gpu_waterz_morphology::binary_opening(view, &binary_args)?,
+                    BinaryOperator::Closing => gpu_waterz_morphology::binary_closing(view, &binary_args)?,
+                    BinaryOperator::FillHoles => {
+                        gpu_waterz_morphology::binary_fill_holes(view, structure.view(), &binary_args.origin)?
+                    }
+                }
+            }
+        };
+        write_npy(output.path(), &result.mapv(|v| v as u8).view())
+            .with_context(|| format!("writing {}", args.out.display()))?;
+    } else if args.op == Operator::DistanceTransformEdt {
         let mask = match volume {
             Volume::F32(a) => a.mapv(|v| v != 0.0),
             Volume::U8(a) => a.mapv(|v| v != 0),
@@ -243,7 +314,7 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
             Operator::MorphologicalLaplace => (GreyOperator::Dilation, Some(GreyOperator::Erosion), Combine::Laplace),
             Operator::WhiteTophat => (GreyOperator::Opening, None, Combine::InputMinusFirst),
             Operator::BlackTophat => (GreyOperator::Closing, None, Combine::FirstMinusInput),
-            Operator::DistanceTransformEdt => unreachable!("handled above"),
+            _ => unreachable!("the distance transform and the binary operators are handled above"),
         };
         let a = filter(first)?;
         let b = second.map(filter).transpose()?;
