@@ -323,3 +323,39 @@ def test_the_cli_binary_operators_equal_scipy(tmp_path):
             assert got.dtype == np.uint8
             np.testing.assert_array_equal(got.astype(bool), want, err_msg=f"{op} {connectivity} {iterations} on the "
                                                                              f"{backend}")
+
+
+def test_outputs_of_another_dtype_compose_as_scipy():
+    """scipy writes the last step into `output` and combines in its dtype."""
+    a = np.array([0, 10, 0], np.uint8)
+    for op in OPERATORS:
+        want_out = np.empty(3, np.int16)
+        got_out = np.empty(3, np.int16)
+        want = getattr(ndi, op)(a, size=3, output=want_out)
+        got = getattr(ours, op)(a, size=3, output=got_out, backend="cpu")
+        np.testing.assert_array_equal(got_out, want_out, err_msg=op)
+        np.testing.assert_array_equal(got, want, err_msg=op)
+        # A dtype as output.
+        np.testing.assert_array_equal(getattr(ours, op)(a, size=3, output=np.int16, backend="cpu"),
+                                      getattr(ndi, op)(a, size=3, output=np.int16), err_msg=op)
+
+
+def test_empty_large_and_complex_inputs():
+    for op in OPERATORS:
+        got = getattr(ours, op)(np.zeros((0, 4), np.float32), size=3)
+        assert got.shape == (0, 4) and got.dtype == np.float32
+    assert ours.binary_erosion(np.zeros((3, 0), bool)).shape == (3, 0)
+    with pytest.raises(ValueError, match="beyond 2"):
+        ours.grey_erosion(np.array([2 ** 60, 1], np.int64), size=2)
+    np.testing.assert_array_equal(ours.grey_erosion(np.array([2 ** 52, 1, 5], np.int64), size=2),
+                                  ndi.grey_erosion(np.array([2 ** 52, 1, 5], np.int64), size=2))
+    with pytest.raises(TypeError):
+        ours.grey_erosion(np.ones(4, np.complex64), size=2)
+    with pytest.raises(ValueError, match="device"):
+        ours.grey_erosion(np.ones(4), size=2, output=_FakeDevice())
+
+
+class _FakeDevice:
+    """Stands for a CUDA array given as the output of a host input."""
+    __module__ = "cupy"
+    shape = (4,)

@@ -242,7 +242,12 @@ fn check_tile(kernel: &'static str, tile: &DeviceTile, value_bytes: u32) -> Resu
             return Err(bad(format!("axis {axis}: {} tiles for extent {}", g.tiles[axis], g.extent[axis])));
         }
     }
-    let shared = g.shared_len() as u64 * value_bytes as u64;
+    // In u64: the kernel's u32 products must not wrap, and a tile's index
+    // within an item is taken in u32.
+    let shared = g.halo.iter().map(|&h| h as u64).product::<u64>() * value_bytes as u64;
+    if g.tiles.iter().map(|&t| t as u64).product::<u64>() > u32::MAX as u64 {
+        return Err(bad(format!("{:?} tiles per item", g.tiles)));
+    }
     if shared > TILE_SHARED_BYTES as u64 {
         return Err(bad(format!("{shared} bytes of shared memory")));
     }
@@ -407,7 +412,13 @@ pub(crate) fn binary_bits(
             return Err(bad(format!("axis {axis}: {} tiles for extent {}", g.tiles[axis], g.extent[axis])));
         }
     }
-    let shared = g.shared_words() as u64 * 4;
+    // In u64: the kernel's u32 products must not wrap, and a tile's index
+    // within an item is taken in u32.
+    let words = g.halo[0] as u64 * g.halo[1] as u64 * (BITS_WORDS as u64 + 2) + BITS_THREADS as u64 * BITS_WORDS as u64;
+    let shared = words * 4;
+    if g.tiles.iter().map(|&t| t as u64).product::<u64>() > u32::MAX as u64 {
+        return Err(bad(format!("{:?} tiles per item", g.tiles)));
+    }
     if shared > TILE_SHARED_BYTES as u64 {
         return Err(bad(format!("{shared} bytes of shared memory")));
     }

@@ -186,6 +186,17 @@ fn strategy_of(strategy: &str) -> PyResult<gpu_waterz_morphology::gpu::Strategy>
     })
 }
 
+/// Checks that the output's device range `(address, bytes)` overlaps none
+/// of the inputs' (the kernels read one buffer while writing another).
+fn check_disjoint(output: (u64, u64), inputs: &[(u64, u64)]) -> PyResult<()> {
+    for &(address, bytes) in inputs {
+        if address < output.0.saturating_add(output.1) && output.0 < address.saturating_add(bytes) {
+            return Err(PyValueError::new_err("the output must not overlap the input or the mask"));
+        }
+    }
+    Ok(())
+}
+
 fn gpu_of(ordinal: usize) -> PyResult<gpu_waterz::Gpu> {
     gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
@@ -317,6 +328,8 @@ pub(crate) fn grey_filter_cuda<'py>(
 ) -> PyResult<()> {
     let element = element(size, footprint.as_ref(), structure.as_ref())?;
     let n: usize = shape.iter().product();
+    let width = if dtype == "f4" { 4 } else { 8 };
+    check_disjoint((pointers[1], n as u64 * width), &[(pointers[0], n as u64 * width)])?;
     let gpu = gpu_of(ordinal)?;
     macro_rules! run {
         ($t:ty) => {
@@ -441,6 +454,9 @@ pub(crate) fn binary_filter_cuda<'py>(
 ) -> PyResult<u64> {
     let gpu = gpu_of(ordinal)?;
     let n: usize = shape.iter().product();
+    let inputs: Vec<(u64, u64)> =
+        [pointers[0], pointers[2]].into_iter().filter(|&p| p != 0).map(|p| (p, n as u64)).collect();
+    check_disjoint((pointers[1], n as u64), &inputs)?;
     let structure = structure.as_array();
     py.detach(|| -> PyResult<u64> {
         let input = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;

@@ -21,7 +21,11 @@ Erosion and dilation compare float32 and float64 values in their type on
 the GPU; other types (and every type on the CPU) are computed in float64
 and cast back (exact for flat elements; weights of a ``structure`` are
 applied in float64 and the result cast once, as scipy does). The composite
-operators combine them in the input's dtype, step by step, as scipy does.
+operators combine them in the input's dtype, step by step, the last step
+into ``output``, as scipy does. Differences from scipy: a NaN never wins a
+minimum or maximum here (scipy keeps one met first in the element's order;
+an all-NaN window gives +inf or -inf here); int64/uint64 values beyond
+2^53 and complex values raise.
 """
 
 import hashlib
@@ -188,26 +192,38 @@ def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, 
     return back(out)
 
 
+def _is_array(x):
+    return isinstance(x, np.ndarray) or (x is not None and _library(x) is not None)
+
+
+def _check_output(array, output):
+    """An output array lives where the input does and has its shape."""
+    if not _is_array(output):
+        return
+    if (_library(array) is None) != (_library(output) is None):
+        raise ValueError("output must be on the input's device (a numpy array for host input, a CUDA array of the "
+                         "same library for CUDA input)")
+    if tuple(output.shape) != tuple(array.shape):
+        raise RuntimeError("output shape not correct")
+
+
 def _store(result, output):
+    """`result` into an output array (cast), or as the dtype `output`
+    names, or as it is."""
     if output is None:
         return result
-    if _library(result) is not None:
-        if _library(output) is not None:
-            if tuple(output.shape) != tuple(result.shape):
-                raise RuntimeError("output shape not correct")
-            output[...] = result
-            return output
-        if type(result).__module__.startswith("torch"):
-            import torch
-
-            dtype = getattr(torch, np.dtype(output).name)
-            return result.to(dtype)
-        return result.astype(np.dtype(output), copy=False)
-    if isinstance(output, np.ndarray):
-        if output.shape != result.shape:
+    if _is_array(output):
+        if tuple(output.shape) != tuple(result.shape):
             raise RuntimeError("output shape not correct")
-        output[...] = result
+        if type(output).__module__.startswith("torch"):
+            output.copy_(result)
+        else:
+            output[...] = result
         return output
+    if type(result).__module__.startswith("torch"):
+        import torch
+
+        return result.to(getattr(torch, np.dtype(output).name))
     return result.astype(np.dtype(output), copy=False)
 
 
@@ -215,54 +231,106 @@ def _is_bool(x):
     return str(x.dtype) in ("bool", "torch.bool")
 
 
-def _subtract(a, b):
-    return np.subtract(a, b) if isinstance(a, np.ndarray) else a - b
+def _ufunc(name, a, b, out=None):
+    """numpy's `subtract`, `add` or `bitwise_xor` (cupy takes numpy's), or
+    torch's, into `out` when given."""
+    if type(a).__module__.startswith("torch"):
+        import torch
+
+        f = {"subtract": torch.sub, "add": torch.add, "bitwise_xor": torch.bitwise_xor}[name]
+    else:
+        f = getattr(np, name)
+    return f(a, b) if out is None else f(a, b, out=out)
 
 
-def _add(a, b):
-    return np.add(a, b) if isinstance(a, np.ndarray) else a + b
+def _numpy_dtype(dtype):
+    """The numpy dtype of a numpy, cupy or torch dtype, or None (bfloat16)."""
+    try:
+        return np.dtype(str(dtype).replace("torch.", ""))
+    except TypeError:
+        return None
 
 
-def _xor(a, b):
-    return np.bitwise_xor(a, b) if isinstance(a, np.ndarray) else a ^ b
+def _check_values(array, structure):
+    """Complex values, and 64-bit integers beyond 2^53 (not exact in the
+    float64 the filters compute in), are refused."""
+    library = _library(array)
+    dtype = _numpy_dtype(array.dtype)
+    if (dtype is not None and dtype.kind == "c") or (library == "torch" and array.is_complex()):
+        raise TypeError("Complex type not supported")
+    if dtype is not None and dtype in (np.dtype(np.int64), np.dtype(np.uint64)) and _size(array) > 0:
+        bound = 2 ** 53
+        if library == "torch":
+            large = bool((array.abs() > bound).any())
+        else:
+            xp = np if library is None else __import__("cupy")
+            large = bool(xp.any(array > bound)) or (dtype.kind == "i" and bool(xp.any(array < -bound)))
+        if large:
+            raise ValueError("int64/uint64 values beyond 2^53 are not exact in the float64 the filters compute in: "
+                             "relabel them to smaller values first")
+
+
+def _size(x):
+    return x.numel() if type(x).__module__.startswith("torch") else x.size
+
+
+def _copy(x):
+    return x.clone() if type(x).__module__.startswith("torch") else x.copy()
 
 
 def _grey(operation, input, size, footprint, structure, output, mode, cval, origin, backend="auto", batch_dims=0):
-    """One operator; the composite ones step in the input's dtype, as scipy
-    does (so integer wrap-around and intermediate rounding match)."""
+    """One operator, composed from erosions and dilations as scipy composes
+    it: each step in the input's dtype, the last one into ``output`` (an
+    array or a dtype), so integer wrap-around and rounding match."""
     _check_backend(backend, input)
     array, sizes, footprint, structure, origins = _prepare(input, size, footprint, structure, mode, origin,
                                                            batch_dims)
+    _check_output(array, output)
+    _check_values(array, structure)
     # scipy takes cval as a double in its separable path (a box: a size, or
     # a footprint of only ones) and converted to the input's type in the
     # general one (a footprint with holes, or a structure).
     separable = structure is None and (footprint is None or footprint.all())
-    dtype = np.dtype(str(array.dtype).replace("torch.", ""))
-    if not separable:
+    dtype = _numpy_dtype(array.dtype)
+    if not separable and dtype is not None:
         with np.errstate(invalid="ignore", over="ignore"):
             cval = float(np.array(float(cval)).astype(dtype))
 
-    def run(op, x):
-        return _apply(op, x, sizes, footprint, structure, mode, cval, origins, backend, batch_dims)
+    def run(op, x, out=None):
+        if _size(x) == 0:
+            return _store(_copy(x), out)
+        return _store(_apply(op, x, sizes, footprint, structure, mode, cval, origins, backend, batch_dims), out)
 
     if operation in ("erosion", "dilation"):
-        result = run(operation, array)
-    elif operation == "opening":
-        result = run("dilation", run("erosion", array))
-    elif operation == "closing":
-        result = run("erosion", run("dilation", array))
-    elif operation == "gradient":
-        result = _subtract(run("dilation", array), run("erosion", array))
-    elif operation == "laplace":
-        result = _add(run("dilation", array), run("erosion", array))
-        result = _subtract(_subtract(result, array), array)
-    elif operation == "white_tophat":
-        opened = run("dilation", run("erosion", array))
-        result = _xor(array, opened) if _is_bool(array) else _subtract(array, opened)
-    else:
-        closed = run("erosion", run("dilation", array))
-        result = _xor(closed, array) if _is_bool(array) else _subtract(closed, array)
-    return _store(result, output)
+        return run(operation, array, output)
+    if operation == "opening":
+        return run("dilation", run("erosion", array), output)
+    if operation == "closing":
+        return run("erosion", run("dilation", array), output)
+    if operation == "gradient":
+        dilated = run("dilation", array)
+        if _is_array(output):
+            run("erosion", array, output)
+            return _ufunc("subtract", dilated, output, out=output)
+        return _ufunc("subtract", dilated, run("erosion", array))
+    if operation == "laplace":
+        dilated = run("dilation", array)
+        if _is_array(output):
+            run("erosion", array, output)
+            _ufunc("add", dilated, output, out=output)
+            _ufunc("subtract", output, array, out=output)
+            return _ufunc("subtract", output, array, out=output)
+        result = _ufunc("add", dilated, run("erosion", array))
+        return _ufunc("subtract", _ufunc("subtract", result, array), array)
+    if operation == "white_tophat":
+        opened = run("dilation", run("erosion", array), output)
+        if _is_bool(array) and _is_bool(opened):
+            return _ufunc("bitwise_xor", array, opened, out=opened if output is not None else None)
+        return _ufunc("subtract", array, opened, out=opened if output is not None else None)
+    closed = run("erosion", run("dilation", array), output)
+    if _is_bool(array) and _is_bool(closed):
+        return _ufunc("bitwise_xor", closed, array, out=closed if output is not None else None)
+    return _ufunc("subtract", closed, array, out=closed if output is not None else None)
 
 
 _GREY_DOC = """
@@ -405,9 +473,23 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
     # Until stable with a structure whose centre is not set, the states may
     # cycle: the CPU path detects it (the GPU runs only the others).
     gpu_fits = steps >= 1 or _centre_is_set(structure, origins)
+    _check_output(array, output)
     if library is not None:
+        if mask is not None and _library(mask) is None:
+            # A host mask goes to the input's device.
+            if library == "torch":
+                import torch
+
+                mask = torch.as_tensor(np.asarray(mask), device=array.device)
+            else:
+                import cupy as cp
+
+                with array.device:
+                    mask = cp.asarray(np.asarray(mask))
         if mask is not None and tuple(mask.shape) != tuple(array.shape):
             raise RuntimeError("mask and input must have equal sizes")
+        if _size(array) == 0:
+            return _store(array != 0, output)
         if not gpu_fits:
             host = array.detach().cpu().numpy() if library == "torch" else array.get()
             host_mask = None if mask is None else (mask.detach().cpu().numpy() if library == "torch" else mask.get())
@@ -424,6 +506,10 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
         return _store(_binary_cuda(library, dilate, array, structure, steps, mask, border_value, origins, batch_dims),
                       output)
     current = array.astype(bool)
+    if mask is not None and _library(mask) is not None:
+        raise ValueError("mask must be on the input's device: a numpy array for host input")
+    if current.size == 0:
+        return _store(current, output)
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != current.shape:
@@ -703,6 +789,10 @@ def binary_fill_holes(input, structure=None, output=None, origin=0, *, backend="
         mask = input == 0
         seed = mask & False
         filled = binary_dilation(seed, structure, -1, mask, None, 1, origin, backend=backend, batch_dims=batch_dims)
+        if _is_array(output):
+            # scipy fills a given output and returns None.
+            _store(~filled, output)
+            return None
         return _store(~filled, output)
     mask = np.logical_not(input)
     seed = np.zeros(mask.shape, bool)
