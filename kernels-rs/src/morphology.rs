@@ -95,8 +95,7 @@ unsafe fn grey_filter<T: Grey>(
 ) {
     let maximum = maximum != 0;
     let elements = geometry.elements;
-    // SAFETY (closures below): offsets hold elements * rank values and
-    // flat_offsets / weights elements values.
+    // SAFETY: (the closure) offsets hold elements * rank values.
     let offset = |k: usize| unsafe { *offsets.add(k) };
     for_each_position(geometry, |item, p| {
         let coords = geometry.coordinates(p);
@@ -225,7 +224,7 @@ unsafe fn grey_line<T: Grey>(
 macro_rules! grey_kernels {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident;)*) => {$(
         kernel! {
-            #[doc = concat!("The grey-scale filter over `", stringify!($t), "`: the minimum (erosion) or")]
+            /// The grey-scale filter over one float type: the minimum (erosion) or
             /// maximum (dilation) over the active elements of the input,
             /// less or plus each element's weight unless `flat`.
             ///
@@ -237,7 +236,7 @@ macro_rules! grey_kernels {
             /// is its per-axis offsets against `geometry.stride`.
             ///
             /// # Parameters
-            #[doc = concat!("See [`", stringify!($filter_args), "`].")]
+            /// See `GreyFilterF32Args` (the float64 kernel's struct differs in its pointers only).
             ///
             /// # Thread mapping
             /// A block per work unit (`MORPH_UNIT` consecutive positions
@@ -264,7 +263,7 @@ macro_rules! grey_kernels {
         }
 
         kernel! {
-            #[doc = concat!("One separable pass over `", stringify!($t), "`: the minimum or maximum over")]
+            /// One separable pass over one float type: the minimum or maximum over
             /// the offsets `low..=high` along `axis`.
             ///
             /// # Safety
@@ -272,7 +271,7 @@ macro_rules! grey_kernels {
             /// not overlap; `axis < rank`; `low <= high`.
             ///
             /// # Parameters
-            #[doc = concat!("See [`", stringify!($line_args), "`].")]
+            /// See `GreyLineF32Args` (the float64 kernel's struct differs in its pointers only).
             ///
             /// # Thread mapping
             /// As the grey-scale filter: a thread per position.
@@ -601,7 +600,7 @@ fn store_tile<T>(
 macro_rules! tile_kernels {
     ($($t:ty: $tile:ident $tile_args:ident;)*) => {$(
         kernel! {
-            #[doc = concat!("The tiled grey-scale filter over `", stringify!($t), "` for rank 1 to 3: the")]
+            /// The tiled grey-scale filter over one float type for rank 1 to 3: the
             /// block loads a tile and its halo (boundary modes applied)
             /// into shared memory once; each thread then takes up to
             /// `TILE_MAX_Z` positions along z from it.
@@ -615,7 +614,7 @@ macro_rules! tile_kernels {
             /// `shared_len()` values of dynamic shared memory.
             ///
             /// # Parameters
-            #[doc = concat!("See [`", stringify!($tile_args), "`].")]
+            /// See `GreyTileF32Args` (the float64 kernel's struct differs in its pointers only).
             ///
             /// # Thread mapping
             /// A block per tile (grid-stride over the tiles of every item);

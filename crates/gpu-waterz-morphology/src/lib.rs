@@ -24,8 +24,6 @@ pub mod distance;
 pub mod gpu;
 #[allow(unsafe_code)]
 mod launch;
-#[allow(unsafe_code)]
-mod launch_morphology;
 
 pub use distance::distance_transform_edt;
 

@@ -450,10 +450,9 @@ pub(crate) fn binary_bits(
     };
     let blocks = g.units().min(gpu.multiprocessor_count() as u64 * 32).max(1) as u32;
     let config = LaunchConfig { blocks, threads: BITS_THREADS, shared_bytes: shared as u32 };
-    // SAFETY: input, output and the mask hold every item's values and the
-    // flags slot + 1 (checked); input and output are distinct buffers; the
-    // layout and its shared memory are consistent (checked); the caller
-    // made the element tables within the layout's offsets and ±32 along x,
-    // and sets `local` only for elements holding offset 0.
+    // The caller made the element tables within the layout's offsets and
+    // ±32 along x, and sets `local` only for elements holding offset 0.
+    // SAFETY: input, output, mask and flags are long enough (checked);
+    // input and output are distinct; the layout and shared memory agree.
     unsafe { gpu.launch(config, args) }
 }

@@ -2,13 +2,15 @@
 //! - grey-scale and binary morphology ([`grey_filter`], [`binary_filter`])
 //!   on batches of arrays of spatial rank 1 to 8, equal to the CPU path
 //!   (`kernels-rs/src/morphology.rs`; launches in the private
-//!   `launch_morphology` module);
+//!   `gpu::launch` module);
 //! - the distance transform: one pass per axis of a volume of up to three
 //!   axes (`kernels-rs/src/distance.rs`; launches in the private `launch`
 //!   module), exact with unit sampling as [`crate::distance`] is.
 
 use crate::distance::{check_sampling, no_background};
-use crate::launch_morphology::{self as morph, DeviceBits, DeviceFootprint, DeviceTile};
+#[allow(unsafe_code)]
+mod launch;
+
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
     BitsGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, BITS_WORDS, MORPH_MAX_RANK,
@@ -16,6 +18,7 @@ use gpu_waterz_abi::morphology::{
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
+use launch::{self as morph, DeviceBits, DeviceFootprint, DeviceTile};
 use ndarray::{ArrayD, ArrayViewD};
 
 /// How [`grey_filter`] reads the structuring element. Every strategy gives
