@@ -166,6 +166,17 @@ impl Combine {
     }
 }
 
+/// Where the input is not zero.
+fn nonzero(volume: Volume, spec: &str) -> Result<ArrayD<bool>> {
+    Ok(match volume {
+        Volume::F32(a) => a.mapv(|v| v != 0.0),
+        Volume::U8(a) => a.mapv(|v| v != 0),
+        Volume::U32(a) => a.mapv(|v| v != 0),
+        Volume::U64(a) => a.mapv(|v| v != 0),
+        other => bail!("{spec}: unsupported element type {}", other.dtype()),
+    })
+}
+
 /// The input as float64 (exact for every type read but uint64 above 2^53).
 fn as_f64(volume: Volume, spec: &str) -> Result<(ArrayD<f64>, &'static str)> {
     let dtype = volume.dtype();
@@ -202,13 +213,7 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         _ => None,
     };
     if let Some(operator) = binary {
-        let mask = match volume {
-            Volume::F32(a) => a.mapv(|v| v != 0.0),
-            Volume::U8(a) => a.mapv(|v| v != 0),
-            Volume::U32(a) => a.mapv(|v| v != 0),
-            Volume::U64(a) => a.mapv(|v| v != 0),
-            other => bail!("{}: unsupported element type {}", args.input, other.dtype()),
-        };
+        let mask = nonzero(volume, &args.input)?;
         if args.border_value > 1 {
             bail!("--border-value must be 0 or 1, not {}", args.border_value);
         }
@@ -247,13 +252,7 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         write_npy(output.path(), &result.mapv(|v| v as u8).view())
             .with_context(|| format!("writing {}", args.out.display()))?;
     } else if args.op == Operator::DistanceTransformEdt {
-        let mask = match volume {
-            Volume::F32(a) => a.mapv(|v| v != 0.0),
-            Volume::U8(a) => a.mapv(|v| v != 0),
-            Volume::U32(a) => a.mapv(|v| v != 0),
-            Volume::U64(a) => a.mapv(|v| v != 0),
-            other => bail!("{}: unsupported element type {}", args.input, other.dtype()),
-        };
+        let mask = nonzero(volume, &args.input)?;
         let gpu = match args.backend {
             Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
             Backend::Auto if rank <= 3 => gpu_waterz::Gpu::new(0).ok(),

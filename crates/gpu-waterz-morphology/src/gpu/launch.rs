@@ -30,6 +30,20 @@ fn values(kernel: &'static str, geometry: &MorphGeometry) -> Result<u64> {
         .ok_or_else(|| RuntimeError::InvalidLaunch { kernel, reason: "the arrays are too large".into() })
 }
 
+/// Checks an input and an output of `n` values on this device.
+fn check_pair<T: gpu_waterz_runtime::DeviceElement>(
+    gpu: &Gpu,
+    kernel: &'static str,
+    n: u64,
+    input: &DeviceBuffer<T>,
+    output: &DeviceBuffer<T>,
+) -> Result<()> {
+    check_len(kernel, "input", input, n)?;
+    check_len(kernel, "output", output, n)?;
+    gpu.check_device(input, "the input")?;
+    gpu.check_device(output, "the output")
+}
+
 /// Checks the element's tables against its geometry.
 fn check_footprint(kernel: &'static str, footprint: &DeviceFootprint) -> Result<()> {
     let g = &footprint.geometry;
@@ -66,10 +80,7 @@ macro_rules! grey_launches {
             const K: &str = stringify!($filter);
             check_footprint(K, footprint)?;
             let n = values(K, &footprint.geometry)?;
-            check_len(K, "input", input, n)?;
-            check_len(K, "output", output, n)?;
-            gpu.check_device(input, "the input")?;
-            gpu.check_device(output, "the output")?;
+            check_pair(gpu, K, n, input, output)?;
             if n == 0 {
                 return Ok(());
             }
@@ -114,10 +125,7 @@ macro_rules! grey_launches {
                     reason: format!("axis {axis} of rank {}, window {low}..={high}", geometry.rank),
                 });
             }
-            check_len(K, "input", input, n)?;
-            check_len(K, "output", output, n)?;
-            gpu.check_device(input, "the input")?;
-            gpu.check_device(output, "the output")?;
+            check_pair(gpu, K, n, input, output)?;
             if n == 0 {
                 return Ok(());
             }
@@ -289,10 +297,7 @@ macro_rules! tile_launches {
             const K: &str = stringify!($tile);
             let config = check_tile(K, tile, std::mem::size_of::<$t>() as u32)?;
             let n = tile_values(K, &tile.geometry)?;
-            check_len(K, "input", input, n)?;
-            check_len(K, "output", output, n)?;
-            gpu.check_device(input, "the input")?;
-            gpu.check_device(output, "the output")?;
+            check_pair(gpu, K, n, input, output)?;
             if n == 0 {
                 return Ok(());
             }
