@@ -283,46 +283,52 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         };
         let mode: Mode = args.mode.parse()?;
         let grey = Grey { element: Element::Size(size), mode, cval: args.cval, origin: vec![0; rank] };
-        use gpu_waterz_morphology::gpu::GreyOperator;
-        // The four filters run on the GPU or the CPU (their values are the
-        // input's own: the element is a flat box); the composite operators
-        // combine them in the input's type, step by step, as scipy does.
-        let filter = |operator: GreyOperator| -> Result<ArrayD<f64>> {
-            Ok(match &gpu {
-                Some(g) => gpu_waterz_morphology::gpu::grey_operator_host(g, input.view(), &grey, operator)?,
-                None => {
-                    let op: GreyFn = match operator {
-                        GreyOperator::Erosion => gpu_waterz_morphology::grey_erosion,
-                        GreyOperator::Dilation => gpu_waterz_morphology::grey_dilation,
-                        GreyOperator::Opening => gpu_waterz_morphology::grey_opening,
-                        _ => gpu_waterz_morphology::grey_closing,
-                    };
-                    op(input.view(), &grey)?
-                }
-            })
-        };
-        ran = if gpu.is_some() { "gpu" } else { "cpu" };
-        let (first, second, combine) = match args.op {
-            Operator::GreyErosion => (GreyOperator::Erosion, None, Combine::Take),
-            Operator::GreyDilation => (GreyOperator::Dilation, None, Combine::Take),
-            Operator::GreyOpening => (GreyOperator::Opening, None, Combine::Take),
-            Operator::GreyClosing => (GreyOperator::Closing, None, Combine::Take),
+        use gpu_waterz_morphology::gpu::GreyFilter;
+        // The four filters run on the GPU (one upload) or the CPU (their
+        // values are the input's own: the element is a flat box); the
+        // composite operators combine them in the input's type, step by
+        // step, as scipy does.
+        let (filters, combine) = match args.op {
+            Operator::GreyErosion => (vec![GreyFilter::Erosion], Combine::Take),
+            Operator::GreyDilation => (vec![GreyFilter::Dilation], Combine::Take),
+            Operator::GreyOpening => (vec![GreyFilter::Opening], Combine::Take),
+            Operator::GreyClosing => (vec![GreyFilter::Closing], Combine::Take),
             Operator::MorphologicalGradient => {
-                (GreyOperator::Dilation, Some(GreyOperator::Erosion), Combine::FirstMinusSecond)
+                (vec![GreyFilter::Dilation, GreyFilter::Erosion], Combine::FirstMinusSecond)
             }
-            Operator::MorphologicalLaplace => (GreyOperator::Dilation, Some(GreyOperator::Erosion), Combine::Laplace),
-            Operator::WhiteTophat => (GreyOperator::Opening, None, Combine::InputMinusFirst),
-            Operator::BlackTophat => (GreyOperator::Closing, None, Combine::FirstMinusInput),
+            Operator::MorphologicalLaplace => (vec![GreyFilter::Dilation, GreyFilter::Erosion], Combine::Laplace),
+            Operator::WhiteTophat => (vec![GreyFilter::Opening], Combine::InputMinusFirst),
+            Operator::BlackTophat => (vec![GreyFilter::Closing], Combine::FirstMinusInput),
             _ => unreachable!("the distance transform and the binary operators are handled above"),
         };
-        let a = filter(first)?;
-        let b = second.map(filter).transpose()?;
+        let results = match &gpu {
+            Some(g) => {
+                ran = "gpu";
+                gpu_waterz_morphology::gpu::grey_filters_host(g, input.view(), &grey, &filters)?
+            }
+            None => {
+                ran = "cpu";
+                filters
+                    .iter()
+                    .map(|f| {
+                        let op: GreyFn = match f {
+                            GreyFilter::Erosion => gpu_waterz_morphology::grey_erosion,
+                            GreyFilter::Dilation => gpu_waterz_morphology::grey_dilation,
+                            GreyFilter::Opening => gpu_waterz_morphology::grey_opening,
+                            GreyFilter::Closing => gpu_waterz_morphology::grey_closing,
+                        };
+                        op(input.view(), &grey)
+                    })
+                    .collect::<gpu_waterz_morphology::Result<Vec<_>>>()?
+            }
+        };
+        let (a, b) = (&results[0], results.get(1));
         let path = output.path();
         let written = match dtype {
-            "float32" => write_npy(path, &combine.apply::<f32>(&a, b.as_ref(), &input).view()),
-            "uint8" => write_npy(path, &combine.apply::<u8>(&a, b.as_ref(), &input).view()),
-            "uint32" => write_npy(path, &combine.apply::<u32>(&a, b.as_ref(), &input).view()),
-            _ => write_npy(path, &combine.apply::<u64>(&a, b.as_ref(), &input).view()),
+            "float32" => write_npy(path, &combine.apply::<f32>(a, b, &input).view()),
+            "uint8" => write_npy(path, &combine.apply::<u8>(a, b, &input).view()),
+            "uint32" => write_npy(path, &combine.apply::<u32>(a, b, &input).view()),
+            _ => write_npy(path, &combine.apply::<u64>(a, b, &input).view()),
         };
         written.with_context(|| format!("writing {}", args.out.display()))?;
     }

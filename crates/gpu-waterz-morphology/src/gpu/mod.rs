@@ -384,15 +384,17 @@ pub fn grey_filter<T: GreyValue>(
     if n == 0 {
         return Ok(());
     }
-    let windows: Vec<(u32, (i64, i64))> = footprint
+    // One pass per axis whose window is wider than one element, or moved
+    // off 0 (a shift, possible only through an origin).
+    let passes: Vec<(u32, (i64, i64))> = footprint
         .extrema()
         .into_iter()
         .enumerate()
-        .filter(|&(_, (low, high))| high > low)
+        .filter(|&(_, (low, high))| high > low || low != 0)
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
     let separable = footprint.is_box()
-        && windows.len() >= 2
+        && passes.len() >= 2
         && match strategy {
             Strategy::Auto => footprint.len() > 27,
             Strategy::Gather | Strategy::Tile => false,
@@ -407,27 +409,29 @@ pub fn grey_filter<T: GreyValue>(
         let device = upload_footprint(gpu, geometry, footprint)?;
         return Ok(T::filter(gpu, &device, mode.code(), maximum, cval, input, output)?);
     }
-    // Passes alternate between the output and a scratch array so that the
-    // last one writes the output. Axes whose window is one element wide
-    // but not at offset 0 cannot occur with two or more windows of a box
-    // unless an origin moves them: such a window is a shift, applied as a
-    // pass of its own.
-    let passes: Vec<(u32, (i64, i64))> = footprint
-        .extrema()
-        .into_iter()
-        .enumerate()
-        .filter(|&(_, (low, high))| high > low || low != 0)
-        .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
-        .collect();
     let mut scratch = gpu.uninit::<T>(n as usize)?;
-    let code = mode.code();
-    for (i, &(axis, window)) in passes.iter().enumerate() {
-        let into_output = (passes.len() - 1 - i).is_multiple_of(2);
+    alternate(passes.len(), input, output, &mut scratch, |i, from, to| {
+        let (axis, window) = passes[i];
+        Ok(T::line(gpu, &geometry, axis, window, mode.code(), maximum, cval, from, to)?)
+    })
+}
+
+/// Runs `steps` (at least one) steps, the first from `input`, each into
+/// `output` or `scratch` in turn so that the last one writes `output`.
+fn alternate<T: gpu_waterz_runtime::DeviceElement>(
+    steps: usize,
+    input: &DeviceBuffer<T>,
+    output: &mut DeviceBuffer<T>,
+    scratch: &mut DeviceBuffer<T>,
+    mut step: impl FnMut(usize, &DeviceBuffer<T>, &mut DeviceBuffer<T>) -> Result<()>,
+) -> Result<()> {
+    for i in 0..steps {
+        let into_output = (steps - 1 - i).is_multiple_of(2);
         match (i, into_output) {
-            (0, true) => T::line(gpu, &geometry, axis, window, code, maximum, cval, input, output)?,
-            (0, false) => T::line(gpu, &geometry, axis, window, code, maximum, cval, input, &mut scratch)?,
-            (_, true) => T::line(gpu, &geometry, axis, window, code, maximum, cval, &scratch, output)?,
-            (_, false) => T::line(gpu, &geometry, axis, window, code, maximum, cval, output, &mut scratch)?,
+            (0, true) => step(i, input, output)?,
+            (0, false) => step(i, input, scratch)?,
+            (_, true) => step(i, scratch, output)?,
+            (_, false) => step(i, output, scratch)?,
         }
     }
     Ok(())
@@ -509,17 +513,8 @@ pub fn binary_filter(
     };
     match iterations {
         Iterations::Times(steps) => {
-            let mut scratch = if steps > 1 { Some(gpu.uninit::<u8>(n as usize)?) } else { None };
-            for i in 0..steps {
-                let into_output = (steps - 1 - i).is_multiple_of(2);
-                match (i, into_output, scratch.as_mut()) {
-                    (0, true, _) => step(input, output, &mut flags, 0)?,
-                    (0, false, Some(s)) => step(input, s, &mut flags, 0)?,
-                    (_, true, Some(s)) => step(s, output, &mut flags, 0)?,
-                    (_, false, Some(s)) => step(output, s, &mut flags, 0)?,
-                    (_, _, None) => unreachable!("a scratch array exists for two or more steps"),
-                }
-            }
+            let mut scratch = gpu.uninit::<u8>(if steps > 1 { n as usize } else { 1 })?;
+            alternate(steps as usize, input, output, &mut scratch, |_, from, to| Ok(step(from, to, &mut flags, 0)?))?;
             Ok(steps)
         }
         Iterations::UntilStable => {
@@ -626,9 +621,11 @@ pub fn distance_transform_edt_host(
     Ok(ArrayD::from_shape_vec(shape, values).expect("one distance per element"))
 }
 
-/// The grey-scale operators of `scipy.ndimage`, for [`grey_operator_host`].
+/// The grey-scale filters of `scipy.ndimage` that [`grey_filters_host`]
+/// runs (the other operators are differences of them, taken in the
+/// input's type by the caller).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GreyOperator {
+pub enum GreyFilter {
     /// [`crate::grey_erosion`].
     Erosion,
     /// [`crate::grey_dilation`].
@@ -637,61 +634,46 @@ pub enum GreyOperator {
     Opening,
     /// [`crate::grey_closing`].
     Closing,
-    /// [`crate::morphological_gradient`].
-    Gradient,
-    /// [`crate::morphological_laplace`].
-    Laplace,
-    /// [`crate::white_tophat`].
-    WhiteTophat,
-    /// [`crate::black_tophat`].
-    BlackTophat,
 }
 
-/// `operator` on a float64 host array on the GPU: erosions and dilations
-/// on the device (chained there for openings and closings), the
-/// differences on the host in float64 as the CPU functions take them, so
-/// the result equals theirs value for value.
-pub fn grey_operator_host(
+/// `filters` of one float64 host array on the GPU, uploaded once; each
+/// result equals the CPU function's value for value.
+pub fn grey_filters_host(
     gpu: &Gpu,
     input: ArrayViewD<'_, f64>,
     args: &crate::Grey<'_>,
-    operator: GreyOperator,
-) -> Result<ArrayD<f64>> {
+    filters: &[GreyFilter],
+) -> Result<Vec<ArrayD<f64>>> {
     let shape = input.shape().to_vec();
     check_input(&shape)?;
     let rank = shape.len();
     let erosion = Footprint::resolve(rank, &args.element, &args.origin, false)?;
     let dilation = Footprint::resolve(rank, &args.element, &args.origin, true)?;
+    if input.is_empty() {
+        return Ok(filters.iter().map(|_| input.to_owned()).collect());
+    }
     let batch = Batch { items: 1, shape: &shape };
     let contiguous = input.as_standard_layout();
     let values = contiguous.as_slice().expect("standard layout");
     let device = gpu.upload(values)?;
     let filter = |from: &DeviceBuffer<f64>, maximum: bool| -> Result<DeviceBuffer<f64>> {
-        let mut out = gpu.uninit::<f64>(values.len().max(1))?;
+        let mut out = gpu.uninit::<f64>(values.len())?;
         let footprint = if maximum { &dilation } else { &erosion };
-        if !values.is_empty() {
-            grey_filter(gpu, from, &mut out, batch, footprint, args.mode, args.cval, maximum, Strategy::Auto)?;
-        }
+        grey_filter(gpu, from, &mut out, batch, footprint, args.mode, args.cval, maximum, Strategy::Auto)?;
         Ok(out)
     };
-    let host = |buffer: &DeviceBuffer<f64>| -> Result<ArrayD<f64>> {
-        let mut v = gpu.download(buffer)?;
-        v.truncate(values.len());
-        Ok(ArrayD::from_shape_vec(shape.clone(), v).expect("one value per element"))
-    };
-    Ok(match operator {
-        GreyOperator::Erosion => host(&filter(&device, false)?)?,
-        GreyOperator::Dilation => host(&filter(&device, true)?)?,
-        GreyOperator::Opening => host(&filter(&filter(&device, false)?, true)?)?,
-        GreyOperator::Closing => host(&filter(&filter(&device, true)?, false)?)?,
-        GreyOperator::Gradient => host(&filter(&device, true)?)? - host(&filter(&device, false)?)?,
-        GreyOperator::Laplace => {
-            let sum = host(&filter(&device, true)?)? + host(&filter(&device, false)?)?;
-            sum - &input.mapv(|x| 2.0 * x)
-        }
-        GreyOperator::WhiteTophat => &input - &host(&filter(&filter(&device, false)?, true)?)?,
-        GreyOperator::BlackTophat => host(&filter(&filter(&device, true)?, false)?)? - &input,
-    })
+    filters
+        .iter()
+        .map(|f| {
+            let result = match f {
+                GreyFilter::Erosion => filter(&device, false)?,
+                GreyFilter::Dilation => filter(&device, true)?,
+                GreyFilter::Opening => filter(&filter(&device, false)?, true)?,
+                GreyFilter::Closing => filter(&filter(&device, true)?, false)?,
+            };
+            Ok(ArrayD::from_shape_vec(shape.clone(), gpu.download(&result)?).expect("one value per element"))
+        })
+        .collect()
 }
 
 /// The binary operators of `scipy.ndimage`, for [`binary_operator_host`].
