@@ -61,96 +61,175 @@ fn check_footprint(kernel: &'static str, footprint: &DeviceFootprint) -> Result<
     Ok(())
 }
 
-macro_rules! grey_launches {
-    ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident;)*) => {$(
-        /// The grey-scale filter of `input` into `output` over `footprint`.
-        ///
-        /// The caller built `footprint` with [`DeviceFootprint`]'s rules:
-        /// the geometry's extrema are those of the offsets and each flat
-        /// offset is the per-axis offsets against the strides.
-        pub(crate) fn $filter(
-            gpu: &Gpu,
-            footprint: &DeviceFootprint,
-            mode: u32,
-            maximum: bool,
-            cval: f64,
-            input: &DeviceBuffer<$t>,
-            output: &mut DeviceBuffer<$t>,
-        ) -> Result<()> {
-            const K: &str = stringify!($filter);
-            check_footprint(K, footprint)?;
-            let n = values(K, &footprint.geometry)?;
-            check_pair(gpu, K, n, input, output)?;
-            if n == 0 {
-                return Ok(());
-            }
-            let args = $filter_args {
-                geometry: footprint.geometry,
-                mode,
-                maximum: maximum as u32,
-                flat: footprint.flat as u32,
-                reserved: 0,
-                cval,
-                offsets: footprint.offsets.as_ptr(),
-                flat_offsets: footprint.flat_offsets.as_ptr(),
-                weights: if footprint.flat { std::ptr::null() } else { footprint.weights.as_ptr() },
-                input: input.as_ptr(),
-                output: output.as_mut_ptr(),
-            };
-            // SAFETY: input and output hold items * spatial values (checked)
-            // and are distinct buffers (one borrowed shared, one mutably);
-            // the tables hold what the geometry says (checked), with the
-            // extrema and flat offsets the caller derived from them.
-            unsafe { gpu.launch(config(gpu, &footprint.geometry), args) }
-        }
+/// The launches of the grey-scale kernels of each element type (a public
+/// trait of a private module: sealed to float32 and float64).
+pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
+    /// The grey-scale filter (global gather) of `input` into `output`.
+    fn filter(
+        gpu: &Gpu,
+        footprint: &DeviceFootprint,
+        mode: u32,
+        maximum: bool,
+        cval: f64,
+        input: &DeviceBuffer<Self>,
+        output: &mut DeviceBuffer<Self>,
+    ) -> Result<()>;
+    /// One separable pass along `axis` over the offsets `window`.
+    #[allow(clippy::too_many_arguments)]
+    fn line(
+        gpu: &Gpu,
+        geometry: &MorphGeometry,
+        axis: u32,
+        window: (i64, i64),
+        mode: u32,
+        maximum: bool,
+        cval: f64,
+        input: &DeviceBuffer<Self>,
+        output: &mut DeviceBuffer<Self>,
+    ) -> Result<()>;
+    /// The tiled grey-scale filter (rank 1 to 3).
+    fn tile(
+        gpu: &Gpu,
+        tile: &DeviceTile,
+        mode: u32,
+        maximum: bool,
+        cval: f64,
+        input: &DeviceBuffer<Self>,
+        output: &mut DeviceBuffer<Self>,
+    ) -> Result<()>;
+}
 
-        /// One separable pass along `axis` over the offsets `low..=high`.
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) fn $line(
-            gpu: &Gpu,
-            geometry: &MorphGeometry,
-            axis: u32,
-            (low, high): (i64, i64),
-            mode: u32,
-            maximum: bool,
-            cval: f64,
-            input: &DeviceBuffer<$t>,
-            output: &mut DeviceBuffer<$t>,
-        ) -> Result<()> {
-            const K: &str = stringify!($line);
-            let n = values(K, geometry)?;
-            if axis >= geometry.rank || geometry.rank as usize > MORPH_MAX_RANK || low > high {
-                return Err(RuntimeError::InvalidLaunch {
-                    kernel: K,
-                    reason: format!("axis {axis} of rank {}, window {low}..={high}", geometry.rank),
-                });
+macro_rules! grey_launches {
+    ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident;)*) => {$(
+        impl GreyKernels for $t {
+            /// The grey-scale filter of `input` into `output` over `footprint`.
+            ///
+            /// The caller built `footprint` with [`DeviceFootprint`]'s rules:
+            /// the geometry's extrema are those of the offsets and each flat
+            /// offset is the per-axis offsets against the strides.
+            fn filter(
+                gpu: &Gpu,
+                footprint: &DeviceFootprint,
+                mode: u32,
+                maximum: bool,
+                cval: f64,
+                input: &DeviceBuffer<Self>,
+                output: &mut DeviceBuffer<Self>,
+            ) -> Result<()> {
+                const K: &str = stringify!($filter);
+                check_footprint(K, footprint)?;
+                let n = values(K, &footprint.geometry)?;
+                check_pair(gpu, K, n, input, output)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                let args = $filter_args {
+                    geometry: footprint.geometry,
+                    mode,
+                    maximum: maximum as u32,
+                    flat: footprint.flat as u32,
+                    reserved: 0,
+                    cval,
+                    offsets: footprint.offsets.as_ptr(),
+                    flat_offsets: footprint.flat_offsets.as_ptr(),
+                    weights: if footprint.flat { std::ptr::null() } else { footprint.weights.as_ptr() },
+                    input: input.as_ptr(),
+                    output: output.as_mut_ptr(),
+                };
+                // SAFETY: input and output hold items * spatial values (checked)
+                // and are distinct buffers (one borrowed shared, one mutably);
+                // the tables hold what the geometry says (checked), with the
+                // extrema and flat offsets the caller derived from them.
+                unsafe { gpu.launch(config(gpu, &footprint.geometry), args) }
             }
-            check_pair(gpu, K, n, input, output)?;
-            if n == 0 {
-                return Ok(());
+
+            /// One separable pass along `axis` over the offsets `low..=high`.
+            #[allow(clippy::too_many_arguments)]
+            fn line(
+                gpu: &Gpu,
+                geometry: &MorphGeometry,
+                axis: u32,
+                (low, high): (i64, i64),
+                mode: u32,
+                maximum: bool,
+                cval: f64,
+                input: &DeviceBuffer<Self>,
+                output: &mut DeviceBuffer<Self>,
+            ) -> Result<()> {
+                const K: &str = stringify!($line);
+                let n = values(K, geometry)?;
+                if axis >= geometry.rank || geometry.rank as usize > MORPH_MAX_RANK || low > high {
+                    return Err(RuntimeError::InvalidLaunch {
+                        kernel: K,
+                        reason: format!("axis {axis} of rank {}, window {low}..={high}", geometry.rank),
+                    });
+                }
+                check_pair(gpu, K, n, input, output)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                let args = $line_args {
+                    geometry: *geometry,
+                    axis,
+                    mode,
+                    maximum: maximum as u32,
+                    reserved: 0,
+                    low,
+                    high,
+                    cval,
+                    input: input.as_ptr(),
+                    output: output.as_mut_ptr(),
+                };
+                // SAFETY: input and output hold items * spatial values (checked)
+                // and are distinct buffers; axis < rank and low <= high.
+                unsafe { gpu.launch(config(gpu, geometry), args) }
             }
-            let args = $line_args {
-                geometry: *geometry,
-                axis,
-                mode,
-                maximum: maximum as u32,
-                reserved: 0,
-                low,
-                high,
-                cval,
-                input: input.as_ptr(),
-                output: output.as_mut_ptr(),
-            };
-            // SAFETY: input and output hold items * spatial values (checked)
-            // and are distinct buffers; axis < rank and low <= high.
-            unsafe { gpu.launch(config(gpu, geometry), args) }
+
+            /// The tiled grey-scale filter of `input` into `output`. The caller
+            /// built `tile`'s offsets with `TileGeometry::shared_offset` from
+            /// element offsets within `low..=high`.
+            fn tile(
+                gpu: &Gpu,
+                tile: &DeviceTile,
+                mode: u32,
+                maximum: bool,
+                cval: f64,
+                input: &DeviceBuffer<Self>,
+                output: &mut DeviceBuffer<Self>,
+            ) -> Result<()> {
+                const K: &str = stringify!($tile);
+                let config = check_tile(K, tile, std::mem::size_of::<$t>() as u32)?;
+                let n = tile_values(K, &tile.geometry)?;
+                check_pair(gpu, K, n, input, output)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                let args = $tile_args {
+                    geometry: tile.geometry,
+                    mode,
+                    maximum: maximum as u32,
+                    flat: tile.flat as u32,
+                    reserved: 0,
+                    cval,
+                    shared_offsets: tile.shared_offsets.as_ptr(),
+                    weights: if tile.flat { std::ptr::null() } else { tile.weights.as_ptr() },
+                    input: input.as_ptr(),
+                    output: output.as_mut_ptr(),
+                };
+                let config = LaunchConfig { blocks: tile_blocks(gpu, &tile.geometry), ..config };
+                // SAFETY: input and output hold every item's values (checked)
+                // and are distinct buffers; the layout is consistent and its
+                // shared memory is what the launch gives (checked); the offsets
+                // were made for it by the caller.
+                unsafe { gpu.launch(config, args) }
+            }
         }
     )*};
 }
 
 grey_launches! {
-    f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args;
-    f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args;
+    f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args;
+    f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args;
 }
 
 /// Checks the buffers of a binary step: `n` values in the input, the
@@ -278,54 +357,6 @@ fn tile_values(kernel: &'static str, g: &TileGeometry) -> Result<u64> {
 /// The grid of a tile kernel.
 fn tile_blocks(gpu: &Gpu, g: &TileGeometry) -> u32 {
     g.units().min(gpu.multiprocessor_count() as u64 * 32).max(1) as u32
-}
-
-macro_rules! tile_launches {
-    ($($t:ty: $tile:ident $tile_args:ident;)*) => {$(
-        /// The tiled grey-scale filter of `input` into `output`. The caller
-        /// built `tile`'s offsets with `TileGeometry::shared_offset` from
-        /// element offsets within `low..=high`.
-        pub(crate) fn $tile(
-            gpu: &Gpu,
-            tile: &DeviceTile,
-            mode: u32,
-            maximum: bool,
-            cval: f64,
-            input: &DeviceBuffer<$t>,
-            output: &mut DeviceBuffer<$t>,
-        ) -> Result<()> {
-            const K: &str = stringify!($tile);
-            let config = check_tile(K, tile, std::mem::size_of::<$t>() as u32)?;
-            let n = tile_values(K, &tile.geometry)?;
-            check_pair(gpu, K, n, input, output)?;
-            if n == 0 {
-                return Ok(());
-            }
-            let args = $tile_args {
-                geometry: tile.geometry,
-                mode,
-                maximum: maximum as u32,
-                flat: tile.flat as u32,
-                reserved: 0,
-                cval,
-                shared_offsets: tile.shared_offsets.as_ptr(),
-                weights: if tile.flat { std::ptr::null() } else { tile.weights.as_ptr() },
-                input: input.as_ptr(),
-                output: output.as_mut_ptr(),
-            };
-            let config = LaunchConfig { blocks: tile_blocks(gpu, &tile.geometry), ..config };
-            // SAFETY: input and output hold every item's values (checked)
-            // and are distinct buffers; the layout is consistent and its
-            // shared memory is what the launch gives (checked); the offsets
-            // were made for it by the caller.
-            unsafe { gpu.launch(config, args) }
-        }
-    )*};
-}
-
-tile_launches! {
-    f32: grey_tile_f32 GreyTileF32Args;
-    f64: grey_tile_f64 GreyTileF64Args;
 }
 
 /// One tiled binary step (or, with `local`, steps repeated inside each

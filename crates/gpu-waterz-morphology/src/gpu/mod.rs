@@ -40,95 +40,11 @@ pub enum Strategy {
     Tile,
 }
 
-/// The element types of [`grey_filter`]: float32 and float64.
-pub trait GreyValue: gpu_waterz_runtime::DeviceElement + sealed::Sealed {}
+/// The element types of [`grey_filter`]: float32 and float64 (sealed:
+/// their launches are a trait of the private `launch` module).
+pub trait GreyValue: launch::GreyKernels {}
 impl GreyValue for f32 {}
 impl GreyValue for f64 {}
-
-mod sealed {
-    use super::*;
-
-    /// The kernels of each element type.
-    pub trait Sealed: Sized {
-        fn filter(
-            gpu: &Gpu,
-            footprint: &DeviceFootprint,
-            mode: u32,
-            maximum: bool,
-            cval: f64,
-            input: &DeviceBuffer<Self>,
-            output: &mut DeviceBuffer<Self>,
-        ) -> gpu_waterz_runtime::Result<()>;
-        fn tile(
-            gpu: &Gpu,
-            tile: &DeviceTile,
-            mode: u32,
-            maximum: bool,
-            cval: f64,
-            input: &DeviceBuffer<Self>,
-            output: &mut DeviceBuffer<Self>,
-        ) -> gpu_waterz_runtime::Result<()>;
-        #[allow(clippy::too_many_arguments)]
-        fn line(
-            gpu: &Gpu,
-            geometry: &MorphGeometry,
-            axis: u32,
-            window: (i64, i64),
-            mode: u32,
-            maximum: bool,
-            cval: f64,
-            input: &DeviceBuffer<Self>,
-            output: &mut DeviceBuffer<Self>,
-        ) -> gpu_waterz_runtime::Result<()>;
-    }
-
-    macro_rules! sealed {
-        ($($t:ty: $filter:ident, $tile:ident, $line:ident;)*) => {$(
-            impl Sealed for $t {
-                fn tile(
-                    gpu: &Gpu,
-                    tile: &DeviceTile,
-                    mode: u32,
-                    maximum: bool,
-                    cval: f64,
-                    input: &DeviceBuffer<Self>,
-                    output: &mut DeviceBuffer<Self>,
-                ) -> gpu_waterz_runtime::Result<()> {
-                    morph::$tile(gpu, tile, mode, maximum, cval, input, output)
-                }
-                fn filter(
-                    gpu: &Gpu,
-                    footprint: &DeviceFootprint,
-                    mode: u32,
-                    maximum: bool,
-                    cval: f64,
-                    input: &DeviceBuffer<Self>,
-                    output: &mut DeviceBuffer<Self>,
-                ) -> gpu_waterz_runtime::Result<()> {
-                    morph::$filter(gpu, footprint, mode, maximum, cval, input, output)
-                }
-                fn line(
-                    gpu: &Gpu,
-                    geometry: &MorphGeometry,
-                    axis: u32,
-                    window: (i64, i64),
-                    mode: u32,
-                    maximum: bool,
-                    cval: f64,
-                    input: &DeviceBuffer<Self>,
-                    output: &mut DeviceBuffer<Self>,
-                ) -> gpu_waterz_runtime::Result<()> {
-                    morph::$line(gpu, geometry, axis, window, mode, maximum, cval, input, output)
-                }
-            }
-        )*};
-    }
-
-    sealed! {
-        f32: grey_filter_f32, grey_tile_f32, grey_line_f32;
-        f64: grey_filter_f64, grey_tile_f64, grey_line_f64;
-    }
-}
 
 /// `items` arrays of spatial `shape`, one after another in C order: a
 /// batch `(B, C, spatial…)` is `B · C` items of the spatial shape.
