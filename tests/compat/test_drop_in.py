@@ -57,7 +57,25 @@ def evaluate(waterz, affs, gt, fragments):
     return waterz.evaluate(seg.astype(np.uint64), gt.astype(np.uint64))
 
 
-SCRIPTS = [tutorial, with_ground_truth, lsd_style, bin_queue, repeated_and_unsorted_thresholds, evaluate]
+def one_array_for_every_threshold(waterz, affs, gt, fragments):
+    # waterz yields one array, relabelled in place: a list of the results
+    # holds the last segmentation as many times as there are thresholds.
+    segs = list(waterz.agglomerate(affs, [0.1, 0.5, 0.9]))
+    return [all(s is segs[0] for s in segs), segs[0].copy()]
+
+
+def fragments_relabelled_in_place(waterz, affs, gt, fragments):
+    # Given writable uint64 fragments, waterz writes each segmentation into
+    # them and yields them.
+    mine = fragments.copy()
+    same = [seg is mine for seg in waterz.agglomerate(affs, [0.3, 0.6], fragments=mine)]
+    return [same, mine]
+
+
+SCRIPTS = [
+    tutorial, with_ground_truth, lsd_style, bin_queue, repeated_and_unsorted_thresholds, evaluate,
+    one_array_for_every_threshold, fragments_relabelled_in_place,
+]
 
 
 def _data():

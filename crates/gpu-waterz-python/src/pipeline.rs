@@ -4,7 +4,7 @@ use crate::cuda::{borrow_affinities, borrow_labels, CudaVolume};
 use crate::results::result_tuple;
 use crate::{to_py_err, value_error};
 use gpu_waterz::{AffinityGraph, Backend, Config, Dims3, Gpu, LabelsView, ScoringFunction};
-use numpy::{IntoPyArray, PyReadonlyArray3, PyReadonlyArray4};
+use numpy::{IntoPyArray, PyReadonlyArray3, PyReadonlyArray4, PyReadwriteArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::sync::{Arc, Mutex};
@@ -13,6 +13,18 @@ use std::sync::{Arc, Mutex};
 enum Computed {
     Host(gpu_waterz::ThresholdResult),
     Device(gpu_waterz::DeviceThresholdResult),
+}
+
+/// Where the segmentations go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    /// A new host array per threshold (`next_threshold`).
+    Arrays,
+    /// One host array, relabelled per threshold (`next_threshold_into`,
+    /// waterz's way).
+    InPlace,
+    /// A new device volume per threshold (CUDA affinities came in).
+    Device,
 }
 
 /// A threshold computed on a worker thread.
@@ -29,18 +41,30 @@ pub(crate) struct Agglomeration {
     pending: Option<Pending>,
     /// Thresholds not yet started.
     remaining: usize,
-    /// Segmentations stay on the device (CUDA affinities came in).
-    on_device: bool,
+    /// Where the segmentations go.
+    output: Output,
     shape: (usize, usize, usize),
 }
 
 impl Agglomeration {
-    fn new(run: gpu_waterz::Agglomeration, thresholds: usize, on_device: bool, shape: (usize, usize, usize)) -> Self {
-        Self { run: Arc::new(Mutex::new(run)), pending: None, remaining: thresholds, on_device, shape }
+    fn new(run: gpu_waterz::Agglomeration, thresholds: usize, output: Output, shape: (usize, usize, usize)) -> Self {
+        Self { run: Arc::new(Mutex::new(run)), pending: None, remaining: thresholds, output, shape }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, gpu_waterz::Agglomeration> {
         self.run.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The threshold being computed (started now if none is), waited for;
+    /// `None` after the last.
+    fn join(&mut self, py: Python<'_>) -> PyResult<Option<Computed>> {
+        if self.pending.is_none() {
+            self.start_next();
+        }
+        let Some(pending) = self.pending.take() else { return Ok(None) };
+        py.detach(|| pending.join())
+            .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("gpu_waterz: the pipeline's worker thread panicked"))?
+            .map_err(to_py_err)
     }
 
     /// Starts the next threshold on a worker thread, if one is left.
@@ -50,7 +74,9 @@ impl Agglomeration {
         }
         self.remaining -= 1;
         let run = Arc::clone(&self.run);
-        let on_device = self.on_device;
+        // Relabelling in place reads the device result into the caller's
+        // array when asked for it, not ahead.
+        let on_device = self.output != Output::Arrays;
         self.pending = Some(std::thread::spawn(move || {
             let mut run = run.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if on_device {
@@ -94,17 +120,41 @@ impl Agglomeration {
         ])
     }
 
-    fn next_threshold<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        if self.pending.is_none() {
-            self.start_next();
+    /// Merges up to the next threshold and writes its segmentation into
+    /// `segmentation` (waterz's way, see
+    /// `gpu_waterz::Agglomeration::next_threshold_in_place`); the result
+    /// tuple's segmentation is `None`.
+    fn next_threshold_into<'py>(
+        &mut self,
+        py: Python<'py>,
+        mut segmentation: PyReadwriteArray3<'py, u64>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        if self.output != Output::InPlace {
+            return Err(value_error("this run was not started to relabel in place"));
         }
-        let Some(pending) = self.pending.take() else { return Ok(None) };
-        let computed = py
-            .detach(|| pending.join())
-            .map_err(|_| {
-                pyo3::exceptions::PyRuntimeError::new_err("gpu_waterz: the pipeline's worker thread panicked")
-            })?
-            .map_err(to_py_err)?;
+        let volume = segmentation.as_array_mut();
+        let result = if self.lock().backend() == gpu_waterz::BackendKind::Gpu {
+            let Some(computed) = self.join(py)? else { return Ok(None) };
+            let Computed::Device(r) = computed else { unreachable!("in-place runs compute on the device") };
+            py.detach(|| self.lock().download_into(&r.segmentation, volume)).map_err(to_py_err)?;
+            // The next threshold is computed while the caller holds this one.
+            self.start_next();
+            gpu_waterz::InPlaceResult::from(r)
+        } else {
+            match py.detach(|| self.lock().next_threshold_in_place(volume)).map_err(to_py_err)? {
+                Some(r) => r,
+                None => return Ok(None),
+            }
+        };
+        let none = py.None().into_bound(py);
+        result_tuple(py, result.threshold, none, result.metrics, result.merge_history, result.region_graph).map(Some)
+    }
+
+    fn next_threshold<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        if self.output == Output::InPlace {
+            return Err(value_error("this run relabels in place: call next_threshold_into"));
+        }
+        let Some(computed) = self.join(py)? else { return Ok(None) };
         // On the GPU the caller holds this result while the next one is
         // computed; the CPU backend computes lazily, as waterz does (a
         // thread ahead would compete with the caller for the cores and
@@ -113,12 +163,11 @@ impl Agglomeration {
             self.start_next();
         }
         match computed {
-            None => Ok(None),
-            Some(Computed::Host(r)) => {
+            Computed::Host(r) => {
                 let segmentation = r.segmentation.into_pyarray(py).into_any();
                 result_tuple(py, r.threshold, segmentation, r.metrics, r.merge_history, r.region_graph).map(Some)
             }
-            Some(Computed::Device(r)) => {
+            Computed::Device(r) => {
                 let gpu = py.detach(|| self.lock().gpu().cloned()).expect("device results come from the GPU backend");
                 let volume = Bound::new(py, CudaVolume::new(r.segmentation, gpu, self.shape))?.into_any();
                 result_tuple(py, r.threshold, volume, r.metrics, r.merge_history, r.region_graph).map(Some)
@@ -152,7 +201,7 @@ fn backend(name: &str, ordinal: usize) -> PyResult<Backend> {
 /// `(address, dtype, (z, y, x))` on device `ordinal`; thresholds are
 /// ascending and unique.
 #[pyfunction]
-#[pyo3(signature = (affs_f32, affs_u8, cuda_affs, backend_name, ordinal, thresholds, gt, fragments, aff_threshold_low, aff_threshold_high, scoring_function, discretize_queue, merge_history, region_graph, epsilon, cuda_gt=None))]
+#[pyo3(signature = (affs_f32, affs_u8, cuda_affs, backend_name, ordinal, thresholds, gt, fragments, aff_threshold_low, aff_threshold_high, scoring_function, discretize_queue, merge_history, region_graph, epsilon, cuda_gt=None, in_place=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn agglomerate(
     py: Python<'_>,
@@ -172,6 +221,7 @@ pub(crate) fn agglomerate(
     region_graph: bool,
     epsilon: f64,
     cuda_gt: Option<u64>,
+    in_place: bool,
 ) -> PyResult<Agglomeration> {
     let mut config = Config::new(&thresholds)
         .watershed_thresholds(aff_threshold_low, aff_threshold_high)
@@ -219,7 +269,7 @@ pub(crate) fn agglomerate(
                 gpu_waterz::Agglomeration::from_device_with_ground_truth(&affs, gt.as_ref(), &gpu, config)
                     .map_err(to_py_err)
             })?;
-            Ok(Agglomeration::new(run, thresholds.len(), true, (z as usize, y as usize, x as usize)))
+            Ok(Agglomeration::new(run, thresholds.len(), Output::Device, (z as usize, y as usize, x as usize)))
         }
         (f32s, u8s, None) => {
             let graph = match (f32s, u8s) {
@@ -234,7 +284,8 @@ pub(crate) fn agglomerate(
                 .detach(|| gpu_waterz::Agglomeration::with_inputs(&graph, fragments, gt_view, config))
                 .map_err(to_py_err)?;
             let d = graph.dims();
-            Ok(Agglomeration::new(run, thresholds.len(), false, (d.z as usize, d.y as usize, d.x as usize)))
+            let output = if in_place { Output::InPlace } else { Output::Arrays };
+            Ok(Agglomeration::new(run, thresholds.len(), output, (d.z as usize, d.y as usize, d.x as usize)))
         }
         _ => Err(value_error("give host affinities or CUDA affinities, not both")),
     }

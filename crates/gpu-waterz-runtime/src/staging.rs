@@ -167,6 +167,15 @@ impl Gpu {
         })
     }
 
+    /// As [`Gpu::download_into`], into initialised memory (overwritten).
+    pub fn download_to_slice<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>, dst: &mut [T]) -> Result<()> {
+        // SAFETY: `MaybeUninit<T>` has `T`'s layout, and `download_into`
+        // only writes whole values of `T` into the slice (or nothing), so
+        // it stays initialised.
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<MaybeUninit<T>>(), dst.len()) };
+        self.download_into(buffer, dst)
+    }
+
     /// Copies a device buffer to a new host vector (synchronizes), through
     /// the staging buffers when it is large.
     pub fn download<T: DeviceElement>(&self, buffer: &DeviceBuffer<T>) -> Result<Vec<T>> {

@@ -6,7 +6,7 @@
 //! exact integer statistics; at ε = 0 ParHAC merges exactly as waterz's
 //! serial order on tie-free input.
 
-use crate::result::{DeviceThresholdResult, StageTimings, ThresholdResult};
+use crate::result::{DeviceThresholdResult, InPlaceResult, StageTimings, ThresholdResult};
 use crate::{Config, Error, Merge, Result, ScoredEdge};
 use gpu_waterz_core::params::check_watershed_thresholds;
 use gpu_waterz_core::{check_volume_shape, AffinityGraph, AffinityValues, Dims3};
@@ -242,7 +242,7 @@ impl GpuEngine {
         self.dims.z * self.dims.y * self.dims.x
     }
 
-    fn shape(&self) -> (usize, usize, usize) {
+    pub(crate) fn shape(&self) -> (usize, usize, usize) {
         (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize)
     }
 
@@ -327,6 +327,44 @@ impl GpuEngine {
         self.timings.extraction_s += secs(t);
         let metrics = self.evaluate(&roots)?;
         Ok(Some(ThresholdResult { threshold, segmentation, metrics, merge_history, region_graph }))
+    }
+
+    /// Merges up to the next threshold and downloads its segmentation into
+    /// `segmentation` (whose contents are not read).
+    pub(crate) fn next_threshold_in_place(
+        &mut self,
+        segmentation: ndarray::ArrayViewMut3<'_, u64>,
+    ) -> Result<Option<InPlaceResult>> {
+        let Some(result) = self.next_threshold_device()? else {
+            return Ok(None);
+        };
+        let t = Instant::now();
+        self.download_into(&result.segmentation, segmentation)?;
+        self.timings.download_s += secs(t);
+        Ok(Some(InPlaceResult::from(result)))
+    }
+
+    /// Downloads a device segmentation into a host volume of this run's
+    /// shape (straight into it when it is contiguous).
+    pub(crate) fn download_into(
+        &self,
+        segmentation: &DeviceBuffer<u64>,
+        mut volume: ndarray::ArrayViewMut3<'_, u64>,
+    ) -> Result<()> {
+        if volume.dim() != self.shape() {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidInput,
+                format!("the segmentation volume has the shape {:?}, the run {:?}", volume.dim(), self.shape()),
+            ));
+        }
+        match volume.as_slice_mut() {
+            Some(flat) => self.gpu.download_to_slice(segmentation, flat)?,
+            None => {
+                let values = self.download(segmentation)?;
+                volume.assign(&values);
+            }
+        }
+        Ok(())
     }
 
     /// waterz's metrics of the segmentation whose fragments have the

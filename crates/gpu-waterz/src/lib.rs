@@ -47,7 +47,7 @@ pub use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};
 /// match it in their own `Cargo.toml`.
 pub use ndarray;
 pub use pipeline::{Agglomeration, GpuStats, LabelsView};
-pub use result::{DeviceThresholdResult, StageTimings, ThresholdResult};
+pub use result::{DeviceThresholdResult, InPlaceResult, StageTimings, ThresholdResult};
 
 /// The shared vocabulary (shapes, parameters, input errors), re-exported.
 pub use gpu_waterz_core as core;

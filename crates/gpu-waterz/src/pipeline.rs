@@ -3,13 +3,13 @@
 use crate::config::{Backend, BackendKind, Config};
 use crate::cpu::CpuEngine;
 use crate::gpu::GpuEngine;
-use crate::result::{DeviceThresholdResult, StageTimings, ThresholdResult};
+use crate::result::{DeviceThresholdResult, InPlaceResult, StageTimings, ThresholdResult};
 use crate::{Error, Result};
 use gpu_waterz_core::{AffinityGraph, Arithmetic, Thresholds};
 use gpu_waterz_parhac::gpu::GpuRoundInfo;
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
 use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};
-use ndarray::ArrayView3;
+use ndarray::{ArrayView3, ArrayViewMut3};
 
 enum Engine {
     Cpu(Box<CpuEngine>),
@@ -313,6 +313,33 @@ impl Agglomeration {
         }
     }
 
+    /// As [`Agglomeration::next_threshold`], writing the segmentation into
+    /// `segmentation` (the run's shape) instead of a new volume, as waterz
+    /// does with its one buffer: no per-voxel copy of the fragments is kept
+    /// after the first call, so a run takes one volume less memory. The
+    /// first call overwrites `segmentation` without reading it; every later
+    /// call relabels it, so it must still hold the previous threshold's
+    /// segmentation (a label that is no fragment of this run is an error).
+    /// Once called, [`Agglomeration::next_threshold`] and
+    /// [`Agglomeration::fragments`] fail on the CPU backend.
+    pub fn next_threshold_in_place(&mut self, segmentation: ArrayViewMut3<'_, u64>) -> Result<Option<InPlaceResult>> {
+        let dims = segmentation.dim();
+        let shape = match &self.engine {
+            Engine::Cpu(c) => c.shape(),
+            Engine::Gpu(g) => g.shape(),
+        };
+        if dims != shape {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidInput,
+                format!("the segmentation volume has the shape {dims:?}, the run {shape:?}"),
+            ));
+        }
+        match &mut self.engine {
+            Engine::Cpu(c) => c.next_threshold_in_place(segmentation),
+            Engine::Gpu(g) => g.next_threshold_in_place(segmentation),
+        }
+    }
+
     /// As [`Agglomeration::next_threshold`], with the segmentation left on
     /// the GPU (waterz's uint64 ids). GPU backend only.
     pub fn next_threshold_device(&mut self) -> Result<Option<DeviceThresholdResult>> {
@@ -342,6 +369,15 @@ impl Agglomeration {
         }
     }
 
+    /// Downloads a segmentation that [`Agglomeration::next_threshold_device`]
+    /// left on the GPU into `volume` (the run's shape).
+    pub fn download_into(&self, segmentation: &DeviceBuffer<u64>, volume: ArrayViewMut3<'_, u64>) -> Result<()> {
+        match &self.engine {
+            Engine::Gpu(g) => g.download_into(segmentation, volume),
+            Engine::Cpu(_) => Err(Error::unsupported("the CPU backend has no device results")),
+        }
+    }
+
     /// Time spent so far, per stage.
     pub fn timings(&self) -> &StageTimings {
         match &self.engine {
@@ -363,7 +399,7 @@ impl Agglomeration {
     /// the background), on the host.
     pub fn fragments(&self) -> Result<ndarray::Array3<u64>> {
         match &self.engine {
-            Engine::Cpu(c) => Ok(c.fragments()),
+            Engine::Cpu(c) => c.fragments(),
             Engine::Gpu(g) => g.fragments(),
         }
     }

@@ -23,6 +23,22 @@ pub struct ThresholdResult {
     pub region_graph: Option<Vec<ScoredEdge>>,
 }
 
+/// One threshold's result when its segmentation was written into the
+/// caller's volume (see
+/// [`Agglomeration::next_threshold_in_place`](crate::Agglomeration::next_threshold_in_place)).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct InPlaceResult {
+    /// The threshold.
+    pub threshold: f64,
+    /// waterz's metrics against the ground truth, when one was given.
+    pub metrics: Option<Metrics>,
+    /// The merges since the previous threshold, when asked for.
+    pub merge_history: Option<Vec<Merge>>,
+    /// The remaining region graph, when asked for.
+    pub region_graph: Option<Vec<ScoredEdge>>,
+}
+
 /// One threshold's result with the segmentation left on the GPU (see
 /// [`Agglomeration::next_threshold_device`](crate::Agglomeration::next_threshold_device)).
 #[derive(Debug)]
@@ -59,4 +75,12 @@ pub struct StageTimings {
     pub download_s: f64,
     /// Metrics against the ground truth.
     pub evaluation_s: f64,
+}
+
+impl From<DeviceThresholdResult> for InPlaceResult {
+    /// The result without its device segmentation (once it was downloaded
+    /// into the caller's volume).
+    fn from(r: DeviceThresholdResult) -> Self {
+        Self { threshold: r.threshold, metrics: r.metrics, merge_history: r.merge_history, region_graph: r.region_graph }
+    }
 }

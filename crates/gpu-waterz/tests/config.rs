@@ -199,3 +199,45 @@ fn a_borrowed_ground_truth_equals_a_configured_one() {
     let e = Agglomeration::with_inputs(&graph, None, Some(LabelsView::U32(wrong.view())), config).err();
     assert_eq!(e.map(|e| e.kind()), Some(ErrorKind::InvalidInput));
 }
+
+/// Relabelling one volume in place, waterz's way, gives every threshold's
+/// segmentation, metrics and merges as new volumes do: with the watershed's
+/// fragments (a table by label) and with user fragments of huge ids (a
+/// search); afterwards the run has no per-voxel copy, so new volumes are an
+/// error, as are a volume of another shape and labels of no fragment.
+#[test]
+fn relabelling_in_place_equals_new_volumes() {
+    let affs = volume();
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let gt = cell_labels(7, (6, 20, 20), 5).mapv(u64::from);
+    let huge = cell_labels(5, (6, 20, 20), 8).mapv(|l| if l == 0 { 0 } else { (1 << 50) + 11 * u64::from(l) });
+    let config = Config::new(&[0.2, 0.5, 0.5001, 0.9]).merge_history(true).ground_truth(gt).backend(Backend::Cpu);
+    for fragments in [None, Some(huge)] {
+        let with = |c: Config| match &fragments {
+            Some(f) => c.fragments(f.clone()),
+            None => c,
+        };
+        let arrays: Vec<_> = Agglomeration::new(&graph, with(config.clone())).unwrap().map(|r| r.unwrap()).collect();
+        let mut run = Agglomeration::new(&graph, with(config.clone())).unwrap();
+        let mut volume = ndarray::Array3::<u64>::from_elem((6, 20, 20), 12345);
+        for expected in &arrays {
+            let r = run.next_threshold_in_place(volume.view_mut()).unwrap().unwrap();
+            assert_eq!(volume, expected.segmentation, "threshold {}", r.threshold);
+            assert_eq!(r.threshold, expected.threshold);
+            assert_eq!(r.metrics, expected.metrics);
+            assert_eq!(r.merge_history, expected.merge_history);
+        }
+        assert!(run.next_threshold_in_place(volume.view_mut()).unwrap().is_none());
+        assert_eq!(run.next_threshold().unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert_eq!(run.fragments().unwrap_err().kind(), ErrorKind::InvalidInput);
+
+        let mut run = Agglomeration::new(&graph, with(config.clone())).unwrap();
+        let mut wrong = ndarray::Array3::<u64>::zeros((6, 20, 19));
+        assert_eq!(run.next_threshold_in_place(wrong.view_mut()).unwrap_err().kind(), ErrorKind::InvalidInput);
+        run.next_threshold_in_place(volume.view_mut()).unwrap().unwrap();
+        volume[[1, 2, 3]] = 987_654_321;
+        let e = run.next_threshold_in_place(volume.view_mut()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("987654321"), "{e}");
+    }
+}

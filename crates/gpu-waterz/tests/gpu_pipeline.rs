@@ -159,6 +159,32 @@ fn user_fragments_uint8_and_reruns() {
     }
 }
 
+/// The GPU backend relabelling one host volume in place gives the new
+/// volumes' segmentations and metrics; a volume of another shape is an
+/// error.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn relabelling_in_place_on_the_gpu_equals_new_volumes() {
+    let g = gpu();
+    let labels = cell_labels(6, (12, 40, 40), 20);
+    let affs = cell_affinities(6, &labels, 0.3);
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let gt = labels.mapv(u64::from);
+    let config = on_gpu(&g, config(true)).ground_truth(gt);
+    let arrays: Vec<_> = Agglomeration::new(&graph, config.clone()).unwrap().map(|r| r.unwrap()).collect();
+    let mut run = Agglomeration::new(&graph, config).unwrap();
+    let mut wrong = Array3::<u64>::zeros((12, 40, 39));
+    assert_eq!(run.next_threshold_in_place(wrong.view_mut()).unwrap_err().kind(), ErrorKind::InvalidInput);
+    let mut volume = Array3::<u64>::zeros((12, 40, 40));
+    for expected in &arrays {
+        let r = run.next_threshold_in_place(volume.view_mut()).unwrap().unwrap();
+        assert_eq!(volume, expected.segmentation, "threshold {}", r.threshold);
+        assert_eq!(r.metrics, expected.metrics);
+        assert_eq!(r.merge_history, expected.merge_history);
+    }
+    assert!(run.next_threshold_in_place(volume.view_mut()).unwrap().is_none());
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn unsupported_options_are_errors() {

@@ -7,9 +7,13 @@ runs, else the exact CPU reference, which gives the same segmentations,
 metrics and merge histories as stock waterz 0.10.1; ``backend='gpu'`` and
 ``backend='cpu'`` choose one.
 
-What differs from waterz: the segmentations yielded are copies (waterz
-yields views of one buffer that the next threshold overwrites), and the
-work of a threshold happens when the generator is advanced to it.
+As in waterz, numpy results are one uint64 array, relabelled in place for
+every threshold (with ``fragments``, the caller's fragments array itself
+when it is a writable C-contiguous uint64 array): copy a segmentation to
+keep it past the next threshold. This keeps the memory of a call within
+stock waterz's. Results on a CUDA device (torch, cupy inputs) are a new
+volume per threshold. As in waterz, the work of a threshold happens when
+the generator is advanced to it.
 """
 
 from __future__ import annotations
@@ -113,7 +117,10 @@ def agglomerate(
 
         fragments: numpy array, integer, 3 dimensional (optional)
 
-            Fragments to use instead of the watershed.
+            Fragments to use instead of the watershed. As in waterz, a
+            writable C-contiguous uint64 numpy array is overwritten with
+            each threshold's segmentation (it is the array yielded); other
+            arrays are read, not changed.
 
         aff_threshold_low, aff_threshold_high: float
 
@@ -165,7 +172,8 @@ def agglomerate(
     -------
 
         A generator of waterz's results, one per threshold: the segmentation
-        (uint64), then the metrics ('V_Rand_split', 'V_Rand_merge',
+        (uint64; with numpy input one array for every threshold, relabelled
+        in place as in waterz, so copy it to keep it), then the metrics ('V_Rand_split', 'V_Rand_merge',
         'V_Info_split', 'V_Info_merge') if gt is given, then the merge history
         and the region graph if asked for; a lone segmentation is yielded
         bare, several items as a tuple.
@@ -192,6 +200,7 @@ def agglomerate(
     # A CUDA ground truth next to CUDA affinities is read in place.
     cuda_gt = _cuda_labels("gt", gt, shape, cuda["device"]) if cuda is not None else None
     gt_host = _labels("gt", _host(gt), shape, keep_uint32=True) if cuda_gt is None else None
+    given_fragments = fragments
     fragments = _labels("fragments", _host(fragments), shape)
     try:
         wanted = sorted(float(t) for t in thresholds)
@@ -213,13 +222,22 @@ def agglomerate(
         convert = cuda["convert"]
     else:
         cuda_affs, ordinal, convert = None, 0, None
+    in_place = cuda is None
     run = _native.agglomerate(
         affs_f32, affs_u8, cuda_affs, backend, ordinal, distinct, gt_host, fragments, *common,
-        0.0 if epsilon is None else float(epsilon), cuda_gt,
+        0.0 if epsilon is None else float(epsilon), cuda_gt, in_place,
     )
     for warning in run.warnings:
         warnings.warn(f"gpu_waterz: {warning}", UserWarning, stacklevel=2)
-    return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert)
+    buffer = None
+    if in_place:
+        # waterz's one result array: the caller's fragments when they can
+        # be written as they are, else a new array.
+        if fragments is not None and fragments is given_fragments and fragments.flags.writeable:
+            buffer = fragments
+        else:
+            buffer = np.empty(shape, dtype=np.uint64)
+    return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert, buffer)
 
 
 def _cuda_labels(name, volume, shape, device):
@@ -332,17 +350,20 @@ def _cuda_affinities(affs):
     }
 
 
-def _results(run, wanted, has_gt, history, graph, convert=None):
+def _results(run, wanted, has_gt, history, graph, convert=None, buffer=None):
     current = None
     current_threshold = None
     for t in wanted:
         t32 = np.float32(t).item()
         repeat = current is not None and t32 == current_threshold
         if not repeat:
-            current = run.next_threshold()
+            current = run.next_threshold() if buffer is None else run.next_threshold_into(buffer)
             current_threshold = t32
         _, seg, metrics, merges, rg = current
-        if convert is None:
+        if buffer is not None:
+            # waterz's way: the same array, relabelled for each threshold.
+            result = (buffer,)
+        elif convert is None:
             # Each distinct threshold's segmentation is a new array that
             # nothing else holds; a repeated threshold gets its own copy.
             result = (seg.copy() if repeat else seg,)

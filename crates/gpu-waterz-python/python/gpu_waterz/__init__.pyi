@@ -32,8 +32,9 @@ def agglomerate(
     epsilon: float | None = None,
     backend: str = "auto",
 ) -> Iterator[tuple | NDArray[np.uint64] | Any]:
-    """waterz's generator; with CUDA input (torch, cupy) the segmentations
-    are device arrays of the same library (torch: int64)."""
+    """waterz's generator; numpy segmentations are one array relabelled in
+    place per threshold, as in waterz; with CUDA input (torch, cupy) the
+    segmentations are new device arrays of the same library (torch: int64)."""
     ...
 __version__: str
 
