@@ -461,6 +461,26 @@ pub unsafe fn shuffle_u32(value: u32, src: u32) -> u32 {
     out
 }
 
+/// `value` as held by lane `lane ^ mask` (a butterfly step).
+///
+/// # Safety
+/// All 32 lanes of the warp call it together (the full member mask).
+#[inline(always)]
+pub unsafe fn shuffle_xor_u32(value: u32, mask: u32) -> u32 {
+    let out: u32;
+    // SAFETY: `shfl.sync.bfly` with a full member mask, called by all lanes.
+    unsafe {
+        core::arch::asm!(
+            "shfl.sync.bfly.b32 {o}, {v}, {m}, 0x1f, 0xffffffff;",
+            o = out(reg32) out,
+            v = in(reg32) value,
+            m = in(reg32) mask,
+            options(nostack)
+        );
+    }
+    out
+}
+
 /// Waits for all lanes of the warp and orders their memory accesses.
 ///
 /// # Safety
@@ -545,4 +565,51 @@ pub fn lg2_approx_f32(x: f32) -> f32 {
         core::arch::asm!("lg2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack));
     }
     y
+}
+
+/// `a * b + c` rounded once (PTX `fma.rn.f32`).
+#[inline(always)]
+pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    let y: f32;
+    // SAFETY: a register-only arithmetic instruction.
+    unsafe {
+        core::arch::asm!(
+            "fma.rn.f32 {y}, {a}, {b}, {c};",
+            y = out(reg32) y, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c,
+            options(pure, nomem, nostack)
+        );
+    }
+    y
+}
+
+/// `a * b + c` rounded once (PTX `fma.rn.f64`).
+#[inline(always)]
+pub fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
+    let y: f64;
+    // SAFETY: a register-only arithmetic instruction.
+    unsafe {
+        core::arch::asm!(
+            "fma.rn.f64 {y}, {a}, {b}, {c};",
+            y = out(reg64) y, a = in(reg64) a, b = in(reg64) b, c = in(reg64) c,
+            options(pure, nomem, nostack)
+        );
+    }
+    y
+}
+
+/// ORs `value` into `*address` atomically (GPU scope), without a result.
+///
+/// # Safety
+/// `address` must point to a valid, 4-byte aligned `u32` in global memory.
+#[inline(always)]
+pub unsafe fn atomic_or_u32(address: *mut u32, value: u32) {
+    // SAFETY: the caller guarantees a valid global address.
+    unsafe {
+        core::arch::asm!(
+            "red.relaxed.gpu.global.or.b32 [{a}], {v};",
+            a = in(reg64) address,
+            v = in(reg32) value,
+            options(nostack)
+        );
+    }
 }

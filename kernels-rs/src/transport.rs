@@ -1,19 +1,80 @@
 //! Batched Sinkhorn iterations for entropic optimal transport: `n` pairs
-//! of `d`-bin histograms sharing one `d × d` cost matrix. One block works
-//! on one (matrix row, tile of `TRANSPORT_TILE` pairs) at a time: it reads
-//! the row once and applies it to the tile's vectors, held in registers,
-//! then reduces across its threads in shared memory (a fixed tree, so
-//! results do not depend on timing). The float32 kernels take `e^x` and
-//! `ln x` from the special-function unit, the float64 ones from
-//! `gpu_waterz_abi::transport`'s code.
+//! of `d`-bin histograms sharing one `d × d` cost matrix. Every half-step
+//! is a reduction over the columns `j` of a function of (matrix row `i`,
+//! column `j`) and (pair `t`, column `j`), for every (pair, row): a
+//! matrix product for the scaling domain, a log-sum-exp for the log
+//! domain. It runs as a tiled product does: a block owns a 64 × 64 tile of
+//! (rows, pairs), stages 16 columns of the matrix rows and of the pairs'
+//! vectors in shared memory at a time, and each thread keeps a 4 × 4
+//! corner of the tile in registers, so each staged value is used 64 times.
+//! When the tiles are too few to fill the device, the columns are split
+//! among blocks and a second kernel merges the splits' partial results
+//! in split order (no atomics: the same bits on every run) and applies the
+//! half-step's update. The float32 kernels take powers and logarithms in
+//! base 2 from the special-function unit, the float64 ones natural ones
+//! from `gpu_waterz_abi::transport`'s code.
 
 use crate::device::*;
 use gpu_waterz_abi::transport::*;
 
 /// Threads per block, as an index type.
 const THREADS: usize = TRANSPORT_THREADS as usize;
-/// Pairs per tile, as an index type.
-const TILE: usize = TRANSPORT_TILE as usize;
+/// Rows and pairs per tile, as an index type.
+const BLOCK: usize = TRANSPORT_BLOCK as usize;
+/// Outputs per thread along each side.
+const MICRO: usize = TRANSPORT_MICRO as usize;
+/// Columns per staged chunk.
+const CHUNK: usize = TRANSPORT_CHUNK as usize;
+/// Threads along each side of the tile.
+const LANES: usize = BLOCK / MICRO;
+/// The shared-memory distance between staged columns: 4 elements of
+/// padding keep each thread's four rows (pairs) 16-byte aligned, read as
+/// one vector, while the staging stores meet at most two to a bank.
+const STRIDE: usize = BLOCK + 4;
+
+/// Four consecutive values read as one vector load (shared memory only).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Quad<T>([T; MICRO]);
+
+/// The four values at `p`.
+///
+/// # Safety
+/// `p` is 16-byte aligned and four values there are readable.
+#[inline(always)]
+unsafe fn load_quad<T: Copy>(p: *const T) -> [T; MICRO] {
+    // SAFETY: the caller's.
+    unsafe { (*(p as *const Quad<T>)).0 }
+}
+
+/// Runs `$body` for every output `($a, $b)` of a thread's corner,
+/// written out: the compiler does not unroll these loops in the log-domain
+/// tile (they hold calls), and a loop there would put the thread's outputs
+/// in local memory.
+macro_rules! for_each_output {
+    ($a:ident, $b:ident => $body:block) => {
+        for_each_output!(@ $a $b $body; (0 0) (0 1) (0 2) (0 3) (1 0) (1 1) (1 2) (1 3)
+            (2 0) (2 1) (2 2) (2 3) (3 0) (3 1) (3 2) (3 3))
+    };
+    (@ $a:ident $b:ident $body:block; $(($ka:literal $kb:literal))*) => {
+        $({
+            let ($a, $b): (usize, usize) = ($ka, $kb);
+            $body
+        })*
+    };
+}
+const _: () = assert!(MICRO == 4, "for_each_output! writes out 4 x 4 outputs");
+
+/// Runs `$body` for `$q` = each listed index, written out (as
+/// `for_each_output!`, for the row kernels' pairs).
+macro_rules! unrolled {
+    ($q:ident in [$($k:literal)*] => $body:block) => {
+        $({
+            let $q: usize = $k;
+            $body
+        })*
+    };
+}
 
 /// The device's float32 `e^x` and `ln x`.
 struct Hardware;
@@ -29,6 +90,110 @@ impl Math<f32> for Hardware {
     }
 }
 
+/// Powers and logarithms in base 2 by the special-function unit.
+struct Base2;
+
+impl Math<f32> for Base2 {
+    #[inline(always)]
+    fn exp(x: f32) -> f32 {
+        ex2_approx_f32(x)
+    }
+    #[inline(always)]
+    fn ln(x: f32) -> f32 {
+        lg2_approx_f32(x)
+    }
+}
+
+/// What the tile kernels need of a float type beyond [`Real`].
+trait TileReal: Real {
+    /// The powers and logarithms of the log-sum-exp states (base 2 for
+    /// float32, e for float64).
+    type Power: Math<Self>;
+    /// `ln` of that base: a state's natural log-sum-exp is
+    /// `(max + log(sum)) LN_BASE`.
+    const LN_BASE: Self;
+    /// `a * b + c`, rounded once.
+    fn fma(a: Self, b: Self, c: Self) -> Self;
+    /// The larger of `a` and `b`.
+    fn max(a: Self, b: Self) -> Self;
+    /// The smaller of `a` and `b`.
+    fn min(a: Self, b: Self) -> Self;
+    /// The smallest sum of a chunk's powers above its bound for which the
+    /// chunk's largest term is surely kept: 2^-56 in base 2 (float32
+    /// keeps 24 bits and its powers reach 2^-126), e^-600 in base e
+    /// (float64 keeps 53 bits and its powers reach e^-745).
+    const FLOOR: Self;
+    /// `self` as held by lane `lane ^ mask`.
+    ///
+    /// # Safety
+    /// All 32 lanes of the warp call it together.
+    unsafe fn shuffle_xor(self, mask: u32) -> Self;
+}
+
+impl TileReal for f32 {
+    const FLOOR: Self = 1.387_778_8e-17;
+    #[inline(always)]
+    fn min(a: Self, b: Self) -> Self {
+        if a < b {
+            a
+        } else {
+            b
+        }
+    }
+    #[inline(always)]
+    unsafe fn shuffle_xor(self, mask: u32) -> Self {
+        // SAFETY: the caller's (all lanes call it).
+        f32::from_bits(unsafe { shuffle_xor_u32(self.to_bits(), mask) })
+    }
+    type Power = Base2;
+    const LN_BASE: Self = core::f32::consts::LN_2;
+    #[inline(always)]
+    fn fma(a: Self, b: Self, c: Self) -> Self {
+        fma_f32(a, b, c)
+    }
+    #[inline(always)]
+    fn max(a: Self, b: Self) -> Self {
+        if a > b {
+            a
+        } else {
+            b
+        }
+    }
+}
+
+impl TileReal for f64 {
+    const FLOOR: Self = 2.65e-261;
+    #[inline(always)]
+    fn min(a: Self, b: Self) -> Self {
+        if a < b {
+            a
+        } else {
+            b
+        }
+    }
+    #[inline(always)]
+    unsafe fn shuffle_xor(self, mask: u32) -> Self {
+        let bits = self.to_bits();
+        // SAFETY: the caller's (all lanes call it).
+        let (lo, hi) = unsafe { (shuffle_xor_u32(bits as u32, mask), shuffle_xor_u32((bits >> 32) as u32, mask)) };
+        f64::from_bits(lo as u64 | (hi as u64) << 32)
+    }
+    type Power = Software;
+    const LN_BASE: Self = 1.0;
+    #[inline(always)]
+    fn fma(a: Self, b: Self, c: Self) -> Self {
+        fma_f64(a, b, c)
+    }
+    #[inline(always)]
+    fn max(a: Self, b: Self) -> Self {
+        if a > b {
+            a
+        } else {
+            b
+        }
+    }
+}
+
 /// The absolute value without `std`.
 #[inline(always)]
 fn abs<T: Real>(x: T) -> T {
@@ -39,52 +204,572 @@ fn abs<T: Real>(x: T) -> T {
     }
 }
 
-/// Calls `f(row, first_pair)` for every (row, tile) work item this block
-/// owns; block-uniform, so `f` may synchronize the block.
-#[inline(always)]
-fn for_each_row_tile(d: u64, n: u64, mut f: impl FnMut(usize, usize)) {
-    let works = d * n.div_ceil(TILE as u64);
-    let mut w = block_idx_x() as u64;
-    while w < works {
-        f((w % d) as usize, (w / d) as usize * TILE);
-        w += grid_dim_x() as u64;
-    }
+/// The place of this block and thread in a tile kernel's launch.
+struct TilePlace {
+    /// The tile's first row and first pair.
+    i0: u64,
+    q0: u64,
+    /// The split and its chunks of columns, `[first, end)`.
+    split: u64,
+    first: u64,
+    end: u64,
+    /// The thread's position along the rows and along the pairs.
+    ti: usize,
+    tq: usize,
 }
 
-/// Sums each of the `TILE` values of every thread across the block; the
-/// sums end at `shared[q * THREADS]`.
-///
-/// # Safety
-/// All `THREADS` threads call it; `shared` holds `TILE * THREADS` values.
-#[inline(always)]
-unsafe fn block_sum<T: Real>(shared: *mut T, values: &[T; TILE]) {
-    let tid = thread_idx_x() as usize;
-    // SAFETY: indices below TILE * THREADS; barriers reached by all.
-    unsafe {
-        for (q, v) in values.iter().enumerate() {
-            *shared.add(q * THREADS + tid) = *v;
+impl TilePlace {
+    #[inline(always)]
+    fn new(n: u64, d: u64, splits: u64) -> Self {
+        let (row_tile, pair_tile, split) =
+            tile_of_block(block_idx_x() as u64, d.div_ceil(BLOCK as u64), n.div_ceil(BLOCK as u64));
+        let (first, end) = chunks_of_split(split, splits, d.div_ceil(CHUNK as u64));
+        let tid = thread_idx_x() as usize;
+        Self {
+            i0: row_tile * BLOCK as u64,
+            q0: pair_tile * BLOCK as u64,
+            split,
+            first,
+            end,
+            ti: tid % LANES,
+            tq: tid / LANES,
         }
-        sync_threads();
-        let mut stride = THREADS / 2;
-        while stride > 0 {
-            if tid < stride {
-                for q in 0..TILE {
-                    let a = shared.add(q * THREADS + tid);
-                    *a = *a + *shared.add(q * THREADS + tid + stride);
+    }
+
+    /// Row `a` of this thread's corner.
+    #[inline(always)]
+    fn row(&self, a: usize) -> u64 {
+        self.i0 + (self.ti * MICRO + a) as u64
+    }
+
+    /// Pair `b` of this thread's corner.
+    #[inline(always)]
+    fn pair(&self, b: usize) -> u64 {
+        self.q0 + (self.tq * MICRO + b) as u64
+    }
+
+    /// Writes `values[a][b]` to `out[(split * n + pair) * d + row]` for
+    /// the corner's rows and pairs that exist.
+    ///
+    /// # Safety
+    /// `out` holds `splits * n * d` values.
+    #[inline(always)]
+    unsafe fn write<T: Copy>(&self, n: u64, d: u64, out: *mut T, values: &[[T; MICRO]; MICRO]) {
+        for (a, row) in values.iter().enumerate() {
+            for (b, &v) in row.iter().enumerate() {
+                let (i, q) = (self.row(a), self.pair(b));
+                if i < d && q < n {
+                    // SAFETY: split < splits, q < n, i < d.
+                    unsafe { *out.add(((self.split * n + q) * d + i) as usize) = v };
                 }
             }
-            sync_threads();
-            stride /= 2;
         }
     }
 }
 
-/// The scaling-domain update (see `OtScalingUpdateF32Args`).
+/// Values of one staged chunk each thread reads and stores.
+const PER_THREAD: usize = BLOCK * CHUNK / THREADS;
+
+/// This thread's share of columns `[j0, j0 + CHUNK)` of rows `[r0, r0 +
+/// BLOCK)` of the row-major `rows × d` matrix `src`, `f` applied (`pad`
+/// where the row or column does not exist), read into registers ahead of
+/// [`store`].
 ///
 /// # Safety
-/// As the kernels' (all pointers hold what their struct says).
+/// `src` holds `rows * d` values.
 #[inline(always)]
-unsafe fn scaling_update<T: Real>(
+unsafe fn fetch<T: Real>(
+    src: *const T,
+    rows: u64,
+    d: u64,
+    r0: u64,
+    j0: u64,
+    pad: T,
+    f: impl Fn(T) -> T,
+) -> [T; PER_THREAD] {
+    let tid = thread_idx_x() as usize;
+    core::array::from_fn(|k| {
+        let e = k * THREADS + tid;
+        let (r, j) = (r0 + (e / CHUNK) as u64, j0 + (e % CHUNK) as u64);
+        // SAFETY: r < rows and j < d when read.
+        if r < rows && j < d {
+            f(unsafe { *src.add((r * d + j) as usize) })
+        } else {
+            pad
+        }
+    })
+}
+
+/// Stores this thread's share of a chunk ([`fetch`]) as `dst[column *
+/// STRIDE + row]`.
+///
+/// # Safety
+/// `dst` is shared memory of `CHUNK * STRIDE` values.
+#[inline(always)]
+unsafe fn store<T: Real>(dst: *mut T, values: &[T; PER_THREAD]) {
+    let tid = thread_idx_x() as usize;
+    for (k, &v) in values.iter().enumerate() {
+        let e = k * THREADS + tid;
+        // SAFETY: column < CHUNK, row < BLOCK.
+        unsafe { *dst.add((e % CHUNK) * STRIDE + e / CHUNK) = v };
+    }
+}
+
+/// This thread's share of a chunk's matrix rows and vectors.
+type Fetched<T> = ([T; PER_THREAD], [T; PER_THREAD]);
+
+/// Runs `compute` once per chunk of this block's split, after `put` has
+/// staged this thread's share of the chunk's matrix rows and vectors in
+/// shared memory (`fetch(j0)` reads them); the next chunk is read from
+/// global memory while this one is computed.
+///
+/// # Safety
+/// All threads of the block call it; `fetch` reads in bounds; `put` writes
+/// shared memory that `compute` reads.
+#[inline(always)]
+unsafe fn for_each_chunk<T: Real>(
+    place: &TilePlace,
+    fetch: impl Fn(u64) -> Fetched<T>,
+    mut put: impl FnMut(&Fetched<T>),
+    mut compute: impl FnMut(),
+) {
+    if place.first >= place.end {
+        return;
+    }
+    let mut next = fetch(place.first * CHUNK as u64);
+    for chunk in place.first..place.end {
+        put(&next);
+        // SAFETY: barriers reached by every thread.
+        unsafe { sync_threads() };
+        if chunk + 1 < place.end {
+            next = fetch((chunk + 1) * CHUNK as u64);
+        }
+        compute();
+        // SAFETY: every thread; the next chunk overwrites the staged one.
+        unsafe { sync_threads() };
+    }
+}
+
+/// This thread's rows and pairs of staged column `j`.
+///
+/// # Safety
+/// `rows` and `vectors` are the staged chunks; `j < CHUNK`.
+#[inline(always)]
+unsafe fn staged<T: Real>(rows: *const T, vectors: *const T, j: usize, place: &TilePlace) -> ([T; MICRO], [T; MICRO]) {
+    // SAFETY: j * STRIDE + ti * MICRO + 3 < CHUNK * STRIDE, and both are
+    // multiples of four elements from a 16-byte aligned start.
+    unsafe {
+        (load_quad(rows.add(j * STRIDE + place.ti * MICRO)), load_quad(vectors.add(j * STRIDE + place.tq * MICRO)))
+    }
+}
+
+/// The scaling-domain tile (see `OtTileScalingF32Args`).
+///
+/// # Safety
+/// As the kernels'.
+#[inline(always)]
+unsafe fn tile_scaling<T: TileReal>(op: *const T, n: u64, d: u64, x_in: *const T, splits: u64, partial: *mut T) {
+    let place = TilePlace::new(n, d, splits);
+    let rows = dynamic_shared::<T>();
+    // SAFETY: the launch's shared memory holds 2 * CHUNK * STRIDE values.
+    let vectors = unsafe { rows.add(CHUNK * STRIDE) };
+    let mut acc = [[T::ZERO; MICRO]; MICRO];
+    // SAFETY: the kernel's bounds; every thread takes part.
+    let fetch = |j0| unsafe {
+        (fetch(op, d, d, place.i0, j0, T::ZERO, |v| v), fetch(x_in, n, d, place.q0, j0, T::ZERO, |v| v))
+    };
+    // SAFETY: the staged chunks are read between the helper's barriers.
+    unsafe {
+        let put = |next: &Fetched<T>| {
+            store(rows, &next.0);
+            store(vectors, &next.1);
+        };
+        for_each_chunk(&place, fetch, put, || {
+            for j in 0..CHUNK {
+                let (r, p) = staged(rows, vectors, j, &place);
+                for a in 0..MICRO {
+                    for b in 0..MICRO {
+                        acc[a][b] = T::fma(r[a], p[b], acc[a][b]);
+                    }
+                }
+            }
+        })
+    };
+    // SAFETY: `partial` holds splits * n * d values.
+    unsafe { place.write(n, d, partial, &acc) };
+}
+
+/// The log-domain tile (see `OtTileLogF32Args`). Per chunk of columns,
+/// every term `p - r` of an output is at most `hi - lo`, the largest staged
+/// vector value of its pair less the smallest staged row value of its row,
+/// and `2^(p - r - (hi - lo)) = 2^(p - hi) 2^(lo - r)`: the powers are
+/// taken once per staged value, not per term, and the chunk's sums are a
+/// product of the two staged power matrices, one multiply-add per term. A
+/// bound far above the chunk's largest term would lose that term to
+/// underflow; a sum below `T::FLOOR` is the sign of it (the largest term
+/// is at least the sum over `CHUNK`), and then that output's chunk is taken
+/// again exactly from the staged values: its largest term, then the powers
+/// above it.
+///
+/// # Safety
+/// As the kernels'.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_log<T: TileReal>(
+    c: *const T,
+    n: u64,
+    d: u64,
+    scale: T,
+    p_in: *const T,
+    splits: u64,
+    part_max: *mut T,
+    part_sum: *mut T,
+) {
+    let place = TilePlace::new(n, d, splits);
+    let rows = dynamic_shared::<T>();
+    // SAFETY: the launch's shared memory holds TRANSPORT_LOG_SHARED_ELEMENTS
+    // values: four staged arrays of CHUNK * STRIDE, then two bounds of BLOCK.
+    let (vectors, row_powers, vector_powers, row_bounds, pair_bounds) = unsafe {
+        (
+            rows.add(CHUNK * STRIDE),
+            rows.add(2 * CHUNK * STRIDE),
+            rows.add(3 * CHUNK * STRIDE),
+            rows.add(4 * CHUNK * STRIDE),
+            rows.add(4 * CHUNK * STRIDE + BLOCK),
+        )
+    };
+    let tid = thread_idx_x() as usize;
+    let mut max = [[T::NEG_INFINITY; MICRO]; MICRO];
+    let mut sum = [[T::ZERO; MICRO]; MICRO];
+    // SAFETY: the kernel's bounds; every thread takes part.
+    let fetch = |j0| unsafe {
+        (
+            fetch(c, d, d, place.i0, j0, T::ZERO, |v| v * scale),
+            fetch(p_in, n, d, place.q0, j0, T::NEG_INFINITY, |v| v * scale),
+        )
+    };
+    // Each staged row's (pair's) CHUNK columns are held by the 16 lanes of
+    // a half warp: their smallest (largest) value by shuffles, then the
+    // powers above it.
+    let put = |next: &Fetched<T>| {
+        for k in 0..PER_THREAD {
+            let (r, p) = (next.0[k], next.1[k]);
+            let (mut lo, mut hi) = (r, p);
+            for step in 0..4 {
+                // SAFETY: every lane of the warp runs this (no lane skips a chunk).
+                unsafe {
+                    lo = T::min(lo, lo.shuffle_xor(8 >> step));
+                    hi = T::max(hi, hi.shuffle_xor(8 >> step));
+                }
+            }
+            let hi_shift = if hi > T::NEG_INFINITY { hi } else { T::ZERO };
+            let e = k * THREADS + tid;
+            let (row, column) = (e / CHUNK, e % CHUNK);
+            let at = column * STRIDE + row;
+            // SAFETY: at < CHUNK * STRIDE, row < BLOCK.
+            unsafe {
+                *rows.add(at) = r;
+                *vectors.add(at) = p;
+                *row_powers.add(at) = T::Power::exp(lo - r);
+                *vector_powers.add(at) = T::Power::exp(p - hi_shift);
+                if column == 0 {
+                    *row_bounds.add(row) = lo;
+                    *pair_bounds.add(row) = hi;
+                }
+            }
+        }
+    };
+    // SAFETY: the staged chunks are read between the helper's barriers.
+    unsafe {
+        for_each_chunk(&place, fetch, put, || {
+            let mut part = [[T::ZERO; MICRO]; MICRO];
+            for j in 0..CHUNK {
+                let (r, p) = staged(row_powers, vector_powers, j, &place);
+                for a in 0..MICRO {
+                    for b in 0..MICRO {
+                        part[a][b] = T::fma(r[a], p[b], part[a][b]);
+                    }
+                }
+            }
+            let lo: [T; MICRO] = load_quad(row_bounds.add(place.ti * MICRO));
+            let hi: [T; MICRO] = load_quad(pair_bounds.add(place.tq * MICRO));
+            let mut top = [[T::ZERO; MICRO]; MICRO];
+            for_each_output!(a, b => {
+                top[a][b] = hi[b] - lo[a];
+                if hi[b] > T::NEG_INFINITY && part[a][b] < T::FLOOR {
+                    let rows_at = rows.add(place.ti * MICRO + a);
+                    let vectors_at = vectors.add(place.tq * MICRO + b);
+                    (top[a][b], part[a][b]) = exact_term_sum(rows_at, vectors_at);
+                }
+            });
+            // The chunk's state (bound or largest term, sum above it) merged
+            // into the running one, without branches; a pair whose values
+            // are all -inf adds nothing.
+            for_each_output!(a, b => {
+                let big = T::max(max[a][b], top[a][b]);
+                let merged =
+                    sum[a][b] * T::Power::exp(max[a][b] - big) + part[a][b] * T::Power::exp(top[a][b] - big);
+                let keep = hi[b] > T::NEG_INFINITY;
+                sum[a][b] = if keep { merged } else { sum[a][b] };
+                max[a][b] = if keep { big } else { max[a][b] };
+            });
+        })
+    };
+    // SAFETY: both outputs hold splits * n * d values.
+    unsafe {
+        place.write(n, d, part_max, &max);
+        place.write(n, d, part_sum, &sum);
+    }
+}
+
+/// One output of a staged log-domain chunk taken exactly: its largest
+/// term `vectors[j] - rows[j]` over the chunk's columns `j` (at distance
+/// `STRIDE`), and the sum of its terms' powers above it. Kept out of line:
+/// it is the rare path, and inlined sixteen times it would cost the common
+/// one its registers.
+///
+/// # Safety
+/// `rows` and `vectors` point to one row and one pair of the staged
+/// chunks, read between barriers; some `vectors[j]` is finite.
+#[inline(never)]
+unsafe fn exact_term_sum<T: TileReal>(rows: *const T, vectors: *const T) -> (T, T) {
+    // SAFETY: j * STRIDE stays inside the staged chunks.
+    let term = |j: usize| unsafe { *vectors.add(j * STRIDE) - *rows.add(j * STRIDE) };
+    let mut top = T::NEG_INFINITY;
+    for j in 0..CHUNK {
+        top = T::max(top, term(j));
+    }
+    let mut sum = T::ZERO;
+    for j in 0..CHUNK {
+        sum = sum + T::Power::exp(term(j) - top);
+    }
+    (top, sum)
+}
+
+/// The cost tile (see `OtTileCostF32Args`).
+///
+/// # Safety
+/// As the kernels'.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_cost<T: TileReal>(
+    c: *const T,
+    n: u64,
+    d: u64,
+    scale: T,
+    f: *const T,
+    g: *const T,
+    splits: u64,
+    partial: *mut T,
+) {
+    let place = TilePlace::new(n, d, splits);
+    let rows = dynamic_shared::<T>();
+    // SAFETY: the launch's shared memory holds 2 * CHUNK * STRIDE values.
+    let vectors = unsafe { rows.add(CHUNK * STRIDE) };
+    // This thread's first potentials, -inf where the pair or row does not exist.
+    let fi: [[T; MICRO]; MICRO] = core::array::from_fn(|a| {
+        core::array::from_fn(|b| {
+            let (i, q) = (place.row(a), place.pair(b));
+            // SAFETY: q < n, i < d.
+            if i < d && q < n {
+                unsafe { *f.add((q * d + i) as usize) }
+            } else {
+                T::NEG_INFINITY
+            }
+        })
+    });
+    let mut acc = [[T::ZERO; MICRO]; MICRO];
+    // SAFETY: the kernel's bounds; every thread takes part.
+    let fetch = |j0| unsafe {
+        (fetch(c, d, d, place.i0, j0, T::ZERO, |v| v), fetch(g, n, d, place.q0, j0, T::NEG_INFINITY, |v| v))
+    };
+    // SAFETY: the staged chunks are read between the helper's barriers.
+    unsafe {
+        let put = |next: &Fetched<T>| {
+            store(rows, &next.0);
+            store(vectors, &next.1);
+        };
+        for_each_chunk(&place, fetch, put, || {
+            for j in 0..CHUNK {
+                let (r, p) = staged(rows, vectors, j, &place);
+                for a in 0..MICRO {
+                    for b in 0..MICRO {
+                        let fg = fi[a][b] + p[b];
+                        if fg > T::NEG_INFINITY {
+                            acc[a][b] = T::fma(T::Power::exp((fg - r[a]) * scale), fg, acc[a][b]);
+                        }
+                    }
+                }
+            }
+        })
+    };
+    // SAFETY: `partial` holds splits * n * d values.
+    unsafe { place.write(n, d, partial, &acc) };
+}
+
+/// The scaling-domain update of value `k` given `s = (op x_in)[k]`: the
+/// error of the old scaling on request, then `x_out[k] = marginal[k] / s`
+/// (0 where the marginal is 0).
+///
+/// # Safety
+/// `k` lies in `marginal`, `x_out` and (when not null) `err`.
+#[inline(always)]
+unsafe fn scaling_epilogue<T: Real>(k: usize, s: T, marginal: *const T, x_out: *mut T, err: *mut T) {
+    // SAFETY: the caller's.
+    unsafe {
+        let m = *marginal.add(k);
+        if !err.is_null() {
+            *err.add(k) = abs(*x_out.add(k) * s - m);
+        }
+        *x_out.add(k) = if m > T::ZERO { m / s } else { T::ZERO };
+    }
+}
+
+/// The log-domain update of value `k` given its log-sum-exp state (in the
+/// base of `T::Power`): the error of the old potential on request, then
+/// the new potential.
+///
+/// # Safety
+/// `k` lies in `marginal`, `p_out` and (when not null) `err`.
+#[inline(always)]
+unsafe fn log_epilogue<T: TileReal, M: Math<T>>(
+    k: usize,
+    state: LogSumExp<T>,
+    reg: T,
+    marginal: *const T,
+    p_out: *mut T,
+    err: *mut T,
+) {
+    let lse =
+        if state.max == T::NEG_INFINITY { T::NEG_INFINITY } else { (state.max + T::Power::ln(state.sum)) * T::LN_BASE };
+    // SAFETY: the caller's.
+    unsafe {
+        let m = *marginal.add(k);
+        if !err.is_null() {
+            let old = *p_out.add(k);
+            let plan = if old == T::NEG_INFINITY || lse == T::NEG_INFINITY { T::ZERO } else { M::exp(old / reg + lse) };
+            *err.add(k) = abs(plan - m);
+        }
+        *p_out.add(k) = log_domain_potential::<T, M>(m, reg, lse);
+    }
+}
+
+/// The scaling-domain update of one (pair, bin) from its splits (see
+/// `OtFinishScalingF32Args`).
+///
+/// # Safety
+/// As the kernels'; `k < n * d`.
+#[inline(always)]
+unsafe fn finish_scaling<T: Real>(
+    k: usize,
+    len: usize,
+    splits: u64,
+    partial: *const T,
+    marginal: *const T,
+    x_out: *mut T,
+    err: *mut T,
+) {
+    let mut s = T::ZERO;
+    // UNROLL splits at a time, their loads issued together.
+    let mut base = 0;
+    while base < splits as usize {
+        // SAFETY: split * len + k < splits * len where read.
+        let parts: [T; UNROLL] = core::array::from_fn(|u| {
+            if base + u < splits as usize {
+                unsafe { *partial.add((base + u) * len + k) }
+            } else {
+                T::ZERO
+            }
+        });
+        for part in parts {
+            s = s + part;
+        }
+        base += UNROLL;
+    }
+    // SAFETY: k < n * d.
+    unsafe { scaling_epilogue(k, s, marginal, x_out, err) }
+}
+
+/// The log-domain update of one (pair, bin) from its splits (see
+/// `OtFinishLogF32Args`).
+///
+/// # Safety
+/// As the kernels'; `k < n * d`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn finish_log<T: TileReal, M: Math<T>>(
+    k: usize,
+    len: usize,
+    reg: T,
+    splits: u64,
+    part_max: *const T,
+    part_sum: *const T,
+    marginal: *const T,
+    p_out: *mut T,
+    err: *mut T,
+) {
+    let mut state = LogSumExp::<T>::EMPTY;
+    // UNROLL splits at a time, their loads issued together.
+    let mut base = 0;
+    while base < splits as usize {
+        // SAFETY: split * len + k < splits * len where read.
+        let parts: [LogSumExp<T>; UNROLL] = core::array::from_fn(|u| {
+            if base + u < splits as usize {
+                let at = (base + u) * len + k;
+                unsafe { LogSumExp { max: *part_max.add(at), sum: *part_sum.add(at) } }
+            } else {
+                LogSumExp::EMPTY
+            }
+        });
+        for part in parts {
+            state = state.merge::<T::Power>(part);
+        }
+        base += UNROLL;
+    }
+    // SAFETY: k < n * d.
+    unsafe { log_epilogue::<T, M>(k, state, reg, marginal, p_out, err) }
+}
+
+/// Pairs per warp of the row kernels, as an index type.
+const ROW_PAIRS: usize = TRANSPORT_ROW_PAIRS as usize;
+/// Columns each lane of a row kernel loads at once.
+const UNROLL: usize = 4;
+const _: () = assert!(ROW_PAIRS == 8 && UNROLL == 4, "the row kernels write out 8 pairs and 4 columns");
+
+/// Calls `f(row, first_pair, lane)` for every (row, tile of `ROW_PAIRS`
+/// pairs) this warp owns; warp-uniform, so `f` may use warp shuffles.
+#[inline(always)]
+fn for_each_row_of_warp(d: u64, n: u64, mut f: impl FnMut(usize, usize, usize)) {
+    let lane = (thread_idx_x() & 31) as usize;
+    let warps_per_block = (block_dim_x() / 32) as u64;
+    let mut w = block_idx_x() as u64 * warps_per_block + (thread_idx_x() / 32) as u64;
+    let works = d * n.div_ceil(ROW_PAIRS as u64);
+    while w < works {
+        f((w % d) as usize, (w / d) as usize * ROW_PAIRS, lane);
+        w += grid_dim_x() as u64 * warps_per_block;
+    }
+}
+
+/// `values[lane]` for `lane < ROW_PAIRS` without indexing by a register
+/// (which would put the array in local memory).
+#[inline(always)]
+fn pick<T: Copy>(values: &[T; ROW_PAIRS], lane: usize) -> T {
+    let mut v = values[0];
+    for (q, &x) in values.iter().enumerate().skip(1) {
+        if lane == q {
+            v = x;
+        }
+    }
+    v
+}
+
+/// The scaling-domain row kernel (see `OtRowsScalingF32Args`).
+///
+/// # Safety
+/// As the kernel's.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows_scaling<T: TileReal>(
     op: *const T,
     n: u64,
     d: u64,
@@ -93,176 +778,302 @@ unsafe fn scaling_update<T: Real>(
     x_out: *mut T,
     err: *mut T,
 ) {
-    let tid = thread_idx_x() as usize;
-    let shared = dynamic_shared::<T>();
     let (n_us, d_us) = (n as usize, d as usize);
-    for_each_row_tile(d, n, |i, first| {
-        let valid = (n_us - first).min(TILE);
-        let mut acc = [T::ZERO; TILE];
-        let mut j = tid;
-        while j < d_us {
-            // SAFETY: i, j < d; first + q < n.
-            unsafe {
-                let k = *op.add(i * d_us + j);
-                for (q, a) in acc.iter_mut().enumerate().take(valid) {
-                    *a = *a + k * *x_in.add((first + q) * d_us + j);
+    for_each_row_of_warp(d, n, |i, first, lane| {
+        let mut acc = [T::ZERO; ROW_PAIRS];
+        // UNROLL columns per lane at a time, their loads issued together.
+        let mut base = 0;
+        while base < d_us {
+            let columns: [usize; UNROLL] = core::array::from_fn(|u| base + lane + 32 * u);
+            // SAFETY: i, j < d where read.
+            let k: [T; UNROLL] = core::array::from_fn(|u| {
+                if columns[u] < d_us {
+                    unsafe { *op.add(i * d_us + columns[u]) }
+                } else {
+                    T::ZERO
                 }
-            }
-            j += THREADS;
-        }
-        // SAFETY: every thread reaches it; the shared memory is launched
-        // with TRANSPORT_SHARED_ELEMENTS >= TILE * THREADS values.
-        unsafe { block_sum(shared, &acc) };
-        if tid < valid {
-            // SAFETY: pair first + tid < n, bin i < d.
-            unsafe {
-                let s = *shared.add(tid * THREADS);
-                let index = (first + tid) * d_us + i;
-                let m = *marginal.add(index);
-                if !err.is_null() {
-                    *err.add(index) = abs(*x_out.add(index) * s - m);
+            });
+            unrolled!(q in [0 1 2 3 4 5 6 7] => {
+                if first + q < n_us {
+                    unrolled!(u in [0 1 2 3] => {
+                        if columns[u] < d_us {
+                            // SAFETY: pair first + q < n, column < d.
+                            acc[q] = T::fma(k[u], unsafe { *x_in.add((first + q) * d_us + columns[u]) }, acc[q]);
+                        }
+                    });
                 }
-                *x_out.add(index) = if m > T::ZERO { m / s } else { T::ZERO };
-            }
+            });
+            base += 32 * UNROLL;
         }
-        // SAFETY: all threads; the next work item reuses the shared memory.
-        unsafe { sync_threads() };
+        unrolled!(q in [0 1 2 3 4 5 6 7] => {
+            unrolled!(step in [0 1 2 3 4] => {
+                // SAFETY: the whole warp runs this (warp-uniform work).
+                acc[q] = acc[q] + unsafe { acc[q].shuffle_xor(16 >> step) };
+            });
+        });
+        let s = pick(&acc, lane);
+        if lane < ROW_PAIRS && first + lane < n_us {
+            // SAFETY: pair first + lane < n, bin i < d.
+            unsafe { scaling_epilogue((first + lane) * d_us + i, s, marginal, x_out, err) };
+        }
     });
 }
 
-/// The log-domain update (see `OtLogUpdateF32Args`).
+/// The log-domain row kernel (see `OtRowsLogF32Args`).
 ///
 /// # Safety
-/// As the kernels'.
+/// As the kernel's.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn log_update<T: Real, M: Math<T>>(
+unsafe fn rows_log<T: TileReal, M: Math<T>>(
     c: *const T,
     n: u64,
     d: u64,
     reg: T,
+    scale: T,
     p_in: *const T,
     marginal: *const T,
     p_out: *mut T,
     err: *mut T,
 ) {
-    let tid = thread_idx_x() as usize;
-    let shared = dynamic_shared::<T>();
     let (n_us, d_us) = (n as usize, d as usize);
-    let inv_reg = T::ONE / reg;
-    for_each_row_tile(d, n, |i, first| {
-        let valid = (n_us - first).min(TILE);
-        let mut states = [LogSumExp::<T>::EMPTY; TILE];
-        let mut j = tid;
-        while j < d_us {
-            // SAFETY: i, j < d; first + q < n.
+    for_each_row_of_warp(d, n, |i, first, lane| {
+        let mut states = [LogSumExp::<T>::EMPTY; ROW_PAIRS];
+        // UNROLL columns per lane at a time, their loads issued together.
+        let mut base = 0;
+        while base < d_us {
+            let columns: [usize; UNROLL] = core::array::from_fn(|u| base + lane + 32 * u);
+            // SAFETY: i, j < d where read.
+            let cost: [T; UNROLL] = core::array::from_fn(|u| {
+                if columns[u] < d_us {
+                    unsafe { *c.add(i * d_us + columns[u]) * scale }
+                } else {
+                    T::ZERO
+                }
+            });
+            unrolled!(q in [0 1 2 3 4 5 6 7] => {
+                if first + q < n_us {
+                    // SAFETY: pair first + q < n, column < d where read.
+                    let p: [T; UNROLL] = core::array::from_fn(|u| {
+                        if columns[u] < d_us {
+                            unsafe { *p_in.add((first + q) * d_us + columns[u]) }
+                        } else {
+                            T::NEG_INFINITY
+                        }
+                    });
+                    unrolled!(u in [0 1 2 3] => {
+                        if p[u] > T::NEG_INFINITY {
+                            states[q] = states[q].push::<T::Power>(p[u] * scale - cost[u]);
+                        }
+                    });
+                }
+            });
+            base += 32 * UNROLL;
+        }
+        unrolled!(q in [0 1 2 3 4 5 6 7] => {
+            unrolled!(step in [0 1 2 3 4] => {
+                let mask = 16 >> step;
+                // SAFETY: the whole warp runs this (warp-uniform work).
+                let other = unsafe {
+                    LogSumExp { max: states[q].max.shuffle_xor(mask), sum: states[q].sum.shuffle_xor(mask) }
+                };
+                states[q] = states[q].merge::<T::Power>(other);
+            });
+        });
+        let state = pick(&states, lane);
+        if lane < ROW_PAIRS && first + lane < n_us {
+            // SAFETY: pair first + lane < n, bin i < d.
+            unsafe { log_epilogue::<T, M>((first + lane) * d_us + i, state, reg, marginal, p_out, err) };
+        }
+    });
+}
+
+/// The float types as float64, for the pair statistics.
+trait ToF64: Real {
+    fn to_f64(self) -> f64;
+    fn from_f64(x: f64) -> Self;
+}
+
+impl ToF64 for f32 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+}
+
+impl ToF64 for f64 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+}
+
+/// Values summed per thread of a pair-statistics block: the cost, the
+/// finite `f` and their count, the finite `g` and their count.
+const STATS: usize = 5;
+
+/// The pair statistics (see `OtPairStatsF32Args`).
+///
+/// # Safety
+/// As the kernel's.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pair_stats<T: ToF64>(
+    n: u64,
+    d: u64,
+    partial: *const T,
+    f: *const T,
+    g: *const T,
+    cost: *mut T,
+    f_centred: *mut T,
+    g_centred: *mut T,
+) {
+    let tid = thread_idx_x() as usize;
+    let shared = dynamic_shared::<f64>();
+    let d_us = d as usize;
+    let mut t = block_idx_x() as usize;
+    while t < n as usize {
+        let mut sums = [0.0f64; STATS];
+        let mut i = tid;
+        while i < d_us {
+            // SAFETY: t < n, i < d.
             unsafe {
-                let cost = *c.add(i * d_us + j);
-                for (q, s) in states.iter_mut().enumerate().take(valid) {
-                    let p = *p_in.add((first + q) * d_us + j);
-                    let term = if p == T::NEG_INFINITY { p } else { (p - cost) * inv_reg };
-                    *s = s.push::<M>(term);
+                let k = t * d_us + i;
+                sums[0] += (*partial.add(k)).to_f64();
+                let (fv, gv) = (*f.add(k), *g.add(k));
+                if fv > T::NEG_INFINITY {
+                    sums[1] += fv.to_f64();
+                    sums[2] += 1.0;
+                }
+                if gv > T::NEG_INFINITY {
+                    sums[3] += gv.to_f64();
+                    sums[4] += 1.0;
                 }
             }
-            j += THREADS;
+            i += THREADS;
         }
-        // SAFETY: indices below 2 * TILE * THREADS (the launched shared
-        // memory); barriers reached by all threads.
+        // SAFETY: indices below STATS * THREADS (the launched shared
+        // memory); barriers reached by every thread of the block.
         unsafe {
-            for (q, s) in states.iter().enumerate() {
-                *shared.add(q * THREADS + tid) = s.max;
-                *shared.add((TILE + q) * THREADS + tid) = s.sum;
+            for (s, v) in sums.iter().enumerate() {
+                *shared.add(s * THREADS + tid) = *v;
             }
             sync_threads();
             let mut stride = THREADS / 2;
             while stride > 0 {
                 if tid < stride {
-                    for q in 0..TILE {
-                        let a = LogSumExp {
-                            max: *shared.add(q * THREADS + tid),
-                            sum: *shared.add((TILE + q) * THREADS + tid),
-                        };
-                        let b = LogSumExp {
-                            max: *shared.add(q * THREADS + tid + stride),
-                            sum: *shared.add((TILE + q) * THREADS + tid + stride),
-                        };
-                        let m = a.merge::<M>(b);
-                        *shared.add(q * THREADS + tid) = m.max;
-                        *shared.add((TILE + q) * THREADS + tid) = m.sum;
+                    for s in 0..STATS {
+                        *shared.add(s * THREADS + tid) += *shared.add(s * THREADS + tid + stride);
                     }
                 }
                 sync_threads();
                 stride /= 2;
             }
-        }
-        if tid < valid {
-            // SAFETY: pair first + tid < n, bin i < d.
-            unsafe {
-                let state = LogSumExp { max: *shared.add(tid * THREADS), sum: *shared.add((TILE + tid) * THREADS) };
-                let lse = state.value::<M>();
-                let index = (first + tid) * d_us + i;
-                let m = *marginal.add(index);
-                if !err.is_null() {
-                    let old = *p_out.add(index);
-                    let plan = if old == T::NEG_INFINITY || lse == T::NEG_INFINITY {
-                        T::ZERO
-                    } else {
-                        M::exp(old * inv_reg + lse)
-                    };
-                    *err.add(index) = abs(plan - m);
-                }
-                *p_out.add(index) = log_domain_potential::<T, M>(m, reg, lse);
+            let total: [f64; STATS] = core::array::from_fn(|s| *shared.add(s * THREADS));
+            if tid == 0 {
+                *cost.add(t) = T::from_f64(total[0]);
             }
-        }
-        // SAFETY: all threads; the next work item reuses the shared memory.
-        unsafe { sync_threads() };
-    });
-}
-
-/// Each row's part of every pair's entropic cost (see `OtCostF32Args`).
-///
-/// # Safety
-/// As the kernels'.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn cost<T: Real, M: Math<T>>(c: *const T, n: u64, d: u64, reg: T, f: *const T, g: *const T, partial: *mut T) {
-    let tid = thread_idx_x() as usize;
-    let shared = dynamic_shared::<T>();
-    let (n_us, d_us) = (n as usize, d as usize);
-    for_each_row_tile(d, n, |i, first| {
-        let valid = (n_us - first).min(TILE);
-        let mut acc = [T::ZERO; TILE];
-        let mut fi = [T::ZERO; TILE];
-        for (q, v) in fi.iter_mut().enumerate().take(valid) {
-            // SAFETY: pair first + q < n, bin i < d.
-            *v = unsafe { *f.add((first + q) * d_us + i) };
-        }
-        let mut j = tid;
-        while j < d_us {
-            // SAFETY: i, j < d; first + q < n.
-            unsafe {
-                let cij = *c.add(i * d_us + j);
-                for (q, a) in acc.iter_mut().enumerate().take(valid) {
-                    *a = *a + cost_term::<T, M>(fi[q], *g.add((first + q) * d_us + j), cij, reg);
+            if !f_centred.is_null() {
+                let f_mean = T::from_f64(if total[2] > 0.0 { total[1] / total[2] } else { 0.0 });
+                let g_mean = T::from_f64(if total[4] > 0.0 { total[3] / total[4] } else { 0.0 });
+                let mut i = tid;
+                while i < d_us {
+                    let k = t * d_us + i;
+                    *f_centred.add(k) = *f.add(k) - f_mean;
+                    *g_centred.add(k) = *g.add(k) - g_mean;
+                    i += THREADS;
                 }
             }
-            j += THREADS;
+            // The next pair reuses the shared memory.
+            sync_threads();
         }
-        // SAFETY: every thread reaches it; enough shared memory.
-        unsafe { block_sum(shared, &acc) };
-        if tid < valid {
-            // SAFETY: pair first + tid < n, bin i < d.
-            unsafe { *partial.add((first + tid) * d_us + i) = *shared.add(tid * THREADS) };
-        }
-        // SAFETY: all threads; the next work item reuses the shared memory.
-        unsafe { sync_threads() };
-    });
+        t += grid_dim_x() as usize;
+    }
 }
 
-/// Declares the float32 and float64 kernels of one operation.
+/// Declares the float32 and float64 kernels.
 macro_rules! transport_kernels {
-    ($($real:ty, $math:ty: $prepare:ident $prepare_args:ident, $scaling:ident $scaling_args:ident,
-       $log:ident $log_args:ident, $potentials:ident $potentials_args:ident, $cost:ident $cost_args:ident;)*) => {$(
+    ($($real:ty, $math:ty: $prepare:ident $prepare_args:ident, $check:ident $check_args:ident,
+       $pair_stats:ident $pair_stats_args:ident, $fill:ident $fill_args:ident,
+       $potentials:ident $potentials_args:ident,
+       $tile_scaling:ident $tile_scaling_args:ident, $tile_log:ident $tile_log_args:ident,
+       $tile_cost:ident $tile_cost_args:ident, $finish_scaling:ident $finish_scaling_args:ident,
+       $finish_log:ident $finish_log_args:ident, $finish_sum:ident $finish_sum_args:ident,
+       $rows_scaling:ident $rows_scaling_args:ident, $rows_log:ident $rows_log_args:ident;)*) => {$(
+        kernel! {
+            /// A scaling-domain half-step for few pairs: `x_out = marginal /
+            /// (op x_in)` bin by bin (0 where the marginal is 0), with the
+            /// marginal error of the old `x_out` on request.
+            ///
+            /// # Safety
+            /// `op` holds `d * d` values; `x_in`, `marginal` and `x_out` `n *
+            /// d`; `err` `n * d` or null; launched with whole warps.
+            ///
+            /// # Parameters
+            /// - `op`: the Gibbs kernel (or its transpose); `n`, `d`: pairs and bins;
+            /// - `x_in`: the other side's scalings; `marginal`: this side's histograms;
+            /// - `x_out`: this side's scalings (read, then written); `err`: errors or null.
+            ///
+            /// # Thread mapping
+            /// A warp per (row, `TRANSPORT_ROW_PAIRS` pairs), grid-stride over
+            /// them; its lanes stride over the row's columns, then sum by
+            /// shuffles, and lane `q` updates pair `q`.
+            pub unsafe extern "ptx-kernel" fn $rows_scaling(
+                op: *const $real,
+                n: u64,
+                d: u64,
+                x_in: *const $real,
+                marginal: *const $real,
+                x_out: *mut $real,
+                err: *mut $real,
+            ) as $rows_scaling_args {
+                // SAFETY: the kernel's contract.
+                unsafe { rows_scaling::<$real>(op, n, d, x_in, marginal, x_out, err) }
+            }
+        }
+
+        kernel! {
+            /// A log-domain half-step for few pairs: `p_out = reg ln marginal
+            /// - reg logsumexp((p_in - c) / reg)` bin by bin (-inf where the
+            /// marginal is 0), the log-sum-exp in one pass per lane merged by
+            /// shuffles from the empty state, with the marginal error of the
+            /// old `p_out` on request.
+            ///
+            /// # Safety
+            /// As `ot_rows_scaling_*`, with `c` the cost matrix (or its
+            /// transpose), `reg > 0` and `scale` the terms' factor.
+            ///
+            /// # Parameters
+            /// - `c`: the cost rows; `n`, `d`: pairs and bins; `reg`, `scale`: the regularisation and factor;
+            /// - `p_in`: the other side's potentials; `marginal`: this side's histograms;
+            /// - `p_out`: this side's potentials (read, then written); `err`: errors or null.
+            ///
+            /// # Thread mapping
+            /// As `ot_rows_scaling_*`.
+            pub unsafe extern "ptx-kernel" fn $rows_log(
+                c: *const $real,
+                n: u64,
+                d: u64,
+                reg: $real,
+                scale: $real,
+                p_in: *const $real,
+                marginal: *const $real,
+                p_out: *mut $real,
+                err: *mut $real,
+            ) as $rows_log_args {
+                // SAFETY: the kernel's contract.
+                unsafe { rows_log::<$real, $math>(c, n, d, reg, scale, p_in, marginal, p_out, err) }
+            }
+        }
+
         kernel! {
             /// Copies a `d × d` matrix and its transpose, exponentiated as
             /// `e^(-x / reg)` (the Gibbs kernel, in float64 arithmetic) when
@@ -299,67 +1110,98 @@ macro_rules! transport_kernels {
         }
 
         kernel! {
-            /// One scaling-domain half-step for every pair: `x_out =
-            /// marginal / (op x_in)` bin by bin (0 where the marginal is 0),
-            /// with the marginal error of the old `x_out` on request.
+            /// Flags histograms that are negative or not finite and cost
+            /// matrices that are not finite (see `OtCheckF32Args`).
             ///
             /// # Safety
-            /// `op` holds `d * d` values; `x_in`, `marginal` and `x_out` `n * d`;
-            /// `err` `n * d` or null; launched with `TRANSPORT_THREADS`
-            /// threads and `TRANSPORT_SHARED_ELEMENTS` values of shared memory.
+            /// `a` and `b` hold `len` values, `m` `m_len`; `flags` is one
+            /// writable word.
             ///
             /// # Parameters
-            /// - `op`: the Gibbs kernel (or its transpose); `n`, `d`: pairs and bins;
-            /// - `x_in`: the other side's scalings; `marginal`: this side's histograms;
-            /// - `x_out`: this side's scalings (read, then written); `err`: errors or null.
+            /// - `a`, `b`, `len`: the histograms; `m`, `m_len`: the cost matrix;
+            /// - `flags`: bit 0 for `a`, 1 for `b`, 2 for `m`, set when bad.
             ///
             /// # Thread mapping
-            /// A block per (row, tile of `TRANSPORT_TILE` pairs), grid-stride
-            /// over them; its threads stride over the row's columns.
-            pub unsafe extern "ptx-kernel" fn $scaling(
-                op: *const $real,
-                n: u64,
-                d: u64,
-                x_in: *const $real,
-                marginal: *const $real,
-                x_out: *mut $real,
-                err: *mut $real,
-            ) as $scaling_args {
-                // SAFETY: the kernel's contract.
-                unsafe { scaling_update::<$real>(op, n, d, x_in, marginal, x_out, err) }
+            /// Warp-aligned grid-stride loops; one atomic OR per warp that
+            /// found something.
+            pub unsafe extern "ptx-kernel" fn $check(
+                a: *const $real,
+                b: *const $real,
+                len: u64,
+                m: *const $real,
+                m_len: u64,
+                flags: *mut u32,
+            ) as $check_args {
+                let histogram_bad = |x: $real| !(x >= 0.0 && x < <$real>::INFINITY);
+                let lane = thread_idx_x() & 31;
+                warp_uniform_stride(len.max(m_len), |k, _| {
+                    // SAFETY: k < len or k < m_len where read.
+                    let (bad_a, bad_b, bad_m) = unsafe {
+                        (
+                            k < len && histogram_bad(*a.add(k as usize)),
+                            k < len && histogram_bad(*b.add(k as usize)),
+                            k < m_len && !(*m.add(k as usize)).is_finite(),
+                        )
+                    };
+                    // SAFETY: every lane of the warp takes part (warp_uniform_stride).
+                    let found = unsafe {
+                        (ballot(bad_a) != 0) as u32 | ((ballot(bad_b) != 0) as u32) << 1 | ((ballot(bad_m) != 0) as u32) << 2
+                    };
+                    if lane == 0 && found != 0 {
+                        // SAFETY: `flags` is one writable word.
+                        unsafe { atomic_or_u32(flags, found) };
+                    }
+                });
             }
         }
 
         kernel! {
-            /// One log-domain half-step for every pair: `p_out = reg ln
-            /// marginal - reg logsumexp((p_in - c) / reg)` bin by bin, the
-            /// log-sum-exp in one pass (running maximum and rescaled sum,
-            /// merged across the block from the empty state), with the
-            /// marginal error of the old `p_out` on request.
+            /// Each pair's cost from its rows' parts, and the potentials
+            /// centred on their finite values' mean (see
+            /// `OtPairStatsF32Args`).
             ///
             /// # Safety
-            /// As `ot_scaling_update_*`, with `c` the cost matrix (or its
-            /// transpose) and `reg > 0`.
+            /// `partial`, `f` and `g` hold `n * d` values, `cost` `n`;
+            /// `f_centred` and `g_centred` `n * d` each, or `f_centred` is
+            /// null; launched with `TRANSPORT_THREADS` threads and
+            /// `TRANSPORT_THREADS * 5` float64 values of shared memory.
             ///
             /// # Parameters
-            /// - `c`: the cost rows; `n`, `d`: pairs and bins; `reg`: the regularisation;
-            /// - `p_in`: the other side's potentials; `marginal`: this side's histograms;
-            /// - `p_out`: this side's potentials (read, then written); `err`: errors or null.
+            /// - `n`, `d`: pairs and bins; `partial`: the rows' parts; `f`, `g`: the potentials;
+            /// - `cost`: the costs; `f_centred`, `g_centred`: the centred potentials, or null.
             ///
             /// # Thread mapping
-            /// As `ot_scaling_update_*`.
-            pub unsafe extern "ptx-kernel" fn $log(
-                c: *const $real,
+            /// A block per pair (grid-stride over pairs); its threads stride
+            /// over the bins, then reduce in a fixed tree.
+            pub unsafe extern "ptx-kernel" fn $pair_stats(
                 n: u64,
                 d: u64,
-                reg: $real,
-                p_in: *const $real,
-                marginal: *const $real,
-                p_out: *mut $real,
-                err: *mut $real,
-            ) as $log_args {
+                partial: *const $real,
+                f: *const $real,
+                g: *const $real,
+                cost: *mut $real,
+                f_centred: *mut $real,
+                g_centred: *mut $real,
+            ) as $pair_stats_args {
                 // SAFETY: the kernel's contract.
-                unsafe { log_update::<$real, $math>(c, n, d, reg, p_in, marginal, p_out, err) }
+                unsafe { pair_stats::<$real>(n, d, partial, f, g, cost, f_centred, g_centred) }
+            }
+        }
+
+        kernel! {
+            /// Sets every value to `value`.
+            ///
+            /// # Safety
+            /// `x` holds `len` values.
+            ///
+            /// # Parameters
+            /// - `x`, `len`: the values; `value`: what they become.
+            ///
+            /// # Thread mapping
+            /// Grid-stride loop, one value per iteration.
+            pub unsafe extern "ptx-kernel" fn $fill(x: *mut $real, len: u64, value: $real) as $fill_args {
+                // SAFETY: k < len.
+                grid_stride(len, |k| unsafe { *x.add(k as usize) = value });
             }
         }
 
@@ -384,38 +1226,206 @@ macro_rules! transport_kernels {
         }
 
         kernel! {
-            /// Row `i`'s part of every pair's entropic cost, `sum_j plan_ij
-            /// (f_i + g_j)` with `plan_ij = e^((f_i + g_j - c_ij) / reg)`.
+            /// Each split's part of `op x_in` for every (pair, bin): the
+            /// matrix product of a scaling-domain half-step.
             ///
             /// # Safety
-            /// `c` holds `d * d` values; `f`, `g` and `partial` `n * d`;
-            /// launched as `ot_scaling_update_*`.
+            /// `op` holds `d * d` values, `x_in` `n * d`, `partial` `splits *
+            /// n * d`; `splits` is between 1 and the number of column chunks;
+            /// launched with `TRANSPORT_THREADS` threads,
+            /// `TRANSPORT_SHARED_ELEMENTS` values of shared memory, and one
+            /// block per (row tile, pair tile, split).
             ///
             /// # Parameters
-            /// - `c`: the cost matrix; `n`, `d`: pairs and bins; `reg`: the regularisation;
-            /// - `f`, `g`: the potentials; `partial`: one value per (pair, row).
+            /// - `op`: the Gibbs kernel (or its transpose); `n`, `d`: pairs and bins;
+            /// - `x_in`: the other side's scalings; `splits`, `partial`: the partial sums.
             ///
             /// # Thread mapping
-            /// As `ot_scaling_update_*`.
-            pub unsafe extern "ptx-kernel" fn $cost(
+            /// A block per (64 rows, 64 pairs, split) (`tile_of_block`); its
+            /// 256 threads own 4 × 4 outputs each, rows `4 ti + a` and pairs
+            /// `4 tq + b` of the tile.
+            pub unsafe extern "ptx-kernel" fn $tile_scaling(
+                op: *const $real,
+                n: u64,
+                d: u64,
+                x_in: *const $real,
+                splits: u64,
+                partial: *mut $real,
+            ) as $tile_scaling_args {
+                // SAFETY: the kernel's contract.
+                unsafe { tile_scaling::<$real>(op, n, d, x_in, splits, partial) }
+            }
+        }
+
+        kernel! {
+            /// Each split's log-sum-exp state of `(p_in - c) / reg` for every
+            /// (pair, bin): the reduction of a log-domain half-step.
+            ///
+            /// # Safety
+            /// As `ot_tile_scaling_*`, with `c` the cost matrix (or its
+            /// transpose), `p_in` `n * d` values, `part_max` and `part_sum`
+            /// `splits * n * d` each, `scale > 0`.
+            ///
+            /// # Parameters
+            /// - `c`: the cost rows; `n`, `d`: pairs and bins; `scale`: the terms' factor;
+            /// - `p_in`: the other side's potentials; `splits`, `part_max`, `part_sum`: the states.
+            ///
+            /// # Thread mapping
+            /// As `ot_tile_scaling_*`.
+            pub unsafe extern "ptx-kernel" fn $tile_log(
                 c: *const $real,
                 n: u64,
                 d: u64,
-                reg: $real,
+                scale: $real,
+                p_in: *const $real,
+                splits: u64,
+                part_max: *mut $real,
+                part_sum: *mut $real,
+            ) as $tile_log_args {
+                // SAFETY: the kernel's contract.
+                unsafe { tile_log::<$real>(c, n, d, scale, p_in, splits, part_max, part_sum) }
+            }
+        }
+
+        kernel! {
+            /// Each split's part of every (pair, row)'s entropic cost.
+            ///
+            /// # Safety
+            /// As `ot_tile_scaling_*`, with `c` the cost matrix, `f` and `g`
+            /// `n * d` values, `partial` `splits * n * d`, `scale > 0`.
+            ///
+            /// # Parameters
+            /// - `c`: the cost matrix; `n`, `d`: pairs and bins; `scale`: the exponents' factor;
+            /// - `f`, `g`: the potentials; `splits`, `partial`: the partial sums.
+            ///
+            /// # Thread mapping
+            /// As `ot_tile_scaling_*`.
+            pub unsafe extern "ptx-kernel" fn $tile_cost(
+                c: *const $real,
+                n: u64,
+                d: u64,
+                scale: $real,
                 f: *const $real,
                 g: *const $real,
+                splits: u64,
                 partial: *mut $real,
-            ) as $cost_args {
+            ) as $tile_cost_args {
                 // SAFETY: the kernel's contract.
-                unsafe { cost::<$real, $math>(c, n, d, reg, f, g, partial) }
+                unsafe { tile_cost::<$real>(c, n, d, scale, f, g, splits, partial) }
+            }
+        }
+
+        kernel! {
+            /// The scaling-domain update from the splits' partial sums:
+            /// `x_out = marginal / s` bin by bin (0 where the marginal is 0),
+            /// with the marginal error of the old `x_out` on request.
+            ///
+            /// # Safety
+            /// `partial` holds `splits * n * d` values; `marginal` and
+            /// `x_out` `n * d`; `err` `n * d` or null.
+            ///
+            /// # Parameters
+            /// - `n`, `d`: pairs and bins; `splits`, `partial`: the partial sums;
+            /// - `marginal`: this side's histograms; `x_out`: its scalings (read, then written);
+            /// - `err`: errors or null.
+            ///
+            /// # Thread mapping
+            /// Grid-stride loop over the `n * d` (pair, bin) values.
+            pub unsafe extern "ptx-kernel" fn $finish_scaling(
+                n: u64,
+                d: u64,
+                splits: u64,
+                partial: *const $real,
+                marginal: *const $real,
+                x_out: *mut $real,
+                err: *mut $real,
+            ) as $finish_scaling_args {
+                let len = (n * d) as usize;
+                // SAFETY: k < n * d; the kernel's contract.
+                grid_stride(n * d, |k| unsafe {
+                    finish_scaling::<$real>(k as usize, len, splits, partial, marginal, x_out, err)
+                });
+            }
+        }
+
+        kernel! {
+            /// The log-domain update from the splits' states: `p_out = reg
+            /// ln marginal - reg logsumexp` bin by bin (-inf where the
+            /// marginal is 0), with the marginal error of the old `p_out` on
+            /// request.
+            ///
+            /// # Safety
+            /// `part_max` and `part_sum` hold `splits * n * d` values;
+            /// `marginal` and `p_out` `n * d`; `err` `n * d` or null; `reg > 0`.
+            ///
+            /// # Parameters
+            /// - `n`, `d`: pairs and bins; `reg`: the regularisation;
+            /// - `splits`, `part_max`, `part_sum`: the states;
+            /// - `marginal`: this side's histograms; `p_out`: its potentials (read, then written);
+            /// - `err`: errors or null.
+            ///
+            /// # Thread mapping
+            /// Grid-stride loop over the `n * d` (pair, bin) values.
+            pub unsafe extern "ptx-kernel" fn $finish_log(
+                n: u64,
+                d: u64,
+                reg: $real,
+                splits: u64,
+                part_max: *const $real,
+                part_sum: *const $real,
+                marginal: *const $real,
+                p_out: *mut $real,
+                err: *mut $real,
+            ) as $finish_log_args {
+                let len = (n * d) as usize;
+                // SAFETY: k < n * d; the kernel's contract.
+                grid_stride(n * d, |k| unsafe {
+                    finish_log::<$real, $math>(k as usize, len, reg, splits, part_max, part_sum, marginal, p_out, err)
+                });
+            }
+        }
+
+        kernel! {
+            /// Sums the splits' partial values, in split order.
+            ///
+            /// # Safety
+            /// `partial` holds `splits * len` values, `out` `len`.
+            ///
+            /// # Parameters
+            /// - `len`: values per split; `splits`, `partial`: the parts; `out`: the sums.
+            ///
+            /// # Thread mapping
+            /// Grid-stride loop over the `len` values.
+            pub unsafe extern "ptx-kernel" fn $finish_sum(
+                len: u64,
+                splits: u64,
+                partial: *const $real,
+                out: *mut $real,
+            ) as $finish_sum_args {
+                // SAFETY: split * len + k < splits * len; k < len.
+                grid_stride(len, |k| unsafe {
+                    let mut s: $real = 0.0;
+                    for split in 0..splits {
+                        s += *partial.add((split * len + k) as usize);
+                    }
+                    *out.add(k as usize) = s;
+                });
             }
         }
     )*};
 }
 
 transport_kernels! {
-    f32, Hardware: ot_prepare_f32 OtPrepareF32Args, ot_scaling_update_f32 OtScalingUpdateF32Args,
-        ot_log_update_f32 OtLogUpdateF32Args, ot_potentials_f32 OtPotentialsF32Args, ot_cost_f32 OtCostF32Args;
-    f64, Software: ot_prepare_f64 OtPrepareF64Args, ot_scaling_update_f64 OtScalingUpdateF64Args,
-        ot_log_update_f64 OtLogUpdateF64Args, ot_potentials_f64 OtPotentialsF64Args, ot_cost_f64 OtCostF64Args;
+    f32, Hardware: ot_prepare_f32 OtPrepareF32Args, ot_check_f32 OtCheckF32Args,
+        ot_pair_stats_f32 OtPairStatsF32Args, ot_fill_f32 OtFillF32Args, ot_potentials_f32 OtPotentialsF32Args,
+        ot_tile_scaling_f32 OtTileScalingF32Args, ot_tile_log_f32 OtTileLogF32Args,
+        ot_tile_cost_f32 OtTileCostF32Args, ot_finish_scaling_f32 OtFinishScalingF32Args,
+        ot_finish_log_f32 OtFinishLogF32Args, ot_finish_sum_f32 OtFinishSumF32Args,
+        ot_rows_scaling_f32 OtRowsScalingF32Args, ot_rows_log_f32 OtRowsLogF32Args;
+    f64, Software: ot_prepare_f64 OtPrepareF64Args, ot_check_f64 OtCheckF64Args,
+        ot_pair_stats_f64 OtPairStatsF64Args, ot_fill_f64 OtFillF64Args, ot_potentials_f64 OtPotentialsF64Args,
+        ot_tile_scaling_f64 OtTileScalingF64Args, ot_tile_log_f64 OtTileLogF64Args,
+        ot_tile_cost_f64 OtTileCostF64Args, ot_finish_scaling_f64 OtFinishScalingF64Args,
+        ot_finish_log_f64 OtFinishLogF64Args, ot_finish_sum_f64 OtFinishSumF64Args,
+        ot_rows_scaling_f64 OtRowsScalingF64Args, ot_rows_log_f64 OtRowsLogF64Args;
 }

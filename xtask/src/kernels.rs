@@ -63,7 +63,29 @@ pub fn build(arch: &str) -> Result<String> {
         format!("building kernels-rs; is the toolchain installed? `rustup toolchain install {toolchain} --profile minimal --component rust-src,llvm-tools,llvm-bitcode-linker`")
     })?;
     let built = target_dir.join("nvptx64-nvidia-cuda/release/gpu_waterz_kernels.ptx");
-    std::fs::read_to_string(&built).with_context(|| format!("reading {}", built.display()))
+    let ptx = std::fs::read_to_string(&built).with_context(|| format!("reading {}", built.display()))?;
+    with_launch_bounds(&ptx)
+}
+
+/// Kernels whose register use ptxas must fit to a launch shape, as CUDA's
+/// `__launch_bounds__` does (rustc has no attribute for it): the kernel,
+/// its threads per block, and the blocks each multiprocessor must hold.
+/// Without it ptxas gives the log-domain Sinkhorn tile more registers than
+/// two blocks of 256 threads per multiprocessor allow (168 when measured),
+/// and the device runs one block per multiprocessor.
+pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[("ot_tile_log_f32", 256, 2)];
+
+/// `ptx` with the `.maxntid` and `.minnctapersm` directives of
+/// [`LAUNCH_BOUNDS`] before each listed kernel's body.
+fn with_launch_bounds(ptx: &str) -> Result<String> {
+    let mut out = ptx.to_string();
+    for &(kernel, threads, blocks) in LAUNCH_BOUNDS {
+        let entry = format!(".entry {kernel}(");
+        let start = out.find(&entry).with_context(|| format!("no kernel {kernel} in the PTX"))?;
+        let body = out[start..].find("\n{").with_context(|| format!("no body for {kernel}"))? + start;
+        out.insert_str(body, &format!("\n.maxntid {threads}, 1, 1\n.minnctapersm {blocks}"));
+    }
+    Ok(out)
 }
 
 /// The architectures whose compiled kernels (cubin) are committed beside the

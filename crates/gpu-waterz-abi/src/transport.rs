@@ -6,14 +6,52 @@
 //! scalings and potentials are row-major `n × d` (pair `t`, bin `i` at
 //! `t * d + i`).
 
-/// Threads per block of the row kernels.
-pub const TRANSPORT_THREADS: u32 = 128;
-/// Pairs handled together by one block: each matrix row is read once for
-/// this many scaling vectors, held in registers.
-pub const TRANSPORT_TILE: u32 = 8;
-/// Dynamic shared memory of a row kernel, in elements: one partial result
-/// (two for the log-domain merge) per tile item per thread.
-pub const TRANSPORT_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_TILE * TRANSPORT_THREADS;
+/// Threads per block of the tile kernels: 16 along the rows (bins `i`)
+/// by 16 along the pairs.
+pub const TRANSPORT_THREADS: u32 = 256;
+/// Rows (bins `i`) and pairs of a block's output tile: each thread owns
+/// [`TRANSPORT_MICRO`] × [`TRANSPORT_MICRO`] outputs, rows `i0 + 4 ti + a`
+/// and pairs `q0 + 4 tq + b`.
+pub const TRANSPORT_BLOCK: u32 = 64;
+/// Outputs per thread along each side of the tile.
+pub const TRANSPORT_MICRO: u32 = 4;
+/// Columns `j` staged in shared memory per step.
+pub const TRANSPORT_CHUNK: u32 = 16;
+/// Shared memory of a tile kernel, in elements: a chunk of the matrix rows
+/// and a chunk of the vectors, each `CHUNK × (BLOCK + 4)` (four elements of
+/// padding per column: aligned vector reads, few bank conflicts).
+pub const TRANSPORT_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_CHUNK * (TRANSPORT_BLOCK + 4);
+
+/// Pairs one warp of a row kernel handles together (its lanes stride over
+/// one matrix row and keep one sum per pair).
+pub const TRANSPORT_ROW_PAIRS: u32 = 8;
+/// The most pairs for which the half-steps use the row kernels (one warp
+/// per (row, [`TRANSPORT_ROW_PAIRS`] pairs), the update in the same
+/// kernel) instead of the tile kernels, whose 64-pair tiles would be mostly
+/// empty.
+pub const TRANSPORT_ROWS_MAX_PAIRS: u64 = 16;
+
+/// Dynamic shared memory of the log-domain tile kernel, in elements: the
+/// chunk of matrix rows and of vectors as staged, the same as powers above
+/// their bounds, and each row's and pair's bound.
+pub const TRANSPORT_LOG_SHARED_ELEMENTS: u32 = 4 * TRANSPORT_CHUNK * (TRANSPORT_BLOCK + 4) + 2 * TRANSPORT_BLOCK;
+
+/// The block of a tile kernel's launch: `(row tile, pair tile, split)`
+/// for block index `block` with `row_tiles` tiles of rows and
+/// `pair_tiles` of pairs.
+#[inline(always)]
+pub fn tile_of_block(block: u64, row_tiles: u64, pair_tiles: u64) -> (u64, u64, u64) {
+    let tiles = row_tiles * pair_tiles;
+    (block % tiles % row_tiles, block % tiles / row_tiles, block / tiles)
+}
+
+/// The chunks `[first, end)` of split `split` of `splits` over `chunks`
+/// chunks of [`TRANSPORT_CHUNK`] columns: as even as integers allow, in
+/// order, together covering every chunk once.
+#[inline(always)]
+pub fn chunks_of_split(split: u64, splits: u64, chunks: u64) -> (u64, u64) {
+    (split * chunks / splits, (split + 1) * chunks / splits)
+}
 
 /// `ln 2` split so that `k * LN2_HI` is exact for `|k| < 2^20`.
 const LN2_HI: f64 = f64::from_bits(core::f64::consts::LN_2.to_bits() & 0xFFFF_FFFF_F000_0000);
@@ -40,15 +78,40 @@ pub fn exp_f64(x: f64) -> f64 {
     let kf = round_f64(x * core::f64::consts::LOG2_E);
     let k = kf as i64;
     let r = (x - kf * LN2_HI) - kf * LN2_LO;
-    // Horner's scheme for sum_{j=0..=14} r^j / j!: p = 1 + r p / j, j = 14..1.
-    let mut p = 1.0;
-    let mut j = 14.0;
-    while j > 0.5 {
-        p = 1.0 + r * p / j;
-        j -= 1.0;
+    // Horner's scheme for sum_{j=0..=14} r^j / j!, by multiplications only.
+    let mut p = EXP_TAYLOR[14];
+    let mut j = 14;
+    while j > 0 {
+        j -= 1;
+        p = p * r + EXP_TAYLOR[j];
     }
     scale_by_power_of_two(p, k)
 }
+
+/// `1 / j!` for `j = 0..=14`: [`exp_f64`]'s Taylor coefficients (each
+/// factorial is exact in float64; each coefficient rounded once).
+const EXP_TAYLOR: [f64; 15] = {
+    let mut c = [0.0; 15];
+    let mut factorial = 1.0;
+    let mut j = 0;
+    while j < 15 {
+        c[j] = 1.0 / factorial;
+        j += 1;
+        factorial *= j as f64;
+    }
+    c
+};
+
+/// `1 / (2 k + 1)` for `k = 0..=11`: [`ln_f64`]'s series coefficients.
+const ATANH_SERIES: [f64; 12] = {
+    let mut c = [0.0; 12];
+    let mut k = 0;
+    while k < 12 {
+        c[k] = 1.0 / (2 * k + 1) as f64;
+        k += 1;
+    }
+    c
+};
 
 /// Rounds to the nearest integer (half away from zero), without `std`.
 #[inline(always)]
@@ -108,11 +171,11 @@ pub fn ln_f64(x: f64) -> f64 {
     let s = (m - 1.0) / (m + 1.0);
     let z = s * s;
     // 2 * (s + s^3/3 + ... + s^23/23), by Horner in z.
-    let mut p = 1.0 / 23.0;
-    let mut j = 21.0;
-    while j > 0.5 {
-        p = p * z + 1.0 / j;
-        j -= 2.0;
+    let mut p = ATANH_SERIES[11];
+    let mut k = 11;
+    while k > 0 {
+        k -= 1;
+        p = p * z + ATANH_SERIES[k];
     }
     let e = e as f64;
     e * LN2_HI + (2.0 * s * p + e * LN2_LO)
@@ -120,7 +183,60 @@ pub fn ln_f64(x: f64) -> f64 {
 
 /// Sinkhorn arguments of both float types.
 macro_rules! transport_args {
-    ($real:ty, $prepare:ident, $scaling:ident, $log:ident, $potentials:ident, $cost:ident) => {
+    ($real:ty, $prepare:ident, $check:ident, $pair_stats:ident, $fill:ident, $potentials:ident, $tile_scaling:ident, $tile_log:ident, $tile_cost:ident,
+     $finish_scaling:ident, $finish_log:ident, $finish_sum:ident, $rows_scaling:ident, $rows_log:ident) => {
+        /// `ot_rows_scaling_*`: for every pair `t` and bin `i`, `s =
+        /// sum_j op[i][j] x_in[t][j]`, then `x_out[t][i] = marginal[t][i] /
+        /// s` (0 where the marginal is 0); with `err` not null, first
+        /// `err[t][i] = |x_out[t][i] s - marginal[t][i]|`. For few pairs.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $rows_scaling {
+            /// `d * d` values: the Gibbs kernel or its transpose.
+            pub op: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// `n * d` values: the other side's scalings.
+            pub x_in: *const $real,
+            /// `n * d` values: this side's histograms.
+            pub marginal: *const $real,
+            /// `n * d` values, read then written: this side's scalings.
+            pub x_out: *mut $real,
+            /// `n * d` writable values, or null.
+            pub err: *mut $real,
+        }
+
+        /// `ot_rows_log_*`: for every pair `t` and bin `i`, `l =
+        /// logsumexp_j((p_in[t][j] - c[i][j]) / reg)`, then `p_out[t][i] =
+        /// reg ln marginal[t][i] - reg l` (-inf where the marginal is 0);
+        /// with `err` not null, first `err[t][i] = |e^(p_out[t][i] / reg +
+        /// l) - marginal[t][i]|`. The terms are taken as `(p_in - c) scale`
+        /// in the base of the log kernel's arguments. For few pairs.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $rows_log {
+            /// `d * d` values: the cost matrix or its transpose.
+            pub c: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// The entropic regularisation (> 0).
+            pub reg: $real,
+            /// The factor of the terms.
+            pub scale: $real,
+            /// `n * d` values: the other side's potentials.
+            pub p_in: *const $real,
+            /// `n * d` values: this side's histograms.
+            pub marginal: *const $real,
+            /// `n * d` values, read then written: this side's potentials.
+            pub p_out: *mut $real,
+            /// `n * d` writable values, or null.
+            pub err: *mut $real,
+        }
+
         /// `ot_prepare_*`: `out[i][j] = f(m[i][j])` and `out_t[j][i]` the
         /// same, with `f(x) = e^(-x / reg)` when `exponentiate` is 1, else
         /// `f(x) = x` (a transpose).
@@ -141,54 +257,61 @@ macro_rules! transport_args {
             pub out_t: *mut $real,
         }
 
-        /// `ot_scaling_update_*`: for every pair `t` and bin `i`,
-        /// `s = sum_j op[i][j] x_in[t][j]`, then `x_out[t][i] =
-        /// marginal[t][i] / s` (0 where the marginal is 0); with `err` not
-        /// null, first `err[t][i] = |x_out[t][i] s - marginal[t][i]|` (the
-        /// marginal error of the scalings before the update).
+        /// `ot_check_*`: sets bit 0 of `*flags` when some `a[k]` (`k <
+        /// len`) is negative or not finite, bit 1 for `b`, bit 2 when some
+        /// `m[k]` (`k < m_len`) is not finite; other bits are left alone.
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
-        pub struct $scaling {
-            /// `d * d` values: the Gibbs kernel or its transpose.
-            pub op: *const $real,
-            /// The number of pairs.
-            pub n: u64,
-            /// The number of bins.
-            pub d: u64,
-            /// `n * d` values: the other side's scalings.
-            pub x_in: *const $real,
-            /// `n * d` values: this side's histograms.
-            pub marginal: *const $real,
-            /// `n * d` values, read then written: this side's scalings.
-            pub x_out: *mut $real,
-            /// `n * d` writable values, or null.
-            pub err: *mut $real,
+        pub struct $check {
+            /// `len` values: the first histograms.
+            pub a: *const $real,
+            /// `len` values: the second histograms.
+            pub b: *const $real,
+            /// How many values `a` and `b` hold.
+            pub len: u64,
+            /// `m_len` values: the cost matrix.
+            pub m: *const $real,
+            /// How many values `m` holds.
+            pub m_len: u64,
+            /// One writable flag word.
+            pub flags: *mut u32,
         }
 
-        /// `ot_log_update_*`: for every pair `t` and bin `i`,
-        /// `l = logsumexp_j((p_in[t][j] - c[i][j]) / reg)`, then
-        /// `p_out[t][i] = reg ln marginal[t][i] - reg l` (-inf where the
-        /// marginal is 0); with `err` not null, first `err[t][i] =
-        /// |e^(p_out[t][i] / reg + l) - marginal[t][i]|`.
+        /// `ot_pair_stats_*`: for every pair `t`, `cost[t] = sum_i
+        /// partial[t][i]` (summed in float64), and where `f_centred` is not
+        /// null, `f_centred[t] = f[t] - mean` over the finite values of
+        /// `f[t]` (-inf stays -inf; the mean of none is 0), the same for `g`.
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
-        pub struct $log {
-            /// `d * d` values: the cost matrix or its transpose.
-            pub c: *const $real,
+        pub struct $pair_stats {
             /// The number of pairs.
             pub n: u64,
             /// The number of bins.
             pub d: u64,
-            /// The entropic regularisation (> 0).
-            pub reg: $real,
-            /// `n * d` values: the other side's potentials.
-            pub p_in: *const $real,
-            /// `n * d` values: this side's histograms.
-            pub marginal: *const $real,
-            /// `n * d` values, read then written: this side's potentials.
-            pub p_out: *mut $real,
+            /// `n * d` values: each (pair, row)'s part of the cost.
+            pub partial: *const $real,
+            /// `n * d` values: the first potentials.
+            pub f: *const $real,
+            /// `n * d` values: the second potentials.
+            pub g: *const $real,
+            /// `n` writable values.
+            pub cost: *mut $real,
             /// `n * d` writable values, or null.
-            pub err: *mut $real,
+            pub f_centred: *mut $real,
+            /// `n * d` writable values (when `f_centred` is not null).
+            pub g_centred: *mut $real,
+        }
+
+        /// `ot_fill_*`: `x[k] = value` for `k < len` (the starting scalings).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $fill {
+            /// `len` writable values.
+            pub x: *mut $real,
+            /// How many.
+            pub len: u64,
+            /// The value.
+            pub value: $real,
         }
 
         /// `ot_potentials_*`: `x[k] = reg ln x[k]` for `k < len` (scalings
@@ -204,45 +327,210 @@ macro_rules! transport_args {
             pub reg: $real,
         }
 
-        /// `ot_cost_*`: `partial[t][i] = sum_j g_ij (f[t][i] + g[t][j])`,
-        /// `g_ij = e^((f[t][i] + g[t][j] - c[i][j]) / reg)` (0 where a
-        /// potential is -inf): row `i`'s part of pair `t`'s entropic cost
-        /// `<plan, c> + reg sum plan ln plan`.
+        /// `ot_tile_scaling_*`: for every pair `t`, bin `i` and split `s`,
+        /// `partial[s][t][i] = sum_j op[i][j] x_in[t][j]` over split `s`'s
+        /// columns (see [`chunks_of_split`]).
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
-        pub struct $cost {
+        pub struct $tile_scaling {
+            /// `d * d` values: the Gibbs kernel or its transpose.
+            pub op: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// `n * d` values: the other side's scalings.
+            pub x_in: *const $real,
+            /// How many parts the columns are split into (>= 1).
+            pub splits: u64,
+            /// `splits * n * d` writable values.
+            pub partial: *mut $real,
+        }
+
+        /// `ot_tile_log_*`: for every pair `t`, bin `i` and split `s`, the
+        /// log-sum-exp state of the terms `(p_in[t][j] - c[i][j]) scale`
+        /// over split `s`'s columns: the largest term in `part_max` and
+        /// the sum of the terms' powers above it in `part_sum` (`-inf` and
+        /// 0 when every term is `-inf`). The base of the powers is 2 for
+        /// float32 (`scale = log2(e) / reg`) and e for float64
+        /// (`scale = 1 / reg`).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $tile_log {
+            /// `d * d` values: the cost matrix or its transpose.
+            pub c: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// The factor of the terms (see above).
+            pub scale: $real,
+            /// `n * d` values: the other side's potentials.
+            pub p_in: *const $real,
+            /// How many parts the columns are split into (>= 1).
+            pub splits: u64,
+            /// `splits * n * d` writable values.
+            pub part_max: *mut $real,
+            /// `splits * n * d` writable values.
+            pub part_sum: *mut $real,
+        }
+
+        /// `ot_tile_cost_*`: for every pair `t`, bin `i` and split `s`,
+        /// `partial[s][t][i] = sum_j plan_ij (f[t][i] + g[t][j])` over
+        /// split `s`'s columns, `plan_ij = base^((f[t][i] + g[t][j] -
+        /// c[i][j]) scale)` (0 where a potential is -inf; base and scale as
+        /// in the log kernel's arguments): row `i`'s part of pair `t`'s
+        /// entropic cost `<plan, c> + reg sum plan ln plan`.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $tile_cost {
             /// `d * d` values: the cost matrix.
             pub c: *const $real,
             /// The number of pairs.
             pub n: u64,
             /// The number of bins.
             pub d: u64,
-            /// The entropic regularisation (> 0).
-            pub reg: $real,
+            /// The factor of the exponents (see above).
+            pub scale: $real,
             /// `n * d` values: the first side's potentials.
             pub f: *const $real,
             /// `n * d` values: the second side's potentials.
             pub g: *const $real,
-            /// `n * d` writable values.
+            /// How many parts the columns are split into (>= 1).
+            pub splits: u64,
+            /// `splits * n * d` writable values.
             pub partial: *mut $real,
+        }
+
+        /// `ot_finish_scaling_*`: for every pair `t` and bin `i`, `s =
+        /// sum_s partial[s][t][i]` (in split order), then `x_out[t][i] =
+        /// marginal[t][i] / s` (0 where the marginal is 0); with `err` not
+        /// null, first `err[t][i] = |x_out[t][i] s - marginal[t][i]|` (the
+        /// marginal error of the scalings before the update).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $finish_scaling {
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// The number of splits.
+            pub splits: u64,
+            /// `splits * n * d` values.
+            pub partial: *const $real,
+            /// `n * d` values: this side's histograms.
+            pub marginal: *const $real,
+            /// `n * d` values, read then written: this side's scalings.
+            pub x_out: *mut $real,
+            /// `n * d` writable values, or null.
+            pub err: *mut $real,
+        }
+
+        /// `ot_finish_log_*`: for every pair `t` and bin `i`, the splits'
+        /// states merged in split order into `l = logsumexp_j((p_in[t][j] -
+        /// c[i][j]) / reg)`, then `p_out[t][i] = reg ln marginal[t][i] -
+        /// reg l` (-inf where the marginal is 0); with `err` not null,
+        /// first `err[t][i] = |e^(p_out[t][i] / reg + l) - marginal[t][i]|`.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $finish_log {
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// The entropic regularisation (> 0).
+            pub reg: $real,
+            /// The number of splits.
+            pub splits: u64,
+            /// `splits * n * d` values.
+            pub part_max: *const $real,
+            /// `splits * n * d` values.
+            pub part_sum: *const $real,
+            /// `n * d` values: this side's histograms.
+            pub marginal: *const $real,
+            /// `n * d` values, read then written: this side's potentials.
+            pub p_out: *mut $real,
+            /// `n * d` writable values, or null.
+            pub err: *mut $real,
+        }
+
+        /// `ot_finish_sum_*`: `out[k] = sum_s partial[s][k]` for `k < len`,
+        /// in split order.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $finish_sum {
+            /// The number of values per split.
+            pub len: u64,
+            /// The number of splits.
+            pub splits: u64,
+            /// `splits * len` values.
+            pub partial: *const $real,
+            /// `len` writable values.
+            pub out: *mut $real,
         }
     };
 }
 
-transport_args!(f32, OtPrepareF32Args, OtScalingUpdateF32Args, OtLogUpdateF32Args, OtPotentialsF32Args, OtCostF32Args);
-transport_args!(f64, OtPrepareF64Args, OtScalingUpdateF64Args, OtLogUpdateF64Args, OtPotentialsF64Args, OtCostF64Args);
+transport_args!(
+    f32,
+    OtPrepareF32Args,
+    OtCheckF32Args,
+    OtPairStatsF32Args,
+    OtFillF32Args,
+    OtPotentialsF32Args,
+    OtTileScalingF32Args,
+    OtTileLogF32Args,
+    OtTileCostF32Args,
+    OtFinishScalingF32Args,
+    OtFinishLogF32Args,
+    OtFinishSumF32Args,
+    OtRowsScalingF32Args,
+    OtRowsLogF32Args
+);
+transport_args!(
+    f64,
+    OtPrepareF64Args,
+    OtCheckF64Args,
+    OtPairStatsF64Args,
+    OtFillF64Args,
+    OtPotentialsF64Args,
+    OtTileScalingF64Args,
+    OtTileLogF64Args,
+    OtTileCostF64Args,
+    OtFinishScalingF64Args,
+    OtFinishLogF64Args,
+    OtFinishSumF64Args,
+    OtRowsScalingF64Args,
+    OtRowsLogF64Args
+);
 
 impl_kernel_args!(
     OtPrepareF32Args => OtPrepareF32 { m, d, reg, exponentiate, out, out_t },
     OtPrepareF64Args => OtPrepareF64 { m, d, reg, exponentiate, out, out_t },
-    OtScalingUpdateF32Args => OtScalingUpdateF32 { op, n, d, x_in, marginal, x_out, err },
-    OtScalingUpdateF64Args => OtScalingUpdateF64 { op, n, d, x_in, marginal, x_out, err },
-    OtLogUpdateF32Args => OtLogUpdateF32 { c, n, d, reg, p_in, marginal, p_out, err },
-    OtLogUpdateF64Args => OtLogUpdateF64 { c, n, d, reg, p_in, marginal, p_out, err },
+    OtCheckF32Args => OtCheckF32 { a, b, len, m, m_len, flags },
+    OtCheckF64Args => OtCheckF64 { a, b, len, m, m_len, flags },
+    OtPairStatsF32Args => OtPairStatsF32 { n, d, partial, f, g, cost, f_centred, g_centred },
+    OtPairStatsF64Args => OtPairStatsF64 { n, d, partial, f, g, cost, f_centred, g_centred },
+    OtFillF32Args => OtFillF32 { x, len, value },
+    OtFillF64Args => OtFillF64 { x, len, value },
     OtPotentialsF32Args => OtPotentialsF32 { x, len, reg },
     OtPotentialsF64Args => OtPotentialsF64 { x, len, reg },
-    OtCostF32Args => OtCostF32 { c, n, d, reg, f, g, partial },
-    OtCostF64Args => OtCostF64 { c, n, d, reg, f, g, partial },
+    OtTileScalingF32Args => OtTileScalingF32 { op, n, d, x_in, splits, partial },
+    OtTileScalingF64Args => OtTileScalingF64 { op, n, d, x_in, splits, partial },
+    OtTileLogF32Args => OtTileLogF32 { c, n, d, scale, p_in, splits, part_max, part_sum },
+    OtTileLogF64Args => OtTileLogF64 { c, n, d, scale, p_in, splits, part_max, part_sum },
+    OtTileCostF32Args => OtTileCostF32 { c, n, d, scale, f, g, splits, partial },
+    OtTileCostF64Args => OtTileCostF64 { c, n, d, scale, f, g, splits, partial },
+    OtFinishScalingF32Args => OtFinishScalingF32 { n, d, splits, partial, marginal, x_out, err },
+    OtFinishScalingF64Args => OtFinishScalingF64 { n, d, splits, partial, marginal, x_out, err },
+    OtFinishLogF32Args => OtFinishLogF32 { n, d, reg, splits, part_max, part_sum, marginal, p_out, err },
+    OtFinishLogF64Args => OtFinishLogF64 { n, d, reg, splits, part_max, part_sum, marginal, p_out, err },
+    OtFinishSumF32Args => OtFinishSumF32 { len, splits, partial, out },
+    OtFinishSumF64Args => OtFinishSumF64 { len, splits, partial, out },
+    OtRowsScalingF32Args => OtRowsScalingF32 { op, n, d, x_in, marginal, x_out, err },
+    OtRowsScalingF64Args => OtRowsScalingF64 { op, n, d, x_in, marginal, x_out, err },
+    OtRowsLogF32Args => OtRowsLogF32 { c, n, d, reg, scale, p_in, marginal, p_out, err },
+    OtRowsLogF64Args => OtRowsLogF64 { c, n, d, reg, scale, p_in, marginal, p_out, err },
 );
 
 /// The float types of the Sinkhorn kernels.

@@ -63,7 +63,9 @@ impl Agglomeration {
         }
         let Some(pending) = self.pending.take() else { return Ok(None) };
         py.detach(|| pending.join())
-            .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("gpu_waterz: the pipeline's worker thread panicked"))?
+            .map_err(|_| {
+                pyo3::exceptions::PyRuntimeError::new_err("gpu_waterz: the pipeline's worker thread panicked")
+            })?
             .map_err(to_py_err)
     }
 

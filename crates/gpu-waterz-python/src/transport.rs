@@ -95,29 +95,40 @@ pub(crate) fn sinkhorn_f32<'py>(
 
 fn solve_cuda<T: on_gpu::DeviceFloat>(
     gpu: &Gpu,
-    pointers: [u64; 5],
+    pointers: [u64; 8],
     (n, d): (usize, usize),
     config: &Config,
-) -> PyResult<(Vec<f64>, usize, Option<f64>)> {
-    let [a, b, m, f, g] = pointers;
+) -> PyResult<(usize, Option<f64>)> {
+    let [a, b, m, f, g, cost, f_centred, g_centred] = pointers;
     let nd = n.checked_mul(d).ok_or_else(|| PyValueError::new_err("n × d overflows"))?;
-    let (a, b, m) =
-        (borrow_floats::<T>(gpu, a, nd)?, borrow_floats::<T>(gpu, b, nd)?, borrow_floats::<T>(gpu, m, d * d)?);
-    let (mut f, mut g) = (borrow_floats::<T>(gpu, f, nd)?, borrow_floats::<T>(gpu, g, nd)?);
-    let report = on_gpu::solve_into(gpu, &a, &b, &m, (n, d), config, &mut f, &mut g).map_err(transport_err)?;
-    Ok((report.cost.into_iter().map(|c| c.to_f64()).collect(), report.iterations, report.marginal_error))
+    let borrow = |address: u64, len: usize| borrow_floats::<T>(gpu, address, len);
+    let (a, b, m) = (borrow(a, nd)?, borrow(b, nd)?, borrow(m, d * d)?);
+    let (mut f, mut g, mut cost) = (borrow(f, nd)?, borrow(g, nd)?, borrow(cost, n)?);
+    let (mut f_centred, mut g_centred) = (borrow(f_centred, nd)?, borrow(g_centred, nd)?);
+    let outputs = on_gpu::DeviceOutputs {
+        f: &mut f,
+        g: &mut g,
+        cost: &mut cost,
+        centred: Some((&mut f_centred, &mut g_centred)),
+    };
+    let run = on_gpu::solve_on_device(gpu, &a, &b, &m, (n, d), config, outputs).map_err(transport_err)?;
+    Ok((run.iterations, run.marginal_error))
 }
 
 /// Sinkhorn on CUDA memory: `a`, `b` (`n × d`), `m` (`d × d`) read in
-/// place, the potentials written into `f`, `g` (`n × d`, allocated by the
-/// caller), all C-contiguous `dtype` (`"f4"` or `"f8"`) on device `ordinal`;
-/// returns the costs (host), iterations and marginal error.
+/// place and checked on the device (finite, histograms >= 0); the
+/// potentials written into `f`, `g` (`n × d`), the costs into `cost` (`n`)
+/// and the potentials centred on their finite values' mean into
+/// `f_centred`, `g_centred` (`n × d`), all allocated by the caller,
+/// C-contiguous `dtype` (`"f4"` or `"f8"`) on device `ordinal`; returns
+/// the iterations and the marginal error. `pointers` lists `a, b, m, f, g,
+/// cost, f_centred, g_centred`.
 #[pyfunction]
 #[pyo3(signature = (pointers, n, d, dtype, ordinal, reg, num_iter, tol, log_domain))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sinkhorn_cuda(
     py: Python<'_>,
-    pointers: [u64; 5],
+    pointers: [u64; 8],
     n: usize,
     d: usize,
     dtype: &str,
@@ -126,7 +137,7 @@ pub(crate) fn sinkhorn_cuda(
     num_iter: usize,
     tol: f64,
     log_domain: bool,
-) -> PyResult<(Vec<f64>, usize, Option<f64>)> {
+) -> PyResult<(usize, Option<f64>)> {
     let gpu = Gpu::new(ordinal).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     let config = config(reg, num_iter, tol, log_domain);
     py.detach(|| match dtype {

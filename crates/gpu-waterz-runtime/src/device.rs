@@ -10,6 +10,9 @@ use std::sync::{Arc, OnceLock};
 /// The devices opened so far, one handle each (see [`Gpu::new`]).
 static OPENED: std::sync::Mutex<Vec<(usize, Gpu)>> = std::sync::Mutex::new(Vec::new());
 
+/// A thread recording a graph, and the stream its launches go to.
+pub(crate) type Capture = (std::thread::ThreadId, Arc<CudaStream>);
+
 /// One CUDA device with one stream and the gpu-waterz kernels.
 ///
 /// All work is queued on the stream; downloads synchronize it. A `Gpu` is a
@@ -25,6 +28,10 @@ pub struct Gpu {
     /// Page-locked buffers for large copies, made on first use (see
     /// `staging`); one transfer at a time holds them.
     pub(crate) staging: Arc<std::sync::Mutex<Option<crate::staging::Staging>>>,
+    /// The threads recording a graph ([`Gpu::capture`]), each with the
+    /// stream its launches go to meanwhile (the default stream cannot be
+    /// captured).
+    pub(crate) capturing: Arc<std::sync::Mutex<Vec<Capture>>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -112,7 +119,14 @@ impl Gpu {
                 .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .context(|| "reading the multiprocessor count".into())?
                 .max(1) as u32;
-            Ok(Self { ctx, stream, module: Arc::new(OnceLock::new()), multiprocessors, staging: Arc::default() })
+            Ok(Self {
+                ctx,
+                stream,
+                module: Arc::new(OnceLock::new()),
+                multiprocessors,
+                staging: Arc::default(),
+                capturing: Arc::default(),
+            })
         })
     }
 

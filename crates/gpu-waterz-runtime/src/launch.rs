@@ -58,6 +58,7 @@ impl Gpu {
         let mut params = [std::ptr::null_mut(); MAX_PARAMS];
         let n = args.param_pointers(&mut params);
         self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let stream = self.launch_stream();
         // SAFETY: `params` holds the address of each field of `args`, in the
         // kernel's parameter order and types (checked when the kernels
         // compile); the driver copies them before this returns, while
@@ -68,7 +69,7 @@ impl Gpu {
                 (config.blocks, 1, 1),
                 (config.threads, 1, 1),
                 config.shared_bytes,
-                self.stream.cu_stream(),
+                stream,
                 &mut params[..n],
             )
         }

@@ -18,6 +18,7 @@
 
 mod buffer;
 mod device;
+mod graph;
 mod launch;
 mod module;
 pub mod primitives;
@@ -28,6 +29,7 @@ mod timer;
 pub use buffer::{DeviceBuffer, DeviceElement};
 pub use device::Gpu;
 pub use gpu_waterz_abi as abi;
+pub use graph::Graph;
 pub use launch::{check_len, tiled_config, LaunchConfig, BLOCK};
 pub use staging::{STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
 pub use timer::StageTimer;

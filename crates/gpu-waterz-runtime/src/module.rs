@@ -81,6 +81,17 @@ impl Gpu {
         Ok(&self.kernels()?.functions[kernel.index()])
     }
 
+    /// How many blocks of `threads` threads and `shared_bytes` bytes of
+    /// dynamic shared memory of `kernel` one multiprocessor holds at once
+    /// (at least 1), by the driver's occupancy calculator.
+    pub fn blocks_per_multiprocessor(&self, kernel: Kernel, threads: u32, shared_bytes: u32) -> Result<u32> {
+        let blocks = self
+            .function(kernel)?
+            .occupancy_max_active_blocks_per_multiprocessor(threads, shared_bytes as usize, None)
+            .context(|| format!("reading the occupancy of {}", kernel.name()))?;
+        Ok(blocks.max(1))
+    }
+
     /// Loads the kernels now (they are otherwise loaded at the first
     /// launch), so that the driver's PTX compilation is not timed as part
     /// of the first stage.

@@ -81,6 +81,11 @@ impl From<DeviceThresholdResult> for InPlaceResult {
     /// The result without its device segmentation (once it was downloaded
     /// into the caller's volume).
     fn from(r: DeviceThresholdResult) -> Self {
-        Self { threshold: r.threshold, metrics: r.metrics, merge_history: r.merge_history, region_graph: r.region_graph }
+        Self {
+            threshold: r.threshold,
+            metrics: r.metrics,
+            merge_history: r.merge_history,
+            region_graph: r.region_graph,
+        }
     }
 }

@@ -69,7 +69,9 @@ def _solve_numpy(a, b, M, reg, num_iter, tol, log_domain, backend):
 
 
 def _solve_cuda(a, b, M, reg, num_iter, tol, log_domain):
-    """The same for CUDA torch tensors (read in place; f and g allocated here)."""
+    """The same for CUDA torch tensors (read in place and checked on the
+    device; f, g, the costs and the centred potentials allocated here), with
+    the centred potentials last."""
     import torch
 
     if not (a.device == b.device == M.device):
@@ -81,20 +83,16 @@ def _solve_cuda(a, b, M, reg, num_iter, tol, log_domain):
     a2 = a.detach().to(dtype).reshape(n, d).contiguous()
     b2 = b.detach().to(dtype).reshape(n, d).contiguous()
     M2 = M.detach().to(dtype).contiguous()
-    for name, x in (("a", a2), ("b", b2)):
-        if bool((x < 0).any()) or not bool(torch.isfinite(x).all()):
-            raise ValueError(f"{name} must hold finite values >= 0 (histograms)")
-    if not bool(torch.isfinite(M2).all()):
-        raise ValueError("M must be finite")
-    f = torch.empty((n, d), dtype=dtype, device=a.device)
-    g = torch.empty((n, d), dtype=dtype, device=a.device)
+    f, g, f_centred, g_centred = torch.empty((4, n, d), dtype=dtype, device=a.device).unbind(0)
+    cost = torch.empty((max(n, 1),), dtype=dtype, device=a.device)
+    # The native side queues on the device's default stream: torch's work
+    # on its current stream must be done first.
     torch.cuda.synchronize(a.device)
-    pointers = [a2.data_ptr(), b2.data_ptr(), M2.data_ptr(), f.data_ptr(), g.data_ptr()]
-    cost, iterations, error = _native.sinkhorn_cuda(
+    pointers = [x.data_ptr() for x in (a2, b2, M2, f, g, cost, f_centred, g_centred)]
+    iterations, error = _native.sinkhorn_cuda(
         pointers, n, d, "f4" if dtype == torch.float32 else "f8", a.device.index or 0, float(reg), int(num_iter),
         float(tol), bool(log_domain))
-    cost = torch.tensor(cost, dtype=dtype, device=a.device)
-    return cost, f, g, iterations, error
+    return cost[:n], f, g, iterations, error, f_centred, g_centred
 
 
 def _centred(p):
@@ -116,14 +114,16 @@ def _function():
         @staticmethod
         def forward(ctx, a, b, M, reg, num_iter, tol, log_domain, backend):
             if a.is_cuda:
-                cost, f, g, iterations, error = _solve_cuda(a, b, M, reg, num_iter, tol, log_domain)
+                cost, f, g, iterations, error, f_centred, g_centred = _solve_cuda(
+                    a, b, M, reg, num_iter, tol, log_domain)
             else:
                 cost, f, g, iterations, error = _solve_numpy(
                     a.detach().numpy(), b.detach().numpy(), M.detach().numpy(), reg, num_iter, tol, log_domain,
                     backend)
                 dtype = torch.promote_types(torch.promote_types(a.dtype, b.dtype), M.dtype)
                 cost, f, g = (torch.from_numpy(np.asarray(x)).to(dtype) for x in (cost, f, g))
-            ctx.save_for_backward(_centred(f), _centred(g))
+                f_centred, g_centred = _centred(f), _centred(g)
+            ctx.save_for_backward(f_centred, g_centred)
             ctx.mark_non_differentiable(f, g)
             ctx.info = (iterations, error)
             return cost, f, g

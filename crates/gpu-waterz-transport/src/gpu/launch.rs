@@ -1,51 +1,102 @@
 //! The Sinkhorn kernels' launches: every `unsafe` of this crate. Each safe
-//! function checks the buffer lengths its kernel reads and writes.
+//! function checks the buffer lengths its kernels read and write.
 
 use gpu_waterz_abi::transport::*;
-use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result};
+use gpu_waterz_abi::Kernel;
+use gpu_waterz_runtime::{check_len, DeviceBuffer, DeviceElement, Gpu, LaunchConfig, Result, RuntimeError};
 
-/// The launch of a row kernel: one block per (row, tile) work item, up to
-/// 16 blocks per multiprocessor, with its shared memory for `T`.
-fn row_config<T>(gpu: &Gpu, n: u64, d: u64) -> LaunchConfig {
-    let works = d * n.div_ceil(TRANSPORT_TILE as u64);
-    let blocks = works.min(gpu.multiprocessor_count() as u64 * 16).max(1) as u32;
-    LaunchConfig {
-        blocks,
-        threads: TRANSPORT_THREADS,
-        shared_bytes: TRANSPORT_SHARED_ELEMENTS * std::mem::size_of::<T>() as u32,
-    }
+/// Into how many parts a half-step's columns are split: as many as fill
+/// one wave of `kernel`'s blocks (the blocks all multiprocessors hold at
+/// once) without starting a second, at most one part per chunk of columns.
+pub(crate) fn splits(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32) -> Result<u64> {
+    let tiles = (d.div_ceil(TRANSPORT_BLOCK as u64) * n.div_ceil(TRANSPORT_BLOCK as u64)).max(1);
+    let wave = gpu.multiprocessor_count() as u64
+        * gpu.blocks_per_multiprocessor(kernel, TRANSPORT_THREADS, shared_bytes)? as u64;
+    Ok((wave / tiles).clamp(1, d.div_ceil(TRANSPORT_CHUNK as u64).max(1)))
 }
 
-/// Checks what a row kernel reads and writes: the `d × d` matrix, the
-/// `n × d` vectors, and the `n × d` errors when asked for; returns the
-/// errors' address (null without).
-fn check_row_kernel<T: gpu_waterz_runtime::DeviceElement>(
+/// The dynamic shared memory of a tile kernel for `T`, in bytes.
+fn tile_shared_bytes<T>(log: bool) -> u32 {
+    let elements = if log { TRANSPORT_LOG_SHARED_ELEMENTS } else { TRANSPORT_SHARED_ELEMENTS };
+    elements * std::mem::size_of::<T>() as u32
+}
+
+/// The launch of a tile kernel: one block per (row tile, pair tile, split).
+fn tile_config<T>(kernel: &'static str, n: u64, d: u64, splits: u64, log: bool) -> Result<LaunchConfig> {
+    let blocks = d.div_ceil(TRANSPORT_BLOCK as u64) * n.div_ceil(TRANSPORT_BLOCK as u64) * splits;
+    if blocks == 0 || blocks > i32::MAX as u64 || splits == 0 || splits > d.div_ceil(TRANSPORT_CHUNK as u64) {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel,
+            reason: format!("{n} pairs of {d} bins in {splits} splits"),
+        });
+    }
+    Ok(LaunchConfig { blocks: blocks as u32, threads: TRANSPORT_THREADS, shared_bytes: tile_shared_bytes::<T>(log) })
+}
+
+/// The launch of a row kernel: whole warps, one per (row, tile of
+/// `TRANSPORT_ROW_PAIRS` pairs), up to 16 blocks of 256 threads per
+/// multiprocessor (grid-stride beyond).
+fn row_config(gpu: &Gpu, n: u64, d: u64) -> LaunchConfig {
+    let warps = d * n.div_ceil(TRANSPORT_ROW_PAIRS as u64);
+    let blocks = warps.div_ceil(8).clamp(1, gpu.multiprocessor_count() as u64 * 16);
+    LaunchConfig { blocks: blocks as u32, threads: 256, shared_bytes: 0 }
+}
+
+/// Checks that every buffer is on `gpu` and holds at least its length.
+fn check_buffers<T: DeviceElement>(
     gpu: &Gpu,
     kernel: &'static str,
-    matrix: (&str, &DeviceBuffer<T>),
-    n: u64,
-    d: u64,
-    vectors: [(&str, &DeviceBuffer<T>); 3],
-    err: Option<&mut DeviceBuffer<T>>,
-) -> Result<*mut T> {
-    gpu.check_device(matrix.1, matrix.0)?;
-    check_len(kernel, matrix.0, matrix.1, d * d)?;
-    for (what, b) in vectors {
-        gpu.check_device(b, what)?;
-        check_len(kernel, what, b, n * d)?;
+    buffers: &[(&str, &DeviceBuffer<T>, u64)],
+) -> Result<()> {
+    for &(what, buffer, len) in buffers {
+        gpu.check_device(buffer, what)?;
+        check_len(kernel, what, buffer, len)?;
     }
+    Ok(())
+}
+
+/// The errors' address after checking it (null without).
+fn err_pointer<T: DeviceElement>(
+    gpu: &Gpu,
+    kernel: &'static str,
+    err: Option<&mut DeviceBuffer<T>>,
+    len: u64,
+) -> Result<*mut T> {
     match err {
         Some(e) => {
-            gpu.check_device(e, "err")?;
-            check_len(kernel, "err", e, n * d)?;
+            check_buffers(gpu, kernel, &[("err", &*e, len)])?;
             Ok(e.as_mut_ptr())
         }
         None => Ok(std::ptr::null_mut()),
     }
 }
 
+/// The working memory of one half-step: `splits` partial results per
+/// (pair, bin), twice for the log domain's states.
+pub(crate) struct Scratch<T> {
+    splits: u64,
+    first: DeviceBuffer<T>,
+    second: Option<DeviceBuffer<T>>,
+}
+
+impl<T: Kernels> Scratch<T> {
+    /// Scratch for `n` pairs of `d` bins; `log` for the log domain's
+    /// states (its split is the log kernel's), else the scaling kernel's.
+    pub(crate) fn new(gpu: &Gpu, n: u64, d: u64, log: bool) -> Result<Self> {
+        let kernel = if log { T::TILE_LOG } else { T::TILE_SCALING };
+        let splits = splits(gpu, kernel, n, d, tile_shared_bytes::<T>(log))?;
+        let len = (splits * n * d).max(1) as usize;
+        let second = if log { Some(gpu.uninit::<T>(len)?) } else { None };
+        Ok(Self { splits, first: gpu.uninit::<T>(len)?, second })
+    }
+}
+
 /// The kernels of one float type.
-pub(crate) trait Kernels: Sized + gpu_waterz_runtime::DeviceElement {
+pub(crate) trait Kernels: Sized + DeviceElement {
+    /// The scaling-domain tile kernel.
+    const TILE_SCALING: Kernel;
+    /// The log-domain tile kernel.
+    const TILE_LOG: Kernel;
     /// `out = f(m)`, `out_t` its transpose (`ot_prepare_*`).
     fn prepare(
         gpu: &Gpu,
@@ -56,7 +107,8 @@ pub(crate) trait Kernels: Sized + gpu_waterz_runtime::DeviceElement {
         out: &mut DeviceBuffer<Self>,
         out_t: &mut DeviceBuffer<Self>,
     ) -> Result<()>;
-    /// A scaling-domain half-step (`ot_scaling_update_*`).
+    /// A scaling-domain half-step (`ot_tile_scaling_*`, then
+    /// `ot_finish_scaling_*`).
     #[allow(clippy::too_many_arguments)]
     fn scaling_update(
         gpu: &Gpu,
@@ -67,8 +119,9 @@ pub(crate) trait Kernels: Sized + gpu_waterz_runtime::DeviceElement {
         marginal: &DeviceBuffer<Self>,
         x_out: &mut DeviceBuffer<Self>,
         err: Option<&mut DeviceBuffer<Self>>,
+        scratch: &mut Scratch<Self>,
     ) -> Result<()>;
-    /// A log-domain half-step (`ot_log_update_*`).
+    /// A log-domain half-step (`ot_tile_log_*`, then `ot_finish_log_*`).
     #[allow(clippy::too_many_arguments)]
     fn log_update(
         gpu: &Gpu,
@@ -80,10 +133,36 @@ pub(crate) trait Kernels: Sized + gpu_waterz_runtime::DeviceElement {
         marginal: &DeviceBuffer<Self>,
         p_out: &mut DeviceBuffer<Self>,
         err: Option<&mut DeviceBuffer<Self>>,
+        scratch: &mut Scratch<Self>,
     ) -> Result<()>;
+    /// Flags bad histograms and cost matrices into `flags[0]`
+    /// (`ot_check_*`).
+    fn check(
+        gpu: &Gpu,
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        m: &DeviceBuffer<Self>,
+        flags: &mut DeviceBuffer<u32>,
+    ) -> Result<()>;
+    /// Each pair's cost from its rows' parts, and the centred potentials
+    /// when asked for (`ot_pair_stats_*`).
+    #[allow(clippy::too_many_arguments)]
+    fn pair_stats(
+        gpu: &Gpu,
+        n: u64,
+        d: u64,
+        partial: &DeviceBuffer<Self>,
+        f: &DeviceBuffer<Self>,
+        g: &DeviceBuffer<Self>,
+        cost: &mut DeviceBuffer<Self>,
+        centred: Option<(&mut DeviceBuffer<Self>, &mut DeviceBuffer<Self>)>,
+    ) -> Result<()>;
+    /// `x[k] = value` for `k < len` (`ot_fill_*`).
+    fn fill(gpu: &Gpu, x: &mut DeviceBuffer<Self>, len: u64, value: Self) -> Result<()>;
     /// Scalings to potentials in place (`ot_potentials_*`).
     fn potentials(gpu: &Gpu, x: &mut DeviceBuffer<Self>, len: u64, reg: Self) -> Result<()>;
-    /// Each (pair, row)'s part of the entropic cost (`ot_cost_*`).
+    /// Each (pair, row)'s part of the entropic cost (`ot_tile_cost_*`, then
+    /// `ot_finish_sum_*`).
     #[allow(clippy::too_many_arguments)]
     fn cost(
         gpu: &Gpu,
@@ -94,12 +173,35 @@ pub(crate) trait Kernels: Sized + gpu_waterz_runtime::DeviceElement {
         f: &DeviceBuffer<Self>,
         g: &DeviceBuffer<Self>,
         partial: &mut DeviceBuffer<Self>,
+        scratch: &mut Scratch<Self>,
     ) -> Result<()>;
 }
 
+/// The factor of the log-domain terms: `log2(e) / reg` for float32 (whose
+/// kernels take powers of 2), `1 / reg` for float64.
+trait TermScale: Sized {
+    fn term_scale(reg: Self) -> Self;
+}
+
+impl TermScale for f32 {
+    fn term_scale(reg: f32) -> f32 {
+        std::f32::consts::LOG2_E / reg
+    }
+}
+
+impl TermScale for f64 {
+    fn term_scale(reg: f64) -> f64 {
+        1.0 / reg
+    }
+}
+
 macro_rules! kernels {
-    ($real:ty, $prepare:ident, $scaling:ident, $log:ident, $potentials:ident, $cost:ident) => {
+    ($real:ty, $prepare:ident, $check:ident, $pair_stats:ident, $fill:ident, $potentials:ident, $tile_scaling:ident, $tile_log:ident, $tile_cost:ident,
+     $finish_scaling:ident, $finish_log:ident, $finish_sum:ident, $rows_scaling:ident, $rows_log:ident) => {
         impl Kernels for $real {
+            const TILE_SCALING: Kernel = <$tile_scaling as gpu_waterz_abi::KernelArgs>::KERNEL;
+            const TILE_LOG: Kernel = <$tile_log as gpu_waterz_abi::KernelArgs>::KERNEL;
+
             fn prepare(
                 gpu: &Gpu,
                 m: &DeviceBuffer<Self>,
@@ -109,12 +211,8 @@ macro_rules! kernels {
                 out: &mut DeviceBuffer<Self>,
                 out_t: &mut DeviceBuffer<Self>,
             ) -> Result<()> {
-                const K: &str = stringify!($prepare);
                 let dd = d * d;
-                for (what, b) in [("m", m as &DeviceBuffer<Self>), ("out", out), ("out_t", out_t)] {
-                    gpu.check_device(b, what)?;
-                    check_len(K, what, b, dd)?;
-                }
+                check_buffers(gpu, stringify!($prepare), &[("m", m, dd), ("out", &*out, dd), ("out_t", &*out_t, dd)])?;
                 let args = $prepare {
                     m: m.as_ptr(),
                     d,
@@ -136,22 +234,66 @@ macro_rules! kernels {
                 marginal: &DeviceBuffer<Self>,
                 x_out: &mut DeviceBuffer<Self>,
                 err: Option<&mut DeviceBuffer<Self>>,
+                scratch: &mut Scratch<Self>,
             ) -> Result<()> {
-                let vectors = [("x_in", x_in), ("marginal", marginal), ("x_out", &*x_out)];
-                let err = check_row_kernel(gpu, stringify!($scaling), ("op", op), n, d, vectors, err)?;
-                let args = $scaling {
+                const TILE: &str = stringify!($tile_scaling);
+                const FINISH: &str = stringify!($finish_scaling);
+                let (nd, splits) = (n * d, scratch.splits);
+                if n <= TRANSPORT_ROWS_MAX_PAIRS {
+                    const ROWS: &str = stringify!($rows_scaling);
+                    check_buffers(
+                        gpu,
+                        ROWS,
+                        &[("op", op, d * d), ("x_in", x_in, nd), ("marginal", marginal, nd), ("x_out", &*x_out, nd)],
+                    )?;
+                    let err = err_pointer(gpu, ROWS, err, nd)?;
+                    let args = $rows_scaling {
+                        op: op.as_ptr(),
+                        n,
+                        d,
+                        x_in: x_in.as_ptr(),
+                        marginal: marginal.as_ptr(),
+                        x_out: x_out.as_mut_ptr(),
+                        err,
+                    };
+                    // SAFETY: `op` holds d * d values, the vectors n * d,
+                    // `err` n * d or is null (checked); whole warps.
+                    return unsafe { gpu.launch(row_config(gpu, n, d), args) };
+                }
+                check_buffers(
+                    gpu,
+                    TILE,
+                    &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
+                )?;
+                check_buffers(gpu, FINISH, &[("marginal", marginal, nd), ("x_out", &*x_out, nd)])?;
+                let err = err_pointer(gpu, FINISH, err, nd)?;
+                let config = tile_config::<Self>(TILE, n, d, splits, false)?;
+                let tile = $tile_scaling {
                     op: op.as_ptr(),
                     n,
                     d,
                     x_in: x_in.as_ptr(),
+                    splits,
+                    partial: scratch.first.as_mut_ptr(),
+                };
+                // One block per (row tile, pair tile, split), 1 <= splits
+                // <= the chunks, TRANSPORT_THREADS threads and the shared
+                // memory for Self (tile_config).
+                // SAFETY: `op` holds d * d values, `x_in` n * d, `partial`
+                // splits * n * d (checked); the launch shape above.
+                unsafe { gpu.launch(config, tile)? };
+                let finish = $finish_scaling {
+                    n,
+                    d,
+                    splits,
+                    partial: scratch.first.as_ptr(),
                     marginal: marginal.as_ptr(),
                     x_out: x_out.as_mut_ptr(),
                     err,
                 };
-                // SAFETY: `op` holds d * d values, the vectors n * d, `err`
-                // n * d or is null (checked); the launch has
-                // TRANSPORT_THREADS threads and the shared memory for Self.
-                unsafe { gpu.launch(row_config::<Self>(gpu, n, d), args) }
+                // SAFETY: `partial` holds splits * n * d values, `marginal`
+                // and `x_out` n * d, `err` n * d or is null (checked).
+                unsafe { gpu.launch(gpu.grid_stride_config(nd), finish) }
             }
 
             fn log_update(
@@ -164,26 +306,151 @@ macro_rules! kernels {
                 marginal: &DeviceBuffer<Self>,
                 p_out: &mut DeviceBuffer<Self>,
                 err: Option<&mut DeviceBuffer<Self>>,
+                scratch: &mut Scratch<Self>,
             ) -> Result<()> {
-                let vectors = [("p_in", p_in), ("marginal", marginal), ("p_out", &*p_out)];
-                let err = check_row_kernel(gpu, stringify!($log), ("c", c), n, d, vectors, err)?;
-                let args = $log {
+                const TILE: &str = stringify!($tile_log);
+                const FINISH: &str = stringify!($finish_log);
+                let (nd, splits) = (n * d, scratch.splits);
+                if n <= TRANSPORT_ROWS_MAX_PAIRS {
+                    const ROWS: &str = stringify!($rows_log);
+                    check_buffers(
+                        gpu,
+                        ROWS,
+                        &[("c", c, d * d), ("p_in", p_in, nd), ("marginal", marginal, nd), ("p_out", &*p_out, nd)],
+                    )?;
+                    let err = err_pointer(gpu, ROWS, err, nd)?;
+                    let args = $rows_log {
+                        c: c.as_ptr(),
+                        n,
+                        d,
+                        reg,
+                        scale: <$real as TermScale>::term_scale(reg),
+                        p_in: p_in.as_ptr(),
+                        marginal: marginal.as_ptr(),
+                        p_out: p_out.as_mut_ptr(),
+                        err,
+                    };
+                    // SAFETY: as for the scaling domain's row kernel.
+                    return unsafe { gpu.launch(row_config(gpu, n, d), args) };
+                }
+                let Some(second) = scratch.second.as_mut() else {
+                    return Err(RuntimeError::InvalidLaunch { kernel: TILE, reason: "scratch without states".into() });
+                };
+                check_buffers(
+                    gpu,
+                    TILE,
+                    &[
+                        ("c", c, d * d),
+                        ("p_in", p_in, nd),
+                        ("part_max", &scratch.first, splits * nd),
+                        ("part_sum", &*second, splits * nd),
+                    ],
+                )?;
+                check_buffers(gpu, FINISH, &[("marginal", marginal, nd), ("p_out", &*p_out, nd)])?;
+                let err = err_pointer(gpu, FINISH, err, nd)?;
+                let config = tile_config::<Self>(TILE, n, d, splits, true)?;
+                let tile = $tile_log {
                     c: c.as_ptr(),
                     n,
                     d,
-                    reg,
+                    scale: <$real as TermScale>::term_scale(reg),
                     p_in: p_in.as_ptr(),
+                    splits,
+                    part_max: scratch.first.as_mut_ptr(),
+                    part_sum: second.as_mut_ptr(),
+                };
+                // SAFETY: as in `scaling_update`, with both state buffers
+                // of splits * n * d values (checked).
+                unsafe { gpu.launch(config, tile)? };
+                let finish = $finish_log {
+                    n,
+                    d,
+                    reg,
+                    splits,
+                    part_max: scratch.first.as_ptr(),
+                    part_sum: second.as_ptr(),
                     marginal: marginal.as_ptr(),
                     p_out: p_out.as_mut_ptr(),
                     err,
                 };
-                // SAFETY: as in `scaling_update`.
-                unsafe { gpu.launch(row_config::<Self>(gpu, n, d), args) }
+                // SAFETY: both state buffers hold splits * n * d values,
+                // `marginal` and `p_out` n * d, `err` n * d or is null (checked).
+                unsafe { gpu.launch(gpu.grid_stride_config(nd), finish) }
+            }
+
+            fn check(
+                gpu: &Gpu,
+                a: &DeviceBuffer<Self>,
+                b: &DeviceBuffer<Self>,
+                m: &DeviceBuffer<Self>,
+                flags: &mut DeviceBuffer<u32>,
+            ) -> Result<()> {
+                const K: &str = stringify!($check);
+                check_buffers(gpu, K, &[("a", a, 0), ("b", b, a.len() as u64), ("m", m, 0)])?;
+                gpu.check_device(flags, "flags")?;
+                check_len(K, "flags", flags, 1)?;
+                let (len, m_len) = (a.len() as u64, m.len() as u64);
+                let args =
+                    $check { a: a.as_ptr(), b: b.as_ptr(), len, m: m.as_ptr(), m_len, flags: flags.as_mut_ptr() };
+                // SAFETY: `a` and `b` hold `len` values, `m` `m_len`, `flags`
+                // one word (checked).
+                unsafe { gpu.launch(gpu.grid_stride_config(len.max(m_len)), args) }
+            }
+
+            fn pair_stats(
+                gpu: &Gpu,
+                n: u64,
+                d: u64,
+                partial: &DeviceBuffer<Self>,
+                f: &DeviceBuffer<Self>,
+                g: &DeviceBuffer<Self>,
+                cost: &mut DeviceBuffer<Self>,
+                centred: Option<(&mut DeviceBuffer<Self>, &mut DeviceBuffer<Self>)>,
+            ) -> Result<()> {
+                const K: &str = stringify!($pair_stats);
+                let nd = n * d;
+                check_buffers(gpu, K, &[("partial", partial, nd), ("f", f, nd), ("g", g, nd), ("cost", &*cost, n)])?;
+                let (f_centred, g_centred) = match centred {
+                    Some((fc, gc)) => {
+                        check_buffers(gpu, K, &[("f_centred", &*fc, nd), ("g_centred", &*gc, nd)])?;
+                        (fc.as_mut_ptr(), gc.as_mut_ptr())
+                    }
+                    None => (std::ptr::null_mut(), std::ptr::null_mut()),
+                };
+                if n == 0 {
+                    return Ok(());
+                }
+                let args = $pair_stats {
+                    n,
+                    d,
+                    partial: partial.as_ptr(),
+                    f: f.as_ptr(),
+                    g: g.as_ptr(),
+                    cost: cost.as_mut_ptr(),
+                    f_centred,
+                    g_centred,
+                };
+                let config = LaunchConfig {
+                    blocks: n.min(gpu.multiprocessor_count() as u64 * 8) as u32,
+                    threads: TRANSPORT_THREADS,
+                    shared_bytes: TRANSPORT_THREADS * 5 * 8,
+                };
+                // SAFETY: `partial`, `f`, `g` hold n * d values, `cost` n,
+                // the centred outputs n * d or are null (checked); the launch
+                // has TRANSPORT_THREADS threads and 5 float64 per thread of
+                // shared memory.
+                unsafe { gpu.launch(config, args) }
+            }
+
+            fn fill(gpu: &Gpu, x: &mut DeviceBuffer<Self>, len: u64, value: Self) -> Result<()> {
+                check_buffers(gpu, stringify!($fill), &[("x", &*x, len)])?;
+                let args = $fill { x: x.as_mut_ptr(), len, value };
+                // SAFETY: `x` holds `len` values (checked).
+                unsafe { gpu.launch(gpu.grid_stride_config(len), args) }
             }
 
             fn potentials(gpu: &Gpu, x: &mut DeviceBuffer<Self>, len: u64, reg: Self) -> Result<()> {
-                gpu.check_device(x, "x")?;
-                check_len(stringify!($potentials), "x", x, len)?;
+                check_buffers(gpu, stringify!($potentials), &[("x", &*x, len)])?;
                 let args = $potentials { x: x.as_mut_ptr(), len, reg };
                 // SAFETY: `x` holds `len` values (checked).
                 unsafe { gpu.launch(gpu.grid_stride_config(len), args) }
@@ -198,17 +465,67 @@ macro_rules! kernels {
                 f: &DeviceBuffer<Self>,
                 g: &DeviceBuffer<Self>,
                 partial: &mut DeviceBuffer<Self>,
+                scratch: &mut Scratch<Self>,
             ) -> Result<()> {
-                let vectors = [("f", f), ("g", g), ("partial", &*partial)];
-                check_row_kernel(gpu, stringify!($cost), ("c", c), n, d, vectors, None)?;
-                let args =
-                    $cost { c: c.as_ptr(), n, d, reg, f: f.as_ptr(), g: g.as_ptr(), partial: partial.as_mut_ptr() };
-                // SAFETY: as in `scaling_update`.
-                unsafe { gpu.launch(row_config::<Self>(gpu, n, d), args) }
+                const TILE: &str = stringify!($tile_cost);
+                let (nd, splits) = (n * d, scratch.splits);
+                check_buffers(
+                    gpu,
+                    TILE,
+                    &[("c", c, d * d), ("f", f, nd), ("g", g, nd), ("partial", &scratch.first, splits * nd)],
+                )?;
+                check_buffers(gpu, stringify!($finish_sum), &[("out", &*partial, nd)])?;
+                let config = tile_config::<Self>(TILE, n, d, splits, false)?;
+                let tile = $tile_cost {
+                    c: c.as_ptr(),
+                    n,
+                    d,
+                    scale: <$real as TermScale>::term_scale(reg),
+                    f: f.as_ptr(),
+                    g: g.as_ptr(),
+                    splits,
+                    partial: scratch.first.as_mut_ptr(),
+                };
+                // SAFETY: as in `scaling_update` (checked above).
+                unsafe { gpu.launch(config, tile)? };
+                let finish =
+                    $finish_sum { len: nd, splits, partial: scratch.first.as_ptr(), out: partial.as_mut_ptr() };
+                // SAFETY: the scratch holds splits * n * d values, `partial` n * d (checked).
+                unsafe { gpu.launch(gpu.grid_stride_config(nd), finish) }
             }
         }
     };
 }
 
-kernels!(f32, OtPrepareF32Args, OtScalingUpdateF32Args, OtLogUpdateF32Args, OtPotentialsF32Args, OtCostF32Args);
-kernels!(f64, OtPrepareF64Args, OtScalingUpdateF64Args, OtLogUpdateF64Args, OtPotentialsF64Args, OtCostF64Args);
+kernels!(
+    f32,
+    OtPrepareF32Args,
+    OtCheckF32Args,
+    OtPairStatsF32Args,
+    OtFillF32Args,
+    OtPotentialsF32Args,
+    OtTileScalingF32Args,
+    OtTileLogF32Args,
+    OtTileCostF32Args,
+    OtFinishScalingF32Args,
+    OtFinishLogF32Args,
+    OtFinishSumF32Args,
+    OtRowsScalingF32Args,
+    OtRowsLogF32Args
+);
+kernels!(
+    f64,
+    OtPrepareF64Args,
+    OtCheckF64Args,
+    OtPairStatsF64Args,
+    OtFillF64Args,
+    OtPotentialsF64Args,
+    OtTileScalingF64Args,
+    OtTileLogF64Args,
+    OtTileCostF64Args,
+    OtFinishScalingF64Args,
+    OtFinishLogF64Args,
+    OtFinishSumF64Args,
+    OtRowsScalingF64Args,
+    OtRowsLogF64Args
+);

@@ -5,10 +5,18 @@
 #[allow(unsafe_code)]
 mod launch;
 
-use crate::{check_settings, check_shapes, Config, Domain, Float, Result, Solution};
-use gpu_waterz_runtime::{DeviceBuffer, Gpu};
-use launch::Kernels;
+use crate::{
+    check_settings, check_shapes, Config, CudaGraphs, Domain, Float, Result, Solution, GRAPH_ITERATIONS,
+    GRAPH_MIN_ITERATIONS,
+};
+use gpu_waterz_runtime::{DeviceBuffer, Gpu, Graph};
+use launch::{Kernels, Scratch};
 use ndarray::{Array2, ArrayView2};
+
+/// Environment variable that turns the CUDA graphs off when `0` and on
+/// when `1`, whatever the configuration says (for comparisons;
+/// [`Config::cuda_graphs`] is the API's switch).
+pub const CUDA_GRAPHS_ENV: &str = "GPU_WATERZ_CUDA_GRAPHS";
 
 /// The float types with device kernels: float32 and float64.
 #[allow(private_bounds)]
@@ -28,12 +36,49 @@ pub struct DeviceReport<T> {
     pub marginal_error: Option<f64>,
 }
 
+/// Where [`solve_on_device`] writes: the potentials `f`, `g` (`n × d`),
+/// each pair's cost (`n`), and, when given, the potentials centred on the
+/// mean of their finite values (`n × d` each: the cost's gradients with
+/// respect to the histograms).
+#[derive(Debug)]
+pub struct DeviceOutputs<'a, T> {
+    /// The first potentials.
+    pub f: &'a mut DeviceBuffer<T>,
+    /// The second potentials.
+    pub g: &'a mut DeviceBuffer<T>,
+    /// Each pair's entropic cost.
+    pub cost: &'a mut DeviceBuffer<T>,
+    /// `f` and `g` centred, or `None`.
+    pub centred: Option<(&'a mut DeviceBuffer<T>, &'a mut DeviceBuffer<T>)>,
+}
+
+/// What [`solve_on_device`] found besides what it wrote.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct DeviceRun {
+    /// The iterations run.
+    pub iterations: usize,
+    /// The largest second-marginal L1 error at the last check.
+    pub marginal_error: Option<f64>,
+}
+
+/// Fails unless every buffer holds its length.
+fn check_lengths<T>(buffers: &[(&str, &DeviceBuffer<T>, usize)]) -> Result<()> {
+    for &(what, buffer, len) in buffers {
+        if buffer.len() != len {
+            return Err(crate::invalid(format!("{what} holds {} values, not {len}", buffer.len())));
+        }
+    }
+    Ok(())
+}
+
 /// Solves `n` pairs of `d` bins whose histograms `a`, `b` (`n × d`,
 /// row-major) and cost matrix `m` (`d × d`) are on the device, writing the
 /// potentials into `f` and `g` (`n × d`). The shapes and settings are
 /// checked; the values are the caller's to check (see
-/// [`crate::check_problem`]): negative or non-finite histograms give
-/// meaningless results, never out-of-bounds access.
+/// [`crate::check_problem`], or [`solve_on_device`], which checks them on
+/// the device): negative or non-finite histograms give meaningless results,
+/// never out-of-bounds access.
 #[allow(clippy::too_many_arguments)]
 pub fn solve_into<T: DeviceFloat>(
     gpu: &Gpu,
@@ -46,14 +91,96 @@ pub fn solve_into<T: DeviceFloat>(
     g: &mut DeviceBuffer<T>,
 ) -> Result<DeviceReport<T>> {
     check_shapes((n, d), (n, d), (d, d))?;
+    let mut cost = gpu.uninit::<T>(n.max(1))?;
+    let outputs = DeviceOutputs { f, g, cost: &mut cost, centred: None };
+    let run = solve_checked(gpu, a, b, m, (n, d), config, outputs, false)?;
+    let cost = gpu.download_prefix(&cost, n)?;
+    Ok(DeviceReport { cost, iterations: run.iterations, marginal_error: run.marginal_error })
+}
+
+/// As [`solve_into`], with everything left on the device and the values
+/// checked there too: `a` and `b` must be finite and >= 0, `m` finite
+/// (checked by a kernel that runs with the iterations; its flags are read
+/// once, at the end, with the other results, so a bad input costs the run
+/// but no extra synchronisation). Writes the costs (and on request the
+/// centred potentials) into `outputs`.
+pub fn solve_on_device<T: DeviceFloat>(
+    gpu: &Gpu,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    m: &DeviceBuffer<T>,
+    shape: (usize, usize),
+    config: &Config,
+    outputs: DeviceOutputs<'_, T>,
+) -> Result<DeviceRun> {
+    solve_checked(gpu, a, b, m, shape, config, outputs, true)
+}
+
+/// [`solve_into`] and [`solve_on_device`]: the iterations, the costs per
+/// pair and the centring on the device, and with `check_values` the
+/// values' check.
+#[allow(clippy::too_many_arguments)]
+fn solve_checked<T: DeviceFloat>(
+    gpu: &Gpu,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    m: &DeviceBuffer<T>,
+    (n, d): (usize, usize),
+    config: &Config,
+    outputs: DeviceOutputs<'_, T>,
+    check_values: bool,
+) -> Result<DeviceRun> {
+    check_shapes((n, d), (n, d), (d, d))?;
     check_settings(config)?;
+    let DeviceOutputs { f, g, cost, centred } = outputs;
     let (nu, du) = (n as u64, d as u64);
-    for (what, buffer, len) in [("a", a, n * d), ("b", b, n * d), ("M", m, d * d), ("f", &*f, n * d), ("g", &*g, n * d)]
-    {
-        if buffer.len() != len {
-            return Err(crate::invalid(format!("{what} holds {} values, not {len}", buffer.len())));
+    check_lengths(&[("a", a, n * d), ("b", b, n * d), ("M", m, d * d), ("f", &*f, n * d), ("g", &*g, n * d)])?;
+    check_lengths(&[("cost", &*cost, n.max(1))])?;
+    if let Some((fc, gc)) = &centred {
+        check_lengths(&[("f_centred", &**fc, n * d), ("g_centred", &**gc, n * d)])?;
+    }
+    let flags = if check_values {
+        let mut flags = gpu.zeros::<u32>(1)?;
+        T::check(gpu, a, b, m, &mut flags)?;
+        Some(flags)
+    } else {
+        None
+    };
+    let run = iterate(gpu, a, b, m, (n, d), config, f, g)?;
+    let mut scratch = Scratch::<T>::new(gpu, nu, du, false)?;
+    let mut partial = gpu.uninit::<T>(n * d)?;
+    let reg = T::from_f64(config.reg);
+    T::cost(gpu, m, nu, du, reg, f, g, &mut partial, &mut scratch)?;
+    T::pair_stats(gpu, nu, du, &partial, f, g, cost, centred)?;
+    if let Some(flags) = flags {
+        let flags = gpu.download(&flags)?[0];
+        for (bit, what) in [
+            (1, "a must hold finite values >= 0 (histograms)"),
+            (2, "b must hold finite values >= 0 (histograms)"),
+            (4, "M must be finite"),
+        ] {
+            if flags & bit != 0 {
+                return Err(crate::invalid(what));
+            }
         }
     }
+    Ok(run)
+}
+
+/// The Sinkhorn iterations, from the starting potentials (or scalings)
+/// to the potentials in `f` and `g`.
+#[allow(clippy::too_many_arguments)]
+fn iterate<T: DeviceFloat>(
+    gpu: &Gpu,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    m: &DeviceBuffer<T>,
+    (n, d): (usize, usize),
+    config: &Config,
+    f: &mut DeviceBuffer<T>,
+    g: &mut DeviceBuffer<T>,
+) -> Result<DeviceRun> {
+    let (nu, du) = (n as u64, d as u64);
     let reg = T::from_f64(config.reg);
     let scaling = config.domain == Domain::Scaling;
     // The rows each half-step reads: the kernel (or M) and its transpose.
@@ -61,20 +188,68 @@ pub fn solve_into<T: DeviceFloat>(
     let mut columns = gpu.uninit::<T>(d * d)?;
     T::prepare(gpu, m, du, reg, scaling, &mut rows, &mut columns)?;
     let start = if scaling { T::from_f64(1.0 / d as f64) } else { T::ZERO };
-    let starting = vec![start; n * d];
-    gpu.upload_into(f, 0, &starting)?;
-    gpu.upload_into(g, 0, &starting)?;
+    T::fill(gpu, f, nu * du, start)?;
+    T::fill(gpu, g, nu * du, start)?;
     let mut err = if config.tol > 0.0 { Some(gpu.uninit::<T>(n * d)?) } else { None };
+    let mut scratch = Scratch::<T>::new(gpu, nu, du, !scaling)?;
+    // The half-steps: `g` from `f` (with the marginal errors when `err` is
+    // given), then `f` from `g`.
+    let first_half = |f: &DeviceBuffer<T>,
+                      g: &mut DeviceBuffer<T>,
+                      err: Option<&mut DeviceBuffer<T>>,
+                      scratch: &mut Scratch<T>|
+     -> gpu_waterz_runtime::Result<()> {
+        if scaling {
+            T::scaling_update(gpu, &columns, nu, du, f, b, g, err, scratch)
+        } else {
+            T::log_update(gpu, &columns, nu, du, reg, f, b, g, err, scratch)
+        }
+    };
+    let second_half =
+        |g: &DeviceBuffer<T>, f: &mut DeviceBuffer<T>, scratch: &mut Scratch<T>| -> gpu_waterz_runtime::Result<()> {
+            if scaling {
+                T::scaling_update(gpu, &rows, nu, du, g, a, f, None, scratch)
+            } else {
+                T::log_update(gpu, &rows, nu, du, reg, g, a, f, None, scratch)
+            }
+        };
     let mut iterations = 0;
     let mut marginal_error = None;
-    for it in 0..config.num_iter {
-        let check = crate::checks_at(config, it);
-        let e = if check { err.as_mut() } else { None };
-        if scaling {
-            T::scaling_update(gpu, &columns, nu, du, f, b, g, e)?;
-        } else {
-            T::log_update(gpu, &columns, nu, du, reg, f, b, g, e)?;
+    // Runs of iterations without checks replay graphs, one per run length.
+    let mut graphs: Vec<(usize, Graph)> = Vec::new();
+    // GPU_WATERZ_CUDA_GRAPHS=0 turns the graphs off, to compare.
+    let graphs_setting = match std::env::var(CUDA_GRAPHS_ENV).as_deref() {
+        Ok("0") => CudaGraphs::Off,
+        Ok("1") => CudaGraphs::On,
+        _ => config.graphs,
+    };
+    let use_graphs = match graphs_setting {
+        CudaGraphs::On => true,
+        CudaGraphs::Off => false,
+        _ => config.num_iter >= GRAPH_MIN_ITERATIONS,
+    };
+    let mut it = 0;
+    while it < config.num_iter {
+        let run =
+            (it..config.num_iter.min(it + GRAPH_ITERATIONS)).take_while(|&i| !crate::checks_at(config, i)).count();
+        if use_graphs && run >= 2 {
+            if !graphs.iter().any(|(len, _)| *len == run) {
+                let graph = gpu.capture(|| {
+                    for _ in 0..run {
+                        first_half(f, g, None, &mut scratch)?;
+                        second_half(g, f, &mut scratch)?;
+                    }
+                    Ok(())
+                })?;
+                graphs.push((run, graph));
+            }
+            graphs.iter().find(|(len, _)| *len == run).expect("captured above").1.launch()?;
+            it += run;
+            iterations = it;
+            continue;
         }
+        let check = crate::checks_at(config, it);
+        first_half(f, g, if check { err.as_mut() } else { None }, &mut scratch)?;
         if check {
             let errors = gpu.download(err.as_ref().expect("allocated with a tolerance"))?;
             let worst = errors.chunks(d).map(|row| row.iter().map(|e| e.to_f64()).sum::<f64>()).fold(0.0, f64::max);
@@ -83,22 +258,16 @@ pub fn solve_into<T: DeviceFloat>(
                 break;
             }
         }
-        if scaling {
-            T::scaling_update(gpu, &rows, nu, du, g, a, f, None)?;
-        } else {
-            T::log_update(gpu, &rows, nu, du, reg, g, a, f, None)?;
-        }
-        iterations = it + 1;
+        second_half(g, f, &mut scratch)?;
+        it += 1;
+        iterations = it;
     }
+    drop(graphs);
     if scaling {
         T::potentials(gpu, f, nu * du, reg)?;
         T::potentials(gpu, g, nu * du, reg)?;
     }
-    let mut partial = gpu.uninit::<T>(n * d)?;
-    T::cost(gpu, m, nu, du, reg, f, g, &mut partial)?;
-    let partial = gpu.download(&partial)?;
-    let cost = partial.chunks(d).map(|row| T::from_f64(row.iter().map(|v| v.to_f64()).sum())).collect();
-    Ok(DeviceReport { cost, iterations, marginal_error })
+    Ok(DeviceRun { iterations, marginal_error })
 }
 
 /// As [`solve_into`], with new buffers for the potentials.
