@@ -33,6 +33,19 @@ fn tile_config<T>(kernel: &'static str, n: u64, d: u64, splits: u64, log: bool) 
     Ok(LaunchConfig { blocks: blocks as u32, threads: TRANSPORT_THREADS, shared_bytes: tile_shared_bytes::<T>(log) })
 }
 
+/// Environment variable naming the most pairs for the row kernels instead
+/// of [`TRANSPORT_ROWS_MAX_PAIRS`] (for comparisons; 0 sends every size to
+/// the tile kernels).
+pub(crate) const ROWS_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_ROWS_MAX_PAIRS";
+
+/// The most pairs for which the half-steps use the row kernels.
+fn rows_max_pairs() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var(ROWS_MAX_PAIRS_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(TRANSPORT_ROWS_MAX_PAIRS)
+    })
+}
+
 /// The launch of a row kernel: whole warps, one per (row, tile of
 /// `TRANSPORT_ROW_PAIRS` pairs), up to 16 blocks of 256 threads per
 /// multiprocessor (grid-stride beyond).
@@ -239,7 +252,7 @@ macro_rules! kernels {
                 const TILE: &str = stringify!($tile_scaling);
                 const FINISH: &str = stringify!($finish_scaling);
                 let (nd, splits) = (n * d, scratch.splits);
-                if n <= TRANSPORT_ROWS_MAX_PAIRS {
+                if n <= rows_max_pairs() {
                     const ROWS: &str = stringify!($rows_scaling);
                     check_buffers(
                         gpu,
@@ -311,7 +324,7 @@ macro_rules! kernels {
                 const TILE: &str = stringify!($tile_log);
                 const FINISH: &str = stringify!($finish_log);
                 let (nd, splits) = (n * d, scratch.splits);
-                if n <= TRANSPORT_ROWS_MAX_PAIRS {
+                if n <= rows_max_pairs() {
                     const ROWS: &str = stringify!($rows_log);
                     check_buffers(
                         gpu,
