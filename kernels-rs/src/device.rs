@@ -613,3 +613,34 @@ pub unsafe fn atomic_or_u32(address: *mut u32, value: u32) {
         );
     }
 }
+
+/// Float types converted through float64 (the morphology's `cval`, the
+/// Sinkhorn pair statistics).
+pub trait ViaF64: Copy {
+    /// `self` as float64 (exact).
+    fn to_f64(self) -> f64;
+    /// `x` rounded to `Self`.
+    fn from_f64(x: f64) -> Self;
+}
+
+impl ViaF64 for f32 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+}
+
+impl ViaF64 for f64 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+}

@@ -31,35 +31,17 @@ fn for_each_position(geometry: &MorphGeometry, mut f: impl FnMut(u64, u64)) {
 }
 
 /// The value types of the grey-scale filters.
-trait Grey: Copy + PartialOrd {
-    fn to_f64(self) -> f64;
-    fn from_f64(x: f64) -> Self;
+trait Grey: ViaF64 + PartialOrd {
     const LARGEST: Self;
     const SMALLEST: Self;
 }
 
 impl Grey for f32 {
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    #[inline(always)]
-    fn from_f64(x: f64) -> Self {
-        x as f32
-    }
     const LARGEST: Self = f32::INFINITY;
     const SMALLEST: Self = f32::NEG_INFINITY;
 }
 
 impl Grey for f64 {
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn from_f64(x: f64) -> Self {
-        x
-    }
     const LARGEST: Self = f64::INFINITY;
     const SMALLEST: Self = f64::NEG_INFINITY;
 }

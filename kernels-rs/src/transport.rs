@@ -318,6 +318,31 @@ unsafe fn store<T: Real>(dst: *mut T, values: &[T; PER_THREAD]) {
 /// This thread's share of a chunk's matrix rows and vectors.
 type Fetched<T> = ([T; PER_THREAD], [T; PER_THREAD]);
 
+/// [`for_each_chunk`] with the chunk staged as fetched, in `rows` and
+/// `vectors`.
+///
+/// # Safety
+/// As [`for_each_chunk`]'s; `rows` and `vectors` are shared memory of
+/// `CHUNK * STRIDE` values each.
+#[inline(always)]
+unsafe fn for_each_staged_chunk<T: Real>(
+    place: &TilePlace,
+    rows: *mut T,
+    vectors: *mut T,
+    fetch: impl Fn(u64) -> Fetched<T>,
+    compute: impl FnMut(),
+) {
+    let put = |next: &Fetched<T>| {
+        // SAFETY: the caller's.
+        unsafe {
+            store(rows, &next.0);
+            store(vectors, &next.1);
+        }
+    };
+    // SAFETY: the caller's.
+    unsafe { for_each_chunk(place, fetch, put, compute) }
+}
+
 /// Runs `compute` once per chunk of this block's split, after `put` has
 /// staged this thread's share of the chunk's matrix rows and vectors in
 /// shared memory (`fetch(j0)` reads them); the next chunk is read from
@@ -380,11 +405,7 @@ unsafe fn tile_scaling<T: TileReal>(op: *const T, n: u64, d: u64, x_in: *const T
     };
     // SAFETY: the staged chunks are read between the helper's barriers.
     unsafe {
-        let put = |next: &Fetched<T>| {
-            store(rows, &next.0);
-            store(vectors, &next.1);
-        };
-        for_each_chunk(&place, fetch, put, || {
+        for_each_staged_chunk(&place, rows, vectors, fetch, || {
             for j in 0..CHUNK {
                 let (r, p) = staged(rows, vectors, j, &place);
                 for a in 0..MICRO {
@@ -585,11 +606,7 @@ unsafe fn tile_cost<T: TileReal>(
     };
     // SAFETY: the staged chunks are read between the helper's barriers.
     unsafe {
-        let put = |next: &Fetched<T>| {
-            store(rows, &next.0);
-            store(vectors, &next.1);
-        };
-        for_each_chunk(&place, fetch, put, || {
+        for_each_staged_chunk(&place, rows, vectors, fetch, || {
             for j in 0..CHUNK {
                 let (r, p) = staged(rows, vectors, j, &place);
                 for a in 0..MICRO {
@@ -888,34 +905,6 @@ unsafe fn rows_log<T: TileReal, M: Math<T>>(
     });
 }
 
-/// The float types as float64, for the pair statistics.
-trait ToF64: Real {
-    fn to_f64(self) -> f64;
-    fn from_f64(x: f64) -> Self;
-}
-
-impl ToF64 for f32 {
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    #[inline(always)]
-    fn from_f64(x: f64) -> Self {
-        x as f32
-    }
-}
-
-impl ToF64 for f64 {
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn from_f64(x: f64) -> Self {
-        x
-    }
-}
-
 /// Values summed per thread of a pair-statistics block: the cost, the
 /// finite `f` and their count, the finite `g` and their count.
 const STATS: usize = 5;
@@ -926,7 +915,7 @@ const STATS: usize = 5;
 /// As the kernel's.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn pair_stats<T: ToF64>(
+unsafe fn pair_stats<T: Real + ViaF64>(
     n: u64,
     d: u64,
     partial: *const T,
