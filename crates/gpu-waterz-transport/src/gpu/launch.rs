@@ -33,16 +33,13 @@ fn tile_config<T>(kernel: &'static str, n: u64, d: u64, splits: u64, log: bool) 
     Ok(LaunchConfig { blocks: blocks as u32, threads: TRANSPORT_THREADS, shared_bytes: tile_shared_bytes::<T>(log) })
 }
 
-/// Environment variable naming the most pairs for the row kernels instead
-/// of [`TRANSPORT_ROWS_MAX_PAIRS`] (for comparisons; 0 sends every size to
-/// the tile kernels).
-pub(crate) const ROWS_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_ROWS_MAX_PAIRS";
-
-/// The most pairs for which the half-steps use the row kernels.
+/// The most pairs for which the half-steps use the row kernels:
+/// [`super::ROWS_MAX_PAIRS_ENV`], read once, or
+/// [`TRANSPORT_ROWS_MAX_PAIRS`].
 fn rows_max_pairs() -> u64 {
     static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(|| {
-        std::env::var(ROWS_MAX_PAIRS_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(TRANSPORT_ROWS_MAX_PAIRS)
+        std::env::var(super::ROWS_MAX_PAIRS_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(TRANSPORT_ROWS_MAX_PAIRS)
     })
 }
 

@@ -18,6 +18,14 @@ use ndarray::{Array2, ArrayView2};
 /// [`Config::cuda_graphs`] is the API's switch).
 pub const CUDA_GRAPHS_ENV: &str = "GPU_WATERZ_CUDA_GRAPHS";
 
+/// Environment variable naming the most pairs for which the half-steps use
+/// the row kernels instead of the tile kernels (default
+/// `gpu_waterz_abi::transport::TRANSPORT_ROWS_MAX_PAIRS`; 0 sends every
+/// size to the tiles), read once per process: for comparisons, and for the
+/// tests that keep the row kernels checked on sizes they do not serve by
+/// default.
+pub const ROWS_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_ROWS_MAX_PAIRS";
+
 /// The float types with device kernels: float32 and float64.
 #[allow(private_bounds)]
 pub trait DeviceFloat: Float + Kernels {}
