@@ -207,3 +207,30 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The directives land between each listed kernel's parameters and its
+    /// body, and nowhere else; a listed kernel missing from the PTX is an
+    /// error rather than a silent no-op.
+    #[test]
+    fn launch_bounds_go_before_the_listed_kernels_bodies() {
+        let mut ptx = String::from(".visible .entry other(\n\t.param .u64 other_param_0\n)\n{\n\tret;\n}\n");
+        for &(kernel, _, _) in LAUNCH_BOUNDS {
+            ptx += &format!(
+                ".visible .entry {kernel}(\n\t.param .u64 {kernel}_param_0\n)                // @{kernel}\n{{\n\tret;\n}}\n"
+            );
+        }
+        let out = with_launch_bounds(&ptx).unwrap();
+        for &(kernel, threads, blocks) in LAUNCH_BOUNDS {
+            let expected =
+                format!(")                // @{kernel}\n.maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n{{");
+            assert!(out.contains(&expected), "{out}");
+        }
+        assert_eq!(out.matches(".maxntid").count(), LAUNCH_BOUNDS.len(), "only the listed kernels");
+        assert!(out.starts_with(".visible .entry other(\n\t.param .u64 other_param_0\n)\n{"));
+        assert!(with_launch_bounds(".visible .entry other(\n)\n{\n}\n").is_err());
+    }
+}
