@@ -115,9 +115,23 @@ trait TileReal: Real {
     /// `a * b + c`, rounded once.
     fn fma(a: Self, b: Self, c: Self) -> Self;
     /// The larger of `a` and `b`.
-    fn max(a: Self, b: Self) -> Self;
+    #[inline(always)]
+    fn max(a: Self, b: Self) -> Self {
+        if a > b {
+            a
+        } else {
+            b
+        }
+    }
     /// The smaller of `a` and `b`.
-    fn min(a: Self, b: Self) -> Self;
+    #[inline(always)]
+    fn min(a: Self, b: Self) -> Self {
+        if a < b {
+            a
+        } else {
+            b
+        }
+    }
     /// The smallest sum of a chunk's powers above its bound for which the
     /// chunk's largest term is surely kept: 2^-56 in base 2 (float32
     /// keeps 24 bits and its powers reach 2^-126), e^-600 in base e
@@ -133,14 +147,6 @@ trait TileReal: Real {
 impl TileReal for f32 {
     const FLOOR: Self = 1.387_778_8e-17;
     #[inline(always)]
-    fn min(a: Self, b: Self) -> Self {
-        if a < b {
-            a
-        } else {
-            b
-        }
-    }
-    #[inline(always)]
     unsafe fn shuffle_xor(self, mask: u32) -> Self {
         // SAFETY: the caller's (all lanes call it).
         f32::from_bits(unsafe { shuffle_xor_u32(self.to_bits(), mask) })
@@ -151,26 +157,10 @@ impl TileReal for f32 {
     fn fma(a: Self, b: Self, c: Self) -> Self {
         fma_f32(a, b, c)
     }
-    #[inline(always)]
-    fn max(a: Self, b: Self) -> Self {
-        if a > b {
-            a
-        } else {
-            b
-        }
-    }
 }
 
 impl TileReal for f64 {
     const FLOOR: Self = 2.65e-261;
-    #[inline(always)]
-    fn min(a: Self, b: Self) -> Self {
-        if a < b {
-            a
-        } else {
-            b
-        }
-    }
     #[inline(always)]
     unsafe fn shuffle_xor(self, mask: u32) -> Self {
         let bits = self.to_bits();
@@ -183,14 +173,6 @@ impl TileReal for f64 {
     #[inline(always)]
     fn fma(a: Self, b: Self, c: Self) -> Self {
         fma_f64(a, b, c)
-    }
-    #[inline(always)]
-    fn max(a: Self, b: Self) -> Self {
-        if a > b {
-            a
-        } else {
-            b
-        }
     }
 }
 

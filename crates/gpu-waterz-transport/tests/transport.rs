@@ -4,33 +4,11 @@
 //! shapes, zero bins, small regularisation, tolerances). GPU tests are
 //! ignored without `--include-ignored`.
 
+mod common;
+
+use common::{close, problem};
 use gpu_waterz_transport::{check_problem, gpu, solve_cpu, Config, CudaGraphs, Domain, ErrorKind, Solution};
 use ndarray::{Array2, ArrayView2};
-use rand::{Rng, SeedableRng};
-
-/// `n` random histogram pairs of `d` bins (each summing to 1; a fraction
-/// `zeros` of the bins empty) and a squared-distance cost on a line.
-fn problem(seed: u64, n: usize, d: usize, zeros: f64) -> (Array2<f64>, Array2<f64>, Array2<f64>) {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut histograms = || {
-        let mut h =
-            Array2::from_shape_fn((n, d), |_| if rng.gen::<f64>() < zeros { 0.0 } else { rng.gen_range(0.05..1.0) });
-        for mut row in h.rows_mut() {
-            if row.sum() == 0.0 {
-                row[0] = 1.0;
-            }
-            let s = row.sum();
-            row.mapv_inplace(|x| x / s);
-        }
-        h
-    };
-    let (a, b) = (histograms(), histograms());
-    let m = Array2::from_shape_fn((d, d), |(i, j)| {
-        let x = (i as f64 - j as f64) / d.max(2) as f64;
-        x * x
-    });
-    (a, b, m)
-}
 
 /// The plan of pair `t` from the potentials.
 fn plan(s: &Solution<f64>, m: ArrayView2<'_, f64>, reg: f64, t: usize) -> Array2<f64> {
@@ -103,11 +81,6 @@ fn bad_input_is_refused() {
     }
     let empty = Array2::<f64>::zeros((0, 4));
     assert!(solve_cpu(empty.view(), empty.view(), m.view(), &config).is_err());
-}
-
-/// Relative closeness of two costs.
-fn close(x: f64, y: f64, rel: f64) -> bool {
-    (x - y).abs() <= rel * y.abs().max(1e-3)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use crate::result::{InPlaceResult, StageTimings, ThresholdResult};
 use crate::{Config, Merge, Result, ScoredEdge};
 use gpu_waterz_core::params::check_watershed_thresholds;
-use gpu_waterz_core::{check_volume_shape, AffinityGraph, Arithmetic, ScoringFunction};
+use gpu_waterz_core::{check_volume_shape, AffinityGraph, Arithmetic, Dims3, ScoringFunction};
 use gpu_waterz_graph::{region_graph, DenseLabels};
 use gpu_waterz_parhac::IterativeMerging;
 use ndarray::{Array3, ArrayViewMut3};
@@ -29,8 +29,8 @@ pub(crate) struct CpuEngine {
     /// fewer steps.
     fragment_table: Option<gpu_waterz_eval::ContingencyTable>,
     next: usize,
-    /// The volume's shape, `(z, y, x)`.
-    shape: (usize, usize, usize),
+    /// The volume's shape.
+    dims: Dims3,
     timings: StageTimings,
     n_fragments: u64,
 }
@@ -130,7 +130,7 @@ impl CpuEngine {
             original: labels.original,
             fragment_table,
             next: 0,
-            shape,
+            dims,
             timings,
             n_fragments: n_nodes.saturating_sub(1),
         })
@@ -261,8 +261,8 @@ impl CpuEngine {
         Ok(InPlaceResult { threshold, metrics, merge_history, region_graph })
     }
 
-    pub(crate) fn shape(&self) -> (usize, usize, usize) {
-        self.shape
+    pub(crate) fn dims(&self) -> Dims3 {
+        self.dims
     }
 
     pub(crate) fn timings(&self) -> &StageTimings {

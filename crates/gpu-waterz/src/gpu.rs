@@ -242,7 +242,11 @@ impl GpuEngine {
         self.dims.z * self.dims.y * self.dims.x
     }
 
-    pub(crate) fn shape(&self) -> (usize, usize, usize) {
+    pub(crate) fn dims(&self) -> Dims3 {
+        self.dims
+    }
+
+    fn shape(&self) -> (usize, usize, usize) {
         (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize)
     }
 
@@ -351,12 +355,7 @@ impl GpuEngine {
         segmentation: &DeviceBuffer<u64>,
         mut volume: ndarray::ArrayViewMut3<'_, u64>,
     ) -> Result<()> {
-        if volume.dim() != self.shape() {
-            return Err(Error::new(
-                crate::ErrorKind::InvalidInput,
-                format!("the segmentation volume has the shape {:?}, the run {:?}", volume.dim(), self.shape()),
-            ));
-        }
+        check_volume_shape("the segmentation volume", volume.shape(), self.dims)?;
         match volume.as_slice_mut() {
             Some(flat) => self.gpu.download_to_slice(segmentation, flat)?,
             None => {

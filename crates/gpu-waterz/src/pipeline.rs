@@ -323,17 +323,12 @@ impl Agglomeration {
     /// Once called, [`Agglomeration::next_threshold`] and
     /// [`Agglomeration::fragments`] fail on the CPU backend.
     pub fn next_threshold_in_place(&mut self, segmentation: ArrayViewMut3<'_, u64>) -> Result<Option<InPlaceResult>> {
-        let dims = segmentation.dim();
-        let shape = match &self.engine {
-            Engine::Cpu(c) => c.shape(),
-            Engine::Gpu(g) => g.shape(),
+        let dims = match &self.engine {
+            Engine::Cpu(c) => c.dims(),
+            Engine::Gpu(g) => g.dims(),
         };
-        if dims != shape {
-            return Err(Error::new(
-                crate::ErrorKind::InvalidInput,
-                format!("the segmentation volume has the shape {dims:?}, the run {shape:?}"),
-            ));
-        }
+        // Checked before merging, so that a wrong volume costs no threshold.
+        gpu_waterz_core::check_volume_shape("the segmentation volume", segmentation.shape(), dims)?;
         match &mut self.engine {
             Engine::Cpu(c) => c.next_threshold_in_place(segmentation),
             Engine::Gpu(g) => g.next_threshold_in_place(segmentation),
