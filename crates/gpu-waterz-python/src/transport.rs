@@ -100,6 +100,10 @@ fn solve_cuda<T: on_gpu::DeviceFloat>(
     config: &Config,
 ) -> PyResult<(usize, Option<f64>)> {
     let [a, b, m, f, g, cost, f_centred, g_centred] = pointers;
+    // Shapes and settings before the memory is borrowed (an empty tensor
+    // has no allocation to borrow).
+    gpu_waterz_transport::check_shapes((n, d), (n, d), (d, d)).map_err(transport_err)?;
+    gpu_waterz_transport::check_settings(config).map_err(transport_err)?;
     let nd = n.checked_mul(d).ok_or_else(|| PyValueError::new_err("n × d overflows"))?;
     let borrow = |address: u64, len: usize| borrow_floats::<T>(gpu, address, len);
     let (a, b, m) = (borrow(a, nd)?, borrow(b, nd)?, borrow(m, d * d)?);
