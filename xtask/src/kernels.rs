@@ -64,7 +64,56 @@ pub fn build(arch: &str) -> Result<String> {
     })?;
     let built = target_dir.join("nvptx64-nvidia-cuda/release/gpu_waterz_kernels.ptx");
     let ptx = std::fs::read_to_string(&built).with_context(|| format!("reading {}", built.display()))?;
-    with_launch_bounds(&ptx)
+    with_launch_bounds(&without_crate_hashes(&ptx))
+}
+
+/// `ptx` with the crate disambiguators of its Rust (v0) symbol names set to
+/// zero, so that the PTX does not depend on where the checkout lies.
+///
+/// A function the compiler keeps out of line is named like
+/// `_RINvNtCslNgWf8l82zJ_18gpu_waterz_kernels9transport14exact_term_sumfEB4_`,
+/// where `CslNgWf8l82zJ_` is the crate's disambiguator: a hash cargo
+/// computes from, among other things, the absolute path of each path
+/// dependency outside the kernels' workspace (`gpu-waterz-abi`). The same
+/// sources built in another directory would otherwise give other names and a
+/// stale `--check`. `Cs_` is the mangling's disambiguator 0; the crate name
+/// follows it, so distinct crates keep distinct names.
+fn without_crate_hashes(ptx: &str) -> String {
+    let bytes = ptx.as_bytes();
+    let is_symbol_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let mut out = String::with_capacity(ptx.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        // A v0 symbol starts with `_R` after a byte that is not part of a name.
+        if !(bytes[i] == b'_' && bytes[i + 1] == b'R' && (i == 0 || !is_symbol_byte(bytes[i - 1]))) {
+            i += 1;
+            continue;
+        }
+        let end = bytes[i..].iter().position(|&b| !is_symbol_byte(b)).map_or(bytes.len(), |n| i + n);
+        let mut j = i + 2;
+        while j + 1 < end {
+            // `Cs`, base-62 digits, `_`, then the crate name's decimal length.
+            if bytes[j] == b'C' && bytes[j + 1] == b's' {
+                let digits = bytes[j + 2..end].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+                let underscore = j + 2 + digits;
+                if digits > 0
+                    && underscore + 1 < end
+                    && bytes[underscore] == b'_'
+                    && bytes[underscore + 1].is_ascii_digit()
+                {
+                    out.push_str(&ptx[copied..j + 2]);
+                    copied = underscore;
+                    j = underscore;
+                    continue;
+                }
+            }
+            j += 1;
+        }
+        i = end;
+    }
+    out.push_str(&ptx[copied..]);
+    out
 }
 
 /// Kernels whose register use ptxas must fit to a launch shape, as CUDA's
@@ -232,5 +281,23 @@ mod tests {
         assert_eq!(out.matches(".maxntid").count(), LAUNCH_BOUNDS.len(), "only the listed kernels");
         assert!(out.starts_with(".visible .entry other(\n\t.param .u64 other_param_0\n)\n{"));
         assert!(with_launch_bounds(".visible .entry other(\n)\n{\n}\n").is_err());
+    }
+
+    /// Crate disambiguators become `Cs_` in every v0 symbol, and nothing
+    /// else changes: not names that merely contain `Cs`, not other text.
+    #[test]
+    fn crate_hashes_are_taken_out_of_symbol_names() {
+        let ptx = ".func _RNvNtNtCsdjKq4sWTdeo_4core9panicking9panic_fmt\n\
+                   call.uni _RINvNtCslNgWf8l82zJ_18gpu_waterz_kernels9transport14exact_term_sumfEB4_, (x);\n\
+                   _RNCINvNtCslNgWf8l82zJ_18gpu_waterz_kernels8rows_logdNtNtCsgtOUgAVga0Q_14gpu_waterz_abi8SoftwareE0B6_(\n\
+                   mov.u32 %r1, Cs12_3; // not a symbol\n\
+                   .func keep_R8Cs_x;\n";
+        let expected = ".func _RNvNtNtCs_4core9panicking9panic_fmt\n\
+                        call.uni _RINvNtCs_18gpu_waterz_kernels9transport14exact_term_sumfEB4_, (x);\n\
+                        _RNCINvNtCs_18gpu_waterz_kernels8rows_logdNtNtCs_14gpu_waterz_abi8SoftwareE0B6_(\n\
+                        mov.u32 %r1, Cs12_3; // not a symbol\n\
+                        .func keep_R8Cs_x;\n";
+        assert_eq!(without_crate_hashes(ptx), expected);
+        assert_eq!(without_crate_hashes(expected), expected);
     }
 }
