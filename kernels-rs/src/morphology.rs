@@ -628,6 +628,221 @@ tile_kernels! {
     f64: grey_tile_f64 GreyTileF64Args;
 }
 
+/// Runs `$body` for `$s` = each of a thread's `BOX_SLOTS` load slots,
+/// written out so that the per-slot arrays stay in registers.
+macro_rules! for_each_slot {
+    ($s:ident => $body:block) => {
+        for_each_slot!(@ $s $body; 0 1 2 3 4 5 6 7)
+    };
+    (@ $s:ident $body:block; $($k:literal)*) => {
+        $({
+            let $s: usize = $k;
+            $body
+        })*
+    };
+}
+const _: () = assert!(BOX_SLOTS == 8, "for_each_slot! writes out 8 slots");
+
+/// A slot's in-plane offset when it lies outside the array (constant mode).
+const BOX_OUTSIDE: u32 = u32::MAX;
+
+/// The box filter's body: the minimum (or maximum) over a flat box, taken
+/// as the minimum over z of the minima over y of the minima over x. The
+/// comparisons are strict and start from the identity, so NaN is never
+/// taken and the order in which the box's values are met does not change
+/// the result: it equals the other paths' value for value.
+///
+/// # Safety
+/// As the kernels' `# Safety` sections.
+#[inline(always)]
+unsafe fn grey_box<T: Grey>(g: &BoxGeometry, mode: u32, maximum: u32, cval: f64, input: *const T, output: *mut T) {
+    let maximum = maximum != 0;
+    let identity = if maximum { T::SMALLEST } else { T::LARGEST };
+    let outside = T::from_f64(cval);
+    let (wz, wy, wx) = (g.window(0), g.window(1), g.window(2));
+    let (halo_y, halo_x) = (BOX_Y + wy - 1, BOX_X + wx - 1);
+    let plane_len = g.plane_len();
+    let shared = dynamic_shared::<T>();
+    // SAFETY: the launch gives shared_len() values: the plane, its rows'
+    // minima along x, then the ring.
+    let (halo, rows, ring) =
+        unsafe { (shared, shared.add(plane_len as usize), shared.add((plane_len + halo_y * BOX_X) as usize)) };
+    let t = thread_idx_x();
+    let (ty, tx) = (t / 32, t % 32);
+    let extent = [g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64];
+    let plane = (extent[1] * extent[2]) as u64;
+    let spatial = plane * extent[0] as u64;
+    let per_item = g.tiles[0] as u64 * g.tiles[1] as u64 * g.tiles[2] as u64;
+    let units = g.units();
+    let mut unit = block_idx_x() as u64;
+    while unit < units {
+        let item = unit / per_item;
+        let u = (unit % per_item) as u32;
+        let (ux, uy, uz) = (u % g.tiles[2], (u / g.tiles[2]) % g.tiles[1], u / (g.tiles[2] * g.tiles[1]));
+        let (z0, y0, x0) = ((uz * g.chunk_z) as i64, (uy * BOX_Y) as i64, (ux * BOX_X) as i64);
+        let base = item * spatial;
+        // The in-plane offset of each value this thread loads (the same in
+        // every plane of the unit), boundary modes applied along y and x.
+        let mut offset = [BOX_OUTSIDE; BOX_SLOTS as usize];
+        for_each_slot!(s => {
+            let h = t + s as u32 * BOX_THREADS;
+            if h < plane_len {
+                let y = boundary_index(y0 + g.low[1] as i64 + (h / halo_x) as i64, extent[1], mode);
+                let x = boundary_index(x0 + g.low[2] as i64 + (h % halo_x) as i64, extent[2], mode);
+                if let (Some(y), Some(x)) = (y, x) {
+                    // The host keeps a plane's positions below u32::MAX.
+                    offset[s] = (y * extent[2] + x) as u32;
+                }
+            }
+        });
+        let first = z0 + g.low[0] as i64;
+        let outputs = (extent[0] - z0).min(g.chunk_z as i64);
+        let planes = outputs + wz as i64 - 1;
+        // The values of the next plane, loaded a plane ahead so that the
+        // loads are in flight while the block works on the current one.
+        let mut next = [outside; BOX_SLOTS as usize];
+        macro_rules! load_plane {
+            ($j:expr) => {{
+                let z = boundary_index($j, extent[0], mode);
+                // SAFETY: z is a plane of the item (when it is Some).
+                let from = z.map(|z| unsafe { input.add((base + z as u64 * plane) as usize) });
+                for_each_slot!(s => {
+                    if t + s as u32 * BOX_THREADS < plane_len {
+                        next[s] = match from {
+                            // SAFETY: offset is a position of the plane.
+                            Some(from) if offset[s] != BOX_OUTSIDE => unsafe { *from.add(offset[s] as usize) },
+                            _ => outside,
+                        };
+                    }
+                });
+            }};
+        }
+        load_plane!(first);
+        let mut p = 0i64;
+        while p < planes {
+            // SAFETY: block-uniform (p and planes are); the barrier keeps the
+            // last plane's readers ahead of this plane's writers.
+            unsafe { sync_threads() };
+            for_each_slot!(s => {
+                let h = t + s as u32 * BOX_THREADS;
+                if h < plane_len {
+                    // SAFETY: h < plane_len.
+                    unsafe { *halo.add(h as usize) = next[s] };
+                }
+            });
+            if p + 1 < planes {
+                load_plane!(first + p + 1);
+            }
+            // SAFETY: block-uniform; the plane is stored.
+            unsafe { sync_threads() };
+            // Minima along x: BOX_X columns of each of halo_y rows.
+            let column = t % BOX_X;
+            let mut r = t / BOX_X;
+            while r < halo_y {
+                let from = (r * halo_x + column) as usize;
+                let mut best = identity;
+                let mut i = 0;
+                while i < wx {
+                    // SAFETY: column + i < halo_x.
+                    let v = unsafe { *halo.add(from + i as usize) };
+                    if better(v, best, maximum) {
+                        best = v;
+                    }
+                    i += 1;
+                }
+                // SAFETY: r < halo_y.
+                unsafe { *rows.add((r * BOX_X + column) as usize) = best };
+                r += BOX_THREADS / BOX_X;
+            }
+            // SAFETY: block-uniform; the rows are stored.
+            unsafe { sync_threads() };
+            // Minima along y into this plane's slot of the ring, then along
+            // z once the ring holds a whole window. Each thread reads and
+            // writes only its own two columns of the ring.
+            let slot = (p % wz as i64) as u32;
+            let mut half = 0;
+            while half < 2 {
+                let c = tx + half * 32;
+                let mut best = identity;
+                let mut k = 0;
+                while k < wy {
+                    // SAFETY: ty + k < halo_y.
+                    let v = unsafe { *rows.add(((ty + k) * BOX_X + c) as usize) };
+                    if better(v, best, maximum) {
+                        best = v;
+                    }
+                    k += 1;
+                }
+                // SAFETY: slot < wz.
+                unsafe { *ring.add(((slot * BOX_Y + ty) * BOX_X + c) as usize) = best };
+                let (y, x) = (y0 + ty as i64, x0 + c as i64);
+                if p >= wz as i64 - 1 && y < extent[1] && x < extent[2] {
+                    let z = z0 + p - (wz as i64 - 1);
+                    let mut out = identity;
+                    let mut k = 0;
+                    while k < wz {
+                        // SAFETY: k < wz.
+                        let v = unsafe { *ring.add(((k * BOX_Y + ty) * BOX_X + c) as usize) };
+                        if better(v, out, maximum) {
+                            out = v;
+                        }
+                        k += 1;
+                    }
+                    let at = base + z as u64 * plane + (y * extent[2] + x) as u64;
+                    // SAFETY: (z, y, x) is a position of the item.
+                    unsafe { *output.add(at as usize) = out };
+                }
+                half += 1;
+            }
+            p += 1;
+        }
+        unit += grid_dim_x() as u64;
+    }
+}
+
+macro_rules! box_kernels {
+    ($($t:ty: $name:ident $args:ident;)*) => {$(
+        kernel! {
+            /// The grey-scale filter over one float type for a flat box and
+            /// rank 1 to 3: each block streams the planes of its columns'
+            /// window along z through shared memory, taking the minimum (or
+            /// maximum) along x, then y, then z over a ring of the last
+            /// planes; every input value is loaded about once per block.
+            ///
+            /// # Safety
+            /// `input` and `output` hold `items * z * y * x` values and do
+            /// not overlap; the geometry is consistent (`tiles` as
+            /// documented, `low <= high`, `plane_len() <= BOX_SLOTS *
+            /// BOX_THREADS`); the launch gives `BOX_THREADS` threads and
+            /// `shared_len()` values of dynamic shared memory.
+            ///
+            /// # Parameters
+            /// See `GreyBoxF32Args` (the float64 kernel's struct differs in its pointers only).
+            ///
+            /// # Thread mapping
+            /// A block per `chunk_z × BOX_Y × BOX_X` unit (grid-stride over
+            /// the units of every item); thread `(y, x)` of the `BOX_Y × 32`
+            /// block takes the unit's columns `(y, x)` and `(y, x + 32)`.
+            pub unsafe extern "ptx-kernel" fn $name(
+                geometry: BoxGeometry,
+                mode: u32,
+                maximum: u32,
+                cval: f64,
+                input: *const $t,
+                output: *mut $t,
+            ) as $args {
+                // SAFETY: the caller's, as documented.
+                unsafe { grey_box::<$t>(&geometry, mode, maximum, cval, input, output) }
+            }
+        }
+    )*};
+}
+
+box_kernels! {
+    f32: grey_box_f32 GreyBoxF32Args;
+    f64: grey_box_f64 GreyBoxF64Args;
+}
+
 kernel! {
     /// The tiled binary filter for rank 1 to 3: the block loads a tile and
     /// its halo (`border` outside the array) into shared memory; each

@@ -141,6 +141,8 @@ kernels! {
     GreyTileF64 => "grey_tile_f64",
     BinaryTile => "binary_tile",
     BinaryBits => "binary_bits",
+    GreyBoxF32 => "grey_box_f32",
+    GreyBoxF64 => "grey_box_f64",
 }
 
 /// The most parameters a kernel takes.

@@ -386,6 +386,102 @@ tile_args! {
     GreyTileF64Args, f64, GreyTileF64;
 }
 
+/// Outputs per block of the box kernels along x (two per thread).
+pub const BOX_X: u32 = 64;
+/// Outputs per block along y (one per thread row).
+pub const BOX_Y: u32 = 8;
+/// Threads per block of the box kernels: `BOX_Y` rows of 32.
+pub const BOX_THREADS: u32 = 256;
+/// The most values a thread loads per plane: the plane with its halo
+/// holds at most `BOX_SLOTS * BOX_THREADS` values.
+pub const BOX_SLOTS: u32 = 8;
+/// The most shared memory a box kernel takes per block.
+pub const BOX_SHARED_BYTES: u32 = 48 * 1024;
+
+/// Arrays of rank 1 to 3 (as `(z, y, x)`, leading axes of extent 1)
+/// filtered by a flat box, the window `low..=high` along each axis: a
+/// block takes `BOX_Y × BOX_X` columns of `chunk_z` positions and streams
+/// the planes of its window along z, each plane's minimum (or maximum)
+/// over x then y taken in shared memory and the last `high - low + 1`
+/// along z kept in a ring there.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoxGeometry {
+    /// The number of items.
+    pub items: u64,
+    /// `(z, y, x)` extents of an item.
+    pub extent: [u32; 3],
+    /// Output planes per block (at least 1).
+    pub chunk_z: u32,
+    /// The window's least offset along each axis.
+    pub low: [i32; 3],
+    /// Its largest offset (at least `low`).
+    pub high: [i32; 3],
+    /// The number of blocks' worth of work along `(z, y, x)`:
+    /// `extent[0] / chunk_z`, `extent[1] / BOX_Y`, `extent[2] / BOX_X`
+    /// rounded up.
+    pub tiles: [u32; 3],
+    /// Unused; keeps the struct's size a multiple of 8.
+    pub reserved: u32,
+}
+
+impl BoxGeometry {
+    /// The window's length along `axis` (0: z, 1: y, 2: x).
+    pub fn window(&self, axis: usize) -> u32 {
+        (self.high[axis] - self.low[axis] + 1) as u32
+    }
+
+    /// The values of one input plane with its halo: `(BOX_Y + wy - 1) ×
+    /// (BOX_X + wx - 1)`.
+    pub fn plane_len(&self) -> u32 {
+        (BOX_Y + self.window(1) - 1) * (BOX_X + self.window(2) - 1)
+    }
+
+    /// The values of shared memory a block takes: the plane, its minima
+    /// along x (`(BOX_Y + wy - 1) × BOX_X`) and the ring of `wz` planes of
+    /// results (`wz × BOX_Y × BOX_X`).
+    pub fn shared_len(&self) -> u32 {
+        self.plane_len() + (BOX_Y + self.window(1) - 1) * BOX_X + self.window(0) * BOX_Y * BOX_X
+    }
+
+    /// The number of work units (blocks' worth of columns of every item).
+    pub fn units(&self) -> u64 {
+        self.items * self.tiles[0] as u64 * self.tiles[1] as u64 * self.tiles[2] as u64
+    }
+}
+
+macro_rules! box_args {
+    ($($args:ident, $t:ty, $variant:ident;)*) => {$(
+        #[doc = concat!("Arguments of the box filter over `", stringify!($t), "` (rank 1 to 3): the minimum or")]
+        /// maximum over a flat box, boundary modes as [`GreyFilterF32Args`].
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $args {
+            /// The box and the arrays.
+            pub geometry: BoxGeometry,
+            /// A `MODE_*` code.
+            pub mode: u32,
+            /// 1: maximum; 0: minimum.
+            pub maximum: u32,
+            /// The value outside the array in constant mode.
+            pub cval: f64,
+            /// `items * z * y * x` values.
+            pub input: *const $t,
+            /// Out: `items * z * y * x` values.
+            pub output: *mut $t,
+        }
+
+        impl_kernel_args!(
+            $args => $variant { geometry, mode, maximum, cval, input, output },
+        );
+    )*};
+}
+
+box_args! {
+    GreyBoxF32Args, f32, GreyBoxF32;
+    GreyBoxF64Args, f64, GreyBoxF64;
+}
+
 /// Arguments of the tiled binary filter (rank 1 to 3): what
 /// [`BinaryFilterArgs`] computes, from a shared tile; with `local` set (a
 /// structure holding its centre, run until stable) each block repeats the

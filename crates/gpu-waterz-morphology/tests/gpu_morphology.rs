@@ -62,7 +62,8 @@ fn gpu_grey_filters_equal_the_cpu() {
         let mode = MODES[case % 5];
         let cval = rng.gen_range(-2..3) as f64 * 0.75;
         let maximum = case % 2 == 1;
-        let strategy = [Strategy::Auto, Strategy::Gather, Strategy::Separable, Strategy::Tile][(case / 3) % 4];
+        let strategy =
+            [Strategy::Auto, Strategy::Gather, Strategy::Separable, Strategy::Tile, Strategy::Box][(case / 3) % 5];
         let spatial: usize = shape.iter().product();
         let values: Vec<f64> = (0..items * spatial).map(|_| rng.gen_range(-20..20) as f64 * 0.25).collect();
         let args = Grey { element: element.clone(), mode, cval, origin: origin.clone() };
@@ -113,6 +114,48 @@ fn gpu_box_passes_and_tiles_equal_the_gather_on_a_volume() {
         let gather = run(Strategy::Gather);
         assert_eq!(gather, run(Strategy::Separable), "size {size}, origin {origin}: passes");
         assert_eq!(gather, run(Strategy::Tile), "size {size}, origin {origin}: tiles");
+        assert_eq!(gather, run(Strategy::Box), "size {size}, origin {origin}: box");
+    }
+}
+
+/// The box kernel against the gather on boxes of every shape it takes
+/// (windows 1 to 11 per axis, shifted by origins), ranks 1 to 3, batches,
+/// every mode, extents that leave partial blocks and short chunks along z,
+/// and NaN in the input (never taken, whatever the order of the passes).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_box_kernel_equals_the_gather() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(37);
+    for case in 0..60 {
+        let rank = 1 + case % 3;
+        let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[300, 90, 75][rank - 1])).collect();
+        let items = rng.gen_range(1..=3);
+        let sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=11)).collect();
+        let origin: Vec<isize> = sizes
+            .iter()
+            .map(|&n| {
+                let half = (n / 2) as isize;
+                rng.gen_range(-half..=(n as isize - 1) - half)
+            })
+            .collect();
+        let mode = MODES[case % 5];
+        let maximum = case % 2 == 0;
+        let spatial: usize = shape.iter().product();
+        let values: Vec<f64> = (0..items * spatial)
+            .map(|i| if i % 97 == 5 { f64::NAN } else { rng.gen_range(-50..50) as f64 * 0.125 })
+            .collect();
+        let footprint = Footprint::resolve(rank, &Element::Size(sizes.clone()), &origin, maximum).unwrap();
+        let batch = Batch { items, shape: &shape };
+        let input = g.upload(&values).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f64>(values.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        let (gather, boxed) = (run(Strategy::Gather), run(Strategy::Box));
+        let same = gather.iter().zip(&boxed).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        assert!(same, "case {case}: shape {shape:?} x{items}, box {sizes:?} at {origin:?}, {mode:?}");
     }
 }
 

@@ -178,9 +178,10 @@ fn strategy_of(strategy: &str) -> PyResult<gpu_waterz_morphology::gpu::Strategy>
         "gather" => Strategy::Gather,
         "separable" => Strategy::Separable,
         "tile" => Strategy::Tile,
+        "box" => Strategy::Box,
         other => {
             return Err(PyValueError::new_err(format!(
-                "strategy must be auto, gather, separable or tile, not {other:?}"
+                "strategy must be auto, gather, separable, tile or box, not {other:?}"
             )))
         }
     })

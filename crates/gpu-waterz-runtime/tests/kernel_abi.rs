@@ -168,6 +168,8 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyTileF64Args>(c);
     check::<BinaryTileArgs>(c);
     check::<BinaryBitsArgs>(c);
+    check::<GreyBoxF32Args>(c);
+    check::<GreyBoxF64Args>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }

@@ -97,10 +97,21 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
         input: &DeviceBuffer<Self>,
         output: &mut DeviceBuffer<Self>,
     ) -> Result<()>;
+    /// The box filter (a flat box, rank 1 to 3).
+    fn boxed(
+        gpu: &Gpu,
+        geometry: &BoxGeometry,
+        mode: u32,
+        maximum: bool,
+        cval: f64,
+        input: &DeviceBuffer<Self>,
+        output: &mut DeviceBuffer<Self>,
+    ) -> Result<()>;
 }
 
 macro_rules! grey_launches {
-    ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident;)*) => {$(
+    ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident,
+        $boxed:ident $box_args:ident;)*) => {$(
         impl GreyKernels for $t {
             /// The grey-scale filter of `input` into `output` over `footprint`.
             ///
@@ -223,13 +234,93 @@ macro_rules! grey_launches {
                 // were made for it by the caller.
                 unsafe { gpu.launch(config, args) }
             }
+
+            /// The box filter of `input` into `output` over `geometry`'s window.
+            fn boxed(
+                gpu: &Gpu,
+                geometry: &BoxGeometry,
+                mode: u32,
+                maximum: bool,
+                cval: f64,
+                input: &DeviceBuffer<Self>,
+                output: &mut DeviceBuffer<Self>,
+            ) -> Result<()> {
+                const K: &str = stringify!($boxed);
+                let config = check_box(gpu, K, geometry, std::mem::size_of::<$t>() as u32)?;
+                let n = geometry.items.checked_mul(geometry.extent.iter().map(|&e| e as u64).product::<u64>());
+                let n = n.filter(|&n| n <= isize::MAX as u64 / 8).ok_or_else(|| RuntimeError::InvalidLaunch {
+                    kernel: K,
+                    reason: "the arrays are too large".into(),
+                })?;
+                check_pair(gpu, K, n, input, output)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                let args = $box_args {
+                    geometry: *geometry,
+                    mode,
+                    maximum: maximum as u32,
+                    cval,
+                    input: input.as_ptr(),
+                    output: output.as_mut_ptr(),
+                };
+                // SAFETY: input and output hold every item's values (checked)
+                // and are distinct buffers; the geometry is consistent and its
+                // shared memory is what the launch gives (checked).
+                unsafe { gpu.launch(config, args) }
+            }
         }
     )*};
 }
 
 grey_launches! {
-    f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args;
-    f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args;
+    f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args,
+        grey_box_f32 GreyBoxF32Args;
+    f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
+        grey_box_f64 GreyBoxF64Args;
+}
+
+/// The shared memory a box kernel over values of `value_bytes` takes for
+/// `geometry`, or `None` when the window is too large for the kernel (its
+/// plane beyond `BOX_SLOTS` loads per thread, or the shared memory beyond
+/// `BOX_SHARED_BYTES`). In u64, so that no window wraps it.
+pub(crate) fn box_shared_bytes(geometry: &BoxGeometry, value_bytes: u32) -> Option<u32> {
+    let window = |axis: usize| geometry.high[axis] as i64 - geometry.low[axis] as i64 + 1;
+    if (0..3).any(|axis| window(axis) < 1) {
+        return None;
+    }
+    let (wz, wy, wx) = (window(0) as u64, window(1) as u64, window(2) as u64);
+    let halo_y = BOX_Y as u64 + wy - 1;
+    let plane = halo_y * (BOX_X as u64 + wx - 1);
+    let shared = (plane + halo_y * BOX_X as u64 + wz * (BOX_Y * BOX_X) as u64) * value_bytes as u64;
+    (plane <= (BOX_SLOTS * BOX_THREADS) as u64 && shared <= BOX_SHARED_BYTES as u64).then_some(shared as u32)
+}
+
+/// Checks a box geometry (windows, chunk, tile counts, index ranges) and
+/// returns its launch.
+fn check_box(gpu: &Gpu, kernel: &'static str, g: &BoxGeometry, value_bytes: u32) -> Result<LaunchConfig> {
+    let bad = |reason: String| RuntimeError::InvalidLaunch { kernel, reason };
+    let shared = box_shared_bytes(g, value_bytes)
+        .ok_or_else(|| bad(format!("window {:?}..={:?} does not fit the box kernel", g.low, g.high)))?;
+    let steps = [g.chunk_z, BOX_Y, BOX_X];
+    for (axis, &step) in steps.iter().enumerate() {
+        // The kernel forms tile * step and coordinates plus offsets in
+        // 32-bit and 64-bit arithmetic: keep both far from wrapping.
+        if step == 0
+            || g.extent[axis] as u64 + step as u64 > u32::MAX as u64
+            || g.tiles[axis] as u64 != (g.extent[axis] as u64).div_ceil(step as u64)
+        {
+            return Err(bad(format!("axis {axis}: {} tiles of {step} for extent {}", g.tiles[axis], g.extent[axis])));
+        }
+    }
+    if g.extent[1] as u64 * g.extent[2] as u64 >= u32::MAX as u64 {
+        return Err(bad(format!("planes of {} × {} positions", g.extent[1], g.extent[2])));
+    }
+    if g.tiles.iter().map(|&t| t as u64).product::<u64>() > u32::MAX as u64 {
+        return Err(bad(format!("{:?} tiles per item", g.tiles)));
+    }
+    let blocks = g.units().min(gpu.multiprocessor_count() as u64 * 64).max(1) as u32;
+    Ok(LaunchConfig { blocks, threads: BOX_THREADS, shared_bytes: shared })
 }
 
 /// Checks the buffers of a binary step: `n` values in the input, the

@@ -13,8 +13,8 @@ mod launch;
 
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
-    BitsGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, BITS_WORDS, MORPH_MAX_RANK,
-    TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y,
+    BitsGeometry, BoxGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, BITS_WORDS, BOX_X,
+    BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
@@ -27,7 +27,8 @@ use ndarray::{ArrayD, ArrayViewD};
 pub enum Strategy {
     /// One pass per axis for boxes of more than 27 elements; else tiles
     /// for rank 1 to 3 when the halo fits the shared memory; else the
-    /// gather (the default).
+    /// gather (the default). (`Box` joins it once measured on a GPU: see
+    /// `docs/BENCHMARKS.md`.)
     #[default]
     Auto,
     /// Every element read from global memory at every position.
@@ -38,6 +39,10 @@ pub enum Strategy {
     /// Tiles with their halo in shared memory (rank 1 to 3 when it fits;
     /// else the gather).
     Tile,
+    /// Flat boxes of rank 1 to 3 streamed plane by plane along z, the
+    /// minimum taken along x, y, then z in shared memory (when the window
+    /// fits the kernel; else as `Auto`). Not yet run on a GPU.
+    Box,
 }
 
 /// The element types of [`grey_filter`]: float32 and float64 (sealed:
@@ -201,6 +206,57 @@ fn tile_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: 
     Ok(Some(DeviceTile { geometry, shared_offsets: gpu.upload(&offsets)?, weights, flat }))
 }
 
+/// The box kernels' geometry of `batch` (rank 1 to 3) for `footprint`, or
+/// `None` when the element is not a flat box, the rank is larger or the
+/// window does not fit the kernel. Output planes per block: 32, halved
+/// (down to 4) while the units would not fill the device four times.
+fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: usize) -> Result<Option<BoxGeometry>> {
+    let rank = batch.shape.len();
+    if !(1..=3).contains(&rank) || footprint.rank() != rank || !footprint.is_box() {
+        return Ok(None);
+    }
+    let mut extent = [1u32; 3];
+    for (slot, &n) in extent[3 - rank..].iter_mut().zip(batch.shape) {
+        match u32::try_from(n) {
+            Ok(n) if n < u32::MAX - BOX_X => *slot = n,
+            _ => return Ok(None),
+        }
+    }
+    if extent[1] as u64 * extent[2] as u64 >= u32::MAX as u64 {
+        return Ok(None);
+    }
+    let mut low = [0i32; 3];
+    let mut high = [0i32; 3];
+    for (axis, (lo, hi)) in footprint.extrema().into_iter().enumerate() {
+        let a = 3 - rank + axis;
+        match (i32::try_from(lo), i32::try_from(hi)) {
+            (Ok(lo), Ok(hi)) if lo <= hi && hi - lo < 4096 => (low[a], high[a]) = (lo, hi),
+            _ => return Ok(None),
+        }
+    }
+    let mut geometry = BoxGeometry {
+        items: batch.items as u64,
+        extent,
+        chunk_z: 32,
+        low,
+        high,
+        tiles: [0, extent[1].div_ceil(BOX_Y), extent[2].div_ceil(BOX_X)],
+        reserved: 0,
+    };
+    if morph::box_shared_bytes(&geometry, value_bytes as u32).is_none() {
+        return Ok(None);
+    }
+    let enough = gpu.multiprocessor_count() as u64 * 4 * 4;
+    loop {
+        geometry.tiles[0] = extent[0].div_ceil(geometry.chunk_z);
+        if geometry.chunk_z <= 4 || geometry.units() >= enough {
+            break;
+        }
+        geometry.chunk_z /= 2;
+    }
+    Ok(Some(geometry))
+}
+
 /// The bit-row layout of `batch` (rank 1 to 3) for `footprint`, or `None`
 /// when the rank is larger, an x offset reaches past ±32 or the halo does
 /// not fit the shared memory.
@@ -309,14 +365,19 @@ pub fn grey_filter<T: GreyValue>(
         .filter(|&(_, (low, high))| high > low || low != 0)
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
+    if strategy == Strategy::Box {
+        if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
+            return Ok(T::boxed(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
+        }
+    }
     let separable = footprint.is_box()
         && passes.len() >= 2
         && match strategy {
-            Strategy::Auto => footprint.len() > 27,
+            Strategy::Auto | Strategy::Box => footprint.len() > 27,
             Strategy::Gather | Strategy::Tile => false,
             Strategy::Separable => true,
         };
-    if !separable && matches!(strategy, Strategy::Auto | Strategy::Tile) {
+    if !separable && matches!(strategy, Strategy::Auto | Strategy::Box | Strategy::Tile) {
         if let Some(tile) = tile_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
             return Ok(T::tile(gpu, &tile, mode.code(), maximum, cval, input, output)?);
         }
