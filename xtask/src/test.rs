@@ -19,6 +19,7 @@ const COMPAT_PACKAGES: &[&str] = &[
     "ziglang",
     "POT==0.9.5",
     "scikit-image",
+    "dask[distributed]",
 ];
 
 /// The virtualenv with stock waterz and the suite's packages (made or

@@ -5,5 +5,5 @@
 
 #![forbid(unsafe_code)]
 
-pub mod generate;
+pub use gpu_waterz_core::generate;
 pub mod io;

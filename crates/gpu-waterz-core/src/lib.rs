@@ -1,12 +1,15 @@
 //! The vocabulary every gpu-waterz crate shares, and nothing else: volume
 //! shapes, validated affinity and label views, id newtypes, the parameters
-//! of each stage and the errors of bad input. It has no GPU dependency;
-//! other Rust crates (and users' own) depend on this one.
+//! of each stage and the errors of bad input; and the deterministic data
+//! that tests, benchmarks and blockwise scale runs share ([`synthetic`],
+//! [`generate`]). It has no GPU dependency; other Rust crates (and users'
+//! own) depend on this one.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod affinities;
 pub mod error;
+pub mod generate;
 pub mod params;
 pub mod scoring;
 pub mod synthetic;

@@ -5,6 +5,7 @@
 //! these into waterz's generator.
 #![deny(unsafe_code)]
 
+mod blockwise;
 #[allow(unsafe_code)]
 mod cuda;
 mod greyscale;
@@ -69,6 +70,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f32, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f64, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_local_plateaus, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_settle, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_basins, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_fragment_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_merge, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::implicit_cell_affinities, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! membranes (merge bait) and a few false walls inside cells (split bait);
 //! then waterz's layout, `aff[c][v] = min(q[v], q[v - e_c])`.
 
-use gpu_waterz_core::synthetic::{value_noise, SplitMix64};
+use crate::synthetic::{value_noise, SplitMix64};
 use ndarray::{Array3, Array4, Axis, Zip};
 use rayon::prelude::*;
 
@@ -218,7 +218,7 @@ fn affinities_at(labels: &Array3<u32>, params: &GeneratorParams, origin: (usize,
         let noise = value_noise(seed, z + origin.0, y + origin.1, x + origin.2, 3);
         *v = (*v + params.noise * (noise - 0.5)).clamp(0.0, 1.0);
     });
-    gpu_waterz_core::affinities::from_inside_probability(&q)
+    crate::affinities::from_inside_probability(&q)
 }
 
 /// A label field that any block of a volume computes alone, for volumes

@@ -1,0 +1,242 @@
+//! Exact blockwise decoding: waterz's watershed, region graph and merging
+//! computed block by block, equal to the whole-volume result.
+//!
+//! A volume is cut into blocks ([`BlockGrid`]). Each stage below is either
+//! *per block* (it reads one block, its affinities with a small halo, and
+//! what the global steps handed it; blocks run in any order, on any
+//! machine) or *global* (it reads small summaries of every block):
+//!
+//! 1. [`local_plateaus`] (per block): the steepest-ascent mask, the plateau
+//!    corners and the division of every plateau that lies inside the block,
+//!    exactly as the whole-volume watershed divides it. A plateau (voxels
+//!    joined by faces both mark) that reaches another block is *open*: its
+//!    voxels go to step 2 with their masks and corner flags.
+//! 2. [`settle_open_plateaus`] (global): the plateau division of every
+//!    open plateau, over the open voxels of all blocks at once (a sparse
+//!    set, hashed by voxel index). The division depends on the queue order
+//!    of the whole volume, which restricted to one plateau is that
+//!    plateau's own breadth-first order from its corners in scan order: so
+//!    each plateau is divided alone, and equal to the whole volume's.
+//! 3. [`local_basins`] (per block): the basins inside the block (voxels
+//!    joined by the direction each kept), numbered in scan order, with
+//!    their smallest voxel index and size, and the components and
+//!    directions on the block's six faces.
+//! 4. [`fragment_ids`] (global): the basins joined across block faces
+//!    (union-find over the face pairs a direction crosses) and numbered by
+//!    their smallest voxel index: waterz's labels, not only its partition.
+//! 5. [`block_edges`] (per block): the region graph's faces inside the
+//!    block and across its three lower faces, as exact integer statistics
+//!    ([`ContactStats`]) per fragment pair.
+//! 6. [`merge`] (global): the statistics summed per pair over the blocks
+//!    (order-free: integers), then ParHAC with ε = 0
+//!    ([`gpu_waterz_parhac::cpu::Parhac`]) up to each threshold: a table
+//!    from fragment to segment per threshold.
+//! 7. [`relabel`] (per block): the segmentation of a block from its
+//!    components and the tables.
+//!
+//! [`decode`] runs every stage in this process over an affinity array in
+//! memory (the blocks in parallel): the reference that the distributed
+//! driver (`gpu_waterz.blockwise` on Dask) is tested against, and that is
+//! tested here against the whole-volume watershed and merging.
+//!
+//! What crosses between stages is small against the volume except the per
+//! block arrays that stay with their block (one byte per voxel after step
+//! 1, four after step 3): the open voxels (9 bytes each), one entry per
+//! basin per block (16 bytes), the faces (5 bytes per face voxel), the
+//! region graph (32 bytes per fragment pair per block that holds it) and
+//! the tables (8 bytes per fragment per threshold).
+
+#![deny(unsafe_code)]
+// Axis and direction indices are the algorithm's vocabulary (offsets,
+// faces, opposites), as in the whole-volume watershed.
+#![allow(clippy::needless_range_loop)]
+
+mod plateaus;
+mod stages;
+
+pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
+pub use stages::{
+    block_edges, decode, fragment_ids, local_basins, merge, relabel, BasinFaces, BasinSummary, Decoded, EdgeList,
+    FragmentIds, LocalBasins,
+};
+
+use gpu_waterz_core::ContactStats;
+
+/// Errors of the blockwise decode.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockwiseError {
+    /// A grid, block or array that does not fit the volume.
+    #[error("blockwise decode: {0}")]
+    Invalid(String),
+    /// Bad input (thresholds, affinities).
+    #[error(transparent)]
+    Input(#[from] gpu_waterz_core::CoreError),
+    /// The merging failed.
+    #[error(transparent)]
+    Merge(#[from] gpu_waterz_parhac::ParhacError),
+}
+
+/// The kind of a [`BlockwiseError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Shapes, blocks or summaries that do not fit together.
+    Invalid,
+    /// Bad input values.
+    Input,
+    /// The merging refused its graph.
+    Merge,
+}
+
+impl BlockwiseError {
+    /// What went wrong, in one word.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Invalid(_) => ErrorKind::Invalid,
+            Self::Input(_) => ErrorKind::Input,
+            Self::Merge(_) => ErrorKind::Merge,
+        }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, BlockwiseError>;
+
+pub(crate) fn invalid(message: impl Into<String>) -> BlockwiseError {
+    BlockwiseError::Invalid(message.into())
+}
+
+/// One block: the voxels `lo..hi` along `(z, y, x)` of a volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Block {
+    /// The first voxel.
+    pub lo: [u64; 3],
+    /// One past the last voxel.
+    pub hi: [u64; 3],
+}
+
+impl Block {
+    /// The block's extents.
+    pub fn shape(&self) -> [u64; 3] {
+        [self.hi[0] - self.lo[0], self.hi[1] - self.lo[1], self.hi[2] - self.lo[2]]
+    }
+
+    /// Its number of voxels.
+    pub fn len(&self) -> u64 {
+        self.shape().iter().product()
+    }
+
+    /// Whether it holds no voxel.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Checks that the block is a non-empty part of a volume of `dims`.
+    pub fn check(&self, dims: [u64; 3]) -> Result<()> {
+        if (0..3).any(|a| self.lo[a] >= self.hi[a] || self.hi[a] > dims[a]) {
+            return Err(invalid(format!(
+                "block {:?}..{:?} is not a non-empty part of a volume of {dims:?}",
+                self.lo, self.hi
+            )));
+        }
+        Ok(())
+    }
+
+    /// The region whose affinities [`local_plateaus`] reads: the block
+    /// grown by one voxel below and two above along each axis, clipped
+    /// to the volume.
+    pub fn halo(&self, dims: [u64; 3]) -> Block {
+        let mut halo = *self;
+        for a in 0..3 {
+            halo.lo[a] = self.lo[a].saturating_sub(1);
+            halo.hi[a] = (self.hi[a] + 2).min(dims[a]);
+        }
+        halo
+    }
+}
+
+/// A volume of `dims` voxels cut into blocks of `block` voxels (the last
+/// along each axis shorter when the extent is not a multiple), numbered in
+/// C order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockGrid {
+    dims: [u64; 3],
+    block: [u64; 3],
+    counts: [u64; 3],
+}
+
+impl BlockGrid {
+    /// The grid of `dims` in blocks of `block`; both must be positive along
+    /// every axis.
+    pub fn new(dims: [u64; 3], block: [u64; 3]) -> Result<Self> {
+        if dims.contains(&0) || block.contains(&0) {
+            return Err(invalid(format!("a volume of {dims:?} cannot be cut into blocks of {block:?}")));
+        }
+        if dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).is_none_or(|n| n >= u64::MAX / 8) {
+            return Err(invalid(format!("a volume of {dims:?} is too large")));
+        }
+        let counts = [dims[0].div_ceil(block[0]), dims[1].div_ceil(block[1]), dims[2].div_ceil(block[2])];
+        Ok(Self { dims, block, counts })
+    }
+
+    /// The volume's extents.
+    pub fn dims(&self) -> [u64; 3] {
+        self.dims
+    }
+
+    /// The extents of a (full) block.
+    pub fn block_shape(&self) -> [u64; 3] {
+        self.block
+    }
+
+    /// The number of blocks along each axis.
+    pub fn counts(&self) -> [u64; 3] {
+        self.counts
+    }
+
+    /// The number of blocks.
+    pub fn len(&self) -> usize {
+        self.counts.iter().product::<u64>() as usize
+    }
+
+    /// Whether there are none (never: a grid covers a non-empty volume).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The block at grid position `at`.
+    pub fn block_at(&self, at: [u64; 3]) -> Block {
+        let mut block = Block { lo: [0; 3], hi: [0; 3] };
+        for a in 0..3 {
+            block.lo[a] = at[a] * self.block[a];
+            block.hi[a] = (block.lo[a] + self.block[a]).min(self.dims[a]);
+        }
+        block
+    }
+
+    /// The grid position of block number `index`.
+    pub fn position(&self, index: usize) -> [u64; 3] {
+        let i = index as u64;
+        [i / (self.counts[1] * self.counts[2]), (i / self.counts[2]) % self.counts[1], i % self.counts[2]]
+    }
+
+    /// Block number `index`.
+    pub fn block(&self, index: usize) -> Block {
+        self.block_at(self.position(index))
+    }
+
+    /// The number of the block at grid position `at`.
+    pub fn index(&self, at: [u64; 3]) -> usize {
+        ((at[0] * self.counts[1] + at[1]) * self.counts[2] + at[2]) as usize
+    }
+}
+
+/// The linear index of voxel `(z, y, x)` in a volume of `dims`.
+pub(crate) fn voxel_index(dims: [u64; 3], at: [u64; 3]) -> u64 {
+    (at[0] * dims[1] + at[1]) * dims[2] + at[2]
+}
+
+/// The statistics of one face, as the whole-volume region graph takes them.
+pub(crate) fn face_stats(affinity: f32) -> ContactStats {
+    ContactStats::of_face(affinity)
+}

@@ -1,0 +1,272 @@
+//! Steps 1 and 2: the watershed's mask and the division of its plateaus,
+//! inside blocks and across them.
+
+use crate::{invalid, voxel_index, Block, Result};
+use gpu_waterz_abi::watershed::{steepest_mask, DIRECTION_BITS, OPPOSITE};
+use gpu_waterz_core::WatershedParams;
+use ndarray::{Array3, ArrayView4};
+use rustc_hash::FxHashMap;
+
+/// Set in an open voxel's mask when it is a plateau corner (it marks a
+/// face that its neighbour does not mark back).
+pub const CORNER_FLAG: u8 = 0x80;
+
+/// Set on a voxel once the division has queued it.
+const VISITED: u8 = 0x40;
+
+/// The six direction bits.
+const DIRECTIONS: u8 = 0x3f;
+
+/// The voxels of a block's open plateaus: their indices in the volume,
+/// ascending, and their masks (direction bits, [`CORNER_FLAG`] on corners).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenVoxels {
+    /// Voxel indices in the volume (C order), ascending.
+    pub index: Vec<u64>,
+    /// Each voxel's mask and corner flag.
+    pub mask: Vec<u8>,
+}
+
+/// What [`local_plateaus`] gives for one block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalPlateaus {
+    /// Each voxel's directions, `(z, y, x)` over the block: the one kept by
+    /// the division for voxels of plateaus inside the block and for
+    /// corners of none, the mask for voxels never queued (plateaus without
+    /// a way down) and for open voxels (until [`settle_open_plateaus`]
+    /// replaces them), 0 for background.
+    pub bits: Array3<u8>,
+    /// The voxels of plateaus that reach other blocks.
+    pub open: OpenVoxels,
+}
+
+/// waterz's plateau division (the third pass of `basic_watershed.hpp`) of
+/// the voxels reachable from `corners` (listed in scan order, their masks
+/// in `bits`): a breadth-first search in queue order from the corners over
+/// faces both voxels mark; each voxel queued keeps one direction, the last
+/// in direction order that leads to a voxel which does not mark the face
+/// back (a way down, or a voxel already divided). `neighbour(i, d)` is the
+/// voxel across face `d` of `i` when it is in the set; one outside the set
+/// is known not to mark the face back.
+fn divide(bits: &mut [u8], corners: Vec<usize>, neighbour: impl Fn(usize, usize) -> Option<usize>) {
+    let mut queue = corners;
+    for &c in &queue {
+        bits[c] |= VISITED;
+    }
+    let mut head = 0;
+    while head < queue.len() {
+        let i = queue[head];
+        let mut keep = 0u8;
+        for (d, &opposite) in OPPOSITE.iter().enumerate() {
+            if bits[i] & DIRECTION_BITS[d] == 0 {
+                continue;
+            }
+            match neighbour(i, d) {
+                Some(j) if bits[j] & DIRECTION_BITS[opposite] != 0 => {
+                    if bits[j] & VISITED == 0 {
+                        bits[j] |= VISITED;
+                        queue.push(j);
+                    }
+                }
+                _ => keep = DIRECTION_BITS[d],
+            }
+        }
+        bits[i] = keep | (bits[i] & !DIRECTIONS);
+        head += 1;
+    }
+}
+
+/// The offset of each direction in a C-ordered array of `shape`.
+fn offsets(shape: [u64; 3]) -> [i64; 6] {
+    let (sz, sy) = ((shape[1] * shape[2]) as i64, shape[2] as i64);
+    [-sz, -sy, -1, sz, sy, 1]
+}
+
+/// Whether the neighbour of `at` in direction `d` lies inside `0..shape`.
+fn inside(at: [u64; 3], d: usize, shape: [u64; 3]) -> bool {
+    let axis = d % 3;
+    if d < 3 {
+        at[axis] > 0
+    } else {
+        at[axis] + 1 < shape[axis]
+    }
+}
+
+/// Step 1 for `block` of a volume of `dims`: `affinities` are the
+/// `(3, z, y, x)` affinities of [`Block::halo`] (faces outside the volume
+/// count as `low`, as in the whole-volume watershed).
+pub fn local_plateaus(
+    dims: [u64; 3],
+    block: Block,
+    affinities: ArrayView4<'_, f32>,
+    params: WatershedParams,
+) -> Result<LocalPlateaus> {
+    block.check(dims)?;
+    let halo = block.halo(dims);
+    let hs = halo.shape();
+    let expected = [3usize, hs[0] as usize, hs[1] as usize, hs[2] as usize];
+    if affinities.shape() != expected {
+        return Err(invalid(format!(
+            "the affinities of block {:?}..{:?} must cover its halo, shape {expected:?}, not {:?}",
+            block.lo,
+            block.hi,
+            affinities.shape()
+        )));
+    }
+    if block.len() >= u32::MAX as u64 {
+        return Err(invalid(format!("blocks of {} voxels: fewer than 2^32 are taken", block.len())));
+    }
+    let (low, high) = (params.aff_threshold_low, params.aff_threshold_high);
+    // The masks of the block and one voxel around it (inside the volume).
+    let mut ring = block;
+    for a in 0..3 {
+        ring.lo[a] = block.lo[a].saturating_sub(1);
+        ring.hi[a] = (block.hi[a] + 1).min(dims[a]);
+    }
+    let rs = ring.shape();
+    let mut masks = Array3::<u8>::zeros((rs[0] as usize, rs[1] as usize, rs[2] as usize));
+    let aff = |channel: usize, at: [u64; 3]| {
+        affinities
+            [[channel, (at[0] - halo.lo[0]) as usize, (at[1] - halo.lo[1]) as usize, (at[2] - halo.lo[2]) as usize]]
+    };
+    for ((z, y, x), mask) in masks.indexed_iter_mut() {
+        let at = [ring.lo[0] + z as u64, ring.lo[1] + y as u64, ring.lo[2] + x as u64];
+        let mut faces = [low; 6];
+        for a in 0..3 {
+            if at[a] > 0 {
+                faces[a] = aff(a, at);
+            }
+            if at[a] + 1 < dims[a] {
+                let mut next = at;
+                next[a] += 1;
+                faces[a + 3] = aff(a, next);
+            }
+        }
+        *mask = steepest_mask(faces, low, high);
+    }
+    let ring_offsets = offsets(rs);
+    let masks = masks.as_slice().expect("a new array is contiguous");
+    let bs = block.shape();
+    let n = block.len() as usize;
+    let block_offsets = offsets(bs);
+    // Each block voxel's mask, corner flag, and plateau (union-find over
+    // the faces both voxels mark, inside the block); a plateau is open when
+    // one of its voxels shares such a face with a voxel outside.
+    let mut bits = vec![0u8; n];
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    let mut touches_outside = vec![false; n];
+    fn find(parent: &mut [u32], mut i: u32) -> u32 {
+        while parent[i as usize] != i {
+            let p = parent[i as usize];
+            parent[i as usize] = parent[p as usize];
+            i = p;
+        }
+        i
+    }
+    let mut i = 0usize;
+    for z in 0..bs[0] {
+        for y in 0..bs[1] {
+            for x in 0..bs[2] {
+                let local = [z, y, x];
+                let r = voxel_index(
+                    rs,
+                    [z + block.lo[0] - ring.lo[0], y + block.lo[1] - ring.lo[1], x + block.lo[2] - ring.lo[2]],
+                ) as usize;
+                let mask = masks[r];
+                let mut corner = false;
+                for (d, &opposite) in OPPOSITE.iter().enumerate() {
+                    if mask & DIRECTION_BITS[d] == 0 {
+                        continue;
+                    }
+                    // A marked face leads inside the volume, so inside the ring.
+                    let back = masks[(r as i64 + ring_offsets[d]) as usize] & DIRECTION_BITS[opposite] != 0;
+                    if !back {
+                        corner = true;
+                    } else if inside(local, d, bs) {
+                        let j = (i as i64 + block_offsets[d]) as u32;
+                        let (a, b) = (find(&mut parent, i as u32), find(&mut parent, j));
+                        if a != b {
+                            parent[a.max(b) as usize] = a.min(b);
+                        }
+                    } else {
+                        touches_outside[i] = true;
+                    }
+                }
+                bits[i] = mask | if corner { crate::CORNER_FLAG } else { 0 };
+                i += 1;
+            }
+        }
+    }
+    let mut open_root = vec![false; n];
+    for i in 0..n {
+        if touches_outside[i] {
+            let root = find(&mut parent, i as u32) as usize;
+            open_root[root] = true;
+        }
+    }
+    let open: Vec<bool> = (0..n).map(|i| open_root[find(&mut parent, i as u32) as usize]).collect();
+    drop(parent);
+    let mut open_voxels = OpenVoxels::default();
+    let corners: Vec<usize> = (0..n).filter(|&i| !open[i] && bits[i] & CORNER_FLAG != 0).collect();
+    for i in (0..n).filter(|&i| open[i]) {
+        let at = [i as u64 / (bs[1] * bs[2]), (i as u64 / bs[2]) % bs[1], i as u64 % bs[2]];
+        open_voxels.index.push(voxel_index(dims, [block.lo[0] + at[0], block.lo[1] + at[1], block.lo[2] + at[2]]));
+        open_voxels.mask.push(bits[i]);
+    }
+    // The plateaus inside the block, divided here. A face to a voxel
+    // outside the block is never marked back (else the plateau would be
+    // open); one to an open voxel inside is not either, and that voxel's
+    // mask says so.
+    divide(&mut bits, corners, |i, d| {
+        let at = [i as u64 / (bs[1] * bs[2]), (i as u64 / bs[2]) % bs[1], i as u64 % bs[2]];
+        inside(at, d, bs).then(|| (i as i64 + block_offsets[d]) as usize)
+    });
+    for b in &mut bits {
+        *b &= DIRECTIONS;
+    }
+    let bits = Array3::from_shape_vec((bs[0] as usize, bs[1] as usize, bs[2] as usize), bits)
+        .expect("the block's shape holds its voxels");
+    Ok(LocalPlateaus { bits, open: open_voxels })
+}
+
+/// Step 2: the division of the open plateaus of every block of a volume of
+/// `dims`; `open[b]` is block `b`'s [`LocalPlateaus::open`]. Returns each
+/// block's open voxels' directions, in the order given.
+pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<Vec<u8>>> {
+    // Every open voxel once, in scan order: (voxel index, block, position).
+    let mut all: Vec<(u64, u32, u32)> = Vec::with_capacity(open.iter().map(|o| o.index.len()).sum());
+    for (b, o) in open.iter().enumerate() {
+        if o.index.len() != o.mask.len() {
+            return Err(invalid(format!("block {b}: {} open voxels with {} masks", o.index.len(), o.mask.len())));
+        }
+        for (k, &v) in o.index.iter().enumerate() {
+            all.push((v, b as u32, k as u32));
+        }
+    }
+    all.sort_unstable();
+    let n_voxels: u64 = dims.iter().product();
+    if all.windows(2).any(|w| w[0].0 == w[1].0) || all.last().is_some_and(|v| v.0 >= n_voxels) {
+        return Err(invalid("open voxels must be distinct voxels of the volume"));
+    }
+    let mut slot: FxHashMap<u64, usize> = FxHashMap::default();
+    slot.reserve(all.len());
+    for (s, &(v, _, _)) in all.iter().enumerate() {
+        slot.insert(v, s);
+    }
+    let mut bits: Vec<u8> = all.iter().map(|&(_, b, k)| open[b as usize].mask[k as usize]).collect();
+    let corners: Vec<usize> = (0..all.len()).filter(|&s| bits[s] & CORNER_FLAG != 0).collect();
+    let volume_offsets = offsets(dims);
+    divide(&mut bits, corners, |s, d| {
+        let v = all[s].0;
+        let at = [v / (dims[1] * dims[2]), (v / dims[2]) % dims[1], v % dims[2]];
+        if !inside(at, d, dims) {
+            return None;
+        }
+        slot.get(&((v as i64 + volume_offsets[d]) as u64)).copied()
+    });
+    let mut out: Vec<Vec<u8>> = open.iter().map(|o| vec![0u8; o.index.len()]).collect();
+    for (s, &(_, b, k)) in all.iter().enumerate() {
+        out[b as usize][k as usize] = bits[s] & DIRECTIONS;
+    }
+    Ok(out)
+}

@@ -1,0 +1,532 @@
+//! Steps 3 to 7: basins, fragment ids, the region graph, merging and
+//! relabelling; and [`decode`], every step in this process.
+
+use crate::plateaus::{local_plateaus, settle_open_plateaus, OpenVoxels};
+use crate::{face_stats, invalid, voxel_index, Block, BlockGrid, Result};
+use gpu_waterz_abi::watershed::DIRECTION_BITS;
+use gpu_waterz_core::{ContactStats, Thresholds, WatershedParams};
+use gpu_waterz_parhac::cpu::{Edge, Parhac};
+use ndarray::{s, Array3, ArrayView3, ArrayView4};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+/// The components and directions on a block's six faces, in direction
+/// order (`-z, -y, -x, +z, +y, +x`): face `d` is the layer of the block
+/// whose voxels lead out of it in direction `d`, its two other axes in C
+/// order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BasinFaces {
+    /// The component of each face voxel (0: background).
+    pub components: [Vec<u32>; 6],
+    /// Its directions.
+    pub bits: [Vec<u8>; 6],
+}
+
+/// What [`local_basins`] gives for one block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalBasins {
+    /// Each voxel's component inside the block, `1..=n` in scan order of
+    /// their first voxel; 0 for background.
+    pub components: Array3<u32>,
+    /// The smallest voxel index (in the volume) of each component,
+    /// component `c` at `c - 1`.
+    pub component_min: Vec<u64>,
+    /// The voxels of each component, likewise.
+    pub component_sizes: Vec<u64>,
+    /// The number of background voxels in the block.
+    pub background: u64,
+    /// The faces.
+    pub faces: BasinFaces,
+}
+
+/// The layer of `shape` that face `d` is, as `(axis, index along it)`.
+fn face_layer(shape: [u64; 3], d: usize) -> (usize, u64) {
+    let axis = d % 3;
+    (axis, if d < 3 { 0 } else { shape[axis] - 1 })
+}
+
+/// The values of `array` on face `d`, in the face's order.
+fn face_values<T: Copy>(array: &ArrayView3<'_, T>, d: usize) -> Vec<T> {
+    let shape = array.shape();
+    let (axis, at) = face_layer([shape[0] as u64, shape[1] as u64, shape[2] as u64], d);
+    let at = at as usize;
+    let layer = match axis {
+        0 => array.slice(s![at, .., ..]),
+        1 => array.slice(s![.., at, ..]),
+        _ => array.slice(s![.., .., at]),
+    };
+    layer.iter().copied().collect()
+}
+
+fn find(parent: &mut [u32], mut i: u32) -> u32 {
+    while parent[i as usize] != i {
+        let p = parent[i as usize];
+        parent[i as usize] = parent[p as usize];
+        i = p;
+    }
+    i
+}
+
+/// Step 3 for `block` of a volume of `dims`: `bits` and `open` are its
+/// [`crate::LocalPlateaus`], `settled` its open voxels' directions from
+/// [`settle_open_plateaus`].
+pub fn local_basins(
+    dims: [u64; 3],
+    block: Block,
+    mut bits: Array3<u8>,
+    open: &OpenVoxels,
+    settled: &[u8],
+) -> Result<LocalBasins> {
+    block.check(dims)?;
+    let bs = block.shape();
+    let shape = (bs[0] as usize, bs[1] as usize, bs[2] as usize);
+    if bits.dim() != shape || open.index.len() != settled.len() {
+        return Err(invalid(format!(
+            "block {:?}..{:?}: directions of shape {:?} with {} open voxels and {} settled",
+            block.lo,
+            block.hi,
+            bits.dim(),
+            open.index.len(),
+            settled.len()
+        )));
+    }
+    for (&v, &b) in open.index.iter().zip(settled) {
+        let at = [v / (dims[1] * dims[2]), (v / dims[2]) % dims[1], v % dims[2]];
+        if (0..3).any(|a| at[a] < block.lo[a] || at[a] >= block.hi[a]) {
+            return Err(invalid(format!("open voxel {v} is not in block {:?}..{:?}", block.lo, block.hi)));
+        }
+        bits[[(at[0] - block.lo[0]) as usize, (at[1] - block.lo[1]) as usize, (at[2] - block.lo[2]) as usize]] = b;
+    }
+    let n = block.len() as usize;
+    let flat = bits.as_slice().expect("an owned standard array is contiguous").to_vec();
+    let (sz, sy) = (bs[1] * bs[2], bs[2]);
+    let step = [-(sz as i64), -(sy as i64), -1, sz as i64, sy as i64, 1];
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    for (i, &b) in flat.iter().enumerate() {
+        if b == 0 {
+            continue;
+        }
+        let at = [i as u64 / sz, (i as u64 / sy) % bs[1], i as u64 % bs[2]];
+        for (d, &bit) in DIRECTION_BITS.iter().enumerate() {
+            let axis = d % 3;
+            let inside = if d < 3 { at[axis] > 0 } else { at[axis] + 1 < bs[axis] };
+            if b & bit != 0 && inside {
+                let j = (i as i64 + step[d]) as u32;
+                let (r, q) = (find(&mut parent, i as u32), find(&mut parent, j));
+                if r != q {
+                    parent[r.max(q) as usize] = r.min(q);
+                }
+            }
+        }
+    }
+    // Components in scan order of their first voxel: a root is the
+    // smallest voxel of its component (unions keep the smaller root).
+    let mut component = vec![0u32; n];
+    let mut component_min = Vec::new();
+    let mut component_sizes = Vec::new();
+    let mut background = 0;
+    for i in 0..n {
+        if flat[i] == 0 {
+            background += 1;
+            continue;
+        }
+        let root = find(&mut parent, i as u32) as usize;
+        if root == i {
+            component_min.push(voxel_index(
+                dims,
+                [block.lo[0] + i as u64 / sz, block.lo[1] + (i as u64 / sy) % bs[1], block.lo[2] + i as u64 % bs[2]],
+            ));
+            component_sizes.push(0);
+            component[i] = component_min.len() as u32;
+        } else {
+            component[i] = component[root];
+        }
+        component_sizes[component[i] as usize - 1] += 1;
+    }
+    let components = Array3::from_shape_vec(shape, component).expect("the block's shape holds its voxels");
+    let faces = BasinFaces {
+        components: std::array::from_fn(|d| face_values(&components.view(), d)),
+        bits: std::array::from_fn(|d| face_values(&bits.view(), d)),
+    };
+    Ok(LocalBasins { components, component_min, component_sizes, background, faces })
+}
+
+/// A block's part of [`local_basins`] that [`fragment_ids`] reads.
+#[derive(Clone, Copy, Debug)]
+pub struct BasinSummary<'a> {
+    /// [`LocalBasins::component_min`].
+    pub component_min: &'a [u64],
+    /// [`LocalBasins::component_sizes`].
+    pub component_sizes: &'a [u64],
+    /// [`LocalBasins::background`].
+    pub background: u64,
+    /// [`LocalBasins::faces`].
+    pub faces: &'a BasinFaces,
+}
+
+impl LocalBasins {
+    /// The part that [`fragment_ids`] reads.
+    pub fn summary(&self) -> BasinSummary<'_> {
+        BasinSummary {
+            component_min: &self.component_min,
+            component_sizes: &self.component_sizes,
+            background: self.background,
+            faces: &self.faces,
+        }
+    }
+}
+
+/// What [`fragment_ids`] gives: waterz's fragment labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FragmentIds {
+    /// The number of fragments: labels are `1..=n_fragments`.
+    pub n_fragments: u64,
+    /// For each block, the fragment of each component (index 0: 0).
+    pub ids: Vec<Vec<u64>>,
+    /// Voxels per fragment, index 0 for background (waterz's `counts`).
+    pub sizes: Vec<u64>,
+}
+
+/// Step 4: the components of every block (`basins[b]` for block `b` of
+/// `grid`) joined across the faces that a direction crosses, and numbered
+/// `1..=n` by their smallest voxel, as waterz numbers its basins.
+pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<FragmentIds> {
+    if basins.len() != grid.len() {
+        return Err(invalid(format!("{} block summaries for a grid of {} blocks", basins.len(), grid.len())));
+    }
+    let mut first = Vec::with_capacity(basins.len() + 1);
+    let mut total = 0usize;
+    for (b, basin) in basins.iter().enumerate() {
+        let shape = grid.block(b).shape();
+        if basin.component_min.len() != basin.component_sizes.len() {
+            return Err(invalid(format!("block {b}: component minima and sizes differ in number")));
+        }
+        for d in 0..6 {
+            let axis = d % 3;
+            let area = (shape[(axis + 1) % 3] * shape[(axis + 2) % 3]) as usize;
+            let (c, bits) = (&basin.faces.components[d], &basin.faces.bits[d]);
+            if c.len() != area || bits.len() != area || c.iter().any(|&c| c as usize > basin.component_min.len()) {
+                return Err(invalid(format!("block {b}: face {d} does not fit the block")));
+            }
+        }
+        first.push(total);
+        total += basin.component_min.len();
+    }
+    if total >= u32::MAX as usize {
+        return Err(invalid(format!("{total} components: fewer than 2^32 are taken")));
+    }
+    let mut parent: Vec<u32> = (0..total as u32).collect();
+    let counts = grid.counts();
+    for (b, basin) in basins.iter().enumerate() {
+        let at = grid.position(b);
+        for axis in 0..3 {
+            if at[axis] + 1 >= counts[axis] {
+                continue;
+            }
+            let mut next_at = at;
+            next_at[axis] += 1;
+            let next = grid.index(next_at);
+            let (mine, theirs) = (3 + axis, axis);
+            let (my_faces, their_faces) = (basin.faces, basins[next].faces);
+            for k in 0..my_faces.components[mine].len() {
+                let crosses = my_faces.bits[mine][k] & DIRECTION_BITS[mine] != 0
+                    || their_faces.bits[theirs][k] & DIRECTION_BITS[theirs] != 0;
+                if !crosses {
+                    continue;
+                }
+                let (c, e) = (my_faces.components[mine][k], their_faces.components[theirs][k]);
+                if c == 0 || e == 0 {
+                    return Err(invalid(format!("blocks {b} and {next}: a direction leads to background")));
+                }
+                let (p, q) = (first[b] + c as usize - 1, first[next] + e as usize - 1);
+                let (r, s) = (find(&mut parent, p as u32), find(&mut parent, q as u32));
+                if r != s {
+                    parent[r.max(s) as usize] = r.min(s);
+                }
+            }
+        }
+    }
+    // Each fragment's smallest voxel and size, at its root.
+    let mut least = vec![u64::MAX; total];
+    let mut size = vec![0u64; total];
+    for (b, basin) in basins.iter().enumerate() {
+        for (c, (&m, &s)) in basin.component_min.iter().zip(basin.component_sizes).enumerate() {
+            let root = find(&mut parent, (first[b] + c) as u32) as usize;
+            least[root] = least[root].min(m);
+            size[root] += s;
+        }
+    }
+    let mut roots: Vec<usize> = (0..total).filter(|&r| parent[r] as usize == r).collect();
+    roots.sort_unstable_by_key(|&r| least[r]);
+    let mut label = vec![0u64; total];
+    let mut sizes = Vec::with_capacity(roots.len() + 1);
+    sizes.push(basins.iter().map(|b| b.background).sum());
+    for (k, &r) in roots.iter().enumerate() {
+        label[r] = k as u64 + 1;
+        sizes.push(size[r]);
+    }
+    let node_label: Vec<u64> = (0..total).map(|p| label[find(&mut parent, p as u32) as usize]).collect();
+    let ids = basins
+        .iter()
+        .enumerate()
+        .map(|(b, basin)| {
+            std::iter::once(0)
+                .chain(node_label[first[b]..first[b] + basin.component_min.len()].iter().copied())
+                .collect()
+        })
+        .collect();
+    Ok(FragmentIds { n_fragments: roots.len() as u64, ids, sizes })
+}
+
+/// A block's part of the region graph: fragment pairs `u < v` (`u > 0`),
+/// sorted, with the exact statistics of their faces in the block.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EdgeList {
+    /// Smaller endpoints.
+    pub u: Vec<u64>,
+    /// Larger endpoints.
+    pub v: Vec<u64>,
+    /// Faces per pair.
+    pub count: Vec<u64>,
+    /// Fixed-point affinity sums per pair ([`ContactStats::affinity_sum`]).
+    pub sum: Vec<u64>,
+}
+
+/// Step 5 for `block` of a volume of `dims`: the faces between each voxel
+/// and the one before it along z, y and x, as the whole-volume region
+/// graph takes them. `components` and `ids` label the block (its
+/// [`LocalBasins::components`] and [`FragmentIds::ids`]); `lower[axis]`
+/// holds the fragments of the layer just before the block along `axis`
+/// (the `+axis` face of the block before it, in face order), `None` where
+/// the block starts the volume; `affinities` are the block's own
+/// `(3, z, y, x)` affinities.
+pub fn block_edges(
+    dims: [u64; 3],
+    block: Block,
+    components: ArrayView3<'_, u32>,
+    ids: &[u64],
+    lower: [Option<&[u64]>; 3],
+    affinities: ArrayView4<'_, f32>,
+) -> Result<EdgeList> {
+    block.check(dims)?;
+    let bs = block.shape();
+    let shape = [bs[0] as usize, bs[1] as usize, bs[2] as usize];
+    if components.shape() != shape || affinities.shape() != [3, shape[0], shape[1], shape[2]] {
+        return Err(invalid(format!(
+            "block {:?}..{:?}: components {:?} and affinities {:?} must be {shape:?} and 3 channels of it",
+            block.lo,
+            block.hi,
+            components.shape(),
+            affinities.shape()
+        )));
+    }
+    if components.iter().any(|&c| c as usize >= ids.len()) {
+        return Err(invalid("a component has no fragment id"));
+    }
+    for (axis, layer) in lower.iter().enumerate() {
+        let area = shape[(axis + 1) % 3] * shape[(axis + 2) % 3];
+        match layer {
+            Some(l) if block.lo[axis] > 0 && l.len() == area => {}
+            None if block.lo[axis] == 0 => {}
+            _ => {
+                return Err(invalid(format!(
+                    "block {:?}..{:?}: the layer before it along axis {axis} is missing or of the wrong size",
+                    block.lo, block.hi
+                )))
+            }
+        }
+    }
+    let mut stats: FxHashMap<(u64, u64), ContactStats> = FxHashMap::default();
+    for ((z, y, x), &c) in components.indexed_iter() {
+        let f = ids[c as usize];
+        let at = [z, y, x];
+        for axis in 0..3 {
+            let g = if at[axis] > 0 {
+                let mut before = at;
+                before[axis] -= 1;
+                ids[components[before] as usize]
+            } else if let Some(layer) = lower[axis] {
+                let (p, q) = ((axis + 1) % 3, (axis + 2) % 3);
+                let (p, q) = (p.min(q), p.max(q));
+                layer[at[p] * shape[q] + at[q]]
+            } else {
+                continue;
+            };
+            if f != g {
+                let (u, v) = (f.min(g), f.max(g));
+                if u != 0 {
+                    let face = face_stats(affinities[[axis, z, y, x]]);
+                    let entry = stats.entry((u, v)).or_default();
+                    *entry = entry.merged(face);
+                }
+            }
+        }
+    }
+    let mut pairs: Vec<((u64, u64), ContactStats)> = stats.into_iter().collect();
+    pairs.sort_unstable_by_key(|&(k, _)| k);
+    let mut edges = EdgeList::default();
+    for ((u, v), s) in pairs {
+        edges.u.push(u);
+        edges.v.push(v);
+        edges.count.push(s.contact_count);
+        edges.sum.push(s.affinity_sum);
+    }
+    Ok(edges)
+}
+
+/// Step 6: the region graph of `n_fragments` fragments, the sum of every
+/// block's [`EdgeList`], merged with ParHAC at ε = 0 up to each of
+/// `thresholds` (strictly ascending; compared in float32 as waterz).
+/// Returns the thresholds and, for each, the segment of every fragment
+/// (index 0, background, is 0; a segment is named by its smallest
+/// fragment, as waterz merges into the smaller id).
+pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
+    // Finite, strictly ascending (also in float32), at least one.
+    Thresholds::new(thresholds)?;
+    let sorted = thresholds.to_vec();
+    let mut stats: FxHashMap<(u64, u64), ContactStats> = FxHashMap::default();
+    for list in edges {
+        let n = list.u.len();
+        if list.v.len() != n || list.count.len() != n || list.sum.len() != n {
+            return Err(invalid("an edge list's columns differ in length"));
+        }
+        for k in 0..n {
+            let (u, v) = (list.u[k], list.v[k]);
+            if u == 0 || u >= v || v > n_fragments {
+                return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
+            }
+            let entry = stats.entry((u, v)).or_default();
+            *entry = entry.merged(ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] });
+        }
+    }
+    let graph: Vec<Edge> = stats.into_iter().map(|((u, v), stats)| Edge { u, v, stats }).collect();
+    let mut parhac = Parhac::new(n_fragments + 1, graph, 0.0)?;
+    let mut tables = Vec::with_capacity(sorted.len());
+    for &t in &sorted {
+        parhac.merge_until(t as f32, None);
+        tables.push((0..=n_fragments).map(|f| parhac.region_of(f)).collect());
+    }
+    Ok((sorted, tables))
+}
+
+/// Step 7: a block's segmentation: `table[ids[component]]` per voxel.
+pub fn relabel(components: ArrayView3<'_, u32>, ids: &[u64], table: &[u64]) -> Result<Array3<u64>> {
+    let mut out = Array3::zeros(components.dim());
+    for (o, &c) in out.iter_mut().zip(components.iter()) {
+        let f = *ids.get(c as usize).ok_or_else(|| invalid("a component has no fragment id"))?;
+        *o = *table.get(f as usize).ok_or_else(|| invalid(format!("fragment {f} is not in the table")))?;
+    }
+    Ok(out)
+}
+
+/// Everything [`decode`] gives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoded {
+    /// The fragments, `(z, y, x)`, waterz's labels.
+    pub fragments: Array3<u64>,
+    /// Their number.
+    pub n_fragments: u64,
+    /// The thresholds, as given (ascending).
+    pub thresholds: Vec<f64>,
+    /// One segmentation per threshold.
+    pub segmentations: Vec<Array3<u64>>,
+    /// Voxels of plateaus that crossed a block face (settled globally).
+    pub open_voxels: u64,
+    /// Fragment pairs of the region graph.
+    pub n_edges: u64,
+}
+
+/// Every step in this process, blocks in parallel: the `(3, z, y, x)`
+/// `affinities` decoded in blocks of `block_shape`. Equal to the
+/// whole-volume watershed (labels) and to ParHAC at ε = 0 on the
+/// whole-volume region graph (segmentations).
+pub fn decode(
+    affinities: ArrayView4<'_, f32>,
+    block_shape: [u64; 3],
+    params: WatershedParams,
+    thresholds: &[f64],
+) -> Result<Decoded> {
+    let s = affinities.shape();
+    if s[0] != 3 {
+        return Err(invalid(format!("affinities must be (3, z, y, x), not {s:?}")));
+    }
+    let dims = [s[1] as u64, s[2] as u64, s[3] as u64];
+    let grid = BlockGrid::new(dims, block_shape)?;
+    let region = |b: Block| {
+        affinities.slice(s![
+            ..,
+            b.lo[0] as usize..b.hi[0] as usize,
+            b.lo[1] as usize..b.hi[1] as usize,
+            b.lo[2] as usize..b.hi[2] as usize
+        ])
+    };
+    let blocks: Vec<Block> = (0..grid.len()).map(|b| grid.block(b)).collect();
+    let plateaus = blocks
+        .par_iter()
+        .map(|&b| local_plateaus(dims, b, region(b.halo(dims)), params))
+        .collect::<Result<Vec<_>>>()?;
+    let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
+    let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
+    let settled = settle_open_plateaus(dims, &open)?;
+    let basins = plateaus
+        .into_par_iter()
+        .zip(settled)
+        .zip(&blocks)
+        .map(|((p, settled), &b)| local_basins(dims, b, p.bits, &p.open, &settled))
+        .collect::<Result<Vec<_>>>()?;
+    let summaries: Vec<BasinSummary<'_>> = basins.iter().map(LocalBasins::summary).collect();
+    let fragments = fragment_ids(&grid, &summaries)?;
+    let lower_layers: Vec<[Option<Vec<u64>>; 3]> = (0..grid.len())
+        .map(|b| {
+            let at = grid.position(b);
+            std::array::from_fn(|axis| {
+                (at[axis] > 0).then(|| {
+                    let mut before = at;
+                    before[axis] -= 1;
+                    let before = grid.index(before);
+                    let ids = &fragments.ids[before];
+                    basins[before].faces.components[3 + axis].iter().map(|&c| ids[c as usize]).collect()
+                })
+            })
+        })
+        .collect();
+    let edges = (0..grid.len())
+        .into_par_iter()
+        .map(|b| {
+            let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
+            block_edges(dims, blocks[b], basins[b].components.view(), &fragments.ids[b], lower, region(blocks[b]))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let edge_refs: Vec<&EdgeList> = edges.iter().collect();
+    let (thresholds, tables) = merge(fragments.n_fragments, &edge_refs, thresholds)?;
+    let n_edges = {
+        let mut pairs: Vec<(u64, u64)> =
+            edges.iter().flat_map(|e| e.u.iter().copied().zip(e.v.iter().copied())).collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        pairs.len() as u64
+    };
+    let shape = (dims[0] as usize, dims[1] as usize, dims[2] as usize);
+    let identity: Vec<u64> = (0..=fragments.n_fragments).collect();
+    let assemble = |table: &[u64]| -> Result<Array3<u64>> {
+        let mut out = Array3::zeros(shape);
+        for (b, block) in blocks.iter().enumerate() {
+            let part = relabel(basins[b].components.view(), &fragments.ids[b], table)?;
+            out.slice_mut(s![
+                block.lo[0] as usize..block.hi[0] as usize,
+                block.lo[1] as usize..block.hi[1] as usize,
+                block.lo[2] as usize..block.hi[2] as usize
+            ])
+            .assign(&part);
+        }
+        Ok(out)
+    };
+    Ok(Decoded {
+        fragments: assemble(&identity)?,
+        n_fragments: fragments.n_fragments,
+        segmentations: tables.iter().map(|t| assemble(t)).collect::<Result<Vec<_>>>()?,
+        thresholds,
+        open_voxels,
+        n_edges,
+    })
+}

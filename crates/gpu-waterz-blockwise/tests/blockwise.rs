@@ -1,0 +1,121 @@
+//! The blockwise decode against the whole-volume watershed and merging.
+
+use gpu_waterz_blockwise::{decode, BlockGrid, Decoded, ErrorKind};
+use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
+use gpu_waterz_core::{AffinityGraph, WatershedParams};
+use gpu_waterz_parhac::cpu::{Edge, Parhac};
+use ndarray::{Array3, Array4};
+use proptest::prelude::*;
+
+const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
+const THRESHOLDS: [f64; 3] = [0.1, 0.4, 0.7];
+
+/// The whole-volume result: waterz's watershed (the reference), its region
+/// graph's exact statistics and ParHAC at ε = 0 on them.
+fn whole_volume(affs: &Array4<f32>) -> (Array3<u64>, u64, Vec<Array3<u64>>) {
+    let graph = AffinityGraph::from_f32(affs.view()).unwrap();
+    let fragments = gpu_waterz_watershed::reference::watershed(&graph, PARAMS);
+    let region_graph = gpu_waterz_graph::region_graph(&graph, fragments.labels.view(), fragments.n_fragments + 1);
+    let stats = region_graph.contact_stats();
+    let edges: Vec<Edge> = region_graph.edges.iter().zip(stats).map(|(&[u, v], stats)| Edge { u, v, stats }).collect();
+    let mut parhac = Parhac::new(fragments.n_fragments + 1, edges, 0.0).unwrap();
+    let segmentations = THRESHOLDS
+        .iter()
+        .map(|&t| {
+            parhac.merge_until(t as f32, None);
+            fragments.labels.mapv(|f| parhac.region_of(f))
+        })
+        .collect();
+    (fragments.labels, fragments.n_fragments, segmentations)
+}
+
+fn check(affs: &Array4<f32>, block: [u64; 3]) -> Decoded {
+    let (labels, n, segmentations) = whole_volume(affs);
+    let decoded = decode(affs.view(), block, PARAMS, &THRESHOLDS).unwrap();
+    let context = format!("shape {:?}, blocks of {block:?}", affs.shape());
+    assert_eq!(decoded.n_fragments, n, "{context}: fragments");
+    assert_eq!(decoded.fragments, labels, "{context}: labels");
+    for (k, (got, want)) in decoded.segmentations.iter().zip(&segmentations).enumerate() {
+        assert_eq!(got, want, "{context}: threshold {}", THRESHOLDS[k]);
+    }
+    decoded
+}
+
+#[test]
+fn random_affinities_in_blocks_of_every_shape_equal_the_whole_volume() {
+    let affs = random_affinities(3, (9, 10, 11));
+    for block in [[9, 10, 11], [4, 4, 4], [1, 10, 11], [9, 1, 11], [9, 10, 1], [2, 3, 5], [1, 1, 1], [5, 7, 3]] {
+        check(&affs, block);
+    }
+}
+
+#[test]
+fn plateaus_that_span_many_blocks_are_divided_as_in_the_whole_volume() {
+    // Two levels: affinities 0 or 1, so nearly every face is part of a
+    // plateau (1 is above `high`, marked by both sides) and ties decide.
+    for seed in 0..4 {
+        let affs = quantized_affinities(seed, (8, 12, 10), 1 + seed as u32 % 3);
+        for block in [[3, 3, 3], [2, 5, 4], [8, 1, 2], [1, 1, 10]] {
+            let decoded = check(&affs, block);
+            assert!(decoded.open_voxels > 0, "seed {seed}, blocks {block:?}: no plateau crossed a face");
+        }
+    }
+    // One plateau over the whole volume: every face at the same value
+    // below `high`, so the voxels on the border are its corners.
+    let affs = Array4::from_elem((3, 7, 9, 8), 0.5f32);
+    let decoded = check(&affs, [2, 3, 2]);
+    assert!(decoded.open_voxels as usize >= 7 * 9 * 8 / 2);
+}
+
+#[test]
+fn cell_like_volumes_in_blocks_equal_the_whole_volume() {
+    for seed in 0..3 {
+        let labels = cell_labels(seed, (12, 20, 16), 12);
+        let affs = cell_affinities(seed, &labels, 0.2);
+        for block in [[4, 8, 8], [12, 5, 3], [5, 20, 16]] {
+            check(&affs, block);
+        }
+    }
+}
+
+fn volume() -> impl Strategy<Value = (Array4<f32>, [u64; 3])> {
+    (1usize..7, 1usize..8, 1usize..8, 1u32..4).prop_flat_map(|(z, y, x, levels)| {
+        (proptest::collection::vec(0..=levels, 3 * z * y * x), 1u64..=z as u64, 1u64..=y as u64, 1u64..=x as u64)
+            .prop_map(move |(v, bz, by, bx)| {
+                let affs =
+                    Array4::from_shape_vec((3, z, y, x), v.into_iter().map(|k| k as f32 / levels as f32).collect())
+                        .unwrap();
+                (affs, [bz, by, bx])
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// Any volume of quantized affinities (plateaus and ties everywhere) in
+    /// blocks of any shape: the labels and segmentations of the whole
+    /// volume.
+    #[test]
+    fn any_volume_in_any_blocks_equals_the_whole_volume((affs, block) in volume()) {
+        check(&affs, block);
+    }
+}
+
+#[test]
+fn bad_grids_and_inputs_are_errors() {
+    assert_eq!(BlockGrid::new([0, 4, 4], [2, 2, 2]).unwrap_err().kind(), ErrorKind::Invalid);
+    assert_eq!(BlockGrid::new([4, 4, 4], [2, 0, 2]).unwrap_err().kind(), ErrorKind::Invalid);
+    assert_eq!(BlockGrid::new([u64::MAX / 2, 4, 4], [2, 2, 2]).unwrap_err().kind(), ErrorKind::Invalid);
+    let affs = random_affinities(1, (4, 4, 4));
+    assert_eq!(decode(affs.view(), [0, 2, 2], PARAMS, &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
+    assert_eq!(decode(affs.view(), [2, 2, 2], PARAMS, &[0.5, 0.1]).unwrap_err().kind(), ErrorKind::Input);
+    assert_eq!(decode(affs.view(), [2, 2, 2], PARAMS, &[f64::NAN]).unwrap_err().kind(), ErrorKind::Input);
+    let two = Array4::<f32>::zeros((2, 4, 4, 4));
+    assert_eq!(decode(two.view(), [2, 2, 2], PARAMS, &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
+    // A block whose affinities do not cover its halo.
+    let grid = BlockGrid::new([4, 4, 4], [2, 2, 2]).unwrap();
+    let block = grid.block(0);
+    let short = Array4::<f32>::zeros((3, 2, 2, 2));
+    let err = gpu_waterz_blockwise::local_plateaus([4, 4, 4], block, short.view(), PARAMS).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid);
+}

@@ -1,0 +1,378 @@
+"""Exact blockwise decoding of affinity volumes larger than memory, in
+parallel on Dask (``dask.distributed``) or in this process.
+
+``agglomerate(affinities, output, thresholds, block_shape, client=...)``
+gives the same fragments (waterz's labels, not only its partition) and the
+same segmentations as decoding the whole volume at once with exact
+arithmetic (``gpu_waterz.agglomerate(..., arithmetic="exact")``: integer
+contact statistics, ParHAC at epsilon 0, which equals waterz's serial
+order on tie-free input), while every task reads one block.
+
+The steps (``gpu_waterz_blockwise`` in Rust documents each):
+
+1. per block: the watershed's mask and corners, and the division of every
+   plateau that stays inside the block (reads the block's affinities with
+   one voxel below and two above);
+2. once: the division of the plateaus that cross block faces, over their
+   voxels only;
+3. per block: basins inside the block, with their faces;
+4. once: basins joined across faces and numbered as waterz numbers them;
+5. per block: the region graph's faces in the block and across its lower
+   faces (re-reads the block's affinities);
+6. once: the graph summed over blocks and merged to every threshold;
+7. per block: the segmentations written to the output, one chunk per block.
+
+What stays on the workers between steps is one byte per voxel (after
+step 1) and then four (after step 3). What travels to the client: the
+voxels of plateaus that cross faces, one entry per basin per block, the
+block faces, and the region graph; the tables of step 6 (8 bytes per
+fragment per threshold) travel back to every worker.
+"""
+
+import os
+import shutil
+import time
+
+import numpy as np
+
+from . import _native
+
+__all__ = ["agglomerate", "BlockwiseResult", "ImplicitCells"]
+
+
+class BlockwiseResult(dict):
+    """What ``agglomerate`` did: ``n_fragments``, ``thresholds``,
+    ``n_blocks``, ``open_voxels`` (voxels of plateaus that crossed a block
+    face), ``n_edges`` (region-graph pairs summed over blocks, counting a
+    pair once per block that holds it), ``gathered_bytes`` (what the global
+    steps read from the workers), ``seconds`` (per step) and ``output``."""
+
+    __getattr__ = dict.__getitem__
+
+
+class ImplicitCells:
+    """A generated affinity volume that any block computes alone, for scale
+    runs without a file: CNN-like affinities of cells seeded on a grid of
+    ``cell`` voxels (``gpu-waterz generate --implicit``'s field, without
+    merge and split bait). Call it with ``(lo, hi)`` for the affinities of
+    voxels ``lo..hi``; pass it as ``affinities`` to :func:`agglomerate`
+    (it pickles to its parameters)."""
+
+    def __init__(self, shape, seed=1, cell=(48, 24, 24)):
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"shape must be three positive extents (z, y, x), not {shape}")
+        self.dims = shape
+        self.shape = (3,) + shape
+        self.seed = int(seed)
+        self.cell = tuple(int(c) for c in cell)
+
+    def __call__(self, lo, hi):
+        return _native.implicit_cell_affinities(self.seed, list(self.cell), list(self.dims), list(lo), list(hi))
+
+
+class _Source:
+    """Affinities read by region: a zarr array (by path or object), a numpy
+    array or anything sliced like one, or a callable ``f(lo, hi)`` that
+    returns the ``(3, z, y, x)`` affinities of voxels ``lo..hi``."""
+
+    def __init__(self, affinities, shape=None):
+        self.path = None
+        self.array = None
+        self.function = None
+        if isinstance(affinities, (str, os.PathLike)):
+            import zarr
+
+            self.path = os.fspath(affinities)
+            self.shape = tuple(zarr.open_array(self.path, mode="r").shape)
+        elif callable(affinities) and not isinstance(affinities, np.ndarray):
+            shape = shape if shape is not None else getattr(affinities, "shape", None)
+            if shape is None:
+                raise ValueError("a callable affinity source needs shape=(3, z, y, x)")
+            self.function = affinities
+            self.shape = tuple(int(s) for s in shape)
+        else:
+            self.array = affinities
+            self.shape = tuple(affinities.shape)
+        if len(self.shape) != 4 or self.shape[0] < 3 or 0 in self.shape:
+            raise ValueError(f"affinities must be (3, z, y, x) with no empty axis, not {self.shape}")
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if self.path is not None:
+            state["array"] = None
+        return state
+
+    def read(self, lo, hi):
+        if self.function is not None:
+            values = np.asarray(self.function(tuple(lo), tuple(hi)))
+            expected = (3,) + tuple(h - l for l, h in zip(lo, hi))
+            if values.shape != expected:
+                raise ValueError(f"the affinity source gave {values.shape} for {lo}..{hi}, not {expected}")
+        else:
+            if self.array is None:
+                import zarr
+
+                self.array = zarr.open_array(self.path, mode="r")
+            values = np.asarray(self.array[0:3, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]])
+        if values.dtype == np.uint8:
+            values = values.astype(np.float32) / np.float32(255)
+        elif values.dtype != np.float32:
+            if values.dtype.kind not in "fiu":
+                raise ValueError(f"affinities of dtype {values.dtype} are not taken")
+            values = values.astype(np.float32)
+        if not np.isfinite(values).all():
+            raise ValueError(f"the affinities of voxels {lo}..{hi} hold NaN or infinity")
+        return np.ascontiguousarray(values)
+
+
+def _c(a, dtype):
+    """``a`` as a C-contiguous, aligned array of ``dtype`` (arrays that come
+    back from Dask's serialisation may be neither)."""
+    return None if a is None else np.require(a, dtype=dtype, requirements=("C", "A"))
+
+
+def _blocks(dims, block_shape):
+    counts = [-(-d // b) for d, b in zip(dims, block_shape)]
+    blocks = []
+    for z in range(counts[0]):
+        for y in range(counts[1]):
+            for x in range(counts[2]):
+                at = (z, y, x)
+                lo = tuple(a * b for a, b in zip(at, block_shape))
+                hi = tuple(min(l + b, d) for l, b, d in zip(lo, block_shape, dims))
+                blocks.append((at, lo, hi))
+    return counts, blocks
+
+
+# The per-block steps, as plain functions of their inputs (tasks).
+
+def _plateaus(source, dims, lo, hi, low, high):
+    halo_lo = tuple(max(l - 1, 0) for l in lo)
+    halo_hi = tuple(min(h + 2, d) for h, d in zip(hi, dims))
+    affs = source.read(halo_lo, halo_hi)
+    return _native.blockwise_local_plateaus(affs, list(dims), list(lo), list(hi), low, high)
+
+
+def _open_part(plateaus):
+    return plateaus[1], plateaus[2]
+
+
+def _basins(dims, lo, hi, plateaus, settled):
+    bits, index, mask = plateaus
+    out = _native.blockwise_basins(list(dims), list(lo), list(hi), _c(bits, np.uint8), _c(index, np.uint64),
+                                   _c(mask, np.uint8), _c(settled, np.uint8))
+    return out[0], out[1:]
+
+
+def _summary(basins):
+    return basins[1]
+
+
+def _edges(source, dims, lo, hi, basins, ids, lower):
+    affs = source.read(lo, hi)
+    return _native.blockwise_edges(list(dims), list(lo), list(hi), _c(basins[0], np.uint32), _c(ids, np.uint64),
+                                   [_c(layer, np.uint64) for layer in lower], affs)
+
+
+def _write(output, lo, hi, basins, ids, tables, write_fragments):
+    import zarr
+
+    fragments = ids[basins[0]]
+    region = (slice(lo[0], hi[0]), slice(lo[1], hi[1]), slice(lo[2], hi[2]))
+    segmentation = zarr.open_array(os.path.join(output, "segmentation"), mode="r+")
+    for t in range(tables.shape[0]):
+        segmentation[(t,) + region] = tables[t][fragments]
+    if write_fragments:
+        zarr.open_array(os.path.join(output, "fragments"), mode="r+")[region] = fragments
+    return None
+
+
+class _Local:
+    """Runs tasks in this process on a thread pool (the native steps release
+    the GIL)."""
+
+    def __init__(self, workers):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+
+    def map(self, fn, calls):
+        return list(self.pool.map(lambda args: fn(*args), calls))
+
+    def gather(self, handles):
+        return list(handles)
+
+    def release(self, handles):
+        pass
+
+    def broadcast(self, value):
+        return value
+
+    def close(self):
+        self.pool.shutdown()
+
+
+class _Dask:
+    """Runs tasks on a ``dask.distributed`` client; what a task returns
+    stays on its worker until a later task or the client reads it."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def map(self, fn, calls):
+        return [self.client.submit(fn, *args, pure=False) for args in calls]
+
+    def gather(self, handles):
+        return self.client.gather(handles)
+
+    def release(self, handles):
+        for h in handles:
+            h.release()
+
+    def broadcast(self, value):
+        return self.client.scatter(value, broadcast=True)
+
+    def close(self):
+        pass
+
+
+def _nbytes(value):
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 8
+
+
+def agglomerate(affinities, output, thresholds, block_shape, client=None, *, shape=None,
+                aff_threshold_low=0.0001, aff_threshold_high=0.9999, write_fragments=True,
+                overwrite=False, workers=None):
+    """Decodes ``affinities`` block by block into the zarr group ``output``.
+
+    ``affinities``: the ``(3, z, y, x)`` affinities (float32, other floats
+    or integers converted to float32, uint8 meaning ``k / 255`` as in
+    waterz): a path to a zarr array, a zarr array or numpy array, or a
+    callable ``f(lo, hi)`` giving the affinities of voxels ``lo..hi`` (with
+    ``shape=``), which must be picklable to run on Dask workers (a path is
+    what travels best). ``output``: a directory path; it gets the zarr
+    arrays ``segmentation`` (``(len(thresholds), z, y, x)`` uint64, one
+    chunk per block and threshold) and ``fragments`` (unless
+    ``write_fragments`` is false). It is written under a temporary name and
+    renamed once complete, so a failed run leaves no partial output; an
+    existing ``output`` is an error unless ``overwrite``. ``thresholds``:
+    ascending, as waterz's. ``block_shape``: ``(z, y, x)`` voxels per task.
+    ``client``: a ``dask.distributed.Client`` (CPU or GPU workers alike),
+    or None to run on a thread pool here (``workers`` threads, default
+    every core).
+
+    Returns a :class:`BlockwiseResult`. Segment ids are fragment ids (each
+    segment is named by its smallest fragment, as waterz merges into the
+    smaller id); background is 0.
+    """
+    import zarr
+
+    thresholds = [float(t) for t in np.atleast_1d(np.asarray(thresholds, dtype=np.float64))]
+    if len(thresholds) == 0:
+        raise ValueError("at least one threshold is needed")
+    source = _Source(affinities, shape)
+    dims = tuple(int(s) for s in source.shape[1:])
+    block_shape = tuple(int(b) for b in block_shape)
+    if len(block_shape) != 3 or min(block_shape) < 1:
+        raise ValueError(f"block_shape must be three positive extents, not {block_shape}")
+    output = os.fspath(output)
+    if os.path.exists(output) and not overwrite:
+        raise FileExistsError(f"{output} exists; pass overwrite=True to replace it")
+    low, high = float(aff_threshold_low), float(aff_threshold_high)
+    counts, blocks = _blocks(dims, block_shape)
+    runner = _Dask(client) if client is not None else _Local(workers or os.cpu_count() or 1)
+    partial = f"{output}.partial-{os.getpid()}"
+    if os.path.exists(partial):
+        shutil.rmtree(partial)
+    seconds = {}
+    gathered = 0
+    try:
+        # The output's arrays first: a bad path fails before any work.
+        zarr.open_group(partial, mode="w")
+        chunks = block_shape
+        zarr.open_array(os.path.join(partial, "segmentation"), mode="w", shape=(len(thresholds),) + dims,
+                        chunks=(1,) + chunks, dtype=np.uint64, fill_value=0)
+        if write_fragments:
+            zarr.open_array(os.path.join(partial, "fragments"), mode="w", shape=dims, chunks=chunks,
+                            dtype=np.uint64, fill_value=0)
+
+        started = time.perf_counter()
+        plateaus = runner.map(_plateaus, [(source, dims, lo, hi, low, high) for _, lo, hi in blocks])
+        open_parts = runner.gather(runner.map(_open_part, [(p,) for p in plateaus]))
+        gathered += _nbytes(open_parts)
+        seconds["plateaus"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        settled = _native.blockwise_settle(list(dims), [_c(o[0], np.uint64) for o in open_parts],
+                                           [_c(o[1], np.uint8) for o in open_parts])
+        open_voxels = int(sum(len(o[0]) for o in open_parts))
+        del open_parts
+        seconds["settle"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        basins = runner.map(_basins, [(dims, lo, hi, p, s) for (_, lo, hi), p, s in zip(blocks, plateaus, settled)])
+        summaries = runner.gather(runner.map(_summary, [(b,) for b in basins]))
+        runner.release(plateaus)
+        del plateaus
+        gathered += _nbytes(summaries)
+        seconds["basins"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        n_fragments, ids, _sizes = _native.blockwise_fragment_ids(
+            list(dims), list(block_shape),
+            [(_c(s[0], np.uint64), _c(s[1], np.uint64), int(s[2]), [_c(f, np.uint32) for f in s[3]],
+              [_c(b, np.uint8) for b in s[4]]) for s in summaries])
+        index = {at: k for k, (at, _, _) in enumerate(blocks)}
+        lower = []
+        for at, _, _ in blocks:
+            layers = []
+            for axis in range(3):
+                if at[axis] == 0:
+                    layers.append(None)
+                else:
+                    before = list(at)
+                    before[axis] -= 1
+                    b = index[tuple(before)]
+                    layers.append(ids[b][summaries[b][3][3 + axis]])
+            lower.append(layers)
+        del summaries
+        seconds["fragments"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        edges = runner.gather(runner.map(
+            _edges, [(source, dims, lo, hi, b, i, l) for (_, lo, hi), b, i, l in zip(blocks, basins, ids, lower)]))
+        gathered += _nbytes(edges)
+        n_edges = int(sum(len(e[0]) for e in edges))
+        seconds["edges"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        tables = _native.blockwise_merge(int(n_fragments), [tuple(_c(c, np.uint64) for c in e) for e in edges],
+                                         thresholds)
+        del edges
+        seconds["merge"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        shared = runner.broadcast(tables)
+        runner.gather(runner.map(_write, [(partial, lo, hi, b, i, shared, write_fragments)
+                                          for (_, lo, hi), b, i in zip(blocks, basins, ids)]))
+        runner.release(basins)
+        zarr.open_group(partial, mode="r+").attrs.update(
+            {"thresholds": thresholds, "n_fragments": int(n_fragments), "block_shape": list(block_shape),
+             "aff_threshold_low": low, "aff_threshold_high": high})
+        seconds["write"] = time.perf_counter() - started
+        if os.path.exists(output):
+            shutil.rmtree(output)
+        os.rename(partial, output)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    finally:
+        runner.close()
+    return BlockwiseResult(n_fragments=int(n_fragments), thresholds=thresholds, n_blocks=len(blocks),
+                           open_voxels=open_voxels, n_edges=n_edges, gathered_bytes=int(gathered),
+                           seconds=seconds, output=output)

@@ -1,0 +1,239 @@
+//! `gpu_waterz.blockwise`'s native side: each step of
+//! `gpu_waterz_blockwise` over numpy arrays, so that Python can run the
+//! per-block steps as tasks anywhere (Dask workers) and the global ones
+//! once. Every call releases the GIL while it computes.
+
+use gpu_waterz_blockwise::{
+    block_edges, fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus, BasinFaces, BasinSummary,
+    Block, BlockGrid, BlockwiseError, EdgeList, ErrorKind, OpenVoxels,
+};
+use gpu_waterz_core::WatershedParams;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+fn err(e: BlockwiseError) -> PyErr {
+    match e.kind() {
+        ErrorKind::Invalid | ErrorKind::Input => PyValueError::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+fn block(lo: [u64; 3], hi: [u64; 3]) -> Block {
+    Block { lo, hi }
+}
+
+type Array1<'py, T> = Bound<'py, PyArray1<T>>;
+
+/// One block's plateaus: directions, open voxels' indices and masks.
+type Plateaus<'py> = (Bound<'py, PyArray3<u8>>, Array1<'py, u64>, Array1<'py, u8>);
+
+/// One block's edges as Python passes them back.
+type EdgeColumns<'py> =
+    (PyReadonlyArray1<'py, u64>, PyReadonlyArray1<'py, u64>, PyReadonlyArray1<'py, u64>, PyReadonlyArray1<'py, u64>);
+
+/// Step 1 for the block `lo..hi` of a volume of `dims`: `affinities` are
+/// the `(3, z, y, x)` float32 affinities of its halo (one voxel below, two
+/// above, clipped). Returns the directions (uint8, the block's shape), the
+/// open voxels' indices (uint64) and masks (uint8).
+#[pyfunction]
+#[pyo3(signature = (affinities, dims, lo, hi, aff_threshold_low, aff_threshold_high))]
+pub(crate) fn blockwise_local_plateaus<'py>(
+    py: Python<'py>,
+    affinities: PyReadonlyArray4<'py, f32>,
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    aff_threshold_low: f32,
+    aff_threshold_high: f32,
+) -> PyResult<Plateaus<'py>> {
+    let view = affinities.as_array();
+    let params = WatershedParams { aff_threshold_low, aff_threshold_high };
+    let out = py.detach(|| local_plateaus(dims, block(lo, hi), view, params)).map_err(err)?;
+    Ok((out.bits.into_pyarray(py), out.open.index.into_pyarray(py), out.open.mask.into_pyarray(py)))
+}
+
+/// Step 2: the open voxels of every block (`indices[b]`, `masks[b]`) of a
+/// volume of `dims`; returns each block's settled directions.
+#[pyfunction]
+pub(crate) fn blockwise_settle<'py>(
+    py: Python<'py>,
+    dims: [u64; 3],
+    indices: Vec<PyReadonlyArray1<'py, u64>>,
+    masks: Vec<PyReadonlyArray1<'py, u8>>,
+) -> PyResult<Vec<Array1<'py, u8>>> {
+    if indices.len() != masks.len() {
+        return Err(PyValueError::new_err("one mask array per index array is needed"));
+    }
+    let open: Vec<OpenVoxels> = indices
+        .iter()
+        .zip(&masks)
+        .map(|(i, m)| Ok(OpenVoxels { index: i.as_slice()?.to_vec(), mask: m.as_slice()?.to_vec() }))
+        .collect::<PyResult<_>>()?;
+    let refs: Vec<&OpenVoxels> = open.iter().collect();
+    let settled = py.detach(|| settle_open_plateaus(dims, &refs)).map_err(err)?;
+    Ok(settled.into_iter().map(|s| s.into_pyarray(py)).collect())
+}
+
+/// The basins of one block, as Python sees them: the components and the
+/// summary the global step reads.
+type Basins<'py> =
+    (Bound<'py, PyArray3<u32>>, Array1<'py, u64>, Array1<'py, u64>, u64, Vec<Array1<'py, u32>>, Vec<Array1<'py, u8>>);
+
+/// Step 3 for the block `lo..hi`: its directions and open voxels from
+/// step 1 and their settled directions from step 2. Returns the components
+/// (uint32), their smallest voxel indices and sizes, the background count,
+/// and the six faces' components and directions.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn blockwise_basins<'py>(
+    py: Python<'py>,
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    bits: PyReadonlyArray3<'py, u8>,
+    open_index: PyReadonlyArray1<'py, u64>,
+    open_mask: PyReadonlyArray1<'py, u8>,
+    settled: PyReadonlyArray1<'py, u8>,
+) -> PyResult<Basins<'py>> {
+    let bits = bits.as_array().to_owned();
+    let open = OpenVoxels { index: open_index.as_slice()?.to_vec(), mask: open_mask.as_slice()?.to_vec() };
+    let settled = settled.as_slice()?;
+    let out = py.detach(|| local_basins(dims, block(lo, hi), bits, &open, settled)).map_err(err)?;
+    let BasinFaces { components, bits } = out.faces;
+    Ok((
+        out.components.into_pyarray(py),
+        out.component_min.into_pyarray(py),
+        out.component_sizes.into_pyarray(py),
+        out.background,
+        components.into_iter().map(|c| c.into_pyarray(py)).collect(),
+        bits.into_iter().map(|b| b.into_pyarray(py)).collect(),
+    ))
+}
+
+/// One block's summary as [`blockwise_basins`] returns it (less the
+/// components).
+type Summary<'py> = (
+    PyReadonlyArray1<'py, u64>,
+    PyReadonlyArray1<'py, u64>,
+    u64,
+    Vec<PyReadonlyArray1<'py, u32>>,
+    Vec<PyReadonlyArray1<'py, u8>>,
+);
+
+/// Step 4 over the blocks of `block_shape` of a volume of `dims`
+/// (`summaries` in block order). Returns the number of fragments, each
+/// block's table from component to fragment, and the fragment sizes.
+#[pyfunction]
+pub(crate) fn blockwise_fragment_ids<'py>(
+    py: Python<'py>,
+    dims: [u64; 3],
+    block_shape: [u64; 3],
+    summaries: Vec<Summary<'py>>,
+) -> PyResult<(u64, Vec<Array1<'py, u64>>, Array1<'py, u64>)> {
+    let grid = BlockGrid::new(dims, block_shape).map_err(err)?;
+    let mut owned = Vec::with_capacity(summaries.len());
+    for (minima, sizes, background, faces, bits) in &summaries {
+        if faces.len() != 6 || bits.len() != 6 {
+            return Err(PyValueError::new_err("each block has six faces"));
+        }
+        let faces = BasinFaces {
+            components: std::array::from_fn(|d| faces[d].as_slice().map(|s| s.to_vec()).unwrap_or_default()),
+            bits: std::array::from_fn(|d| bits[d].as_slice().map(|s| s.to_vec()).unwrap_or_default()),
+        };
+        owned.push((minima.as_slice()?.to_vec(), sizes.as_slice()?.to_vec(), *background, faces));
+    }
+    let views: Vec<BasinSummary<'_>> = owned
+        .iter()
+        .map(|(m, s, b, f)| BasinSummary { component_min: m, component_sizes: s, background: *b, faces: f })
+        .collect();
+    let out = py.detach(|| fragment_ids(&grid, &views)).map_err(err)?;
+    Ok((out.n_fragments, out.ids.into_iter().map(|i| i.into_pyarray(py)).collect(), out.sizes.into_pyarray(py)))
+}
+
+/// One block's region-graph part: pairs `u < v`, face counts and
+/// fixed-point sums.
+type Edges<'py> = (Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>);
+
+/// Step 5 for the block `lo..hi`: its components and table from steps 3
+/// and 4, the fragments of the layer before it along each axis (None at
+/// the volume's start), and its own `(3, z, y, x)` affinities.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn blockwise_edges<'py>(
+    py: Python<'py>,
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    components: PyReadonlyArray3<'py, u32>,
+    ids: PyReadonlyArray1<'py, u64>,
+    lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
+    affinities: PyReadonlyArray4<'py, f32>,
+) -> PyResult<Edges<'py>> {
+    let components = components.as_array();
+    let ids = ids.as_slice()?;
+    let lower: [Option<&[u64]>; 3] = [
+        lower[0].as_ref().map(|l| l.as_slice()).transpose()?,
+        lower[1].as_ref().map(|l| l.as_slice()).transpose()?,
+        lower[2].as_ref().map(|l| l.as_slice()).transpose()?,
+    ];
+    let affinities = affinities.as_array();
+    let out = py.detach(|| block_edges(dims, block(lo, hi), components, ids, lower, affinities)).map_err(err)?;
+    Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
+}
+
+/// Step 6: every block's edges merged up to each threshold (ascending).
+/// Returns a `(thresholds, n_fragments + 1)` uint64 table: the segment of
+/// each fragment per threshold.
+#[pyfunction]
+pub(crate) fn blockwise_merge<'py>(
+    py: Python<'py>,
+    n_fragments: u64,
+    edges: Vec<EdgeColumns<'py>>,
+    thresholds: Vec<f64>,
+) -> PyResult<Bound<'py, PyArray2<u64>>> {
+    let lists: Vec<EdgeList> = edges
+        .iter()
+        .map(|(u, v, c, s)| {
+            Ok(EdgeList {
+                u: u.as_slice()?.to_vec(),
+                v: v.as_slice()?.to_vec(),
+                count: c.as_slice()?.to_vec(),
+                sum: s.as_slice()?.to_vec(),
+            })
+        })
+        .collect::<PyResult<_>>()?;
+    let refs: Vec<&EdgeList> = lists.iter().collect();
+    let (_, tables) = py.detach(|| merge(n_fragments, &refs, &thresholds)).map_err(err)?;
+    let width = n_fragments as usize + 1;
+    let flat: Vec<u64> = tables.into_iter().flatten().collect();
+    let table = ndarray::Array2::from_shape_vec((thresholds.len(), width), flat)
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(table.into_pyarray(py))
+}
+
+/// Affinities of voxels `lo..hi` of the implicit cell volume of `dims`
+/// (`gpu_waterz_core::generate::ImplicitCells`, grid cells of `cell`
+/// voxels): the same values as the same voxels of the whole generated
+/// volume, computed from the block alone.
+#[pyfunction]
+pub(crate) fn implicit_cell_affinities<'py>(
+    py: Python<'py>,
+    seed: u64,
+    cell: [usize; 3],
+    dims: [usize; 3],
+    lo: [usize; 3],
+    hi: [usize; 3],
+) -> PyResult<Bound<'py, numpy::PyArray4<f32>>> {
+    use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
+    if (0..3).any(|a| lo[a] >= hi[a]) {
+        return Err(PyValueError::new_err(format!("the block {lo:?}..{hi:?} is empty")));
+    }
+    let cells = ImplicitCells { seed, cell: (cell[0], cell[1], cell[2]) };
+    let params = GeneratorParams { seed, weak_spots: 0, false_walls: 0, ..GeneratorParams::default() };
+    let shape = (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]);
+    let (affs, _) = py
+        .detach(|| cells.block(&params, (dims[0], dims[1], dims[2]), (lo[0], lo[1], lo[2]), shape))
+        .map_err(PyValueError::new_err)?;
+    Ok(affs.into_pyarray(py))
+}

@@ -1,0 +1,135 @@
+"""gpu_waterz.blockwise: the blockwise decode, in this process and on a
+local Dask cluster of CPU workers with a small memory cap, against the
+whole volume decoded at once."""
+
+import os
+
+import numpy as np
+import pytest
+
+import gpu_waterz
+import gpu_waterz.blockwise as blockwise
+from volumes import affinities_from_boundary, membrane_of, smooth, voronoi_labels
+
+zarr = pytest.importorskip("zarr")
+
+THRESHOLDS = [0.1, 0.5, 0.8]
+
+
+def same_partition(a, b):
+    """Whether label arrays a and b cut the volume into the same parts."""
+    pairs = np.unique(np.stack([a.ravel(), b.ravel()]), axis=1)
+    return pairs.shape[1] == len(np.unique(a)) == len(np.unique(b))
+
+
+def cell_volume(seed, shape=(24, 40, 36), cells=14):
+    rng = np.random.default_rng(seed)
+    labels = voronoi_labels(rng, shape, cells)
+    boundary = smooth(membrane_of(labels).astype(np.float32), 1)
+    boundary = np.clip(boundary + 0.15 * rng.random(shape, dtype=np.float32), 0, 1)
+    return np.ascontiguousarray(affinities_from_boundary(boundary))
+
+
+def plateau_volume(seed, shape=(14, 18, 16), levels=2):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, levels + 1, (3,) + shape) / levels).astype(np.float32)
+
+
+def whole_volume(affs, thresholds):
+    fragments = next(gpu_waterz.agglomerate(affs, [0.0], backend="cpu")).copy()
+    segmentations = [s.copy() for s in gpu_waterz.agglomerate(affs, thresholds, backend="cpu")]
+    return fragments, segmentations
+
+
+def read(output):
+    group = zarr.open_group(output, mode="r")
+    return group["fragments"][...], group["segmentation"][...], dict(group.attrs)
+
+
+def store(tmp_path, name, affs):
+    path = os.fspath(tmp_path / name)
+    array = zarr.open_array(path, mode="w", shape=affs.shape, chunks=(3, 8, 8, 8), dtype=affs.dtype)
+    array[...] = affs
+    return path
+
+
+@pytest.mark.parametrize("block", [(8, 8, 8), (5, 13, 7), (24, 40, 36), (1, 40, 36)])
+def test_blocks_of_any_shape_give_the_whole_volumes_fragments_and_segmentations(tmp_path, block):
+    affs = cell_volume(1)
+    fragments, segmentations = whole_volume(affs, THRESHOLDS)
+    result = blockwise.agglomerate(store(tmp_path, "affs", affs), tmp_path / "out", THRESHOLDS, block)
+    got_fragments, got, attrs = read(tmp_path / "out")
+    assert np.array_equal(got_fragments, fragments), "waterz's labels"
+    assert result.n_fragments == fragments.max()
+    assert attrs["thresholds"] == THRESHOLDS
+    for k in range(len(THRESHOLDS)):
+        assert same_partition(got[k], segmentations[k]), f"threshold {THRESHOLDS[k]}"
+
+
+def test_plateaus_across_many_blocks_in_process_and_on_dask_agree(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    affs = plateau_volume(2)
+    path = store(tmp_path, "affs", affs)
+    fragments, _ = whole_volume(affs, THRESHOLDS)
+    whole = blockwise.agglomerate(path, tmp_path / "whole", THRESHOLDS, affs.shape[1:])
+    local = blockwise.agglomerate(path, tmp_path / "local", THRESHOLDS, (3, 4, 5))
+    assert local.open_voxels > 0 and whole.open_voxels == 0
+    # Two worker processes, 400 MB each: the tasks read one block each.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="400MB",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        remote = blockwise.agglomerate(path, tmp_path / "dask", THRESHOLDS, (3, 4, 5), client=client)
+    assert remote.n_fragments == local.n_fragments == whole.n_fragments
+    w_frag, w_seg, _ = read(tmp_path / "whole")
+    l_frag, l_seg, _ = read(tmp_path / "local")
+    d_frag, d_seg, _ = read(tmp_path / "dask")
+    assert np.array_equal(w_frag, fragments)
+    assert np.array_equal(l_frag, fragments) and np.array_equal(d_frag, fragments)
+    # The same integer statistics and merging: the same segment ids.
+    assert np.array_equal(l_seg, w_seg) and np.array_equal(d_seg, w_seg)
+
+
+def test_uint8_numpy_and_callable_sources(tmp_path):
+    affs = (cell_volume(3, shape=(12, 20, 18), cells=6) * 255).astype(np.uint8)
+    fragments, segmentations = whole_volume(affs, THRESHOLDS)
+    blockwise.agglomerate(affs, tmp_path / "numpy", THRESHOLDS, (6, 7, 8))
+    blockwise.agglomerate(lambda lo, hi: affs[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], tmp_path / "callable",
+                          THRESHOLDS, (4, 20, 5), shape=affs.shape, workers=2)
+    for name in ("numpy", "callable"):
+        got_fragments, got, _ = read(tmp_path / name)
+        assert np.array_equal(got_fragments, fragments)
+        for k in range(len(THRESHOLDS)):
+            assert same_partition(got[k], segmentations[k])
+
+
+def test_bad_inputs_raise_and_leave_no_output(tmp_path):
+    affs = plateau_volume(4, shape=(6, 6, 6))
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="block_shape"):
+        blockwise.agglomerate(affs, out, THRESHOLDS, (0, 2, 2))
+    with pytest.raises(ValueError, match="3, z, y, x"):
+        blockwise.agglomerate(affs[0], out, THRESHOLDS, (2, 2, 2))
+    with pytest.raises(ValueError, match="ascending"):
+        blockwise.agglomerate(affs, out, [0.5, 0.1], (2, 2, 2))
+    bad = affs.copy()
+    bad[1, 5, 5, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        blockwise.agglomerate(bad, out, THRESHOLDS, (2, 2, 2))
+    assert not out.exists() and not any(p.name.startswith("out.partial") for p in tmp_path.iterdir())
+    blockwise.agglomerate(affs, out, THRESHOLDS, (2, 3, 4))
+    with pytest.raises(FileExistsError):
+        blockwise.agglomerate(affs, out, THRESHOLDS, (2, 3, 4))
+    blockwise.agglomerate(affs, out, THRESHOLDS, (6, 6, 6), overwrite=True)
+
+
+def test_a_generated_volume_decodes_blockwise_as_whole(tmp_path):
+    source = blockwise.ImplicitCells((20, 40, 36), seed=5, cell=(12, 10, 10))
+    whole = source((0, 0, 0), source.dims)
+    corner = source((4, 9, 11), (17, 30, 36))
+    assert np.array_equal(corner, whole[:, 4:17, 9:30, 11:36]), "a block equals the whole volume's voxels"
+    fragments, segmentations = whole_volume(whole, THRESHOLDS)
+    result = blockwise.agglomerate(source, tmp_path / "out", THRESHOLDS, (7, 16, 9), workers=2)
+    got_fragments, got, _ = read(tmp_path / "out")
+    assert result.n_fragments == fragments.max() > 1
+    assert np.array_equal(got_fragments, fragments)
+    for k in range(len(THRESHOLDS)):
+        assert same_partition(got[k], segmentations[k])
