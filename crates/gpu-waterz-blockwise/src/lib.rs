@@ -28,9 +28,10 @@
 //!    block and across its three lower faces, as exact integer statistics
 //!    ([`ContactStats`]) per fragment pair.
 //! 6. [`merge`] (global): the statistics summed per pair over the blocks
-//!    (order-free: integers), then ParHAC with ε = 0
-//!    ([`gpu_waterz_parhac::cpu::Parhac`]) up to each threshold: a table
-//!    from fragment to segment per threshold.
+//!    (order-free: integers), then waterz's serial merging in exact
+//!    arithmetic ([`gpu_waterz_parhac::IterativeMerging`], which the GPU's
+//!    ParHAC equals at ε = 0 on tie-free input) up to each threshold: a
+//!    table from fragment to segment per threshold.
 //! 7. [`relabel`] (per block): the segmentation of a block from its
 //!    components and the tables.
 //!

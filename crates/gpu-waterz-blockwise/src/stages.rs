@@ -5,7 +5,7 @@ use crate::plateaus::{local_plateaus, settle_open_plateaus, OpenVoxels};
 use crate::{face_stats, invalid, voxel_index, Block, BlockGrid, Result};
 use gpu_waterz_abi::watershed::DIRECTION_BITS;
 use gpu_waterz_core::{ContactStats, Thresholds, WatershedParams};
-use gpu_waterz_parhac::cpu::{Edge, Parhac};
+use gpu_waterz_parhac::IterativeMerging;
 use ndarray::{s, Array3, ArrayView3, ArrayView4};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -375,7 +375,9 @@ pub fn block_edges(
 }
 
 /// Step 6: the region graph of `n_fragments` fragments, the sum of every
-/// block's [`EdgeList`], merged with ParHAC at ε = 0 up to each of
+/// block's [`EdgeList`], merged in waterz's serial order in exact
+/// arithmetic ([`IterativeMerging::from_contact_stats`], the reference the
+/// GPU's ParHAC equals at ε = 0 on tie-free input) up to each of
 /// `thresholds` (strictly ascending; compared in float32 as waterz).
 /// Returns the thresholds and, for each, the segment of every fragment
 /// (index 0, background, is 0; a segment is named by its smallest
@@ -399,12 +401,15 @@ pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Resul
             *entry = entry.merged(ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] });
         }
     }
-    let graph: Vec<Edge> = stats.into_iter().map(|((u, v), stats)| Edge { u, v, stats }).collect();
-    let mut parhac = Parhac::new(n_fragments + 1, graph, 0.0)?;
+    // waterz's edge order: sorted by endpoints.
+    let mut graph: Vec<([u64; 2], ContactStats)> = stats.into_iter().map(|((u, v), s)| ([u, v], s)).collect();
+    graph.sort_unstable_by_key(|&(e, _)| e);
+    let (edges, stats): (Vec<[u64; 2]>, Vec<ContactStats>) = graph.into_iter().unzip();
+    let mut merging = IterativeMerging::from_contact_stats(n_fragments + 1, edges, stats);
     let mut tables = Vec::with_capacity(sorted.len());
     for &t in &sorted {
-        parhac.merge_until(t as f32, None);
-        tables.push((0..=n_fragments).map(|f| parhac.region_of(f)).collect());
+        merging.merge_until(t as f32, None);
+        tables.push((0..=n_fragments).map(|f| merging.region_of(f)).collect());
     }
     Ok((sorted, tables))
 }
@@ -438,7 +443,7 @@ pub struct Decoded {
 
 /// Every step in this process, blocks in parallel: the `(3, z, y, x)`
 /// `affinities` decoded in blocks of `block_shape`. Equal to the
-/// whole-volume watershed (labels) and to ParHAC at ε = 0 on the
+/// whole-volume watershed (labels) and to the exact serial merging of the
 /// whole-volume region graph (segmentations).
 pub fn decode(
     affinities: ArrayView4<'_, f32>,

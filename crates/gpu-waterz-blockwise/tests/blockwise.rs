@@ -3,7 +3,7 @@
 use gpu_waterz_blockwise::{decode, BlockGrid, Decoded, ErrorKind};
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
-use gpu_waterz_parhac::cpu::{Edge, Parhac};
+use gpu_waterz_parhac::IterativeMerging;
 use ndarray::{Array3, Array4};
 use proptest::prelude::*;
 
@@ -11,19 +11,20 @@ const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff
 const THRESHOLDS: [f64; 3] = [0.1, 0.4, 0.7];
 
 /// The whole-volume result: waterz's watershed (the reference), its region
-/// graph's exact statistics and ParHAC at ε = 0 on them.
+/// graph's exact statistics and waterz's serial merging of them in exact
+/// arithmetic.
 fn whole_volume(affs: &Array4<f32>) -> (Array3<u64>, u64, Vec<Array3<u64>>) {
     let graph = AffinityGraph::from_f32(affs.view()).unwrap();
     let fragments = gpu_waterz_watershed::reference::watershed(&graph, PARAMS);
     let region_graph = gpu_waterz_graph::region_graph(&graph, fragments.labels.view(), fragments.n_fragments + 1);
     let stats = region_graph.contact_stats();
-    let edges: Vec<Edge> = region_graph.edges.iter().zip(stats).map(|(&[u, v], stats)| Edge { u, v, stats }).collect();
-    let mut parhac = Parhac::new(fragments.n_fragments + 1, edges, 0.0).unwrap();
+    let mut merging =
+        IterativeMerging::from_contact_stats(fragments.n_fragments + 1, region_graph.edges.clone(), stats);
     let segmentations = THRESHOLDS
         .iter()
         .map(|&t| {
-            parhac.merge_until(t as f32, None);
-            fragments.labels.mapv(|f| parhac.region_of(f))
+            merging.merge_until(t as f32, None);
+            fragments.labels.mapv(|f| merging.region_of(f))
         })
         .collect();
     (fragments.labels, fragments.n_fragments, segmentations)

@@ -3,10 +3,11 @@ parallel on Dask (``dask.distributed``) or in this process.
 
 ``agglomerate(affinities, output, thresholds, block_shape, client=...)``
 gives the same fragments (waterz's labels, not only its partition) and the
-same segmentations as decoding the whole volume at once with exact
-arithmetic (``gpu_waterz.agglomerate(..., arithmetic="exact")``: integer
-contact statistics, ParHAC at epsilon 0, which equals waterz's serial
-order on tie-free input), while every task reads one block.
+same segmentations as decoding the whole volume at once in exact
+arithmetic (integer contact statistics merged in waterz's serial order:
+the reference that the GPU pipeline equals on tie-free input; stock
+waterz's float32 statistics can order near-ties differently), while every
+task reads one block.
 
 The steps (``gpu_waterz_blockwise`` in Rust documents each):
 
