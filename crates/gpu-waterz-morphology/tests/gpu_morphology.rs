@@ -132,13 +132,7 @@ fn gpu_box_kernel_equals_the_gather() {
         let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[300, 90, 75][rank - 1])).collect();
         let items = rng.gen_range(1..=3);
         let sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=11)).collect();
-        let origin: Vec<isize> = sizes
-            .iter()
-            .map(|&n| {
-                let half = (n / 2) as isize;
-                rng.gen_range(-half..=(n as isize - 1) - half)
-            })
-            .collect();
+        let origin = random_origin(&mut rng, &sizes);
         let mode = MODES[case % 5];
         let maximum = case % 2 == 0;
         let spatial: usize = shape.iter().product();
