@@ -47,7 +47,7 @@
 //! region graph (32 bytes per fragment pair per block that holds it) and
 //! the tables (8 bytes per fragment per threshold).
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 // Axis and direction indices are the algorithm's vocabulary (offsets,
 // faces, opposites), as in the whole-volume watershed.
 #![allow(clippy::needless_range_loop)]

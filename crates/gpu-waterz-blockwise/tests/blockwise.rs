@@ -45,7 +45,9 @@ fn check(affs: &Array4<f32>, block: [u64; 3]) -> Decoded {
 #[test]
 fn random_affinities_in_blocks_of_every_shape_equal_the_whole_volume() {
     let affs = random_affinities(3, (9, 10, 11));
-    for block in [[9, 10, 11], [4, 4, 4], [1, 10, 11], [9, 1, 11], [9, 10, 1], [2, 3, 5], [1, 1, 1], [5, 7, 3]] {
+    for block in
+        [[9, 10, 11], [4, 4, 4], [1, 10, 11], [9, 1, 11], [9, 10, 1], [2, 3, 5], [1, 1, 1], [5, 7, 3], [64, 64, 64]]
+    {
         check(&affs, block);
     }
 }
