@@ -6,7 +6,7 @@ use crate::{face_stats, invalid, voxel_index, Block, BlockGrid, Result};
 use gpu_waterz_abi::watershed::DIRECTION_BITS;
 use gpu_waterz_core::{ContactStats, Thresholds, WatershedParams};
 use gpu_waterz_parhac::IterativeMerging;
-use ndarray::{s, Array3, ArrayView3, ArrayView4};
+use ndarray::{Array3, ArrayView3, ArrayView4, Axis, Slice};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -50,12 +50,7 @@ fn face_values<T: Copy>(array: &ArrayView3<'_, T>, d: usize) -> Vec<T> {
     let shape = array.shape();
     let (axis, at) = face_layer([shape[0] as u64, shape[1] as u64, shape[2] as u64], d);
     let at = at as usize;
-    let layer = match axis {
-        0 => array.slice(s![at, .., ..]),
-        1 => array.slice(s![.., at, ..]),
-        _ => array.slice(s![.., .., at]),
-    };
-    layer.iter().copied().collect()
+    array.index_axis(Axis(axis), at).iter().copied().collect()
 }
 
 fn find(parent: &mut [u32], mut i: u32) -> u32 {
@@ -458,12 +453,10 @@ pub fn decode(
     let dims = [s[1] as u64, s[2] as u64, s[3] as u64];
     let grid = BlockGrid::new(dims, block_shape)?;
     let region = |b: Block| {
-        affinities.slice(s![
-            ..,
-            b.lo[0] as usize..b.hi[0] as usize,
-            b.lo[1] as usize..b.hi[1] as usize,
-            b.lo[2] as usize..b.hi[2] as usize
-        ])
+        affinities.slice_each_axis(|axis| match axis.axis.index() {
+            0 => Slice::from(..),
+            a => Slice::from(b.lo[a - 1] as usize..b.hi[a - 1] as usize),
+        })
     };
     let blocks: Vec<Block> = (0..grid.len()).map(|b| grid.block(b)).collect();
     let plateaus = blocks
@@ -517,11 +510,10 @@ pub fn decode(
         let mut out = Array3::zeros(shape);
         for (b, block) in blocks.iter().enumerate() {
             let part = relabel(basins[b].components.view(), &fragments.ids[b], table)?;
-            out.slice_mut(s![
-                block.lo[0] as usize..block.hi[0] as usize,
-                block.lo[1] as usize..block.hi[1] as usize,
-                block.lo[2] as usize..block.hi[2] as usize
-            ])
+            out.slice_each_axis_mut(|axis| {
+                let a = axis.axis.index();
+                Slice::from(block.lo[a] as usize..block.hi[a] as usize)
+            })
             .assign(&part);
         }
         Ok(out)
