@@ -153,3 +153,23 @@ def test_a_generated_volume_decodes_blockwise_as_whole(tmp_path):
     assert np.array_equal(got_fragments, fragments)
     for k in range(len(THRESHOLDS)):
         assert same_partition(got[k], segmentations[k])
+
+
+def test_npy_hdf5_and_zarr_group_paths(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    affs = cell_volume(6, shape=(10, 22, 19), cells=5)
+    fragments, _ = whole_volume(affs, THRESHOLDS)
+    np.save(tmp_path / "affs.npy", affs)
+    with h5py.File(tmp_path / "affs.h5", "w") as f:
+        f.create_dataset("volumes/affs", data=affs, chunks=(3, 5, 11, 10))
+    group = zarr.open_group(os.fspath(tmp_path / "group.zarr"), mode="w")
+    group.create_array("affs", shape=affs.shape, chunks=(3, 4, 8, 8), dtype=affs.dtype)[...] = affs
+    sources = {"npy": os.fspath(tmp_path / "affs.npy"), "h5": f"{tmp_path / 'affs.h5'}:volumes/affs",
+               "zarr": f"{tmp_path / 'group.zarr'}:affs"}
+    for name, source in sources.items():
+        result = blockwise.agglomerate(source, tmp_path / name, THRESHOLDS, (4, 9, 7), workers=2)
+        got_fragments, _, _ = read(tmp_path / name)
+        assert result.n_fragments == fragments.max()
+        assert np.array_equal(got_fragments, fragments), name
+    with pytest.raises(ValueError, match="dataset"):
+        blockwise.agglomerate(os.fspath(tmp_path / "affs.h5"), tmp_path / "bad", THRESHOLDS, (4, 9, 7))

@@ -72,20 +72,37 @@ class ImplicitCells:
         return _native.implicit_cell_affinities(self.seed, list(self.cell), list(self.dims), list(lo), list(hi))
 
 
+def _open_path(spec):
+    """The array that ``spec`` names: ``FILE.npy`` (memory-mapped),
+    ``FILE.h5:DATASET`` or ``FILE.hdf5:DATASET`` (h5py), ``DIR`` (a zarr
+    array) or ``DIR:ARRAY`` (an array of a zarr group)."""
+    path, _, key = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
+    if path.endswith(".npy"):
+        return np.load(path, mmap_mode="r")
+    if path.endswith((".h5", ".hdf5", ".hdf")):
+        import h5py
+
+        if not key:
+            raise ValueError(f"{spec}: name the HDF5 dataset, as FILE.h5:DATASET")
+        return h5py.File(path, "r")[key]
+    import zarr
+
+    return zarr.open_group(path, mode="r")[key] if key else zarr.open_array(path, mode="r")
+
+
 class _Source:
-    """Affinities read by region: a zarr array (by path or object), a numpy
-    array or anything sliced like one, or a callable ``f(lo, hi)`` that
-    returns the ``(3, z, y, x)`` affinities of voxels ``lo..hi``."""
+    """Affinities read by region: a path (``.npy``, ``FILE.h5:DATASET``, a
+    zarr array or ``GROUP:ARRAY``; opened again in each task), a zarr or
+    numpy array or anything sliced like one, or a callable ``f(lo, hi)``
+    that returns the ``(3, z, y, x)`` affinities of voxels ``lo..hi``."""
 
     def __init__(self, affinities, shape=None):
         self.path = None
         self.array = None
         self.function = None
         if isinstance(affinities, (str, os.PathLike)):
-            import zarr
-
             self.path = os.fspath(affinities)
-            self.shape = tuple(zarr.open_array(self.path, mode="r").shape)
+            self.shape = tuple(_open_path(self.path).shape)
         elif callable(affinities) and not isinstance(affinities, np.ndarray):
             shape = shape if shape is not None else getattr(affinities, "shape", None)
             if shape is None:
@@ -112,9 +129,7 @@ class _Source:
                 raise ValueError(f"the affinity source gave {values.shape} for {lo}..{hi}, not {expected}")
         else:
             if self.array is None:
-                import zarr
-
-                self.array = zarr.open_array(self.path, mode="r")
+                self.array = _open_path(self.path)
             values = np.asarray(self.array[0:3, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]])
         if values.dtype == np.uint8:
             values = values.astype(np.float32) / np.float32(255)
@@ -253,10 +268,11 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
 
     ``affinities``: the ``(3, z, y, x)`` affinities (float32, other floats
     or integers converted to float32, uint8 meaning ``k / 255`` as in
-    waterz): a path to a zarr array, a zarr array or numpy array, or a
+    waterz): a path (``FILE.npy``, ``FILE.h5:DATASET``, a zarr array's
+    directory or ``GROUP:ARRAY``), a zarr array or numpy array, or a
     callable ``f(lo, hi)`` giving the affinities of voxels ``lo..hi`` (with
     ``shape=``), which must be picklable to run on Dask workers (a path is
-    what travels best). ``output``: a directory path; it gets the zarr
+    what travels best: each task opens it and reads its block). ``output``: a directory path; it gets the zarr
     arrays ``segmentation`` (``(len(thresholds), z, y, x)`` uint64, one
     chunk per block and threshold) and ``fragments`` (unless
     ``write_fragments`` is false). It is written under a temporary name and
