@@ -130,15 +130,23 @@ def test_bad_inputs_raise_and_leave_no_output(tmp_path):
         blockwise.agglomerate(affs[0], out, THRESHOLDS, (2, 2, 2))
     with pytest.raises(ValueError, match="ascending"):
         blockwise.agglomerate(affs, out, [0.5, 0.1], (2, 2, 2))
+    with pytest.raises(ValueError, match="low < high"):
+        blockwise.agglomerate(affs, out, THRESHOLDS, (2, 2, 2), aff_threshold_low=0.9, aff_threshold_high=0.1)
     bad = affs.copy()
     bad[1, 5, 5, 5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         blockwise.agglomerate(bad, out, THRESHOLDS, (2, 2, 2))
     assert not out.exists() and not any(p.name.startswith("out.partial") for p in tmp_path.iterdir())
-    blockwise.agglomerate(affs, out, THRESHOLDS, (2, 3, 4))
+    with pytest.raises(ValueError, match="ascending"):
+        blockwise.agglomerate(affs, out, [0.5, 0.5000000001], (2, 2, 2))
+    assert not out.exists() and not any(p.name.startswith("out.partial") for p in tmp_path.iterdir())
+    # A trailing separator names the same folder.
+    blockwise.agglomerate(affs, f"{out}{os.sep}", THRESHOLDS, (2, 3, 4))
+    assert read(out)[0].shape == affs.shape[1:]
     with pytest.raises(FileExistsError):
         blockwise.agglomerate(affs, out, THRESHOLDS, (2, 3, 4))
     blockwise.agglomerate(affs, out, THRESHOLDS, (6, 6, 6), overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_a_generated_volume_decodes_blockwise_as_whole(tmp_path):

@@ -132,8 +132,14 @@ impl Block {
         self.len() == 0
     }
 
-    /// Checks that the block is a non-empty part of a volume of `dims`.
+    /// Checks that the block is a non-empty part of a volume of `dims`
+    /// (itself a volume [`BlockGrid::new`] takes), of fewer than 2^32
+    /// voxels.
     pub fn check(&self, dims: [u64; 3]) -> Result<()> {
+        check_dims(dims)?;
+        if self.len() >= u32::MAX as u64 {
+            return Err(invalid(format!("blocks of {} voxels: fewer than 2^32 are taken", self.len())));
+        }
         if (0..3).any(|a| self.lo[a] >= self.hi[a] || self.hi[a] > dims[a]) {
             return Err(invalid(format!(
                 "block {:?}..{:?} is not a non-empty part of a volume of {dims:?}",
@@ -170,11 +176,9 @@ impl BlockGrid {
     /// The grid of `dims` in blocks of `block`; both must be positive along
     /// every axis.
     pub fn new(dims: [u64; 3], block: [u64; 3]) -> Result<Self> {
-        if dims.contains(&0) || block.contains(&0) {
+        check_dims(dims)?;
+        if block.contains(&0) {
             return Err(invalid(format!("a volume of {dims:?} cannot be cut into blocks of {block:?}")));
-        }
-        if dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).is_none_or(|n| n >= u64::MAX / 8) {
-            return Err(invalid(format!("a volume of {dims:?} is too large")));
         }
         let counts = [dims[0].div_ceil(block[0]), dims[1].div_ceil(block[1]), dims[2].div_ceil(block[2])];
         Ok(Self { dims, block, counts })
@@ -230,6 +234,18 @@ impl BlockGrid {
     pub fn index(&self, at: [u64; 3]) -> usize {
         ((at[0] * self.counts[1] + at[1]) * self.counts[2] + at[2]) as usize
     }
+}
+
+/// Checks a volume's extents: positive, and few enough voxels that
+/// indices, a voxel's neighbours and halos stay far from overflowing.
+pub(crate) fn check_dims(dims: [u64; 3]) -> Result<()> {
+    if dims.contains(&0) || dims.iter().any(|&d| d >= 1 << 40) {
+        return Err(invalid(format!("a volume of {dims:?}: each extent must be in 1..2^40")));
+    }
+    if dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).is_none_or(|n| n >= u64::MAX / 8) {
+        return Err(invalid(format!("a volume of {dims:?} is too large")));
+    }
+    Ok(())
 }
 
 /// The linear index of voxel `(z, y, x)` in a volume of `dims`.

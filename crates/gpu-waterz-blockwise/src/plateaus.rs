@@ -3,7 +3,8 @@
 
 use crate::{invalid, voxel_index, Block, Result};
 use gpu_waterz_abi::watershed::{steepest_mask, DIRECTION_BITS, OPPOSITE};
-use gpu_waterz_core::WatershedParams;
+use gpu_waterz_core::params::check_watershed_thresholds;
+use gpu_waterz_core::{CoreError, WatershedParams};
 use ndarray::{Array3, ArrayView4};
 use rustc_hash::FxHashMap;
 
@@ -113,8 +114,21 @@ pub fn local_plateaus(
             affinities.shape()
         )));
     }
-    if block.len() >= u32::MAX as u64 {
-        return Err(invalid(format!("blocks of {} voxels: fewer than 2^32 are taken", block.len())));
+    // waterz's thresholds (finite, in [0, 1], low < high: no marked face
+    // leaves the volume) and finite affinities, as the whole-volume decode
+    // checks them.
+    check_watershed_thresholds(params.aff_threshold_low as f64, params.aff_threshold_high as f64)?;
+    if let Some((k, &value)) = affinities.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        let (c, rest) = (k / (hs[0] * hs[1] * hs[2]) as usize, k as u64 % (hs[0] * hs[1] * hs[2]));
+        return Err(CoreError::AffinityValue {
+            value,
+            what: if value.is_nan() { "NaN" } else { "infinite" },
+            channel: c,
+            z: (halo.lo[0] + rest / (hs[1] * hs[2])) as usize,
+            y: (halo.lo[1] + (rest / hs[2]) % hs[1]) as usize,
+            x: (halo.lo[2] + rest % hs[2]) as usize,
+        }
+        .into());
     }
     let (low, high) = (params.aff_threshold_low, params.aff_threshold_high);
     // The masks of the block and one voxel around it (inside the volume).
@@ -233,11 +247,21 @@ pub fn local_plateaus(
 /// `dims`; `open[b]` is block `b`'s [`LocalPlateaus::open`]. Returns each
 /// block's open voxels' directions, in the order given.
 pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<Vec<u8>>> {
+    crate::check_dims(dims)?;
+    let total: usize = open.iter().map(|o| o.index.len()).sum();
+    if open.len() >= u32::MAX as usize || total >= u32::MAX as usize {
+        return Err(invalid(format!("{total} open voxels of {} blocks: fewer than 2^32 are taken", open.len())));
+    }
     // Every open voxel once, in scan order: (voxel index, block, position).
-    let mut all: Vec<(u64, u32, u32)> = Vec::with_capacity(open.iter().map(|o| o.index.len()).sum());
+    let mut all: Vec<(u64, u32, u32)> = Vec::with_capacity(total);
     for (b, o) in open.iter().enumerate() {
         if o.index.len() != o.mask.len() {
             return Err(invalid(format!("block {b}: {} open voxels with {} masks", o.index.len(), o.mask.len())));
+        }
+        // A mask holds directions and the corner flag, nothing else; an
+        // open voxel has a face its neighbour marks back, so some direction.
+        if o.mask.iter().any(|&m| m & !(DIRECTIONS | CORNER_FLAG) != 0 || m & DIRECTIONS == 0) {
+            return Err(invalid(format!("block {b}: an open voxel's mask is not one local_plateaus gives")));
         }
         for (k, &v) in o.index.iter().enumerate() {
             all.push((v, b as u32, k as u32));

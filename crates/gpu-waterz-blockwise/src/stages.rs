@@ -85,6 +85,9 @@ pub fn local_basins(
             settled.len()
         )));
     }
+    if settled.iter().any(|&b| b & !0x3f != 0) {
+        return Err(invalid("settled directions hold bits other than the six directions"));
+    }
     for (&v, &b) in open.index.iter().zip(settled) {
         let at = [v / (dims[1] * dims[2]), (v / dims[2]) % dims[1], v % dims[2]];
         if (0..3).any(|a| at[a] < block.lo[a] || at[a] >= block.hi[a]) {
@@ -93,7 +96,8 @@ pub fn local_basins(
         bits[[(at[0] - block.lo[0]) as usize, (at[1] - block.lo[1]) as usize, (at[2] - block.lo[2]) as usize]] = b;
     }
     let n = block.len() as usize;
-    let flat = bits.as_slice().expect("an owned standard array is contiguous").to_vec();
+    // In C order whatever the array's layout.
+    let flat: Vec<u8> = bits.iter().copied().collect();
     let (sz, sy) = (bs[1] * bs[2], bs[2]);
     let step = [-(sz as i64), -(sy as i64), -1, sz as i64, sy as i64, 1];
     let mut parent: Vec<u32> = (0..n as u32).collect();
@@ -195,6 +199,17 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
         let shape = grid.block(b).shape();
         if basin.component_min.len() != basin.component_sizes.len() {
             return Err(invalid(format!("block {b}: component minima and sizes differ in number")));
+        }
+        // Every voxel of the block is counted once, and each component's
+        // smallest voxel lies in the block.
+        let counted = basin.component_sizes.iter().try_fold(basin.background, |n, &s| n.checked_add(s));
+        let block = grid.block(b);
+        let inside = |v: u64| {
+            let at = [v / (grid.dims()[1] * grid.dims()[2]), (v / grid.dims()[2]) % grid.dims()[1], v % grid.dims()[2]];
+            (0..3).all(|a| at[a] >= block.lo[a] && at[a] < block.hi[a])
+        };
+        if counted != Some(block.len()) || !basin.component_min.iter().all(|&v| inside(v)) {
+            return Err(invalid(format!("block {b}: its components do not count its voxels or lie outside it")));
         }
         for d in 0..6 {
             let axis = d % 3;
@@ -381,6 +396,9 @@ pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Resul
     // Finite, strictly ascending (also in float32), at least one.
     Thresholds::new(thresholds)?;
     let sorted = thresholds.to_vec();
+    if n_fragments >= u32::MAX as u64 {
+        return Err(invalid(format!("{n_fragments} fragments: fewer than 2^32 are taken")));
+    }
     let mut stats: FxHashMap<(u64, u64), ContactStats> = FxHashMap::default();
     for list in edges {
         let n = list.u.len();
@@ -393,7 +411,10 @@ pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Resul
                 return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
             }
             let entry = stats.entry((u, v)).or_default();
-            *entry = entry.merged(ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] });
+            match (entry.contact_count.checked_add(list.count[k]), entry.affinity_sum.checked_add(list.sum[k])) {
+                (Some(contact_count), Some(affinity_sum)) => *entry = ContactStats { contact_count, affinity_sum },
+                _ => return Err(invalid(format!("the statistics of edge ({u}, {v}) overflow"))),
+            }
         }
     }
     // waterz's edge order: sorted by endpoints.
@@ -452,6 +473,8 @@ pub fn decode(
     }
     let dims = [s[1] as u64, s[2] as u64, s[3] as u64];
     let grid = BlockGrid::new(dims, block_shape)?;
+    // Before any work: the thresholds (the watershed's are checked per block).
+    Thresholds::new(thresholds)?;
     let region = |b: Block| {
         affinities.slice_each_axis(|axis| match axis.axis.index() {
             0 => Slice::from(..),

@@ -113,6 +113,15 @@ fn bad_grids_and_inputs_are_errors() {
     assert_eq!(decode(affs.view(), [0, 2, 2], PARAMS, &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
     assert_eq!(decode(affs.view(), [2, 2, 2], PARAMS, &[0.5, 0.1]).unwrap_err().kind(), ErrorKind::Input);
     assert_eq!(decode(affs.view(), [2, 2, 2], PARAMS, &[f64::NAN]).unwrap_err().kind(), ErrorKind::Input);
+    // waterz's watershed thresholds: low < high, both in [0, 1].
+    let swapped = WatershedParams { aff_threshold_low: 0.9, aff_threshold_high: 0.1 };
+    assert_eq!(decode(affs.view(), [2, 2, 2], swapped, &THRESHOLDS).unwrap_err().kind(), ErrorKind::Input);
+    // Affinities must be finite, as for the whole volume.
+    let mut nan = affs.clone();
+    nan[[1, 3, 2, 1]] = f32::NAN;
+    let err = decode(nan.view(), [2, 2, 2], PARAMS, &THRESHOLDS).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Input);
+    assert!(err.to_string().contains("z=3, y=2, x=1"), "{err}");
     let two = Array4::<f32>::zeros((2, 4, 4, 4));
     assert_eq!(decode(two.view(), [2, 2, 2], PARAMS, &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
     // A block whose affinities do not cover its halo.
@@ -121,4 +130,51 @@ fn bad_grids_and_inputs_are_errors() {
     let short = Array4::<f32>::zeros((3, 2, 2, 2));
     let err = gpu_waterz_blockwise::local_plateaus([4, 4, 4], block, short.view(), PARAMS).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Invalid);
+}
+
+/// Malformed summaries are errors, not panics or wrong answers; a
+/// Fortran-ordered direction array gives what a C-ordered one gives.
+#[test]
+fn malformed_steps_are_errors_and_layouts_do_not_matter() {
+    use gpu_waterz_blockwise::{
+        fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus, EdgeList, OpenVoxels,
+    };
+    let dims = [6u64, 7, 5];
+    let affs = quantized_affinities(9, (6, 7, 5), 2);
+    let grid = BlockGrid::new(dims, [3, 4, 5]).unwrap();
+    let block = grid.block(1);
+    let halo = block.halo(dims);
+    let region = affs.slice_each_axis(|axis| match axis.axis.index() {
+        0 => ndarray::Slice::from(..),
+        a => ndarray::Slice::from(halo.lo[a - 1] as usize..halo.hi[a - 1] as usize),
+    });
+    let plateaus = local_plateaus(dims, block, region, PARAMS).unwrap();
+    let settled = settle_open_plateaus(dims, &[&plateaus.open]).unwrap().remove(0);
+    let c_order = local_basins(dims, block, plateaus.bits.clone(), &plateaus.open, &settled).unwrap();
+    let mut fortran = ndarray::Array3::<u8>::zeros(ndarray::ShapeBuilder::f(plateaus.bits.raw_dim()));
+    fortran.assign(&plateaus.bits);
+    let f_order = local_basins(dims, block, fortran, &plateaus.open, &settled).unwrap();
+    assert_eq!(c_order.components, f_order.components);
+    assert_eq!(c_order.faces, f_order.faces);
+    // Settled directions with other bits, masks with the queued flag.
+    let bad_settled = vec![0x80u8; settled.len()];
+    if !settled.is_empty() {
+        let err = local_basins(dims, block, plateaus.bits.clone(), &plateaus.open, &bad_settled).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+    }
+    let bad_open = OpenVoxels { index: vec![3], mask: vec![0x40] };
+    assert_eq!(settle_open_plateaus(dims, &[&bad_open]).unwrap_err().kind(), ErrorKind::Invalid);
+    let duplicated = OpenVoxels { index: vec![3, 3], mask: vec![1, 1] };
+    assert_eq!(settle_open_plateaus(dims, &[&duplicated]).unwrap_err().kind(), ErrorKind::Invalid);
+    // Summaries that do not count the block's voxels.
+    let summaries: Vec<_> = (0..grid.len()).map(|_| c_order.summary()).collect();
+    assert_eq!(fragment_ids(&grid, &summaries).unwrap_err().kind(), ErrorKind::Invalid);
+    // Too many fragments, overflowing statistics, edges outside the fragments.
+    assert_eq!(merge(1 << 40, &[], &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
+    let huge = EdgeList { u: vec![1, 1], v: vec![2, 2], count: vec![u64::MAX, 1], sum: vec![1, 1] };
+    assert_eq!(merge(2, &[&huge], &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
+    let outside = EdgeList { u: vec![1], v: vec![3], count: vec![1], sum: vec![1] };
+    assert_eq!(merge(2, &[&outside], &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
+    // Volumes too large for the indices.
+    assert_eq!(BlockGrid::new([1 << 41, 1, 1], [1, 1, 1]).unwrap_err().kind(), ErrorKind::Invalid);
 }

@@ -137,10 +137,13 @@ pub(crate) fn blockwise_fragment_ids<'py>(
         if faces.len() != 6 || bits.len() != 6 {
             return Err(PyValueError::new_err("each block has six faces"));
         }
-        let faces = BasinFaces {
-            components: std::array::from_fn(|d| faces[d].as_slice().map(|s| s.to_vec()).unwrap_or_default()),
-            bits: std::array::from_fn(|d| bits[d].as_slice().map(|s| s.to_vec()).unwrap_or_default()),
-        };
+        let mut face_components: [Vec<u32>; 6] = Default::default();
+        let mut face_bits: [Vec<u8>; 6] = Default::default();
+        for d in 0..6 {
+            face_components[d] = faces[d].as_slice()?.to_vec();
+            face_bits[d] = bits[d].as_slice()?.to_vec();
+        }
+        let faces = BasinFaces { components: face_components, bits: face_bits };
         owned.push((minima.as_slice()?.to_vec(), sizes.as_slice()?.to_vec(), *background, faces));
     }
     let views: Vec<BasinSummary<'_>> = owned

@@ -26,13 +26,16 @@ The steps (``gpu_waterz_blockwise`` in Rust documents each):
 What stays on the workers between steps is one byte per voxel (after
 step 1) and then four (after step 3). What travels to the client: the
 voxels of plateaus that cross faces, one entry per basin per block, the
-block faces, and the region graph; the tables of step 6 (8 bytes per
-fragment per threshold) travel back to every worker.
+block faces, and the region graph; each block's write task gets the rows
+of step 6's tables for its components (8 bytes per component per
+threshold). An affinity array in memory is sent to each worker once; a path
+is what travels best (each task reads its block).
 """
 
 import os
 import shutil
 import time
+import uuid
 
 import numpy as np
 
@@ -191,14 +194,17 @@ def _edges(source, dims, lo, hi, basins, ids, lower):
                                    [_c(layer, np.uint64) for layer in lower], affs)
 
 
-def _write(output, lo, hi, basins, ids, tables, write_fragments):
+def _write(output, lo, hi, basins, ids, segments, write_fragments):
+    """Writes a block: ``segments[t]`` is the segment of each of its
+    components at threshold ``t`` (the global tables at its fragments)."""
     import zarr
 
-    fragments = ids[basins[0]]
+    components = basins[0]
     region = (slice(lo[0], hi[0]), slice(lo[1], hi[1]), slice(lo[2], hi[2]))
     segmentation = zarr.open_array(os.path.join(output, "segmentation"), mode="r+")
-    for t in range(tables.shape[0]):
-        segmentation[(t,) + region] = tables[t][fragments]
+    for t in range(segments.shape[0]):
+        segmentation[(t,) + region] = segments[t][components]
+    fragments = ids[components]
     if write_fragments:
         zarr.open_array(os.path.join(output, "fragments"), mode="r+")[region] = fragments
     return None
@@ -222,11 +228,13 @@ class _Local:
     def release(self, handles):
         pass
 
-    def broadcast(self, value):
+    def share(self, value):
         return value
 
     def close(self):
-        self.pool.shutdown()
+        # Queued tasks are dropped, running ones finish: nothing writes
+        # after this returns.
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _Dask:
@@ -235,9 +243,12 @@ class _Dask:
 
     def __init__(self, client):
         self.client = client
+        self.submitted = []
 
     def map(self, fn, calls):
-        return [self.client.submit(fn, *args, pure=False) for args in calls]
+        futures = [self.client.submit(fn, *args, pure=False) for args in calls]
+        self.submitted.extend(futures)
+        return futures
 
     def gather(self, handles):
         return self.client.gather(handles)
@@ -246,11 +257,23 @@ class _Dask:
         for h in handles:
             h.release()
 
-    def broadcast(self, value):
-        return self.client.scatter(value, broadcast=True)
+    def share(self, value):
+        """``value`` sent to the workers once, not with every task."""
+        return self.client.scatter(value, broadcast=True, hash=False)
 
     def close(self):
-        pass
+        # Cancels what has not run and waits for what is running, so that
+        # nothing writes after this returns.
+        import distributed
+
+        pending = [f for f in self.submitted if not f.done()]
+        if pending:
+            self.client.cancel(pending)
+            try:
+                distributed.wait(pending, timeout=300)
+            except Exception:  # noqa: BLE001 - cancelled or failed tasks are what is waited for
+                pass
+        self.submitted = []
 
 
 def _nbytes(value):
@@ -292,20 +315,27 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
     thresholds = [float(t) for t in np.atleast_1d(np.asarray(thresholds, dtype=np.float64))]
     if len(thresholds) == 0:
         raise ValueError("at least one threshold is needed")
+    as32 = np.asarray(thresholds, dtype=np.float32)
+    if not np.all(np.isfinite(thresholds)) or np.any(np.diff(thresholds) <= 0) or np.any(np.diff(as32) <= 0):
+        raise ValueError(f"thresholds must be finite and strictly ascending (also in float32), not {thresholds}")
     source = _Source(affinities, shape)
     dims = tuple(int(s) for s in source.shape[1:])
     block_shape = tuple(int(b) for b in block_shape)
     if len(block_shape) != 3 or min(block_shape) < 1:
         raise ValueError(f"block_shape must be three positive extents, not {block_shape}")
-    output = os.fspath(output)
+    output = os.path.normpath(os.path.abspath(os.fspath(output)))
     if os.path.exists(output) and not overwrite:
         raise FileExistsError(f"{output} exists; pass overwrite=True to replace it")
     low, high = float(aff_threshold_low), float(aff_threshold_high)
+    if not (np.isfinite(low) and np.isfinite(high) and 0 <= low < high <= 1):
+        raise ValueError(f"aff_threshold_low and aff_threshold_high must be finite, in [0, 1], low < high; "
+                         f"not {low} and {high}")
     counts, blocks = _blocks(dims, block_shape)
     runner = _Dask(client) if client is not None else _Local(workers or os.cpu_count() or 1)
-    partial = f"{output}.partial-{os.getpid()}"
-    if os.path.exists(partial):
-        shutil.rmtree(partial)
+    if source.path is None and source.function is None:
+        # An array in memory travels to each worker once, not with each task.
+        source = runner.share(source)
+    partial = f"{output}.partial-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     seconds = {}
     gathered = 0
     try:
@@ -374,18 +404,23 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
         seconds["merge"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        shared = runner.broadcast(tables)
-        runner.gather(runner.map(_write, [(partial, lo, hi, b, i, shared, write_fragments)
+        runner.gather(runner.map(_write, [(partial, lo, hi, b, i, np.ascontiguousarray(tables[:, i]), write_fragments)
                                           for (_, lo, hi), b, i in zip(blocks, basins, ids)]))
+        del tables
         runner.release(basins)
         zarr.open_group(partial, mode="r+").attrs.update(
             {"thresholds": thresholds, "n_fragments": int(n_fragments), "block_shape": list(block_shape),
              "aff_threshold_low": low, "aff_threshold_high": high})
         seconds["write"] = time.perf_counter() - started
         if os.path.exists(output):
+            if not overwrite:
+                raise FileExistsError(f"{output} appeared while decoding; pass overwrite=True to replace it")
             shutil.rmtree(output)
         os.rename(partial, output)
     except BaseException:
+        # Stop the tasks first: one still running could write after the
+        # folder is removed.
+        runner.close()
         shutil.rmtree(partial, ignore_errors=True)
         raise
     finally:
