@@ -302,9 +302,13 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
     renamed once complete, so a failed run leaves no partial output; an
     existing ``output`` is an error unless ``overwrite``. ``thresholds``:
     ascending, as waterz's. ``block_shape``: ``(z, y, x)`` voxels per task.
-    ``client``: a ``dask.distributed.Client`` (CPU or GPU workers alike),
+    ``client``: a ``dask.distributed.Client`` (its workers run the steps on
+    their CPUs: the per-block steps have no GPU version yet),
     or None to run on a thread pool here (``workers`` threads, default
-    every core).
+    every core). Between steps each block keeps one byte per voxel (after
+    step 1), then four (after step 3), where its tasks ran: without a
+    client that is this process, so a volume larger than this machine's
+    memory needs a cluster.
 
     Returns a :class:`BlockwiseResult`. Segment ids are fragment ids (each
     segment is named by its smallest fragment, as waterz merges into the
