@@ -90,6 +90,8 @@ def test_volumes_on_a_dask_cluster_equal_the_whole_volume(tmp_path, dask_client,
     whole = blockwise.agglomerate(path, tmp_path / "whole", THRESHOLDS, affs.shape[1:])
     local = blockwise.agglomerate(path, tmp_path / "local", THRESHOLDS, block)
     remote = blockwise.agglomerate(path, tmp_path / "dask", THRESHOLDS, block, client=dask_client)
+    with pytest.raises(ValueError, match="spill"):
+        blockwise.agglomerate(path, tmp_path / "spill", THRESHOLDS, block, client=dask_client, spill=True)
     assert whole.open_voxels == 0 and local.open_voxels > 0 and remote.open_voxels == local.open_voxels
     assert remote.n_fragments == local.n_fragments == whole.n_fragments == fragments.max()
     w_frag, w_seg, _ = read(tmp_path / "whole")
@@ -114,11 +116,15 @@ def test_uint8_numpy_and_callable_sources(tmp_path):
     blockwise.agglomerate(affs, tmp_path / "numpy", THRESHOLDS, (6, 7, 8))
     blockwise.agglomerate(lambda lo, hi: affs[:, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], tmp_path / "callable",
                           THRESHOLDS, (4, 20, 5), shape=affs.shape, workers=2)
-    for name in ("numpy", "callable"):
+    # The per-block arrays in memory instead of spilled to files.
+    blockwise.agglomerate(affs, tmp_path / "memory", THRESHOLDS, (6, 7, 8), spill=False)
+    for name in ("numpy", "callable", "memory"):
         got_fragments, got, _ = read(tmp_path / name)
         assert np.array_equal(got_fragments, fragments)
         for k in range(len(THRESHOLDS)):
             assert same_partition(got[k], segmentations[k])
+        assert not (tmp_path / name / "blocks").exists(), "the spilled blocks are removed"
+    assert np.array_equal(read(tmp_path / "memory")[1], read(tmp_path / "numpy")[1])
 
 
 def test_bad_inputs_raise_and_leave_no_output(tmp_path):

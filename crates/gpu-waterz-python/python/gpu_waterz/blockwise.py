@@ -166,22 +166,44 @@ def _blocks(dims, block_shape):
 
 # The per-block steps, as plain functions of their inputs (tasks).
 
-def _plateaus(source, dims, lo, hi, low, high):
+class _Spilled:
+    """A block's array kept in a ``.npy`` file instead of in memory."""
+
+    def __init__(self, path):
+        self.path = path
+
+
+def _kept(array, spill):
+    """``array``, or with ``spill`` (a file path) the array written there."""
+    if spill is None:
+        return array
+    np.save(spill, array)
+    return _Spilled(spill)
+
+
+def _load(value):
+    return np.load(value.path) if isinstance(value, _Spilled) else value
+
+
+def _plateaus(source, dims, lo, hi, low, high, spill=None):
     halo_lo = tuple(max(l - 1, 0) for l in lo)
     halo_hi = tuple(min(h + 2, d) for h, d in zip(hi, dims))
     affs = source.read(halo_lo, halo_hi)
-    return _native.blockwise_local_plateaus(affs, list(dims), list(lo), list(hi), low, high)
+    bits, index, mask = _native.blockwise_local_plateaus(affs, list(dims), list(lo), list(hi), low, high)
+    return _kept(bits, spill), index, mask
 
 
 def _open_part(plateaus):
     return plateaus[1], plateaus[2]
 
 
-def _basins(dims, lo, hi, plateaus, settled):
+def _basins(dims, lo, hi, plateaus, settled, spill=None):
     bits, index, mask = plateaus
-    out = _native.blockwise_basins(list(dims), list(lo), list(hi), _c(bits, np.uint8), _c(index, np.uint64),
-                                   _c(mask, np.uint8), _c(settled, np.uint8))
-    return out[0], out[1:]
+    out = _native.blockwise_basins(list(dims), list(lo), list(hi), _c(_load(bits), np.uint8),
+                                   _c(index, np.uint64), _c(mask, np.uint8), _c(settled, np.uint8))
+    if isinstance(bits, _Spilled):
+        os.remove(bits.path)
+    return _kept(out[0], spill), out[1:]
 
 
 def _summary(basins):
@@ -190,8 +212,8 @@ def _summary(basins):
 
 def _edges(source, dims, lo, hi, basins, ids, lower):
     affs = source.read(lo, hi)
-    return _native.blockwise_edges(list(dims), list(lo), list(hi), _c(basins[0], np.uint32), _c(ids, np.uint64),
-                                   [_c(layer, np.uint64) for layer in lower], affs)
+    return _native.blockwise_edges(list(dims), list(lo), list(hi), _c(_load(basins[0]), np.uint32),
+                                   _c(ids, np.uint64), [_c(layer, np.uint64) for layer in lower], affs)
 
 
 def _write(output, lo, hi, basins, ids, segments, write_fragments):
@@ -199,7 +221,7 @@ def _write(output, lo, hi, basins, ids, segments, write_fragments):
     components at threshold ``t`` (the global tables at its fragments)."""
     import zarr
 
-    components = basins[0]
+    components = _load(basins[0])
     region = (slice(lo[0], hi[0]), slice(lo[1], hi[1]), slice(lo[2], hi[2]))
     segmentation = zarr.open_array(os.path.join(output, "segmentation"), mode="r+")
     for t in range(segments.shape[0]):
@@ -207,6 +229,8 @@ def _write(output, lo, hi, basins, ids, segments, write_fragments):
     fragments = ids[components]
     if write_fragments:
         zarr.open_array(os.path.join(output, "fragments"), mode="r+")[region] = fragments
+    if isinstance(basins[0], _Spilled):
+        os.remove(basins[0].path)
     return None
 
 
@@ -286,7 +310,7 @@ def _nbytes(value):
 
 def agglomerate(affinities, output, thresholds, block_shape, client=None, *, shape=None,
                 aff_threshold_low=0.0001, aff_threshold_high=0.9999, write_fragments=True,
-                overwrite=False, workers=None):
+                overwrite=False, workers=None, spill=None):
     """Decodes ``affinities`` block by block into the zarr group ``output``.
 
     ``affinities``: the ``(3, z, y, x)`` affinities (float32, other floats
@@ -306,9 +330,11 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
     their CPUs: the per-block steps have no GPU version yet),
     or None to run on a thread pool here (``workers`` threads, default
     every core). Between steps each block keeps one byte per voxel (after
-    step 1), then four (after step 3), where its tasks ran: without a
-    client that is this process, so a volume larger than this machine's
-    memory needs a cluster.
+    step 1), then four (after step 3), where its tasks ran: in the
+    workers' memory with a client (Dask spills it to disk under memory
+    pressure); without one, in ``.npy`` files in the staging folder
+    (``spill``, the default without a client; ``spill=False`` keeps them in
+    memory), so that one process decodes volumes larger than its memory.
 
     Returns a :class:`BlockwiseResult`. Segment ids are fragment ids (each
     segment is named by its smallest fragment, as waterz merges into the
@@ -340,11 +366,20 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
         # An array in memory travels to each worker once, not with each task.
         source = runner.share(source)
     partial = f"{output}.partial-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    spill = client is None if spill is None else bool(spill)
+    if spill and client is not None:
+        raise ValueError("spill=True is for runs without a client (Dask workers spill by themselves)")
+    scratch = os.path.join(partial, "blocks")
+
+    def spill_to(k, what):
+        return os.path.join(scratch, f"{what}-{k}.npy") if spill else None
     seconds = {}
     gathered = 0
     try:
         # The output's arrays first: a bad path fails before any work.
         zarr.open_group(partial, mode="w")
+        if spill:
+            os.makedirs(scratch)
         chunks = block_shape
         zarr.open_array(os.path.join(partial, "segmentation"), mode="w", shape=(len(thresholds),) + dims,
                         chunks=(1,) + chunks, dtype=np.uint64, fill_value=0)
@@ -353,7 +388,8 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
                             dtype=np.uint64, fill_value=0)
 
         started = time.perf_counter()
-        plateaus = runner.map(_plateaus, [(source, dims, lo, hi, low, high) for _, lo, hi in blocks])
+        plateaus = runner.map(_plateaus, [(source, dims, lo, hi, low, high, spill_to(k, "directions"))
+                                          for k, (_, lo, hi) in enumerate(blocks)])
         open_parts = runner.gather(runner.map(_open_part, [(p,) for p in plateaus]))
         gathered += _nbytes(open_parts)
         seconds["plateaus"] = time.perf_counter() - started
@@ -366,7 +402,8 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
         seconds["settle"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        basins = runner.map(_basins, [(dims, lo, hi, p, s) for (_, lo, hi), p, s in zip(blocks, plateaus, settled)])
+        basins = runner.map(_basins, [(dims, lo, hi, p, s, spill_to(k, "components"))
+                                      for k, ((_, lo, hi), p, s) in enumerate(zip(blocks, plateaus, settled))])
         summaries = runner.gather(runner.map(_summary, [(b,) for b in basins]))
         runner.release(plateaus)
         del plateaus
@@ -416,6 +453,8 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
             {"thresholds": thresholds, "n_fragments": int(n_fragments), "block_shape": list(block_shape),
              "aff_threshold_low": low, "aff_threshold_high": high})
         seconds["write"] = time.perf_counter() - started
+        if spill:
+            shutil.rmtree(scratch, ignore_errors=True)
         if os.path.exists(output):
             if not overwrite:
                 raise FileExistsError(f"{output} appeared while decoding; pass overwrite=True to replace it")
