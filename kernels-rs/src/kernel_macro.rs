@@ -32,3 +32,15 @@ macro_rules! kernel {
         }
     };
 }
+
+/// Runs `$body` for `$q` = each listed index, written out: the compiler
+/// does not unroll some loops (those that hold calls, or many
+/// iterations), and a loop would put the per-index arrays in local memory.
+macro_rules! unrolled {
+    ($q:ident in [$($k:literal)*] => $body:block) => {
+        $({
+            let $q: usize = $k;
+            $body
+        })*
+    };
+}

@@ -632,13 +632,7 @@ tile_kernels! {
 /// written out so that the per-slot arrays stay in registers.
 macro_rules! for_each_slot {
     ($s:ident => $body:block) => {
-        for_each_slot!(@ $s $body; 0 1 2 3 4 5 6 7)
-    };
-    (@ $s:ident $body:block; $($k:literal)*) => {
-        $({
-            let $s: usize = $k;
-            $body
-        })*
+        unrolled!($s in [0 1 2 3 4 5 6 7] => $body)
     };
 }
 const _: () = assert!(BOX_SLOTS == 8, "for_each_slot! writes out 8 slots");

@@ -65,17 +65,6 @@ macro_rules! for_each_output {
 }
 const _: () = assert!(MICRO == 4, "for_each_output! writes out 4 x 4 outputs");
 
-/// Runs `$body` for `$q` = each listed index, written out (as
-/// `for_each_output!`, for the row kernels' pairs).
-macro_rules! unrolled {
-    ($q:ident in [$($k:literal)*] => $body:block) => {
-        $({
-            let $q: usize = $k;
-            $body
-        })*
-    };
-}
-
 /// The device's float32 `e^x` and `ln x`.
 struct Hardware;
 

@@ -448,6 +448,21 @@ impl BoxGeometry {
     pub fn units(&self) -> u64 {
         self.items * self.tiles[0] as u64 * self.tiles[1] as u64 * self.tiles[2] as u64
     }
+
+    /// The bytes of shared memory a block takes for values of
+    /// `value_bytes`, or `None` when the window does not fit the kernel:
+    /// a window of no position, a plane beyond `BOX_SLOTS` loads per
+    /// thread, or more than `BOX_SHARED_BYTES`. (Each window is bounded
+    /// first, so that [`Self::plane_len`] and [`Self::shared_len`] do not
+    /// wrap.)
+    pub fn shared_bytes(&self, value_bytes: u32) -> Option<u32> {
+        let limit = (BOX_SLOTS * BOX_THREADS) as i64;
+        if (0..3).any(|a| !(1..=limit).contains(&(self.high[a] as i64 - self.low[a] as i64 + 1))) {
+            return None;
+        }
+        let shared = self.shared_len() as u64 * value_bytes as u64;
+        (self.plane_len() <= BOX_SLOTS * BOX_THREADS && shared <= BOX_SHARED_BYTES as u64).then_some(shared as u32)
+    }
 }
 
 macro_rules! box_args {
@@ -708,5 +723,28 @@ mod tests {
         assert_eq!(read([0, 3], MODE_NEAREST), Some(3));
         assert_eq!(read([0, 3], MODE_WRAP), Some(2 * 4));
         assert_eq!(read([0, 3], MODE_REFLECT), Some(3));
+    }
+
+    /// The box kernels' shared memory: the plane, its rows and the ring
+    /// for a 3 × 3 × 3 box; windows that are empty, too wide for the
+    /// loads or too large for the memory are refused without wrapping.
+    #[test]
+    fn box_shared_memory_fits_or_is_refused() {
+        let g = |low: [i32; 3], high: [i32; 3]| BoxGeometry {
+            items: 1,
+            extent: [64, 64, 64],
+            chunk_z: 32,
+            low,
+            high,
+            tiles: [2, 8, 1],
+            reserved: 0,
+        };
+        let cube = g([-1; 3], [1; 3]);
+        assert_eq!(cube.plane_len(), 10 * 66);
+        assert_eq!(cube.shared_bytes(4), Some((10 * 66 + 10 * 64 + 3 * 8 * 64) * 4));
+        assert_eq!(g([0, 0, 1], [0, 0, 0]).shared_bytes(4), None);
+        assert_eq!(g([0, 0, i32::MIN], [0, 0, i32::MAX]).shared_bytes(4), None);
+        assert_eq!(g([0, 0, 0], [0, 0, 2047]).shared_bytes(4), None, "a plane beyond the loads");
+        assert_eq!(g([0, 0, 0], [40, 0, 0]).shared_bytes(8), None, "a ring beyond the memory");
     }
 }

@@ -61,8 +61,6 @@ pub use stages::{
     FragmentIds, LocalBasins,
 };
 
-use gpu_waterz_core::ContactStats;
-
 /// Errors of the blockwise decode.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -147,6 +145,16 @@ impl Block {
             )));
         }
         Ok(())
+    }
+
+    /// The voxel of the volume at `local`, a position in the block.
+    pub(crate) fn global(&self, local: [u64; 3]) -> [u64; 3] {
+        [self.lo[0] + local[0], self.lo[1] + local[1], self.lo[2] + local[2]]
+    }
+
+    /// Whether voxel `at` of the volume lies in the block.
+    pub(crate) fn contains(&self, at: [u64; 3]) -> bool {
+        (0..3).all(|a| at[a] >= self.lo[a] && at[a] < self.hi[a])
     }
 
     /// The region whose affinities [`local_plateaus`] reads: the block
@@ -248,12 +256,50 @@ pub(crate) fn check_dims(dims: [u64; 3]) -> Result<()> {
     Ok(())
 }
 
-/// The linear index of voxel `(z, y, x)` in a volume of `dims`.
-pub(crate) fn voxel_index(dims: [u64; 3], at: [u64; 3]) -> u64 {
-    (at[0] * dims[1] + at[1]) * dims[2] + at[2]
+/// The linear index of voxel `at` = `(z, y, x)` in an array of `shape`
+/// (C order).
+pub(crate) fn voxel_index(shape: [u64; 3], at: [u64; 3]) -> u64 {
+    (at[0] * shape[1] + at[1]) * shape[2] + at[2]
 }
 
-/// The statistics of one face, as the whole-volume region graph takes them.
-pub(crate) fn face_stats(affinity: f32) -> ContactStats {
-    ContactStats::of_face(affinity)
+/// The voxel `(z, y, x)` at linear index `i` of an array of `shape`: the
+/// inverse of [`voxel_index`].
+pub(crate) fn voxel_at(shape: [u64; 3], i: u64) -> [u64; 3] {
+    [i / (shape[1] * shape[2]), (i / shape[2]) % shape[1], i % shape[2]]
+}
+
+/// The linear offset of the neighbour in each direction (waterz's order
+/// `-z, -y, -x, +z, +y, +x`) in an array of `shape`.
+pub(crate) fn neighbour_offsets(shape: [u64; 3]) -> [i64; 6] {
+    let (sz, sy) = ((shape[1] * shape[2]) as i64, shape[2] as i64);
+    [-sz, -sy, -1, sz, sy, 1]
+}
+
+/// Whether the neighbour of `at` in direction `d` lies inside `0..shape`.
+pub(crate) fn neighbour_inside(at: [u64; 3], d: usize, shape: [u64; 3]) -> bool {
+    let axis = d % 3;
+    if d < 3 {
+        at[axis] > 0
+    } else {
+        at[axis] + 1 < shape[axis]
+    }
+}
+
+/// The root of `i` in the union-find forest `parent` (halving the path).
+pub(crate) fn find(parent: &mut [u32], mut i: u32) -> u32 {
+    while parent[i as usize] != i {
+        let p = parent[i as usize];
+        parent[i as usize] = parent[p as usize];
+        i = p;
+    }
+    i
+}
+
+/// Joins the trees of `a` and `b`; the smaller root stays a root, so a
+/// root is always the smallest member of its tree.
+pub(crate) fn union(parent: &mut [u32], a: u32, b: u32) {
+    let (r, q) = (find(parent, a), find(parent, b));
+    if r != q {
+        parent[r.max(q) as usize] = r.min(q);
+    }
 }

@@ -1,7 +1,7 @@
 //! Steps 1 and 2: the watershed's mask and the division of its plateaus,
 //! inside blocks and across them.
 
-use crate::{invalid, voxel_index, Block, Result};
+use crate::{find, invalid, neighbour_inside, neighbour_offsets, union, voxel_at, voxel_index, Block, Result};
 use gpu_waterz_abi::watershed::{steepest_mask, DIRECTION_BITS, OPPOSITE};
 use gpu_waterz_core::params::check_watershed_thresholds;
 use gpu_waterz_core::{CoreError, WatershedParams};
@@ -77,22 +77,6 @@ fn divide(bits: &mut [u8], corners: Vec<usize>, neighbour: impl Fn(usize, usize)
     }
 }
 
-/// The offset of each direction in a C-ordered array of `shape`.
-fn offsets(shape: [u64; 3]) -> [i64; 6] {
-    let (sz, sy) = ((shape[1] * shape[2]) as i64, shape[2] as i64);
-    [-sz, -sy, -1, sz, sy, 1]
-}
-
-/// Whether the neighbour of `at` in direction `d` lies inside `0..shape`.
-fn inside(at: [u64; 3], d: usize, shape: [u64; 3]) -> bool {
-    let axis = d % 3;
-    if d < 3 {
-        at[axis] > 0
-    } else {
-        at[axis] + 1 < shape[axis]
-    }
-}
-
 /// Step 1 for `block` of a volume of `dims`: `affinities` are the
 /// `(3, z, y, x)` affinities of [`Block::halo`] (faces outside the volume
 /// count as `low`, as in the whole-volume watershed).
@@ -158,25 +142,17 @@ pub fn local_plateaus(
         }
         *mask = steepest_mask(faces, low, high);
     }
-    let ring_offsets = offsets(rs);
+    let ring_offsets = neighbour_offsets(rs);
     let masks = masks.as_slice().expect("a new array is contiguous");
     let bs = block.shape();
     let n = block.len() as usize;
-    let block_offsets = offsets(bs);
+    let block_offsets = neighbour_offsets(bs);
     // Each block voxel's mask, corner flag, and plateau (union-find over
     // the faces both voxels mark, inside the block); a plateau is open when
     // one of its voxels shares such a face with a voxel outside.
     let mut bits = vec![0u8; n];
     let mut parent: Vec<u32> = (0..n as u32).collect();
     let mut touches_outside = vec![false; n];
-    fn find(parent: &mut [u32], mut i: u32) -> u32 {
-        while parent[i as usize] != i {
-            let p = parent[i as usize];
-            parent[i as usize] = parent[p as usize];
-            i = p;
-        }
-        i
-    }
     let mut i = 0usize;
     for z in 0..bs[0] {
         for y in 0..bs[1] {
@@ -196,12 +172,8 @@ pub fn local_plateaus(
                     let back = masks[(r as i64 + ring_offsets[d]) as usize] & DIRECTION_BITS[opposite] != 0;
                     if !back {
                         corner = true;
-                    } else if inside(local, d, bs) {
-                        let j = (i as i64 + block_offsets[d]) as u32;
-                        let (a, b) = (find(&mut parent, i as u32), find(&mut parent, j));
-                        if a != b {
-                            parent[a.max(b) as usize] = a.min(b);
-                        }
+                    } else if neighbour_inside(local, d, bs) {
+                        union(&mut parent, i as u32, (i as i64 + block_offsets[d]) as u32);
                     } else {
                         touches_outside[i] = true;
                     }
@@ -223,8 +195,7 @@ pub fn local_plateaus(
     let mut open_voxels = OpenVoxels::default();
     let corners: Vec<usize> = (0..n).filter(|&i| !open[i] && bits[i] & CORNER_FLAG != 0).collect();
     for i in (0..n).filter(|&i| open[i]) {
-        let at = [i as u64 / (bs[1] * bs[2]), (i as u64 / bs[2]) % bs[1], i as u64 % bs[2]];
-        open_voxels.index.push(voxel_index(dims, [block.lo[0] + at[0], block.lo[1] + at[1], block.lo[2] + at[2]]));
+        open_voxels.index.push(voxel_index(dims, block.global(voxel_at(bs, i as u64))));
         open_voxels.mask.push(bits[i]);
     }
     // The plateaus inside the block, divided here. A face to a voxel
@@ -232,8 +203,7 @@ pub fn local_plateaus(
     // open); one to an open voxel inside is not either, and that voxel's
     // mask says so.
     divide(&mut bits, corners, |i, d| {
-        let at = [i as u64 / (bs[1] * bs[2]), (i as u64 / bs[2]) % bs[1], i as u64 % bs[2]];
-        inside(at, d, bs).then(|| (i as i64 + block_offsets[d]) as usize)
+        neighbour_inside(voxel_at(bs, i as u64), d, bs).then(|| (i as i64 + block_offsets[d]) as usize)
     });
     for b in &mut bits {
         *b &= DIRECTIONS;
@@ -279,11 +249,10 @@ pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<
     }
     let mut bits: Vec<u8> = all.iter().map(|&(_, b, k)| open[b as usize].mask[k as usize]).collect();
     let corners: Vec<usize> = (0..all.len()).filter(|&s| bits[s] & CORNER_FLAG != 0).collect();
-    let volume_offsets = offsets(dims);
+    let volume_offsets = neighbour_offsets(dims);
     divide(&mut bits, corners, |s, d| {
         let v = all[s].0;
-        let at = [v / (dims[1] * dims[2]), (v / dims[2]) % dims[1], v % dims[2]];
-        if !inside(at, d, dims) {
+        if !neighbour_inside(voxel_at(dims, v), d, dims) {
             return None;
         }
         slot.get(&((v as i64 + volume_offsets[d]) as u64)).copied()

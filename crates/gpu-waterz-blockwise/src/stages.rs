@@ -2,7 +2,9 @@
 //! relabelling; and [`decode`], every step in this process.
 
 use crate::plateaus::{local_plateaus, settle_open_plateaus, OpenVoxels};
-use crate::{face_stats, invalid, voxel_index, Block, BlockGrid, Result};
+use crate::{
+    find, invalid, neighbour_inside, neighbour_offsets, union, voxel_at, voxel_index, Block, BlockGrid, Result,
+};
 use gpu_waterz_abi::watershed::DIRECTION_BITS;
 use gpu_waterz_core::{ContactStats, Thresholds, WatershedParams};
 use gpu_waterz_parhac::IterativeMerging;
@@ -53,15 +55,6 @@ fn face_values<T: Copy>(array: &ArrayView3<'_, T>, d: usize) -> Vec<T> {
     array.index_axis(Axis(axis), at).iter().copied().collect()
 }
 
-fn find(parent: &mut [u32], mut i: u32) -> u32 {
-    while parent[i as usize] != i {
-        let p = parent[i as usize];
-        parent[i as usize] = parent[p as usize];
-        i = p;
-    }
-    i
-}
-
 /// Step 3 for `block` of a volume of `dims`: `bits` and `open` are its
 /// [`crate::LocalPlateaus`], `settled` its open voxels' directions from
 /// [`settle_open_plateaus`].
@@ -89,32 +82,26 @@ pub fn local_basins(
         return Err(invalid("settled directions hold bits other than the six directions"));
     }
     for (&v, &b) in open.index.iter().zip(settled) {
-        let at = [v / (dims[1] * dims[2]), (v / dims[2]) % dims[1], v % dims[2]];
-        if (0..3).any(|a| at[a] < block.lo[a] || at[a] >= block.hi[a]) {
+        let at = voxel_at(dims, v);
+        if !block.contains(at) {
             return Err(invalid(format!("open voxel {v} is not in block {:?}..{:?}", block.lo, block.hi)));
         }
         bits[[(at[0] - block.lo[0]) as usize, (at[1] - block.lo[1]) as usize, (at[2] - block.lo[2]) as usize]] = b;
     }
     let n = block.len() as usize;
-    // In C order whatever the array's layout.
-    let flat: Vec<u8> = bits.iter().copied().collect();
-    let (sz, sy) = (bs[1] * bs[2], bs[2]);
-    let step = [-(sz as i64), -(sy as i64), -1, sz as i64, sy as i64, 1];
+    // In C order whatever the array's layout (a copy only when it is not).
+    let standard = bits.as_standard_layout();
+    let flat = standard.as_slice().expect("a standard layout is contiguous");
+    let step = neighbour_offsets(bs);
     let mut parent: Vec<u32> = (0..n as u32).collect();
     for (i, &b) in flat.iter().enumerate() {
         if b == 0 {
             continue;
         }
-        let at = [i as u64 / sz, (i as u64 / sy) % bs[1], i as u64 % bs[2]];
+        let at = voxel_at(bs, i as u64);
         for (d, &bit) in DIRECTION_BITS.iter().enumerate() {
-            let axis = d % 3;
-            let inside = if d < 3 { at[axis] > 0 } else { at[axis] + 1 < bs[axis] };
-            if b & bit != 0 && inside {
-                let j = (i as i64 + step[d]) as u32;
-                let (r, q) = (find(&mut parent, i as u32), find(&mut parent, j));
-                if r != q {
-                    parent[r.max(q) as usize] = r.min(q);
-                }
+            if b & bit != 0 && neighbour_inside(at, d, bs) {
+                union(&mut parent, i as u32, (i as i64 + step[d]) as u32);
             }
         }
     }
@@ -131,10 +118,7 @@ pub fn local_basins(
         }
         let root = find(&mut parent, i as u32) as usize;
         if root == i {
-            component_min.push(voxel_index(
-                dims,
-                [block.lo[0] + i as u64 / sz, block.lo[1] + (i as u64 / sy) % bs[1], block.lo[2] + i as u64 % bs[2]],
-            ));
+            component_min.push(voxel_index(dims, block.global(voxel_at(bs, i as u64))));
             component_sizes.push(0);
             component[i] = component_min.len() as u32;
         } else {
@@ -204,10 +188,7 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
         // smallest voxel lies in the block.
         let counted = basin.component_sizes.iter().try_fold(basin.background, |n, &s| n.checked_add(s));
         let block = grid.block(b);
-        let inside = |v: u64| {
-            let at = [v / (grid.dims()[1] * grid.dims()[2]), (v / grid.dims()[2]) % grid.dims()[1], v % grid.dims()[2]];
-            (0..3).all(|a| at[a] >= block.lo[a] && at[a] < block.hi[a])
-        };
+        let inside = |v: u64| block.contains(voxel_at(grid.dims(), v));
         if counted != Some(block.len()) || !basin.component_min.iter().all(|&v| inside(v)) {
             return Err(invalid(format!("block {b}: its components do not count its voxels or lie outside it")));
         }
@@ -249,10 +230,7 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
                     return Err(invalid(format!("blocks {b} and {next}: a direction leads to background")));
                 }
                 let (p, q) = (first[b] + c as usize - 1, first[next] + e as usize - 1);
-                let (r, s) = (find(&mut parent, p as u32), find(&mut parent, q as u32));
-                if r != s {
-                    parent[r.max(s) as usize] = r.min(s);
-                }
+                union(&mut parent, p as u32, q as u32);
             }
         }
     }
@@ -365,7 +343,7 @@ pub fn block_edges(
             if f != g {
                 let (u, v) = (f.min(g), f.max(g));
                 if u != 0 {
-                    let face = face_stats(affinities[[axis, z, y, x]]);
+                    let face = ContactStats::of_face(affinities[[axis, z, y, x]]);
                     let entry = stats.entry((u, v)).or_default();
                     *entry = entry.merged(face);
                 }

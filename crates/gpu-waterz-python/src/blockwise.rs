@@ -240,3 +240,19 @@ pub(crate) fn implicit_cell_affinities<'py>(
         .map_err(PyValueError::new_err)?;
     Ok(affs.into_pyarray(py))
 }
+
+/// Checks `agglomerate`'s parameters before any work, with the rules every
+/// step applies: merge thresholds finite and strictly ascending (also in
+/// float32), watershed thresholds finite, in [0, 1], low < high.
+#[pyfunction]
+pub(crate) fn blockwise_check_parameters(thresholds: Vec<f64>, low: f64, high: f64) -> PyResult<()> {
+    gpu_waterz_core::Thresholds::new(&thresholds).map_err(|e| {
+        PyValueError::new_err(format!("thresholds must be finite and strictly ascending (also in float32): {e}"))
+    })?;
+    gpu_waterz_core::params::check_watershed_thresholds(low, high).map_err(|e| {
+        PyValueError::new_err(format!(
+            "aff_threshold_low and aff_threshold_high must be finite, in [0, 1], low < high: {e}"
+        ))
+    })?;
+    Ok(())
+}

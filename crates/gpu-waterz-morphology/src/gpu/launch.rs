@@ -247,11 +247,7 @@ macro_rules! grey_launches {
             ) -> Result<()> {
                 const K: &str = stringify!($boxed);
                 let config = check_box(gpu, K, geometry, std::mem::size_of::<$t>() as u32)?;
-                let n = geometry.items.checked_mul(geometry.extent.iter().map(|&e| e as u64).product::<u64>());
-                let n = n.filter(|&n| n <= isize::MAX as u64 / 8).ok_or_else(|| RuntimeError::InvalidLaunch {
-                    kernel: K,
-                    reason: "the arrays are too large".into(),
-                })?;
+                let n = values_of(K, geometry.items, geometry.extent)?;
                 check_pair(gpu, K, n, input, output)?;
                 if n == 0 {
                     return Ok(());
@@ -280,27 +276,12 @@ grey_launches! {
         grey_box_f64 GreyBoxF64Args;
 }
 
-/// The shared memory a box kernel over values of `value_bytes` takes for
-/// `geometry`, or `None` when the window is too large for the kernel (its
-/// plane beyond `BOX_SLOTS` loads per thread, or the shared memory beyond
-/// `BOX_SHARED_BYTES`). In u64, so that no window wraps it.
-pub(crate) fn box_shared_bytes(geometry: &BoxGeometry, value_bytes: u32) -> Option<u32> {
-    let window = |axis: usize| geometry.high[axis] as i64 - geometry.low[axis] as i64 + 1;
-    if (0..3).any(|axis| window(axis) < 1) {
-        return None;
-    }
-    let (wz, wy, wx) = (window(0) as u64, window(1) as u64, window(2) as u64);
-    let halo_y = BOX_Y as u64 + wy - 1;
-    let plane = halo_y * (BOX_X as u64 + wx - 1);
-    let shared = (plane + halo_y * BOX_X as u64 + wz * (BOX_Y * BOX_X) as u64) * value_bytes as u64;
-    (plane <= (BOX_SLOTS * BOX_THREADS) as u64 && shared <= BOX_SHARED_BYTES as u64).then_some(shared as u32)
-}
-
 /// Checks a box geometry (windows, chunk, tile counts, index ranges) and
 /// returns its launch.
 fn check_box(gpu: &Gpu, kernel: &'static str, g: &BoxGeometry, value_bytes: u32) -> Result<LaunchConfig> {
     let bad = |reason: String| RuntimeError::InvalidLaunch { kernel, reason };
-    let shared = box_shared_bytes(g, value_bytes)
+    let shared = g
+        .shared_bytes(value_bytes)
         .ok_or_else(|| bad(format!("window {:?}..={:?} does not fit the box kernel", g.low, g.high)))?;
     let steps = [g.chunk_z, BOX_Y, BOX_X];
     for (axis, &step) in steps.iter().enumerate() {
@@ -438,8 +419,13 @@ fn check_tile(kernel: &'static str, tile: &DeviceTile, value_bytes: u32) -> Resu
 
 /// The values of the items of a tile layout.
 fn tile_values(kernel: &'static str, g: &TileGeometry) -> Result<u64> {
-    let spatial = g.extent.iter().map(|&e| e as u64).product::<u64>();
-    g.items
+    values_of(kernel, g.items, g.extent)
+}
+
+/// The number of values of `items` arrays of `(z, y, x)` `extent`.
+fn values_of(kernel: &'static str, items: u64, extent: [u32; 3]) -> Result<u64> {
+    let spatial = extent.iter().map(|&e| e as u64).product::<u64>();
+    items
         .checked_mul(spatial)
         .filter(|&n| n <= isize::MAX as u64 / 8)
         .ok_or_else(|| RuntimeError::InvalidLaunch { kernel, reason: "the arrays are too large".into() })

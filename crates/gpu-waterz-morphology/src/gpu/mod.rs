@@ -230,7 +230,8 @@ fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: u
     for (axis, (lo, hi)) in footprint.extrema().into_iter().enumerate() {
         let a = 3 - rank + axis;
         match (i32::try_from(lo), i32::try_from(hi)) {
-            (Ok(lo), Ok(hi)) if lo <= hi && hi - lo < 4096 => (low[a], high[a]) = (lo, hi),
+            // Windows the kernel cannot take are refused below.
+            (Ok(lo), Ok(hi)) => (low[a], high[a]) = (lo, hi),
             _ => return Ok(None),
         }
     }
@@ -243,7 +244,7 @@ fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: u
         tiles: [0, extent[1].div_ceil(BOX_Y), extent[2].div_ceil(BOX_X)],
         reserved: 0,
     };
-    if morph::box_shared_bytes(&geometry, value_bytes as u32).is_none() {
+    if geometry.shared_bytes(value_bytes as u32).is_none() {
         return Ok(None);
     }
     let enough = gpu.multiprocessor_count() as u64 * 4 * 4;

@@ -140,8 +140,7 @@ class _Source:
             if values.dtype.kind not in "fiu":
                 raise ValueError(f"affinities of dtype {values.dtype} are not taken")
             values = values.astype(np.float32)
-        if not np.isfinite(values).all():
-            raise ValueError(f"the affinities of voxels {lo}..{hi} hold NaN or infinity")
+        # NaN and infinity are refused by the native step 1, with their voxel.
         return np.ascontiguousarray(values)
 
 
@@ -343,11 +342,9 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
     import zarr
 
     thresholds = [float(t) for t in np.atleast_1d(np.asarray(thresholds, dtype=np.float64))]
-    if len(thresholds) == 0:
-        raise ValueError("at least one threshold is needed")
-    as32 = np.asarray(thresholds, dtype=np.float32)
-    if not np.all(np.isfinite(thresholds)) or np.any(np.diff(thresholds) <= 0) or np.any(np.diff(as32) <= 0):
-        raise ValueError(f"thresholds must be finite and strictly ascending (also in float32), not {thresholds}")
+    low, high = float(aff_threshold_low), float(aff_threshold_high)
+    # The rules every step applies, checked before any work.
+    _native.blockwise_check_parameters(thresholds, low, high)
     source = _Source(affinities, shape)
     dims = tuple(int(s) for s in source.shape[1:])
     block_shape = tuple(int(b) for b in block_shape)
@@ -356,10 +353,6 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
     output = os.path.normpath(os.path.abspath(os.fspath(output)))
     if os.path.exists(output) and not overwrite:
         raise FileExistsError(f"{output} exists; pass overwrite=True to replace it")
-    low, high = float(aff_threshold_low), float(aff_threshold_high)
-    if not (np.isfinite(low) and np.isfinite(high) and 0 <= low < high <= 1):
-        raise ValueError(f"aff_threshold_low and aff_threshold_high must be finite, in [0, 1], low < high; "
-                         f"not {low} and {high}")
     counts, blocks = _blocks(dims, block_shape)
     runner = _Dask(client) if client is not None else _Local(workers or os.cpu_count() or 1)
     if source.path is None and source.function is None:
