@@ -26,7 +26,7 @@
 //!    their smallest voxel index: waterz's labels, not only its partition.
 //! 5. [`block_edges`] (per block): the region graph's faces inside the
 //!    block and across its three lower faces, as exact integer statistics
-//!    ([`ContactStats`]) per fragment pair.
+//!    ([`gpu_waterz_core::ContactStats`]) per fragment pair.
 //! 6. [`merge`] (global): the statistics summed per pair over the blocks
 //!    (order-free: integers), then waterz's serial merging in exact
 //!    arithmetic ([`gpu_waterz_parhac::IterativeMerging`], which the GPU's
