@@ -75,9 +75,6 @@ def main():
         except Exception:  # noqa: BLE001 - older DLPack without bool: through the host
             return cp.asarray(t.cpu().numpy())
 
-    def equal(ours, theirs):
-        return bool(np.array_equal(ours.cpu().numpy(), cp.asnumpy(theirs)))
-
     big = (args.size,) * 3
     small = (args.small,) * 3
     volume = noise(big)
@@ -121,6 +118,27 @@ def main():
         (f"binary_propagation {args.small}^3", lambda: gndi.binary_propagation(mask_small & (volume[:args.small, :args.small, :args.small] > 0.999), mask=mask_small),
          lambda: cndi.binary_propagation(mask_small_cp & (volume_cp[:args.small, :args.small, :args.small] > 0.999), mask=mask_small_cp)),
     ]
+    # The distance transform: 512³ blobs, a 4096² mask, with indices.
+    plane = blobs((4096, 4096))
+    plane_cp = as_cupy(plane)
+    rows += [
+        ("distance_transform_edt", lambda: gndi.distance_transform_edt(mask),
+         lambda: cndi.distance_transform_edt(mask_cp)),
+        ("distance_transform_edt 4096^2", lambda: gndi.distance_transform_edt(plane),
+         lambda: cndi.distance_transform_edt(plane_cp)),
+        ("distance_transform_edt return_indices", lambda: gndi.distance_transform_edt(mask, return_indices=True),
+         lambda: cndi.distance_transform_edt(mask_cp, return_indices=True)),
+    ]
+
+    def equal(ours, theirs):
+        if isinstance(ours, tuple):
+            # Distances equal; indices name an element at that distance (ties: any nearest).
+            (d, i), (cd, _) = ours, theirs
+            grid = torch.stack(torch.meshgrid(*[torch.arange(s, device="cuda") for s in d.shape], indexing="ij"))
+            to_index = ((i.to(torch.float64) - grid) ** 2).sum(0).sqrt()
+            return bool(np.array_equal(d.cpu().numpy(), cp.asnumpy(cd))) and bool(torch.equal(to_index, d))
+        return bool(np.array_equal(ours.cpu().numpy(), cp.asnumpy(theirs)))
+
     for name, ours, theirs in rows:
         try:
             med, runs, out = timed(ours, args.repeats, sync)

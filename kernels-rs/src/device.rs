@@ -644,3 +644,20 @@ impl ViaF64 for f64 {
         x
     }
 }
+
+/// The word of 32 positions that lanes `8g..8g + 8` of a warp hold as 4
+/// bytes each (lane `l`: positions `4 (l % 8)..4 (l % 8) + 4` of word `g`;
+/// a non-zero byte is a set bit), in every lane of the group.
+///
+/// # Safety
+/// Every lane of the warp calls it.
+#[inline(always)]
+pub unsafe fn nibble_word(bytes: u32, lane: u32) -> u32 {
+    let nibble = gpu_waterz_abi::morphology::bytes_nibble(bytes) << (4 * (lane % 8));
+    // SAFETY: the caller's: every lane is here.
+    unsafe {
+        let pairs = nibble | shuffle_xor_u32(nibble, 1);
+        let quads = pairs | shuffle_xor_u32(pairs, 2);
+        quads | shuffle_xor_u32(quads, 4)
+    }
+}

@@ -1,17 +1,176 @@
-//! The exact Euclidean distance transform: one pass per axis
-//! (`gpu_waterz_abi::distance` has the search each element runs).
+//! The exact Euclidean distance transform: one pass per axis, x first
+//! from the mask (`gpu_waterz_abi::distance` has the per-element logic),
+//! and the feature transform's indices.
 
 use crate::device::*;
 use gpu_waterz_abi::distance::*;
 use gpu_waterz_abi::Dims3;
 
 kernel! {
-    /// One pass of the distance transform along `axis`: each element's
-    /// least `value(q) + (s (p - q))²` over its line.
+    /// The first pass of the distance transform, along x, from the mask:
+    /// each element's squared distance to the nearest background element
+    /// of its row (`(k s)²` for `k` elements apart, infinite for none) and,
+    /// with `features`, that element's flat index. A warp walks its row a
+    /// word of 32 positions at a time (loaded 4 bytes per lane, 4 words at
+    /// once, when the rows are 4-byte aligned; else a byte per lane and a
+    /// ballot): the word's background elements are a set of bits; when a
+    /// word holds one, the positions since the last
+    /// background element (earlier words and this word's) are decided and
+    /// written; the positions after the row's last one are written at its
+    /// end. Each position is read and written once.
     ///
     /// # Safety
-    /// `mask` (first pass) or `input` (others) and `output` hold one value
-    /// per element of `dims` and do not overlap; `background` is one word.
+    /// `mask` and the outputs given (`squared` or `squared_f64`, and
+    /// `features` unless null) hold one value per element of `dims`;
+    /// `background` is one word; flat indices fit `u32` below
+    /// `EDT_NO_FEATURE` when `features` is given; launched with a multiple
+    /// of 32 threads per block.
+    ///
+    /// # Parameters
+    /// See [`EdtRowsArgs`].
+    ///
+    /// # Thread mapping
+    /// A warp per row (grid-stride over the `z * y` rows); lane `l` takes
+    /// positions `l`, `l + 32`, ... of the row.
+    pub unsafe extern "ptx-kernel" fn edt_rows(
+        dims: Dims3,
+        sampling: f64,
+        mask: *const u8,
+        squared: *mut u32,
+        squared_f64: *mut f64,
+        features: *mut u32,
+        background: *mut u32,
+    ) as EdtRowsArgs {
+        const NONE: u32 = u32::MAX;
+        // Positions within a row are u32 (the host keeps rows shorter).
+        let (rows, length) = (dims.z * dims.y, dims.x as u32);
+        let lane = thread_idx_x() % 32;
+        let warps = (block_dim_x() / 32) as u64;
+        let mut row = block_idx_x() as u64 * warps + (thread_idx_x() / 32) as u64;
+        let mut seen = false;
+        // Writes position p's results given its nearest background element.
+        let write = |base: u64, p: u32, nearest: u32| {
+            let at = (base + p as u64) as usize;
+            let k = if nearest == NONE { 0 } else { p.abs_diff(nearest) };
+            // SAFETY: p is a position of the row at base: an element.
+            unsafe {
+                if !squared.is_null() {
+                    // Integer rows are at most 12,288 long: k * k fits.
+                    *squared.add(at) = if nearest == NONE { EDT_INFINITE } else { k.wrapping_mul(k) };
+                } else {
+                    let d = k as f64 * sampling;
+                    *squared_f64.add(at) = if nearest == NONE { f64::INFINITY } else { d * d };
+                }
+                if !features.is_null() {
+                    *features.add(at) = if nearest == NONE { EDT_NO_FEATURE } else { (base + nearest as u64) as u32 };
+                }
+            }
+        };
+        // Rows of a multiple of 4 bytes from an aligned mask: each lane
+        // loads 4 positions at once (128 per warp), groups of 8 lanes
+        // assemble a word; else a byte per lane and a ballot per word.
+        let aligned = length % 4 == 0 && mask as u64 % 4 == 0;
+        while row < rows {
+            let base = row * length as u64;
+            let mut state = RowState { last_zero: NONE, pending: 0 };
+            if aligned {
+                let mut chunk = 0u32;
+                while chunk < length {
+                    let x = chunk + 4 * lane;
+                    // Positions past the row's end count as measured.
+                    let bytes = if x < length {
+                        // SAFETY: 4 positions of the row, 4-byte aligned.
+                        unsafe { *(mask.add((base + x as u64) as usize) as *const u32) }
+                    } else {
+                        0x0101_0101
+                    };
+                    // SAFETY: every lane is here (the loops are warp-uniform).
+                    let zeros = unsafe { !nibble_word(bytes, lane) };
+                    let mut k = 0;
+                    while k < 4 && chunk + 32 * k < length {
+                        // SAFETY: every lane is here.
+                        let bits = unsafe { shuffle_u32(zeros, 8 * k) };
+                        seen |= state.word(chunk + 32 * k, bits, lane, |p, nearest| write(base, p, nearest));
+                        k += 1;
+                    }
+                    // Past u32::MAX - 128 the row ends (the host's bound).
+                    chunk = chunk.saturating_add(128);
+                }
+            } else {
+                let mut word = 0u32;
+                while word < length {
+                    let x = word + lane;
+                    // SAFETY: x < length: an element of the row.
+                    let zero = x < length && unsafe { *mask.add((base + x as u64) as usize) } == 0;
+                    // SAFETY: every lane is here (the loops are warp-uniform).
+                    let bits = unsafe { ballot(zero) };
+                    seen |= state.word(word, bits, lane, |p, nearest| write(base, p, nearest));
+                    word = word.saturating_add(32);
+                }
+            }
+            let mut p = state.pending.saturating_add(lane);
+            while p < length {
+                write(base, p, state.last_zero);
+                p = p.saturating_add(32);
+            }
+            row += grid_dim_x() as u64 * warps;
+        }
+        if seen && lane == 0 {
+            // SAFETY: background is one word.
+            unsafe { *background = 1 };
+        }
+    }
+}
+
+/// A row's walk in `edt_rows` (warp-uniform): its last background
+/// element so far (`u32::MAX`: none) and the first position not written.
+struct RowState {
+    last_zero: u32,
+    pending: u32,
+}
+
+impl RowState {
+    /// The word of 32 positions from `word`, whose background elements are
+    /// the set `bits`: when it holds one, writes the positions since the
+    /// last background element (`write(p, nearest)`, lane `lane` taking
+    /// every 32nd) and moves on. Returns whether it held one.
+    #[inline(always)]
+    fn word(&mut self, word: u32, bits: u32, lane: u32, write: impl Fn(u32, u32)) -> bool {
+        if bits == 0 {
+            return false;
+        }
+        let first = word + bits.trailing_zeros();
+        let last = word + 31 - bits.leading_zeros();
+        // The earlier words' pending positions lie between last_zero and
+        // this word's first background element.
+        let mut p = self.pending + lane;
+        while p < word {
+            write(p, nearer_of(self.last_zero, first, p));
+            p += 32;
+        }
+        // This word's positions up to its last background element have one
+        // on either side in the word, or last_zero on the left.
+        let x = word + lane;
+        if x <= last {
+            let (below, above) = nearest_set_bits(bits, lane);
+            let left = below.map_or(self.last_zero, |b| word + b);
+            let right = above.map_or(u32::MAX, |b| word + b);
+            write(x, nearer_of(left, right, x));
+        }
+        self.last_zero = last;
+        self.pending = last + 1;
+        true
+    }
+}
+
+kernel! {
+    /// A float64 pass of the distance transform along `axis` (y or z, after
+    /// `edt_rows`): each element's least `value(q) + (s (p - q))²` over its
+    /// line, and (with features) the feature of the `q` that gives it.
+    ///
+    /// # Safety
+    /// `input`, `output` and the features (unless null) hold one value per
+    /// element of `dims` and the outputs overlap no input.
     ///
     /// # Parameters
     /// See [`EdtPassArgs`].
@@ -22,38 +181,29 @@ kernel! {
     pub unsafe extern "ptx-kernel" fn edt_pass(
         dims: Dims3,
         axis: u32,
-        first: u32,
         last: u32,
         sampling: f64,
-        mask: *const u8,
         input: *const f64,
         output: *mut f64,
-        background: *mut u32,
+        features_in: *const u32,
+        features_out: *mut u32,
     ) as EdtPassArgs {
         let n = dims.z * dims.y * dims.x;
         let (extent, stride) = match axis {
             0 => (dims.z, dims.y * dims.x),
-            1 => (dims.y, dims.x),
-            _ => (dims.x, 1),
+            _ => (dims.y, dims.x),
         };
         grid_stride(n, |i| {
             let p = (i / stride) % extent;
             // SAFETY: every index read is i + k * stride with 0 <= p + k < extent: an element.
-            let value = |k: i64| unsafe {
-                let q = (i as i64 + k * stride as i64) as usize;
-                if first != 0 {
-                    if *mask.add(q) == 0 { 0.0 } else { f64::INFINITY }
-                } else {
-                    *input.add(q)
-                }
-            };
-            let best = line_minimum(p, extent, sampling, value);
-            // SAFETY: i is an element; background is one word.
+            let value = |k: i64| unsafe { *input.add((i as i64 + k * stride as i64) as usize) };
+            let (best, at) = line_minimum(p, extent, sampling, value);
+            // SAFETY: i and i + at * stride are elements.
             unsafe {
-                if first != 0 && *mask.add(i as usize) == 0 {
-                    *background = 1;
-                }
                 *output.add(i as usize) = if last != 0 { sqrt_f64(best) } else { best };
+                if !features_out.is_null() {
+                    *features_out.add(i as usize) = *features_in.add((i as i64 + at * stride as i64) as usize);
+                }
             }
         });
     }
@@ -82,97 +232,150 @@ fn line_base(dims: Dims3, axis: u32, line: u64) -> u64 {
 }
 
 kernel! {
-    /// One integer pass of the distance transform along `axis` (unit
-    /// spacing, exact): each block holds `lines_per_block` neighbouring
-    /// lines in shared memory (element `j` of line `l` at `j * L + l`, so
-    /// that the loads of neighbouring lines are coalesced) and each element
-    /// searches its line there (`line_minimum_u32`).
+    /// One integer pass of the distance transform along `axis` (y or z,
+    /// unit spacing, exact, after `edt_rows`): each block holds
+    /// `lines_per_block` neighbouring lines in shared memory (element `j`
+    /// of line `l` at `j * L + l`, so that the loads of neighbouring lines
+    /// are coalesced) and each element searches its line there
+    /// (`line_minimum_u32`); with features, it takes the feature of the
+    /// position that gives its minimum.
     ///
     /// # Safety
-    /// `mask` (first pass) or `input` (others), and `output` (passes but
-    /// the last) or `distances` (the last) hold one value per element of
-    /// `dims`; `background` is one word; launched with
-    /// [`EDT_LINE_THREADS`] threads and `lines_per_block * length * 4`
-    /// bytes of shared memory, `lines_per_block >= 1`.
+    /// `input`, and `output` (passes but the last) or `distances` (the
+    /// last), and the features (unless null) hold one value per element of
+    /// `dims`; outputs overlap no input; launched with [`EDT_LINE_THREADS`]
+    /// threads and `lines_per_block * length * 4` bytes of shared memory,
+    /// `lines_per_block` a power of two dividing [`EDT_LINE_THREADS`].
     ///
     /// # Parameters
     /// See [`EdtLinesArgs`].
     ///
     /// # Thread mapping
-    /// Blocks stride over groups of `lines_per_block` lines; threads stride
-    /// over the group's elements, line index fastest.
+    /// Blocks stride over groups of `lines_per_block` lines; thread `t`
+    /// takes line `t % lines_per_block` of each group and its elements
+    /// `t / lines_per_block`, then every `threads / lines_per_block`-th.
     pub unsafe extern "ptx-kernel" fn edt_lines(
         dims: Dims3,
         axis: u32,
-        first: u32,
         last: u32,
         lines_per_block: u32,
-        mask: *const u8,
+        reserved: u32,
         input: *const u32,
         output: *mut u32,
         distances: *mut f64,
-        background: *mut u32,
+        features_in: *const u32,
+        features_out: *mut u32,
     ) as EdtLinesArgs {
+        let _ = reserved;
         let (lines, length, stride) = line_geometry(dims, axis);
+        // lines_per_block is a power of two dividing the block (the
+        // host's), so each thread keeps one line of every group, `l`, and
+        // steps along it by `step` elements: no division per element.
         let per = lines_per_block.max(1) as u64;
         let groups = lines.div_ceil(per);
         let shared = dynamic_shared::<u32>();
-        let cells = per * length;
         let tid = thread_idx_x() as u64;
-        let threads = block_dim_x() as u64;
+        let (l, first_j, step) = (tid % per, tid / per, block_dim_x() as u64 / per);
         let mut group = block_idx_x() as u64;
         while group < groups {
-            let mut idx = tid;
-            while idx < cells {
-                let (l, j) = (idx % per, idx / per);
-                let line = group * per + l;
-                // SAFETY: element j of a line of the volume; idx < cells,
-                // the shared words launched.
+            let line = group * per + l;
+            let start = if line < lines { line_base(dims, axis, line) } else { 0 };
+            let mut j = first_j;
+            while j < length {
+                // SAFETY: element j of a line of the volume; j * per + l <
+                // length * per, the shared words launched.
                 unsafe {
-                    let v = if line < lines {
-                        let g = (line_base(dims, axis, line) + j * stride) as usize;
-                        if first != 0 {
-                            if *mask.add(g) == 0 {
-                                *background = 1;
-                                0
-                            } else {
-                                EDT_INFINITE
-                            }
-                        } else {
-                            *input.add(g)
-                        }
-                    } else {
-                        EDT_INFINITE
-                    };
+                    let v = if line < lines { *input.add((start + j * stride) as usize) } else { EDT_INFINITE };
                     *shared.add((j * per + l) as usize) = v;
                 }
-                idx += threads;
+                j += step;
             }
             // SAFETY: every thread reaches it (the group loop is block-uniform).
             unsafe { sync_threads() };
-            let mut idx = tid;
-            while idx < cells {
-                let (l, p) = (idx % per, idx / per);
-                let line = group * per + l;
-                if line < lines {
-                    // SAFETY: q < length, so q * per + l < cells.
+            if line < lines {
+                let mut p = first_j;
+                while p < length {
+                    // SAFETY: q < length, so q * per + l is a shared word.
                     let value = |q: u32| unsafe { *shared.add((q as u64 * per + l) as usize) };
-                    let best = line_minimum_u32(p as u32, length as u32, value);
-                    let g = (line_base(dims, axis, line) + p * stride) as usize;
-                    // SAFETY: g is an element of the volume.
+                    let (best, at) = line_minimum_u32(p as u32, length as u32, value);
+                    let g = (start + p * stride) as usize;
+                    // SAFETY: g and the line's element at are elements of the volume.
                     unsafe {
                         if last != 0 {
                             *distances.add(g) = sqrt_f64(best as f64);
                         } else {
                             *output.add(g) = best;
                         }
+                        if !features_out.is_null() {
+                            *features_out.add(g) = *features_in.add((start + at as u64 * stride) as usize);
+                        }
                     }
+                    p += step;
                 }
-                idx += threads;
             }
             // SAFETY: every thread reaches it; the next group reuses the shared memory.
             unsafe { sync_threads() };
             group += grid_dim_x() as u64;
         }
+    }
+}
+
+kernel! {
+    /// scipy's indices from the flat features: for each element, the
+    /// coordinates of its feature along the array's `rank` axes, one plane
+    /// per axis; an element with no feature (no background anywhere) gets
+    /// scipy's `(-1, 0, ..., 0)`.
+    ///
+    /// # Safety
+    /// `features` holds one value per element of `dims`, each a flat index
+    /// of `dims` or `EDT_NO_FEATURE`; `indices` holds `rank` values per
+    /// element; `1 <= rank <= 3` and the leading `3 - rank` extents are 1.
+    ///
+    /// # Parameters
+    /// See [`EdtIndicesArgs`].
+    ///
+    /// # Thread mapping
+    /// Grid-stride over the elements.
+    pub unsafe extern "ptx-kernel" fn edt_indices(
+        dims: Dims3,
+        rank: u32,
+        reserved: u32,
+        features: *const u32,
+        indices: *mut i32,
+    ) as EdtIndicesArgs {
+        let _ = reserved;
+        let n = dims.z * dims.y * dims.x;
+        grid_stride(n, |i| {
+            // SAFETY: i is an element.
+            let f = unsafe { *features.add(i as usize) };
+            // The feature's (z, y, x), or scipy's point for none.
+            let (z, y, x) = if f == EDT_NO_FEATURE {
+                (-1, 0, 0)
+            } else {
+                // Features are below 2^32 - 1, and so are the plane and row
+                // lengths that divide them.
+                let (plane, row) = ((dims.y * dims.x) as u32, dims.x as u32);
+                ((f / plane) as i32, ((f % plane) / row) as i32, (f % row) as i32)
+            };
+            let n = n as usize;
+            let i = i as usize;
+            // SAFETY: rank planes of n values, i < n.
+            unsafe {
+                match rank {
+                    3 => {
+                        *indices.add(i) = z;
+                        *indices.add(n + i) = y;
+                        *indices.add(2 * n + i) = x;
+                    }
+                    // Ranks below 3 have leading extents of 1 (z = 0); no
+                    // feature gives -1 on the first axis written.
+                    2 => {
+                        *indices.add(i) = if f == EDT_NO_FEATURE { -1 } else { y };
+                        *indices.add(n + i) = if f == EDT_NO_FEATURE { 0 } else { x };
+                    }
+                    _ => *indices.add(i) = if f == EDT_NO_FEATURE { -1 } else { x },
+                }
+            }
+        });
     }
 }

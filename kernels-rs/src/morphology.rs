@@ -290,7 +290,10 @@ kernel! {
     ///
     /// # Safety
     /// `input`, `output` and `mask` (unless null) hold `items * spatial`
-    /// values; `input` and `output` do not overlap; `offsets`,
+    /// values; `input` and `output` do not overlap, or are one array (in
+    /// place: a step repeated until stable, with an element holding its
+    /// centre, so that reads that race with other threads' writes see a
+    /// value between the step's input and the stable set); `offsets`,
     /// `flat_offsets` as for the grey-scale filter; `changed` is one word.
     ///
     /// # Parameters
@@ -846,7 +849,8 @@ kernel! {
     ///
     /// # Safety
     /// `input`, `output` and `mask` (unless null) hold `items * z * y * x`
-    /// values; `input` and `output` do not overlap; `shared_offsets` as for
+    /// values; `input` and `output` do not overlap, or are one array (in
+    /// place, as for `binary_filter`); `shared_offsets` as for
     /// the grey-scale tiles; `changed` is one word; `local` only with an
     /// element holding offset 0 (the repeated step is then monotone); the
     /// launch gives `TILE_THREADS` threads and `shared_len()` bytes.
@@ -1008,11 +1012,14 @@ kernel! {
     /// computes one row's `32 · BITS_WORDS` results, 32 at once, an AND (erosion) or OR
     /// (dilation) of the elements' shifted words, stopping when the row is
     /// decided; with `local`, the block repeats the step on its tile in
-    /// shared memory until no row changes, then writes.
+    /// shared memory until no row changes, then writes (each repeat also
+    /// spreading the deciding value along x through the active positions
+    /// of the row when `x_runs` says the element holds its x neighbours).
     ///
     /// # Safety
     /// `input`, `output` and `mask` (unless null) hold `items * z * y * x`
-    /// values; `input` and `output` do not overlap; `element_rows` and
+    /// values; `input` and `output` do not overlap, or are one array (in
+    /// place, as for `binary_filter`); `element_rows` and
     /// `element_x` hold `elements` values whose rows stay inside the halo
     /// from every row of the tile (offsets within `low..=high`) and whose
     /// x offsets are within ±`BITS_REACH_X`; `changed` is one word; `local`
@@ -1031,7 +1038,7 @@ kernel! {
         dilation: u32,
         border: u32,
         local: u32,
-        reserved: u32,
+        x_runs: u32,
         element_rows: *const i32,
         element_x: *const i32,
         input: *const u8,
@@ -1039,13 +1046,36 @@ kernel! {
         output: *mut u8,
         changed: *mut u32,
     ) as BinaryBitsArgs {
-        let _ = reserved;
+        // Runs along x only fill while repeating until stable.
+        let x_runs = if local != 0 { x_runs } else { 0 };
         // SAFETY: the caller's, as documented.
         unsafe {
             if dilation != 0 {
-                binary_bits_body::<true>(&geometry, border, local, element_rows, element_x, input, mask, output, changed)
+                binary_bits_body::<true>(
+                    &geometry,
+                    border,
+                    local,
+                    x_runs,
+                    element_rows,
+                    element_x,
+                    input,
+                    mask,
+                    output,
+                    changed,
+                )
             } else {
-                binary_bits_body::<false>(&geometry, border, local, element_rows, element_x, input, mask, output, changed)
+                binary_bits_body::<false>(
+                    &geometry,
+                    border,
+                    local,
+                    x_runs,
+                    element_rows,
+                    element_x,
+                    input,
+                    mask,
+                    output,
+                    changed,
+                )
             }
         }
     }
@@ -1061,6 +1091,7 @@ unsafe fn binary_bits_body<const DILATION: bool>(
     g: &BitsGeometry,
     border: u32,
     local: u32,
+    x_runs: u32,
     element_rows: *const i32,
     element_x: *const i32,
     input: *const u8,
@@ -1069,7 +1100,10 @@ unsafe fn binary_bits_body<const DILATION: bool>(
     changed: *mut u32,
 ) {
     const W: usize = BITS_WORDS as usize;
+    const _: () = assert!(BITS_WORDS == 4, "the runs along x are filled as one u128 row");
     const ROW: usize = W + 2;
+    /// Halo rows whose loads a warp issues together (aligned rows).
+    const HALO_BATCH: usize = 4;
     let words = dynamic_shared::<u32>();
     let halo_rows = g.halo[0] * g.halo[1];
     // SAFETY: the mask words follow the halo's words (shared_words()).
@@ -1093,47 +1127,110 @@ unsafe fn binary_bits_body<const DILATION: bool>(
         let tz = u / (g.tiles[2] * g.tiles[1]);
         let (z0, y0, x0) = ((tz * g.tile_z) as i64, (ty * g.tile_y) as i64, (tx * 32 * BITS_WORDS) as i64);
         let base = item * spatial;
-        // The halo's words: warp-uniform loops, a ballot per word.
-        let mut q = warp;
-        while q < halo_rows * ROW as u32 {
-            let (row, w) = (q / ROW as u32, q % ROW as u32);
-            let z = z0 + g.low[0] as i64 + (row / g.halo[1]) as i64;
-            let y = y0 + g.low[1] as i64 + (row % g.halo[1]) as i64;
-            let x = x0 - 32 + 32 * w as i64 + lane as i64;
-            let inside = z >= 0 && z < ez && y >= 0 && y < ey && x >= 0 && x < ex;
-            let v = if inside {
-                // SAFETY: an element of the item.
-                let byte = unsafe { *input.add((base + ((z * ey + y) * ex + x) as u64) as usize) };
-                byte != 0
-            } else {
-                border != 0
-            };
-            // SAFETY: every lane of the warp is here (the loop is warp-uniform).
-            let word = unsafe { ballot(v) };
-            if lane == 0 {
-                // SAFETY: q < halo_rows * ROW.
-                unsafe { *words.add(q as usize) = word };
+        // The halo's words: a warp per halo row (warp-uniform loops); the
+        // row's coordinates taken once per row. When rows start on 4-byte
+        // boundaries (`aligned`), each lane loads 4 positions at once and
+        // groups of 8 lanes assemble a word (`nibble_word`); else a ballot
+        // per word of bytes.
+        let aligned = ex % 4 == 0 && (input as u64 + base) % 4 == 0 && (output as u64 + base) % 4 == 0;
+        let border_bytes = if border != 0 { 0x0101_0101u32 } else { 0 };
+        if aligned {
+            // Words 0..4 of a row from a first load, 4..ROW from a second
+            // (lanes 0..16); x0 - 32 and ex are multiples of 4, so a lane's
+            // 4 positions are all inside or all outside. A warp issues the
+            // loads of HALO_BATCH rows before it assembles any, so that
+            // they are in flight together.
+            let mut row = warp;
+            while row < halo_rows {
+                let mut loaded = [[0u32; 2]; HALO_BATCH];
+                unrolled!(i in [0 1 2 3] => {
+                    let r = row + i as u32 * (BITS_THREADS / 32);
+                    if r < halo_rows {
+                        let z = z0 + g.low[0] as i64 + (r / g.halo[1]) as i64;
+                        let y = y0 + g.low[1] as i64 + (r % g.halo[1]) as i64;
+                        let row_inside = z >= 0 && z < ez && y >= 0 && y < ey;
+                        let start = base as i64 + (z * ey + y) * ex;
+                        let mut half = 0;
+                        while half < 2 {
+                            let x = x0 - 32 + 128 * half as i64 + 4 * lane as i64;
+                            loaded[i][half] = if half == 1 && lane >= 16 {
+                                0
+                            } else if row_inside && x >= 0 && x < ex {
+                                // SAFETY: 4 positions of the item, 4-byte aligned.
+                                unsafe { *(input.add((start + x) as usize) as *const u32) }
+                            } else {
+                                border_bytes
+                            };
+                            half += 1;
+                        }
+                    }
+                });
+                unrolled!(i in [0 1 2 3] => {
+                    let r = row + i as u32 * (BITS_THREADS / 32);
+                    if r < halo_rows {
+                        let mut half = 0;
+                        while half < 2 {
+                            // SAFETY: every lane of the warp is here (r is warp-uniform).
+                            let word = unsafe { nibble_word(loaded[i][half], lane) };
+                            if (half == 0 || lane < 16) && lane % 8 == 0 {
+                                // SAFETY: r < halo_rows, 4 * half + lane / 8 < ROW.
+                                unsafe { *words.add(r as usize * ROW + 4 * half + lane as usize / 8) = word };
+                            }
+                            half += 1;
+                        }
+                    }
+                });
+                row += HALO_BATCH as u32 * (BITS_THREADS / 32);
             }
-            q += BITS_THREADS / 32;
+        } else {
+            let mut row = warp;
+            while row < halo_rows {
+                let z = z0 + g.low[0] as i64 + (row / g.halo[1]) as i64;
+                let y = y0 + g.low[1] as i64 + (row % g.halo[1]) as i64;
+                let row_inside = z >= 0 && z < ez && y >= 0 && y < ey;
+                let start = base as i64 + (z * ey + y) * ex;
+                let mut w = 0;
+                while w < ROW {
+                    let x = x0 - 32 + 32 * w as i64 + lane as i64;
+                    let v = if row_inside && x >= 0 && x < ex {
+                        // SAFETY: an element of the item.
+                        unsafe { *input.add((start + x) as usize) != 0 }
+                    } else {
+                        border != 0
+                    };
+                    // SAFETY: every lane of the warp is here (the loops are warp-uniform).
+                    let word = unsafe { ballot(v) };
+                    if lane == 0 {
+                        // SAFETY: row < halo_rows, w < ROW.
+                        unsafe { *words.add(row as usize * ROW + w) = word };
+                    }
+                    w += 1;
+                }
+                row += BITS_THREADS / 32;
+            }
         }
-        // The tile rows' masks: inside the array and (when given) the mask.
-        let mut q = warp;
-        while q < tile_rows * W as u32 {
-            let (r, k) = (q / W as u32, q % W as u32);
-            let z = z0 + (r / g.tile_y) as i64;
-            let y = y0 + (r % g.tile_y) as i64;
-            let x = x0 + 32 * k as i64 + lane as i64;
-            let inside = z < ez && y < ey && x < ex;
-            let at = base + ((z * ey + y) * ex + x) as u64;
-            // SAFETY: at is an element when inside.
-            let m = inside && (mask.is_null() || unsafe { *mask.add(at as usize) } != 0);
-            // SAFETY: warp-uniform loop.
-            let word = unsafe { ballot(m) };
-            if lane == 0 {
-                // SAFETY: q < tile_rows * W.
-                unsafe { *mask_words.add(q as usize) = word };
+        // The tile rows' masks: inside the array and the mask, loaded when
+        // there is a mask; without one, each thread takes its own row's
+        // from the extents below.
+        if !mask.is_null() {
+            let mut q = warp;
+            while q < tile_rows * W as u32 {
+                let (r, k) = (q / W as u32, q % W as u32);
+                let z = z0 + (r / g.tile_y) as i64;
+                let y = y0 + (r % g.tile_y) as i64;
+                let x = x0 + 32 * k as i64 + lane as i64;
+                let inside = z < ez && y < ey && x < ex;
+                let at = base + ((z * ey + y) * ex + x) as u64;
+                // SAFETY: at is an element when inside.
+                let m = inside && unsafe { *mask.add(at as usize) } != 0;
+                // SAFETY: warp-uniform loop.
+                let word = unsafe { ballot(m) };
+                if lane == 0 {
+                    // SAFETY: q < tile_rows * W.
+                    unsafe { *mask_words.add(q as usize) = word };
+                }
+                q += BITS_THREADS / 32;
             }
-            q += BITS_THREADS / 32;
         }
         // SAFETY: block-uniform.
         unsafe { sync_threads() };
@@ -1141,13 +1238,23 @@ unsafe fn binary_bits_body<const DILATION: bool>(
         let mut active = [0u32; W];
         let mut value = [0u32; W];
         if mine {
+            let row_inside = z0 + (lz as i64) < ez && y0 + (ly as i64) < ey;
             let mut k = 0;
             while k < W {
-                // SAFETY: own_row is a halo row and t a tile row.
-                unsafe {
-                    active[k] = *mask_words.add(t as usize * W + k);
-                    value[k] = *words.add(own_row * ROW + 1 + k);
-                }
+                active[k] = if !mask.is_null() {
+                    // SAFETY: t is a tile row.
+                    unsafe { *mask_words.add(t as usize * W + k) }
+                } else {
+                    // The word's positions inside the array along x.
+                    let inside = (ex - (x0 + 32 * k as i64)).clamp(0, 32) as u32;
+                    match (row_inside, inside) {
+                        (false, _) | (_, 0) => 0,
+                        (true, 32) => u32::MAX,
+                        (true, inside) => u32::MAX >> (32 - inside),
+                    }
+                };
+                // SAFETY: own_row is a halo row.
+                value[k] = unsafe { *words.add(own_row * ROW + 1 + k) };
                 k += 1;
             }
         }
@@ -1156,19 +1263,27 @@ unsafe fn binary_bits_body<const DILATION: bool>(
             let mut acc = [if DILATION { 0u32 } else { !0u32 }; W];
             if mine {
                 let mut e = 0;
+                // The halo row read last: elements of one row (the host
+                // lists them row by row) read it once.
+                let mut row = [0u32; ROW];
+                let mut row_offset = i32::MIN;
                 while e < g.elements {
                     // SAFETY: the tables hold `elements` values; each row is
                     // a halo row from every tile row (the caller's bounds);
-                    // volatile: other threads may write the tile (local mode).
-                    let (row, ox) = unsafe {
-                        let start = (own_row as i32 + *element_rows.add(e as usize)) as usize * ROW;
-                        let mut row = [0u32; ROW];
-                        let mut w = 0;
-                        while w < ROW {
-                            row[w] = core::ptr::read_volatile(words.add(start + w));
-                            w += 1;
+                    // volatile: other threads may write the tile between
+                    // the steps of local mode.
+                    let ox = unsafe {
+                        let offset = *element_rows.add(e as usize);
+                        if offset != row_offset {
+                            row_offset = offset;
+                            let start = (own_row as i32 + offset) as usize * ROW;
+                            let mut w = 0;
+                            while w < ROW {
+                                row[w] = core::ptr::read_volatile(words.add(start + w));
+                                w += 1;
+                            }
                         }
-                        (row, *element_x.add(e as usize))
+                        *element_x.add(e as usize)
                     };
                     let mut decided = true;
                     let mut k = 0;
@@ -1190,10 +1305,24 @@ unsafe fn binary_bits_body<const DILATION: bool>(
                 }
             }
             let mut result = value;
-            let mut step_change = false;
             let mut k = 0;
             while k < W {
                 result[k] = (acc[k] & active[k]) | (value[k] & !active[k]);
+                k += 1;
+            }
+            if x_runs != 0 {
+                // The deciding value (1 for dilation, 0 for erosion) spread
+                // through the active positions along x, as the steps would.
+                let wide =
+                    |w: [u32; W]| w[0] as u128 | (w[1] as u128) << 32 | (w[2] as u128) << 64 | (w[3] as u128) << 96;
+                let deciding = if DILATION { wide(result) } else { !wide(result) };
+                let filled = fill_x_runs(deciding, wide(active), x_runs);
+                let filled = if DILATION { filled } else { !filled };
+                result = [filled as u32, (filled >> 32) as u32, (filled >> 64) as u32, (filled >> 96) as u32];
+            }
+            let mut step_change = false;
+            let mut k = 0;
+            while k < W {
                 step_change |= result[k] != value[k];
                 k += 1;
             }
@@ -1220,25 +1349,50 @@ unsafe fn binary_bits_body<const DILATION: bool>(
             }
         }
         any_change |= value != initial;
-        // The bytes: a warp writes the rows of its 32 threads, 32
-        // consecutive positions per step.
+        // The bytes: a warp writes the rows of its 32 threads, 128
+        // consecutive positions per row (4 per lane) when aligned, else 32
+        // per step.
         let mut j = 0;
         while j < 32 {
             let r = warp * 32 + j;
             let z = z0 + (r / g.tile_y) as i64;
             let y = y0 + (r % g.tile_y) as i64;
-            let mut k = 0;
-            while k < W {
+            let row_inside = r < tile_rows && z < ez && y < ey;
+            let start = base as i64 + (z * ey + y) * ex;
+            if aligned {
                 // SAFETY: every lane of the warp is here.
-                let word = unsafe { shuffle_u32(value[k], j) };
-                let x = x0 + 32 * k as i64 + lane as i64;
-                if r < tile_rows && z < ez && y < ey && x < ex {
-                    // SAFETY: (z, y, x) is a position of the item.
-                    unsafe {
-                        *output.add((base + ((z * ey + y) * ex + x) as u64) as usize) = ((word >> lane) & 1) as u8
-                    };
+                let words_of_j: [u32; W] = unsafe {
+                    [
+                        shuffle_u32(value[0], j),
+                        shuffle_u32(value[1], j),
+                        shuffle_u32(value[2], j),
+                        shuffle_u32(value[3], j),
+                    ]
+                };
+                let x = x0 + 4 * lane as i64;
+                let word = match lane / 8 {
+                    0 => words_of_j[0],
+                    1 => words_of_j[1],
+                    2 => words_of_j[2],
+                    _ => words_of_j[3],
+                };
+                if row_inside && x < ex {
+                    // SAFETY: 4 positions of the item (ex and x are
+                    // multiples of 4), 4-byte aligned.
+                    unsafe { *(output.add((start + x) as usize) as *mut u32) = word_bytes(word, lane % 8) };
                 }
-                k += 1;
+            } else {
+                let mut k = 0;
+                while k < W {
+                    // SAFETY: every lane of the warp is here.
+                    let word = unsafe { shuffle_u32(value[k], j) };
+                    let x = x0 + 32 * k as i64 + lane as i64;
+                    if row_inside && x < ex {
+                        // SAFETY: (z, y, x) is a position of the item.
+                        unsafe { *output.add((start + x) as usize) = ((word >> lane) & 1) as u8 };
+                    }
+                    k += 1;
+                }
             }
             j += 1;
         }

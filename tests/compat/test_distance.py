@@ -54,8 +54,12 @@ def test_no_background_and_output_argument():
     out = np.empty(a.shape)
     assert ours.distance_transform_edt(a, sampling=[2, 3], distances=out) is None
     np.testing.assert_array_equal(out, [[6.0, 3.0, 0.0, 3.0]])
-    with pytest.raises(ValueError):
-        ours.distance_transform_edt(a, return_indices=True, backend="gpu")
+    if "gpu" in backends():
+        d, i = ours.distance_transform_edt(a, sampling=[2, 3], return_indices=True, backend="gpu")
+        np.testing.assert_array_equal(d, [[6.0, 3.0, 0.0, 3.0]])
+        np.testing.assert_array_equal(i, [[[0, 0, 0, 0]], [[2, 2, 2, 2]]])
+        with pytest.raises((ValueError, RuntimeError)):
+            ours.distance_transform_edt(np.ones((2, 2, 2, 2)), return_indices=True, backend="gpu")
     with pytest.raises(RuntimeError):
         ours.distance_transform_edt(a, sampling=[1, 2, 3])
     with pytest.raises(ValueError):
@@ -72,6 +76,45 @@ def test_torch_cuda_in_place():
     assert got.is_cuda and got.dtype == torch.float64
     np.testing.assert_allclose(got.cpu().numpy(), ndi.distance_transform_edt(a, sampling=(2.0, 1.0, 1.0)),
                                rtol=1e-12, atol=0)
+
+
+def test_cuda_feature_transform_on_the_device():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or "gpu" not in backends():
+        pytest.skip("needs CUDA")
+    rng = np.random.default_rng(3)
+    a = rng.random((17, 40, 70)) > 0.02
+    want = ndi.distance_transform_edt(a)
+    for dtype in (torch.bool, torch.uint8, torch.float32):
+        x = torch.as_tensor(a, device="cuda").to(dtype)
+        d, i = ours.distance_transform_edt(x, return_indices=True)
+        assert d.is_cuda and i.is_cuda and i.dtype == torch.int32 and tuple(i.shape) == (3,) + a.shape
+        np.testing.assert_array_equal(d.cpu().numpy(), want)
+        np.testing.assert_allclose(nearest_distance(i.cpu().numpy(), np.ones(3)), want, rtol=1e-12, atol=0)
+        assert not a[tuple(i.cpu().numpy())].any()
+    # Given outputs are filled in place; indices alone; wrong outputs refused.
+    x = torch.as_tensor(a, device="cuda")
+    d = torch.empty(a.shape, dtype=torch.float64, device="cuda")
+    i = torch.empty((3,) + a.shape, dtype=torch.int32, device="cuda")
+    assert ours.distance_transform_edt(x, return_indices=True, distances=d, indices=i) is None
+    np.testing.assert_array_equal(d.cpu().numpy(), want)
+    only = ours.distance_transform_edt(x, sampling=(1.0, 2.0, 0.5), return_distances=False, return_indices=True)
+    np.testing.assert_allclose(nearest_distance(only.cpu().numpy(), (1.0, 2.0, 0.5)),
+                               ndi.distance_transform_edt(a, sampling=(1.0, 2.0, 0.5)), rtol=1e-12, atol=0)
+    with pytest.raises(ValueError):
+        ours.distance_transform_edt(x, return_indices=True, indices=i[:2])
+    with pytest.raises(ValueError):
+        ours.distance_transform_edt(x, return_indices=True, indices=i.to(torch.int64))
+    ones = torch.ones((3, 4), dtype=torch.bool, device="cuda")
+    d, i = ours.distance_transform_edt(ones, return_indices=True)
+    want_d, want_i = ndi.distance_transform_edt(np.ones((3, 4)), return_indices=True)
+    np.testing.assert_array_equal(d.cpu().numpy(), want_d)
+    np.testing.assert_array_equal(i.cpu().numpy(), want_i)
+    cp = pytest.importorskip("cupy")
+    d, i = ours.distance_transform_edt(cp.asarray(a), return_indices=True)
+    assert isinstance(i, cp.ndarray) and i.dtype == cp.int32
+    np.testing.assert_array_equal(d.get(), want)
+    np.testing.assert_allclose(nearest_distance(i.get(), np.ones(3)), want, rtol=1e-12, atol=0)
 
 
 def nearest_distance(indices, sampling, metric="euclidean"):
@@ -95,11 +138,13 @@ def test_feature_transforms_point_to_a_nearest_background(seed):
     if a.all():
         a.flat[-1] = False
     sampling = rng.uniform(0.5, 2.0, size=rank)
-    d, i = ours.distance_transform_edt(a, sampling=sampling, return_indices=True)
     want = ndi.distance_transform_edt(a, sampling=sampling)
-    np.testing.assert_allclose(d, want, rtol=1e-12, atol=0)
-    assert i.dtype == np.int32 and i.shape == (rank,) + shape
-    np.testing.assert_allclose(nearest_distance(i, sampling), want, rtol=1e-12, atol=1e-12)
+    for backend in backends():
+        d, i = ours.distance_transform_edt(a, sampling=sampling, return_indices=True, backend=backend)
+        np.testing.assert_allclose(d, want, rtol=1e-12, atol=0)
+        assert i.dtype == np.int32 and i.shape == (rank,) + shape
+        np.testing.assert_allclose(nearest_distance(i, sampling), want, rtol=1e-12, atol=1e-12)
+        assert not a[tuple(i)].any(), f"{backend}: every index names a background element"
     for metric in ("euclidean", "taxicab", "chessboard"):
         d, i = ours.distance_transform_bf(a, metric=metric, return_indices=True)
         want = ndi.distance_transform_bf(a, metric=metric)
@@ -170,3 +215,14 @@ def test_no_background_indices_and_argument_checks_as_scipy():
     d = np.empty((1, 4), np.float32)
     with pytest.raises(RuntimeError):
         ours.distance_transform_edt(np.array([[1, 1, 0, 1]]), distances=d, backend="cpu", return_indices=True)
+
+
+def test_empty_cache_at_any_time():
+    """empty_cache before and after GPU calls; the calls after it still give
+    scipy's answer."""
+    gpu_waterz.empty_cache()
+    a = np.array([[1, 1, 0, 1], [1, 1, 1, 1]])
+    for backend in backends():
+        np.testing.assert_array_equal(ours.distance_transform_edt(a, backend=backend), ndi.distance_transform_edt(a))
+        gpu_waterz.empty_cache()
+        np.testing.assert_array_equal(ours.distance_transform_edt(a, backend=backend), ndi.distance_transform_edt(a))

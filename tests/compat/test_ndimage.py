@@ -262,6 +262,16 @@ def test_cuda_arrays_stay_on_their_device(library):
         want_kwargs = {"mask": mask} if operator == "binary_propagation" else {}
         got = to_host(getattr(ours, operator)(to_device(array), **kwargs))
         np.testing.assert_array_equal(got, getattr(ndi, operator)(array, **want_kwargs), err_msg=operator)
+    # One-byte inputs and masks are read in place: any non-zero byte is true.
+    values = rng.integers(-3, 4, size=(10, 11, 12)).astype(np.int8)
+    mask_bytes = (rng.integers(0, 3, size=values.shape) * 100).astype(np.uint8)
+    for dtype in (np.int8, np.uint8, np.int32):
+        array = values.astype(dtype)
+        got = to_host(ours.binary_dilation(to_device(array), iterations=2, mask=to_device(mask_bytes)))
+        assert got.dtype == bool
+        want = ndi.binary_dilation(array, iterations=2, mask=mask_bytes)
+        np.testing.assert_array_equal(got, want, err_msg=f"{library} one-byte input {dtype}")
+        np.testing.assert_array_equal(to_host(ours.binary_erosion(to_device(array))), ndi.binary_erosion(array))
     # Until stable with a ring runs on the host and comes back to the device.
     ring = np.array([True, False, True])
     with pytest.raises(ValueError, match="cycles"):

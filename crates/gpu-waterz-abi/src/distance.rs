@@ -1,14 +1,18 @@
-//! The exact Euclidean distance transform's pass along one axis: the
-//! argument struct of `edt_pass` and the per-element search it runs.
+//! The exact Euclidean distance transform: the argument structs of its
+//! passes (`edt_rows` along x, then `edt_lines` or `edt_pass` along y and
+//! z, `edt_indices` for the feature transform) and the per-element logic
+//! they run.
 
 /// The least `value(q) + (s (p - q))²` over the positions `q` of a line
-/// of `n` elements, for the element at `p`; `value(k)` is the value at
-/// `p + k` (the caller keeps `0 <= p + k < n`). The search walks outward
-/// from `p` and stops once `(s k)²` alone reaches the best value found, so
-/// the result is the exact minimum of the float64 sums it compares.
+/// of `n` elements, for the element at `p`, and the offset `q - p` of the
+/// first position that gives it; `value(k)` is the value at `p + k` (the
+/// caller keeps `0 <= p + k < n`). The search walks outward from `p` and
+/// stops once `(s k)²` alone reaches the best value found, so the result
+/// is the exact minimum of the float64 sums it compares.
 #[inline(always)]
-pub fn line_minimum(p: u64, n: u64, s: f64, value: impl Fn(i64) -> f64) -> f64 {
+pub fn line_minimum(p: u64, n: u64, s: f64, value: impl Fn(i64) -> f64) -> (f64, i64) {
     let mut best = value(0);
+    let mut at = 0i64;
     let mut k: u64 = 1;
     while k < n {
         let d = k as f64 * s;
@@ -24,44 +28,104 @@ pub fn line_minimum(p: u64, n: u64, s: f64, value: impl Fn(i64) -> f64) -> f64 {
         if below {
             let v = value(-(k as i64)) + d2;
             if v < best {
-                best = v;
+                (best, at) = (v, -(k as i64));
             }
         }
         if above {
             let v = value(k as i64) + d2;
             if v < best {
-                best = v;
+                (best, at) = (v, k as i64);
             }
         }
         k += 1;
     }
-    best
+    (best, at)
 }
 
-/// Arguments of `edt_pass`: one pass of the distance transform along
-/// `axis` of a `(z, y, x)` volume.
+/// The positions, within one 32-position word of a row, of the nearest set
+/// bits of `bits` at or below `lane` and at or above it (`None`: none in the
+/// word). The first pass of the distance transform finds a row's
+/// background elements this way, a warp's ballot per word.
+#[inline(always)]
+pub fn nearest_set_bits(bits: u32, lane: u32) -> (Option<u32>, Option<u32>) {
+    let at_or_below = bits & (u32::MAX >> (31 - lane));
+    let at_or_above = bits & (u32::MAX << lane);
+    (
+        (at_or_below != 0).then(|| 31 - at_or_below.leading_zeros()),
+        (at_or_above != 0).then(|| at_or_above.trailing_zeros()),
+    )
+}
+
+/// The nearer of two positions `left <= p <= right` of a row to `p` (the
+/// left one on a tie), `u32::MAX` standing for none; `u32::MAX` if neither
+/// exists.
+#[inline(always)]
+pub fn nearer_of(left: u32, right: u32, p: u32) -> u32 {
+    match (left != u32::MAX, right != u32::MAX) {
+        (true, true) => {
+            if p - left <= right - p {
+                left
+            } else {
+                right
+            }
+        }
+        (true, false) => left,
+        (false, true) => right,
+        (false, false) => u32::MAX,
+    }
+}
+
+/// Arguments of `edt_rows`: the first pass of the distance transform,
+/// along x, from the mask (rows of fewer than `u32::MAX` elements).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EdtRowsArgs {
+    /// The volume.
+    pub dims: crate::Dims3,
+    /// The spacing along x (the float64 output).
+    pub sampling: f64,
+    /// The mask: 0 is background, any other byte is measured.
+    pub mask: *const u8,
+    /// Out: squared distances in units of one element (unit spacing), or
+    /// null.
+    pub squared: *mut u32,
+    /// Out: squared distances in float64 (with `sampling`), or null.
+    pub squared_f64: *mut f64,
+    /// Out (unless null): the flat index of each element's nearest
+    /// background element along its row, [`EDT_NO_FEATURE`] for none.
+    pub features: *mut u32,
+    /// Set to 1 if any element is background.
+    pub background: *mut u32,
+}
+
+/// A feature (the flat index of a nearest background element) not found
+/// yet: no background on the lines searched so far.
+pub const EDT_NO_FEATURE: u32 = u32::MAX;
+
+/// Threads per block of `edt_rows` (a warp per row).
+pub const EDT_ROW_THREADS: u32 = 256;
+
+/// Arguments of `edt_pass`: one float64 pass of the distance transform
+/// along `axis` (y or z) of a `(z, y, x)` volume, after `edt_rows`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EdtPassArgs {
     /// The volume.
     pub dims: crate::Dims3,
-    /// The axis (0: z, 1: y, 2: x).
+    /// The axis (0: z, 1: y).
     pub axis: u32,
-    /// The first pass reads `mask` (0: background, distance 0; else
-    /// infinite) instead of `input`, and sets `background` if it sees a 0.
-    pub first: u32,
     /// The last pass writes square roots.
     pub last: u32,
     /// The spacing along `axis`.
     pub sampling: f64,
-    /// The mask (first pass).
-    pub mask: *const u8,
-    /// Squared distances so far (other passes).
+    /// Squared distances so far.
     pub input: *const f64,
     /// Out: squared distances (or distances, last pass).
     pub output: *mut f64,
-    /// Set to 1 by the first pass if any element is background.
-    pub background: *mut u32,
+    /// The features so far (null: none are kept).
+    pub features_in: *const u32,
+    /// Out: the features after this pass (null when `features_in` is).
+    pub features_out: *mut u32,
 }
 
 /// Threads per block of `edt_lines`.
@@ -92,10 +156,12 @@ pub const fn edt_lines_per_block(n: u64, contiguous: bool) -> u32 {
 }
 
 /// The integer form of [`line_minimum`] for unit spacing: the least
-/// `value(q) + (p - q)²` with [`EDT_INFINITE`] for no value; exact.
+/// `value(q) + (p - q)²` with [`EDT_INFINITE`] for no value, and the first
+/// `q` that gives it (`p` when none is finite); exact.
 #[inline(always)]
-pub fn line_minimum_u32(p: u32, n: u32, value: impl Fn(u32) -> u32) -> u32 {
+pub fn line_minimum_u32(p: u32, n: u32, value: impl Fn(u32) -> u32) -> (u32, u32) {
     let mut best = value(p);
+    let mut at = p;
     let mut k: u32 = 1;
     while k < n {
         let d2 = k * k;
@@ -110,51 +176,73 @@ pub fn line_minimum_u32(p: u32, n: u32, value: impl Fn(u32) -> u32) -> u32 {
         if below {
             let v = value(p - k);
             if v != EDT_INFINITE && v + d2 < best {
-                best = v + d2;
+                (best, at) = (v + d2, p - k);
             }
         }
         if above {
             let v = value(p + k);
             if v != EDT_INFINITE && v + d2 < best {
-                best = v + d2;
+                (best, at) = (v + d2, p + k);
             }
         }
         k += 1;
     }
-    best
+    (best, at)
 }
 
 /// Arguments of `edt_lines`: one integer pass (unit spacing) of the
-/// distance transform along `axis`, a group of lines per block held in
-/// shared memory.
+/// distance transform along `axis` (y or z), after `edt_rows`, a group of
+/// lines per block held in shared memory.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EdtLinesArgs {
     /// The volume.
     pub dims: crate::Dims3,
-    /// The axis (0: z, 1: y, 2: x).
+    /// The axis (0: z, 1: y).
     pub axis: u32,
-    /// The first pass reads `mask` (0: background) and sets `background`.
-    pub first: u32,
     /// The last pass writes float64 distances to `distances`.
     pub last: u32,
     /// Lines per block ([`edt_lines_per_block`]).
     pub lines_per_block: u32,
-    /// The mask (first pass).
-    pub mask: *const u8,
-    /// Squared distances so far (other passes).
+    /// Unused; keeps the pointers 8-byte aligned.
+    pub reserved: u32,
+    /// Squared distances so far.
     pub input: *const u32,
     /// Out: squared distances (passes but the last).
     pub output: *mut u32,
     /// Out: distances (the last pass).
     pub distances: *mut f64,
-    /// Set to 1 by the first pass if any element is background.
-    pub background: *mut u32,
+    /// The features so far (null: none are kept).
+    pub features_in: *const u32,
+    /// Out: the features after this pass (null when `features_in` is).
+    pub features_out: *mut u32,
+}
+
+/// Arguments of `edt_indices`: scipy's indices (int32, `(rank,) +
+/// shape`) from the flat features; [`EDT_NO_FEATURE`] gives scipy's
+/// point for no background, `(-1, 0, ..., 0)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EdtIndicesArgs {
+    /// The volume (leading axes of extent 1 for ranks below 3).
+    pub dims: crate::Dims3,
+    /// The array's rank, 1 to 3: the trailing `rank` axes are written.
+    pub rank: u32,
+    /// Unused; keeps the pointers 8-byte aligned.
+    pub reserved: u32,
+    /// The flat index of each element's nearest background element.
+    pub features: *const u32,
+    /// Out: `rank` planes of one int32 per element.
+    pub indices: *mut i32,
 }
 
 impl_kernel_args!(
-    EdtPassArgs => EdtPass { dims, axis, first, last, sampling, mask, input, output, background },
-    EdtLinesArgs => EdtLines { dims, axis, first, last, lines_per_block, mask, input, output, distances, background },
+    EdtRowsArgs => EdtRows { dims, sampling, mask, squared, squared_f64, features, background },
+    EdtPassArgs => EdtPass { dims, axis, last, sampling, input, output, features_in, features_out },
+    EdtLinesArgs => EdtLines {
+        dims, axis, last, lines_per_block, reserved, input, output, distances, features_in, features_out
+    },
+    EdtIndicesArgs => EdtIndices { dims, rank, reserved, features, indices },
 );
 
 #[cfg(test)]
@@ -164,23 +252,58 @@ mod tests {
     #[test]
     fn line_minimum_is_the_minimum() {
         let f = [f64::INFINITY, 4.0, f64::INFINITY, 0.0, f64::INFINITY, f64::INFINITY, 9.0];
+        let cost = |p: usize, q: usize| f[q] + ((p as f64 - q as f64) * 1.5).powi(2);
         for p in 0..f.len() {
-            let want = (0..f.len()).map(|q| f[q] + ((p as f64 - q as f64) * 1.5).powi(2)).fold(f64::INFINITY, f64::min);
-            let got = line_minimum(p as u64, f.len() as u64, 1.5, |k| f[(p as i64 + k) as usize]);
+            let want = (0..f.len()).map(|q| cost(p, q)).fold(f64::INFINITY, f64::min);
+            let (got, at) = line_minimum(p as u64, f.len() as u64, 1.5, |k| f[(p as i64 + k) as usize]);
             assert_eq!(got, want, "p = {p}");
+            assert_eq!(cost(p, (p as i64 + at) as usize), want, "p = {p}: the offset gives the minimum");
         }
-        assert_eq!(line_minimum(0, 3, 1.0, |_| f64::INFINITY), f64::INFINITY);
+        assert_eq!(line_minimum(0, 3, 1.0, |_| f64::INFINITY), (f64::INFINITY, 0));
         let g = [EDT_INFINITE, 4, EDT_INFINITE, 0, EDT_INFINITE, EDT_INFINITE, 9];
+        let cost = |p: u32, q: u32| g[q as usize] + (p as i64 - q as i64).pow(2) as u32;
         for p in 0..g.len() as u32 {
-            let want = (0..g.len() as u32)
-                .filter(|&q| g[q as usize] != EDT_INFINITE)
-                .map(|q| g[q as usize] + (p as i64 - q as i64).pow(2) as u32)
-                .min()
-                .unwrap();
-            assert_eq!(line_minimum_u32(p, g.len() as u32, |q| g[q as usize]), want, "p = {p}");
+            let want =
+                (0..g.len() as u32).filter(|&q| g[q as usize] != EDT_INFINITE).map(|q| cost(p, q)).min().unwrap();
+            let (got, at) = line_minimum_u32(p, g.len() as u32, |q| g[q as usize]);
+            assert_eq!(got, want, "p = {p}");
+            assert_eq!(cost(p, at), want, "p = {p}: the position gives the minimum");
         }
+        assert_eq!(line_minimum_u32(1, 3, |_| EDT_INFINITE), (EDT_INFINITE, 1));
         assert_eq!(edt_lines_per_block(512, true), 1);
         assert_eq!(edt_lines_per_block(512, false), 16);
         assert_eq!(edt_lines_per_block(100_000, false), 0);
+    }
+
+    #[test]
+    fn nearest_set_bits_are_the_nearest_on_either_side() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for case in 0..2000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let bits = match case {
+                0 => 0,
+                1 => u32::MAX,
+                2 => 1,
+                3 => 1 << 31,
+                _ => (state >> 32) as u32 & (state >> 7) as u32,
+            };
+            for lane in 0..32 {
+                let below = (0..=lane).rev().find(|&b| bits >> b & 1 == 1);
+                let above = (lane..32).find(|&b| bits >> b & 1 == 1);
+                assert_eq!(nearest_set_bits(bits, lane), (below, above), "bits {bits:#x}, lane {lane}");
+            }
+        }
+    }
+
+    #[test]
+    fn nearer_of_takes_the_nearer_and_the_left_on_a_tie() {
+        const NONE: u32 = u32::MAX;
+        assert_eq!(nearer_of(2, 8, 5), 2);
+        assert_eq!(nearer_of(2, 8, 6), 8);
+        assert_eq!(nearer_of(2, 7, 4), 2);
+        assert_eq!(nearer_of(5, 5, 5), 5);
+        assert_eq!(nearer_of(NONE, 7, 0), 7);
+        assert_eq!(nearer_of(3, NONE, 9), 3);
+        assert_eq!(nearer_of(NONE, NONE, 4), NONE);
     }
 }

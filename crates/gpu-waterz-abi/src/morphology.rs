@@ -583,6 +583,66 @@ impl BitsGeometry {
     }
 }
 
+/// [`BinaryBitsArgs::x_runs`]: the element holds `(0, 0, -1)`, so a
+/// deciding value moves toward higher x (the position after it takes it).
+pub const X_RUNS_UP: u32 = 1;
+/// [`BinaryBitsArgs::x_runs`]: the element holds `(0, 0, +1)`, so a
+/// deciding value moves toward lower x.
+pub const X_RUNS_DOWN: u32 = 2;
+
+/// The deciding values of a row of 128 positions (`seeds`, bit `p` for
+/// position `p`) spread along x through `runs` (the positions that may
+/// take them): toward higher positions with [`X_RUNS_UP`], lower with
+/// [`X_RUNS_DOWN`], a step at a time for as long as the next position is
+/// in `runs`, as repeated steps along x would spread them (a Kogge–Stone
+/// fill: 7 doublings per direction). Positions outside `runs` keep their
+/// bit.
+#[inline(always)]
+pub fn fill_x_runs(seeds: u128, runs: u128, directions: u32) -> u128 {
+    let mut filled = seeds;
+    if directions & X_RUNS_UP != 0 {
+        let (mut g, mut m) = (filled, runs);
+        let mut shift = 1;
+        while shift < 128 {
+            g |= m & (g << shift);
+            m &= m << shift;
+            shift *= 2;
+        }
+        filled = g;
+    }
+    if directions & X_RUNS_DOWN != 0 {
+        let (mut g, mut m) = (filled, runs);
+        let mut shift = 1;
+        while shift < 128 {
+            g |= m & (g >> shift);
+            m &= m >> shift;
+            shift *= 2;
+        }
+        filled = g;
+    }
+    filled
+}
+
+/// The 4 bits of 4 consecutive positions held as bytes (little-endian:
+/// the lowest byte is the first position): bit `i` is set when byte `i` is
+/// non-zero.
+#[inline(always)]
+pub fn bytes_nibble(bytes: u32) -> u32 {
+    ((bytes & 0xff != 0) as u32)
+        | (((bytes & 0xff00 != 0) as u32) << 1)
+        | (((bytes & 0x00ff_0000 != 0) as u32) << 2)
+        | (((bytes & 0xff00_0000 != 0) as u32) << 3)
+}
+
+/// The 4 bytes (0 or 1, little-endian) of positions `4 g..4 g + 4` of a
+/// word of 32 positions: [`bytes_nibble`]'s inverse for group lane `g`
+/// (`0..8`).
+#[inline(always)]
+pub fn word_bytes(word: u32, g: u32) -> u32 {
+    let nibble = (word >> (4 * g)) & 0xf;
+    (nibble & 1) | ((nibble >> 1) & 1) << 8 | ((nibble >> 2) & 1) << 16 | ((nibble >> 3) & 1) << 24
+}
+
 /// The 32 bits a row reads at x offset `ox` (`-32..=32`) from its three
 /// words `(before, own, after)`: bit `p` is the value at `x0 + p + ox`.
 #[inline(always)]
@@ -607,8 +667,10 @@ pub struct BinaryBitsArgs {
     pub border: u32,
     /// 1: repeat inside the tile until it is stable (elements holding offset 0 only).
     pub local: u32,
-    /// Unused; keeps the pointers aligned.
-    pub reserved: u32,
+    /// With `local`: which x offsets of the element's own row let each
+    /// step also fill whole runs along x ([`X_RUNS_UP`], [`X_RUNS_DOWN`];
+    /// 0: none), so that a tile settles in fewer steps.
+    pub x_runs: u32,
     /// `elements` row offsets in the halo (`oz * halo_y + oy`).
     pub element_rows: *const i32,
     /// `elements` x offsets (`-32..=32`).
@@ -625,7 +687,7 @@ pub struct BinaryBitsArgs {
 
 impl_kernel_args!(
     BinaryBitsArgs => BinaryBits {
-        geometry, dilation, border, local, reserved, element_rows, element_x, input, mask, output, changed
+        geometry, dilation, border, local, x_runs, element_rows, element_x, input, mask, output, changed
     },
 );
 
@@ -671,6 +733,69 @@ mod tests {
             g.high[axis] = high[axis];
         }
         g
+    }
+
+    #[test]
+    fn x_runs_fill_as_repeated_steps() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..3000 {
+            let wide = |a: u64, b: u64| (a as u128) << 64 | b as u128;
+            let seeds = wide(next() & next() & next(), next() & next() & next());
+            let runs = if case % 7 == 0 { u128::MAX } else { wide(next() | next(), next() | next()) };
+            let directions = (case % 3 + 1) as u32;
+            // Steps along x until nothing changes: a position in runs takes
+            // a deciding value from its neighbour below (up) or above (down).
+            let mut want = seeds;
+            loop {
+                let mut step = want;
+                if directions & X_RUNS_UP != 0 {
+                    step |= runs & (want << 1);
+                }
+                if directions & X_RUNS_DOWN != 0 {
+                    step |= runs & (want >> 1);
+                }
+                if step == want {
+                    break;
+                }
+                want = step;
+            }
+            assert_eq!(fill_x_runs(seeds, runs, directions), want, "case {case}");
+        }
+        assert_eq!(fill_x_runs(1, u128::MAX, X_RUNS_UP), u128::MAX);
+        assert_eq!(fill_x_runs(1 << 127, u128::MAX, X_RUNS_DOWN), u128::MAX);
+        assert_eq!(fill_x_runs(0b1, 0b1110_0110, X_RUNS_UP), 0b111);
+    }
+
+    #[test]
+    fn words_go_to_bytes_and_back() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..1000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let word = state as u32;
+            // Each group lane's bytes, as memory holds them, give its nibble back.
+            let mut again = 0u32;
+            for g in 0..8 {
+                let bytes = word_bytes(word, g);
+                let memory = bytes.to_le_bytes();
+                for (i, &b) in memory.iter().enumerate() {
+                    assert_eq!(b as u32, (word >> (4 * g + i as u32)) & 1, "word {word:#x}, lane {g}, byte {i}");
+                }
+                again |= bytes_nibble(bytes) << (4 * g);
+            }
+            assert_eq!(again, word);
+            // Any non-zero byte is a set bit.
+            let bytes = (state >> 32) as u32;
+            let want = (0..4).map(|i| (((bytes >> (8 * i)) & 0xff != 0) as u32) << i).sum::<u32>();
+            assert_eq!(bytes_nibble(bytes), want, "bytes {bytes:#x}");
+        }
     }
 
     #[test]

@@ -1,16 +1,96 @@
 //! The distance transform's launches (`kernels-rs/src/distance.rs`): the
-//! only `unsafe` code of this crate. The function checks the lengths its
-//! kernel reads and writes.
+//! only `unsafe` code of this crate. Each function checks the lengths its
+//! kernels read and write.
 
-use gpu_waterz_abi::distance::EdtPassArgs;
+use gpu_waterz_abi::distance::{
+    edt_lines_per_block, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE,
+    EDT_ROW_THREADS,
+};
 use gpu_waterz_abi::Dims3;
-use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, Result};
+use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
 
-/// The three passes of the distance transform of `mask` (one byte per
-/// element of `dims`, 0: background) into `out` (distances), with
-/// `spacing` per `(z, y, x)` axis; `scratch` holds the middle pass and
+/// The feature transform's two buffers of flat indices (one per element
+/// each): the passes alternate between them, and the result is in `first`.
+pub(crate) struct Features<'a> {
+    pub(crate) first: &'a mut DeviceBuffer<u32>,
+    pub(crate) second: &'a mut DeviceBuffer<u32>,
+}
+
+/// An error of a launch's arguments.
+fn invalid(kernel: &'static str, reason: String) -> RuntimeError {
+    RuntimeError::InvalidLaunch { kernel, reason }
+}
+
+/// Checks that the feature buffers hold `n` elements on `gpu` and that
+/// flat indices fit them.
+fn check_features(gpu: &Gpu, kernel: &'static str, features: &Option<Features<'_>>, n: u64) -> Result<()> {
+    if let Some(f) = features {
+        if n >= EDT_NO_FEATURE as u64 {
+            return Err(invalid(kernel, format!("the feature transform takes fewer than 2^32 - 1 elements, not {n}")));
+        }
+        gpu.check_device(&*f.first, "the first features")?;
+        gpu.check_device(&*f.second, "the second features")?;
+        check_len(kernel, "first features", &*f.first, n)?;
+        check_len(kernel, "second features", &*f.second, n)?;
+    }
+    Ok(())
+}
+
+/// The first pass, along x, from `mask` into `squared` (integer, unit
+/// spacing) or `squared_f64` (with `sampling`, the spacing along x), the
+/// row's nearest background elements into `features` when given, and
+/// `background` set if any element is background. The caller checked the
+/// lengths (one value per element of `dims`) and devices.
+#[allow(clippy::too_many_arguments)]
+fn edt_rows(
+    gpu: &Gpu,
+    dims: Dims3,
+    sampling: f64,
+    mask: &DeviceBuffer<u8>,
+    squared: Option<&mut DeviceBuffer<u32>>,
+    squared_f64: Option<&mut DeviceBuffer<f64>>,
+    features: Option<&mut DeviceBuffer<u32>>,
+    background: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    // The kernel walks a row in u32 positions, a word of 32 past its end.
+    if dims.x > (u32::MAX - 256) as u64 {
+        return Err(invalid("edt_rows", format!("rows of at most 2^32 - 257 elements, not {}", dims.x)));
+    }
+    let rows = dims.z * dims.y;
+    let warps = (EDT_ROW_THREADS / 32) as u64;
+    let config = LaunchConfig {
+        blocks: rows.div_ceil(warps).clamp(1, gpu.multiprocessor_count() as u64 * 16) as u32,
+        threads: EDT_ROW_THREADS,
+        shared_bytes: 0,
+    };
+    let args = EdtRowsArgs {
+        dims,
+        sampling,
+        mask: mask.as_ptr(),
+        squared: squared.map_or(std::ptr::null_mut(), |b| b.as_mut_ptr()),
+        squared_f64: squared_f64.map_or(std::ptr::null_mut(), |b| b.as_mut_ptr()),
+        features: features.map_or(std::ptr::null_mut(), |b| b.as_mut_ptr()),
+        background: background.as_mut_ptr(),
+    };
+    if args.squared.is_null() == args.squared_f64.is_null() {
+        return Err(invalid("edt_rows", "exactly one of the integer and float64 outputs".into()));
+    }
+    // The callers checked that every buffer holds one value per element of
+    // dims, the flag one, and that flat indices fit u32 below
+    // EDT_NO_FEATURE (check_features).
+    // SAFETY: the outputs are distinct from the mask (other types, or
+    // borrowed mutably); 256 threads are whole warps.
+    unsafe { gpu.launch(config, args) }
+}
+
+/// The passes of the distance transform of `mask` (one byte per element of
+/// `dims`, 0: background) into `out` (distances) in float64, with
+/// `spacing` per `(z, y, x)` axis: x from the mask into `out`, y into
+/// `scratch`, z into `out`; with `features`, the flat index of a nearest
+/// background element of each element ends in `features.first`.
 /// `background` (one word, zeroed by the caller) is set if any element is
 /// background.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn edt_passes(
     gpu: &Gpu,
     dims: Dims3,
@@ -18,6 +98,7 @@ pub(crate) fn edt_passes(
     mask: &DeviceBuffer<u8>,
     out: &mut DeviceBuffer<f64>,
     scratch: &mut DeviceBuffer<f64>,
+    mut features: Option<Features<'_>>,
     background: &mut DeviceBuffer<u32>,
 ) -> Result<()> {
     const K: &str = "edt_pass";
@@ -30,36 +111,44 @@ pub(crate) fn edt_passes(
     check_len(K, "output", out, n)?;
     check_len(K, "scratch", scratch, n)?;
     check_len(K, "background", background, 1)?;
-    for axis in 0..3u32 {
-        // Passes alternate: z into out, y into scratch, x into out.
+    check_features(gpu, K, &features, n)?;
+    let first_features = features.as_mut().map(|f| &mut *f.first);
+    edt_rows(gpu, dims, spacing[2], mask, None, Some(out), first_features, background)?;
+    for axis in [1u32, 0] {
+        // y: out into scratch, features first into second; z: scratch into
+        // out, second into first.
         let (input, output) = match axis {
-            0 => (std::ptr::null(), out.as_mut_ptr()),
             1 => (out.as_ptr(), scratch.as_mut_ptr()),
             _ => (scratch.as_ptr(), out.as_mut_ptr()),
+        };
+        let (features_in, features_out) = match (&mut features, axis) {
+            (Some(f), 1) => (f.first.as_ptr(), f.second.as_mut_ptr()),
+            (Some(f), _) => (f.second.as_ptr(), f.first.as_mut_ptr()),
+            (None, _) => (std::ptr::null(), std::ptr::null_mut()),
         };
         let args = EdtPassArgs {
             dims,
             axis,
-            first: (axis == 0) as u32,
-            last: (axis == 2) as u32,
+            last: (axis == 0) as u32,
             sampling: spacing[axis as usize],
-            mask: mask.as_ptr(),
             input,
             output,
-            background: background.as_mut_ptr(),
+            features_in,
+            features_out,
         };
-        // SAFETY: mask, out and scratch hold n elements and the flag one
-        // (checked); each pass reads one array and writes another.
+        // SAFETY: out, scratch and the features hold n elements (checked);
+        // each pass reads one buffer of each pair and writes the other.
         unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
     }
     Ok(())
 }
 
 /// The integer passes (unit spacing) of the distance transform of `mask`
-/// into `out`, through the squared distances in `first` and `second`; each
-/// axis's lines in shared memory. Returns `false` without launching when a
-/// line is too long for the shared memory (the caller takes the float64
-/// passes then).
+/// into `out`: x from the mask into `first`, then y into `second` and z
+/// into `out`, each line in shared memory; `features` as for
+/// [`edt_passes`]. Returns `false` without launching when a line is too
+/// long for the shared memory (the caller takes the float64 passes then).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn edt_line_passes(
     gpu: &Gpu,
     dims: Dims3,
@@ -67,23 +156,25 @@ pub(crate) fn edt_line_passes(
     out: &mut DeviceBuffer<f64>,
     first: &mut DeviceBuffer<u32>,
     second: &mut DeviceBuffer<u32>,
+    mut features: Option<Features<'_>>,
     background: &mut DeviceBuffer<u32>,
 ) -> Result<bool> {
-    use gpu_waterz_abi::distance::{edt_lines_per_block, EdtLinesArgs, EDT_LINE_THREADS};
     const K: &str = "edt_lines";
     let n = dims.z * dims.y * dims.x;
     let extents = [dims.z, dims.y, dims.x];
-    // Squared distances stay below 3 * 12288^2 < 2^32 for lines that fit.
+    // Squared distances stay below 3 * 12288^2 < 2^32 for lines that fit
+    // (x included, though its pass holds no line).
     let per_axis: Vec<u32> = (0..3).map(|a| edt_lines_per_block(extents[a], a == 2)).collect();
     if per_axis.contains(&0) {
         return Ok(false);
     }
+    // The kernel keeps one line of each group per thread.
+    if per_axis.iter().any(|&per| !per.is_power_of_two() || !EDT_LINE_THREADS.is_multiple_of(per)) {
+        return Err(invalid(K, format!("lines per block {per_axis:?} do not divide {EDT_LINE_THREADS} threads")));
+    }
     for (what, len) in [("mask", mask.len()), ("output", out.len()), ("first", first.len()), ("second", second.len())] {
         if (len as u64) < n {
-            return Err(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
-                kernel: K,
-                reason: format!("{what} holds {len} elements, not {n}"),
-            });
+            return Err(invalid(K, format!("{what} holds {len} elements, not {n}")));
         }
     }
     gpu.check_device(mask, "the mask")?;
@@ -92,39 +183,79 @@ pub(crate) fn edt_line_passes(
     gpu.check_device(second, "the second scratch")?;
     gpu.check_device(background, "the flag")?;
     check_len(K, "background", background, 1)?;
-    for axis in 0..3u32 {
+    check_features(gpu, K, &features, n)?;
+    let first_features = features.as_mut().map(|f| &mut *f.first);
+    edt_rows(gpu, dims, 1.0, mask, Some(first), None, first_features, background)?;
+    for axis in [1u32, 0] {
         let a = axis as usize;
         let lines = n / extents[a].max(1);
         let per = per_axis[a];
         let groups = lines.div_ceil(per as u64);
-        let config = gpu_waterz_runtime::LaunchConfig {
+        let config = LaunchConfig {
             blocks: groups.min(gpu.multiprocessor_count() as u64 * 16).max(1) as u32,
             threads: EDT_LINE_THREADS,
             shared_bytes: (per as u64 * extents[a] * 4) as u32,
         };
-        // Passes: z mask -> first, y first -> second, x second -> out.
+        // y: first into second; z: second into out.
         let (input, output, distances) = match axis {
-            0 => (std::ptr::null(), first.as_mut_ptr(), std::ptr::null_mut()),
             1 => (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut()),
             _ => (second.as_ptr(), std::ptr::null_mut(), out.as_mut_ptr()),
+        };
+        let (features_in, features_out) = match (&mut features, axis) {
+            (Some(f), 1) => (f.first.as_ptr(), f.second.as_mut_ptr()),
+            (Some(f), _) => (f.second.as_ptr(), f.first.as_mut_ptr()),
+            (None, _) => (std::ptr::null(), std::ptr::null_mut()),
         };
         let args = EdtLinesArgs {
             dims,
             axis,
-            first: (axis == 0) as u32,
-            last: (axis == 2) as u32,
+            last: (axis == 0) as u32,
             lines_per_block: per,
-            mask: mask.as_ptr(),
+            reserved: 0,
             input,
             output,
             distances,
-            background: background.as_mut_ptr(),
+            features_in,
+            features_out,
         };
-        // SAFETY: every buffer holds n elements and the flag one (checked);
-        // each pass reads one buffer and writes another; the shared memory
+        // SAFETY: every buffer holds n elements (checked); each pass reads
+        // one buffer of each pair and writes another; the shared memory
         // holds the group's lines (per * length words, at most
         // EDT_LINE_SHARED_BYTES).
         unsafe { gpu.launch(config, args) }?;
     }
     Ok(true)
+}
+
+/// scipy's indices (`rank` planes of int32, one value per element of
+/// `dims`) from the flat `features` of [`edt_passes`] or
+/// [`edt_line_passes`].
+pub(crate) fn edt_indices(
+    gpu: &Gpu,
+    dims: Dims3,
+    rank: usize,
+    features: &DeviceBuffer<u32>,
+    indices: &mut DeviceBuffer<i32>,
+) -> Result<()> {
+    const K: &str = "edt_indices";
+    let n = dims.z * dims.y * dims.x;
+    let leading = [dims.z, dims.y];
+    if !(1..=3).contains(&rank) || leading[..3 - rank].iter().any(|&e| e != 1) {
+        return Err(invalid(K, format!("rank {rank} does not fit the extents {:?}", [dims.z, dims.y, dims.x])));
+    }
+    gpu.check_device(features, "the features")?;
+    gpu.check_device(indices, "the indices")?;
+    check_len(K, "features", features, n)?;
+    check_len(K, "indices", indices, n * rank as u64)?;
+    let args = EdtIndicesArgs {
+        dims,
+        rank: rank as u32,
+        reserved: 0,
+        features: features.as_ptr(),
+        indices: indices.as_mut_ptr(),
+    };
+    // SAFETY: features holds n values, each a flat index of dims or
+    // EDT_NO_FEATURE (written by the passes); indices holds rank planes;
+    // the leading extents are 1 (checked).
+    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }
 }

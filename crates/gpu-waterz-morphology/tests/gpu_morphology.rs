@@ -330,3 +330,68 @@ fn gpu_morphology_rejects_bad_input() {
     let size = Footprint::resolve(1, &Element::Size(vec![3]), &[0], false).unwrap();
     assert!(gpu::grey_filter(&g, &values, &mut out, batch, &size, Mode::Reflect, 0.0, false, Strategy::Auto).is_err());
 }
+
+/// Volumes with rows of several words along x, aligned to 4 bytes and not:
+/// single steps, and steps until stable that cross many tiles (run in
+/// place after the first) with masks and both borders, equal the CPU.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_binary_steps_on_volumes_equal_the_cpu() {
+    use gpu_waterz_morphology::{binary_dilation, binary_erosion, generate_binary_structure, Binary};
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+    for (case, shape) in
+        [vec![4usize, 24, 260], vec![3, 17, 257], vec![2, 3, 1030], vec![5, 40, 132]].into_iter().enumerate()
+    {
+        let n: usize = shape.iter().product();
+        let input = ArrayD::from_shape_fn(IxDyn(&shape), |_| rng.gen_bool(0.02));
+        let mask = ArrayD::from_shape_fn(IxDyn(&shape), |_| rng.gen_bool(0.75));
+        for connectivity in [1, 3] {
+            let structure = generate_binary_structure(3, connectivity).unwrap();
+            for (dilation, iterations, with_mask, border) in [
+                (true, -1, true, false),
+                (true, -1, true, true),
+                (false, -1, false, true),
+                (true, 2, true, false),
+                (false, 1, false, false),
+            ] {
+                let source = if dilation { input.clone() } else { mask.clone() };
+                let args = Binary {
+                    structure: structure.view(),
+                    iterations,
+                    mask: with_mask.then(|| mask.view()),
+                    border_value: border,
+                    origin: vec![0; 3],
+                };
+                let want =
+                    if dilation { binary_dilation(source.view(), &args) } else { binary_erosion(source.view(), &args) }
+                        .unwrap();
+                let footprint = args.footprint(&shape, dilation).unwrap();
+                let bytes: Vec<u8> = source.iter().map(|&v| v as u8).collect();
+                let device_input = g.upload(&bytes).unwrap();
+                let mask_bytes: Vec<u8> = mask.iter().map(|&v| v as u8).collect();
+                let device_mask = with_mask.then(|| g.upload(&mask_bytes).unwrap());
+                let mut output = g.uninit::<u8>(n).unwrap();
+                let steps = if iterations < 1 { Iterations::UntilStable } else { Iterations::Times(iterations as u64) };
+                gpu::binary_filter(
+                    &g,
+                    &device_input,
+                    &mut output,
+                    device_mask.as_ref(),
+                    Batch { items: 1, shape: &shape },
+                    &footprint,
+                    border,
+                    dilation,
+                    steps,
+                )
+                .unwrap();
+                let got: Vec<bool> = g.download(&output).unwrap().iter().map(|&v| v != 0).collect();
+                assert_eq!(
+                    got,
+                    want.iter().copied().collect::<Vec<_>>(),
+                    "case {case}: shape {shape:?}, connectivity {connectivity}, dilation {dilation}, {steps:?}, mask {with_mask}, border {border}"
+                );
+            }
+        }
+    }
+}

@@ -51,12 +51,20 @@ fn evaluate<'py>(
     Ok(d)
 }
 
+/// Returns the device memory gpu-waterz's pool keeps for later calls to the
+/// driver, on every device it has opened.
+#[pyfunction]
+fn empty_cache(py: Python<'_>) -> PyResult<()> {
+    py.detach(gpu_waterz_runtime::Gpu::trim_opened_pools).map_err(|e| to_py_err(gpu_waterz::Error::from(e)))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pipeline::Agglomeration>()?;
     m.add_class::<cuda::CudaVolume>()?;
     m.add_function(wrap_pyfunction!(pipeline::agglomerate, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::grey_morphology, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::grey_filter_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::grey_filter_cuda, m)?)?;
@@ -64,6 +72,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage::binary_filter_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_indices_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_indices, m)?)?;
     m.add_function(wrap_pyfunction!(greyscale::grey_watershed, m)?)?;
     m.add_function(wrap_pyfunction!(greyscale::grey_watershed_cuda, m)?)?;

@@ -82,27 +82,72 @@ pub(crate) fn distance_transform_edt<'py>(
     Ok(out.into_pyarray(py))
 }
 
-/// The same on CUDA memory: `pointers` are the mask (uint8, 0: background)
-/// and the float64 distances to write, `shape` (rank 1 to 3) elements each
+/// The same on CUDA memory: `pointers` are the mask (one byte per element,
+/// 0: background), the float64 distances to write and the int32 indices to
+/// write (`(rank,) + shape`; 0: none), `shape` (rank 1 to 3) elements each
 /// on device `ordinal`, held by the caller for the whole call.
 #[pyfunction]
 #[pyo3(signature = (pointers, shape, sampling, ordinal))]
 pub(crate) fn distance_transform_edt_cuda(
     py: Python<'_>,
-    pointers: [u64; 2],
+    pointers: [u64; 3],
     shape: Vec<usize>,
     sampling: Option<Vec<f64>>,
     ordinal: usize,
 ) -> PyResult<()> {
     let n: usize = shape.iter().product();
     let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let rank = shape.len() as u64;
+    // Byte ranges: the outputs overlap neither the mask nor each other.
+    let (mask_bytes, distance_bytes) = ((pointers[0], n as u64), (pointers[1], n as u64 * 8));
+    check_disjoint(distance_bytes, &[mask_bytes])?;
+    if pointers[2] != 0 {
+        check_disjoint((pointers[2], n as u64 * 4 * rank), &[mask_bytes, distance_bytes])?;
+    }
     py.detach(|| -> PyResult<()> {
         let mask = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
         let mut out = crate::cuda::borrow_elements::<f64>(&gpu, pointers[1], n)?;
-        gpu_waterz_morphology::gpu::distance_transform_edt(&gpu, &mask, &shape, sampling.as_deref(), &mut out)
-            .map_err(morphology_err)?;
+        let sampling = sampling.as_deref();
+        if pointers[2] == 0 {
+            gpu_waterz_morphology::gpu::distance_transform_edt(&gpu, &mask, &shape, sampling, &mut out)
+        } else {
+            let mut indices = crate::cuda::borrow_elements::<i32>(&gpu, pointers[2], n * shape.len())?;
+            gpu_waterz_morphology::gpu::distance_transform_edt_with_indices(
+                &gpu,
+                &mask,
+                &shape,
+                sampling,
+                &mut out,
+                &mut indices,
+            )
+        }
+        .map_err(morphology_err)?;
         gpu.synchronize().map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
     })
+}
+
+/// Float64 distances and int32 indices, as numpy arrays.
+type DistancesAndIndices<'py> = (Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<i32>>);
+
+/// Distances and the feature transform of a boolean host array (rank 1 to
+/// 3) on the GPU: float64 distances and int32 indices, as
+/// [`distance_transform_indices`]'s `"edt"`.
+#[pyfunction]
+#[pyo3(signature = (input, sampling, ordinal))]
+pub(crate) fn distance_transform_edt_indices_gpu<'py>(
+    py: Python<'py>,
+    input: PyReadonlyArrayDyn<'py, bool>,
+    sampling: Option<Vec<f64>>,
+    ordinal: usize,
+) -> PyResult<DistancesAndIndices<'py>> {
+    let input = input.as_array();
+    let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let (distances, indices) = py
+        .detach(|| {
+            gpu_waterz_morphology::gpu::distance_transform_edt_with_indices_host(&gpu, input, sampling.as_deref())
+        })
+        .map_err(morphology_err)?;
+    Ok((distances.into_pyarray(py), indices.into_pyarray(py)))
 }
 
 /// Distances and the feature transform on the CPU: `kind` is `"edt"`

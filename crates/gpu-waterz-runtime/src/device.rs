@@ -10,6 +10,10 @@ use std::sync::{Arc, OnceLock};
 /// The devices opened so far, one handle each (see [`Gpu::new`]).
 static OPENED: std::sync::Mutex<Vec<(usize, Gpu)>> = std::sync::Mutex::new(Vec::new());
 
+/// The stream-ordered pool keeps up to the device's memory divided by this
+/// when freed ([`Gpu::set_pool_release_threshold`]).
+pub const POOL_KEEP_DIVISOR: u64 = 4;
+
 /// A thread recording a graph, and the stream its launches go to.
 pub(crate) type Capture = (std::thread::ThreadId, Arc<CudaStream>);
 
@@ -90,6 +94,16 @@ impl Gpu {
         opened.clear();
     }
 
+    /// [`Gpu::trim_pool`] on every device [`Gpu::new`] has opened (none
+    /// opened: nothing to do).
+    pub fn trim_opened_pools() -> Result<()> {
+        let opened: Vec<Gpu> = {
+            let opened = OPENED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            opened.iter().map(|(_, gpu)| gpu.clone()).collect()
+        };
+        opened.iter().try_for_each(Gpu::trim_pool)
+    }
+
     /// Opens CUDA device `ordinal` with a new handle (see [`Gpu::new`]).
     fn open(ordinal: usize) -> Result<Self> {
         // SAFETY: `is_culib_present` only tries to dlopen the driver library
@@ -119,15 +133,71 @@ impl Gpu {
                 .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
                 .context(|| "reading the multiprocessor count".into())?
                 .max(1) as u32;
-            Ok(Self {
+            let gpu = Self {
                 ctx,
                 stream,
                 module: Arc::new(OnceLock::new()),
                 multiprocessors,
                 staging: Arc::default(),
                 capturing: Arc::default(),
-            })
+            };
+            // Keep freed memory for the next call instead of giving it back
+            // to the driver at every synchronisation (mapping it again cost
+            // more than the kernels of a 512³ distance transform).
+            let (_, total) = gpu.memory_info()?;
+            gpu.set_pool_release_threshold(total / POOL_KEEP_DIVISOR)?;
+            Ok(gpu)
         })
+    }
+
+    /// How much freed memory the stream-ordered pool keeps at most for
+    /// later allocations instead of returning it to the driver when the
+    /// stream synchronises (the default, set when a device is opened, is a
+    /// quarter of the device's memory); `None` where the device has no
+    /// memory pools. [`Gpu::trim_pool`] returns it now.
+    pub fn set_pool_release_threshold(&self, bytes: u64) -> Result<Option<()>> {
+        use cudarc::driver::sys::{CUmemPool_attribute, CUresult};
+        let Some(pool) = self.default_pool()? else {
+            return Ok(None);
+        };
+        let mut value = bytes;
+        // SAFETY: the attribute is a cuuint64_t read from a live local; the
+        // pool handle came from the driver.
+        let result = unsafe {
+            cudarc::driver::sys::cuMemPoolSetAttribute(
+                pool,
+                CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut value as *mut u64).cast(),
+            )
+        };
+        Ok((result == CUresult::CUDA_SUCCESS).then_some(()))
+    }
+
+    /// Returns the freed memory the stream-ordered pool keeps to the driver
+    /// (after the queued work has finished), as `torch.cuda.empty_cache()`
+    /// does for torch's.
+    pub fn trim_pool(&self) -> Result<()> {
+        self.synchronize()?;
+        if let Some(pool) = self.default_pool()? {
+            // SAFETY: the pool handle came from the driver; trimming to 0
+            // releases only memory no allocation holds.
+            unsafe { cudarc::driver::sys::cuMemPoolTrimTo(pool, 0) };
+        }
+        Ok(())
+    }
+
+    /// The device's default memory pool (the stream-ordered allocator's),
+    /// with this context bound to the thread; `None` where there is none.
+    fn default_pool(&self) -> Result<Option<cudarc::driver::sys::CUmemoryPool>> {
+        use cudarc::driver::sys::{cuDeviceGetDefaultMemPool, CUresult};
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: writes one pool handle to a live local; the device handle
+        // is this context's.
+        if unsafe { cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()) } != CUresult::CUDA_SUCCESS {
+            return Ok(None);
+        }
+        Ok(Some(pool))
     }
 
     /// The device's ordinal.
@@ -165,16 +235,10 @@ impl Gpu {
     }
 
     fn pool_attribute(&self, reset: bool) -> Result<Option<u64>> {
-        use cudarc::driver::sys::{
-            cuDeviceGetDefaultMemPool, cuMemPoolGetAttribute, cuMemPoolSetAttribute, CUmemPool_attribute, CUresult,
-        };
-        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: writes one pool handle to a live local; the device handle
-        // is this context's.
-        if unsafe { cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()) } != CUresult::CUDA_SUCCESS {
+        use cudarc::driver::sys::{cuMemPoolGetAttribute, cuMemPoolSetAttribute, CUmemPool_attribute, CUresult};
+        let Some(pool) = self.default_pool()? else {
             return Ok(None);
-        }
+        };
         let mut value = 0u64;
         let attribute = CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH;
         // SAFETY: the attribute is a cuuint64_t, read from or written to a

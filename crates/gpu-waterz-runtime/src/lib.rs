@@ -27,7 +27,7 @@ pub mod testing;
 mod timer;
 
 pub use buffer::{DeviceBuffer, DeviceElement};
-pub use device::Gpu;
+pub use device::{Gpu, POOL_KEEP_DIVISOR};
 pub use gpu_waterz_abi as abi;
 pub use graph::Graph;
 pub use launch::{check_len, tiled_config, LaunchConfig, BLOCK};

@@ -127,3 +127,29 @@ fn staged_copies_round_trip_at_every_size_and_on_any_thread() {
     let buffer = again.upload(&[5u32; 100]).unwrap();
     assert_eq!(gpu.download(&buffer).unwrap(), vec![5u32; 100]);
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn the_pool_keeps_freed_memory_until_trimmed() {
+    const BYTES: u64 = 1 << 30;
+    let gpu = gpu();
+    let free = || gpu.memory_info().unwrap().0;
+    gpu.trim_pool().unwrap();
+    let before = free();
+    let buffer = gpu.zeros::<u8>(BYTES as usize).unwrap();
+    drop(buffer);
+    gpu.synchronize().unwrap();
+    let kept = before.saturating_sub(free());
+    assert!(kept >= BYTES / 2, "the pool kept {kept} bytes of a freed GiB");
+    gpu.trim_pool().unwrap();
+    let released = free().saturating_sub(before - kept);
+    assert!(released >= BYTES / 2, "trimming gave back {released} bytes");
+    // With no threshold the pool gives freed memory back at a synchronisation.
+    assert_eq!(gpu.set_pool_release_threshold(0).unwrap(), Some(()));
+    let before = free();
+    drop(gpu.zeros::<u8>(BYTES as usize).unwrap());
+    gpu.synchronize().unwrap();
+    assert!(before.saturating_sub(free()) < BYTES / 2, "without a threshold the memory went back");
+    let total = gpu.memory_info().unwrap().1;
+    gpu.set_pool_release_threshold(total / gpu_waterz_runtime::POOL_KEEP_DIVISOR).unwrap();
+}

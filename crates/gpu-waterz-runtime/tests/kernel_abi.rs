@@ -157,8 +157,10 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyMinimumRootsArgs>(c);
     check::<GreyMinimumNumberArgs>(c);
     check::<GreyLinesArgs>(c);
+    check::<EdtRowsArgs>(c);
     check::<EdtPassArgs>(c);
     check::<EdtLinesArgs>(c);
+    check::<EdtIndicesArgs>(c);
     check::<GreyFilterF32Args>(c);
     check::<GreyFilterF64Args>(c);
     check::<GreyLineF32Args>(c);

@@ -311,16 +311,18 @@ fn check_binary_buffers(
     gpu: &Gpu,
     kernel: &'static str,
     n: u64,
-    input: &DeviceBuffer<u8>,
+    input: Option<&DeviceBuffer<u8>>,
     mask: Option<&DeviceBuffer<u8>>,
     output: &DeviceBuffer<u8>,
     changed: &DeviceBuffer<u32>,
     slot: usize,
 ) -> Result<()> {
-    check_len(kernel, "input", input, n)?;
+    if let Some(input) = input {
+        check_len(kernel, "input", input, n)?;
+        gpu.check_device(input, "the input")?;
+    }
     check_len(kernel, "output", output, n)?;
     check_len(kernel, "changed", changed, slot as u64 + 1)?;
-    gpu.check_device(input, "the input")?;
     gpu.check_device(output, "the output")?;
     gpu.check_device(changed, "the flag")?;
     if let Some(mask) = mask {
@@ -333,14 +335,17 @@ fn check_binary_buffers(
 /// One binary step of `input` into `output` over `footprint` (erosion, or
 /// dilation over the element as given: the caller reflects it), `border`
 /// outside, the input kept where `mask` is 0; sets `changed[slot]` to 1 when
-/// an output differs from its input.
+/// an output differs from its input. Without `input` the step runs in place on `output`:
+/// only for steps repeated until stable (the caller's element holds its
+/// centre, so each step only grows or only shrinks the set, and blocks that
+/// read values other blocks are writing reach the same stable set).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn binary_filter(
     gpu: &Gpu,
     footprint: &DeviceFootprint,
     dilation: bool,
     border: bool,
-    input: &DeviceBuffer<u8>,
+    input: Option<&DeviceBuffer<u8>>,
     mask: Option<&DeviceBuffer<u8>>,
     output: &mut DeviceBuffer<u8>,
     changed: &mut DeviceBuffer<u32>,
@@ -359,14 +364,16 @@ pub(crate) fn binary_filter(
         border: border as u32,
         offsets: footprint.offsets.as_ptr(),
         flat_offsets: footprint.flat_offsets.as_ptr(),
-        input: input.as_ptr(),
+        // In place (no input): the step reads the output.
+        input: input.map_or(output.as_ptr(), |i| i.as_ptr()),
         mask: mask.map_or(std::ptr::null(), |m| m.as_ptr()),
         output: output.as_mut_ptr(),
         // A device address: slot < changed.len() (checked).
         changed: changed.as_mut_ptr().wrapping_add(slot),
     };
     // SAFETY: input, output and the mask hold items * spatial values and
-    // the flags slot + 1 (checked); input and output are distinct buffers; the
+    // the flags slot + 1 (checked); input and output are distinct buffers, or
+    // one buffer for a monotone step in place (the caller's); the
     // tables hold what the geometry says (checked).
     unsafe { gpu.launch(config(gpu, &footprint.geometry), args) }
 }
@@ -438,7 +445,10 @@ fn tile_blocks(gpu: &Gpu, g: &TileGeometry) -> u32 {
 
 /// One tiled binary step (or, with `local`, steps repeated inside each
 /// tile until it is stable) of `input` into `output`; sets
-/// `changed[slot]` when an output differs from its input.
+/// `changed[slot]` when an output differs from its input. Without `input` the step runs in place on `output`:
+/// only for steps repeated until stable (the caller's element holds its
+/// centre, so each step only grows or only shrinks the set, and blocks that
+/// read values other blocks are writing reach the same stable set).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn binary_tile(
     gpu: &Gpu,
@@ -446,7 +456,7 @@ pub(crate) fn binary_tile(
     dilation: bool,
     border: bool,
     local: bool,
-    input: &DeviceBuffer<u8>,
+    input: Option<&DeviceBuffer<u8>>,
     mask: Option<&DeviceBuffer<u8>>,
     output: &mut DeviceBuffer<u8>,
     changed: &mut DeviceBuffer<u32>,
@@ -466,7 +476,8 @@ pub(crate) fn binary_tile(
         local: local as u32,
         reserved: 0,
         shared_offsets: tile.shared_offsets.as_ptr(),
-        input: input.as_ptr(),
+        // In place (no input): the step reads the output.
+        input: input.map_or(output.as_ptr(), |i| i.as_ptr()),
         mask: mask.map_or(std::ptr::null(), |m| m.as_ptr()),
         output: output.as_mut_ptr(),
         // A device address: slot < changed.len() (checked).
@@ -486,11 +497,17 @@ pub struct DeviceBits {
     pub(crate) geometry: BitsGeometry,
     pub(crate) element_rows: DeviceBuffer<i32>,
     pub(crate) element_x: DeviceBuffer<i32>,
+    /// The element's x neighbours in its own row (`X_RUNS_UP`,
+    /// `X_RUNS_DOWN`): runs along x fill in one go until stable.
+    pub(crate) x_runs: u32,
 }
 
 /// One binary step on rows of bits (or, with `local`, steps repeated
 /// inside each tile until it is stable) of `input` into `output`; sets
-/// `changed[slot]` when an output differs from its input.
+/// `changed[slot]` when an output differs from its input. Without `input` the step runs in place on `output`:
+/// only for steps repeated until stable (the caller's element holds its
+/// centre, so each step only grows or only shrinks the set, and blocks that
+/// read values other blocks are writing reach the same stable set).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn binary_bits(
     gpu: &Gpu,
@@ -498,7 +515,7 @@ pub(crate) fn binary_bits(
     dilation: bool,
     border: bool,
     local: bool,
-    input: &DeviceBuffer<u8>,
+    input: Option<&DeviceBuffer<u8>>,
     mask: Option<&DeviceBuffer<u8>>,
     output: &mut DeviceBuffer<u8>,
     changed: &mut DeviceBuffer<u32>,
@@ -552,10 +569,11 @@ pub(crate) fn binary_bits(
         dilation: dilation as u32,
         border: border as u32,
         local: local as u32,
-        reserved: 0,
+        x_runs: if local { bits.x_runs } else { 0 },
         element_rows: bits.element_rows.as_ptr(),
         element_x: bits.element_x.as_ptr(),
-        input: input.as_ptr(),
+        // In place (no input): the step reads the output.
+        input: input.map_or(output.as_ptr(), |i| i.as_ptr()),
         mask: mask.map_or(std::ptr::null(), |m| m.as_ptr()),
         output: output.as_mut_ptr(),
         // A device address: slot < changed.len() (checked).
@@ -566,6 +584,7 @@ pub(crate) fn binary_bits(
     // The caller made the element tables within the layout's offsets and
     // ±32 along x, and sets `local` only for elements holding offset 0.
     // SAFETY: input, output, mask and flags are long enough (checked);
-    // input and output are distinct; the layout and shared memory agree.
+    // input and output are distinct, or one buffer for a monotone step in
+    // place (the caller's); the layout and shared memory agree.
     unsafe { gpu.launch(config, args) }
 }

@@ -14,7 +14,7 @@ mod launch;
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
     BitsGeometry, BoxGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, BITS_WORDS, BOX_X,
-    BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y,
+    BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y, X_RUNS_DOWN, X_RUNS_UP,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
@@ -25,10 +25,11 @@ use ndarray::{ArrayD, ArrayViewD};
 /// the same values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Strategy {
-    /// One pass per axis for boxes of more than 27 elements; else tiles
-    /// for rank 1 to 3 when the halo fits the shared memory; else the
-    /// gather (the default). (`Box` joins it once measured on a GPU: see
-    /// `docs/BENCHMARKS.md`.)
+    /// `Box` for flat boxes of rank 1 to 3 whose window fits the box
+    /// kernel; else one pass per axis for boxes of more than 27 elements;
+    /// else tiles for rank 1 to 3 when the halo fits the shared memory;
+    /// else the gather (the default). `docs/BENCHMARKS.md` has the
+    /// measurements behind the order.
     #[default]
     Auto,
     /// Every element read from global memory at every position.
@@ -41,7 +42,7 @@ pub enum Strategy {
     Tile,
     /// Flat boxes of rank 1 to 3 streamed plane by plane along z, the
     /// minimum taken along x, y, then z in shared memory (when the window
-    /// fits the kernel; else as `Auto`). Not yet run on a GPU.
+    /// fits the kernel; else as `Auto`).
     Box,
 }
 
@@ -273,8 +274,9 @@ fn bits_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Opt
             Err(_) => return Ok(None),
         }
     }
-    // Offsets per (z, y, x), padded with zeros in front.
-    let padded: Vec<[i64; 3]> = footprint
+    // Offsets per (z, y, x), padded with zeros in front, row by row (the
+    // kernel reads each row once for its elements in a run).
+    let mut padded: Vec<[i64; 3]> = footprint
         .offsets()
         .iter()
         .map(|o| {
@@ -285,6 +287,7 @@ fn bits_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Opt
             p
         })
         .collect();
+    padded.sort_unstable();
     if padded.iter().any(|p| p[2].abs() > BITS_REACH_X as i64) {
         return Ok(None);
     }
@@ -329,7 +332,18 @@ fn bits_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Opt
     }
     let element_rows: Vec<i32> = padded.iter().map(|p| (p[0] * halo_y as i64 + p[1]) as i32).collect();
     let element_x: Vec<i32> = padded.iter().map(|p| p[2] as i32).collect();
-    Ok(Some(DeviceBits { geometry, element_rows: gpu.upload(&element_rows)?, element_x: gpu.upload(&element_x)? }))
+    // Steps repeated until stable may fill runs along x in one go where the
+    // element holds the row's neighbours.
+    let x_runs = [([0, 0, -1], X_RUNS_UP), ([0, 0, 1], X_RUNS_DOWN)]
+        .into_iter()
+        .filter(|(offset, _)| padded.contains(offset))
+        .fold(0, |runs, (_, flag)| runs | flag);
+    Ok(Some(DeviceBits {
+        geometry,
+        element_rows: gpu.upload(&element_rows)?,
+        element_x: gpu.upload(&element_x)?,
+        x_runs,
+    }))
 }
 
 /// The minimum (`maximum` false: erosion) or maximum (dilation) filter of
@@ -366,7 +380,7 @@ pub fn grey_filter<T: GreyValue>(
         .filter(|&(_, (low, high))| high > low || low != 0)
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
-    if strategy == Strategy::Box {
+    if matches!(strategy, Strategy::Auto | Strategy::Box) {
         if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
             return Ok(T::boxed(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
@@ -425,8 +439,9 @@ pub enum Iterations {
     UntilStable,
 }
 
-/// Steps per check of [`Iterations::UntilStable`]: steps past the stable
-/// state change nothing, so the flags are read once per this many.
+/// The most steps per check of [`Iterations::UntilStable`]: steps past
+/// the stable state change nothing, so the flags are read once per this
+/// many once the first checks found changes.
 const STEPS_PER_CHECK: usize = 8;
 
 /// `scipy.ndimage.binary_erosion` (`dilation` false) or `binary_dilation`
@@ -481,7 +496,8 @@ pub fn binary_filter(
         if bits.is_none() && tile.is_none() { Some(upload_footprint(gpu, geometry, footprint)?) } else { None };
     let local = iterations == Iterations::UntilStable;
     let mut flags = gpu.zeros::<u32>(STEPS_PER_CHECK)?;
-    let step = |from: &DeviceBuffer<u8>, to: &mut DeviceBuffer<u8>, flags: &mut DeviceBuffer<u32>, slot| match (
+    // A step of `from` into `to`, or in place on `to` (no `from`).
+    let step = |from: Option<&DeviceBuffer<u8>>, to: &mut DeviceBuffer<u8>, flags: &mut DeviceBuffer<u32>, slot| match (
         &bits, &tile, &device,
     ) {
         (Some(bits), _, _) => morph::binary_bits(gpu, bits, dilation, border, local, from, mask, to, flags, slot),
@@ -492,33 +508,29 @@ pub fn binary_filter(
     match iterations {
         Iterations::Times(steps) => {
             let mut scratch = gpu.uninit::<u8>(if steps > 1 { n as usize } else { 1 })?;
-            alternate(steps as usize, input, output, &mut scratch, |_, from, to| Ok(step(from, to, &mut flags, 0)?))?;
+            alternate(steps as usize, input, output, &mut scratch, |_, from, to| {
+                Ok(step(Some(from), to, &mut flags, 0)?)
+            })?;
             Ok(steps)
         }
         Iterations::UntilStable => {
-            let mut scratch = gpu.uninit::<u8>(n as usize)?;
-            step(input, output, &mut flags, 0)?;
+            // The first step into the output, the others in place there:
+            // the element holds its centre, so every step only grows (or
+            // only shrinks) the set, and a block that reads values another
+            // block is writing reaches the same stable set, in fewer steps
+            // (a step carries changes across many tiles instead of one).
+            // The flags are read after 1, 2, 4, then STEPS_PER_CHECK steps.
+            step(Some(input), output, &mut flags, 0)?;
             let mut steps = 1u64;
-            let mut in_output = true;
-            if gpu.download_element(&flags, 0)? != 0 {
-                loop {
-                    gpu.memset_zero(&mut flags)?;
-                    for slot in 0..STEPS_PER_CHECK {
-                        if in_output {
-                            step(output, &mut scratch, &mut flags, slot)?;
-                        } else {
-                            step(&scratch, output, &mut flags, slot)?;
-                        }
-                        in_output = !in_output;
-                        steps += 1;
-                    }
-                    if gpu.download(&flags)?.last() == Some(&0) {
-                        break;
-                    }
+            let (mut last, mut batch) = (0usize, 1usize);
+            while gpu.download_element(&flags, last)? != 0 {
+                gpu.memset_zero(&mut flags)?;
+                for slot in 0..batch {
+                    step(None, output, &mut flags, slot)?;
+                    steps += 1;
                 }
-            }
-            if !in_output {
-                gpu.copy_prefix(&scratch, output, n as usize)?;
+                last = batch - 1;
+                batch = (batch * 2).min(STEPS_PER_CHECK);
             }
             Ok(steps)
         }
@@ -539,7 +551,8 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
 }
 
 /// The distances of `mask` (one byte per element of `shape`, C order; 0:
-/// background) into `out` (one float64 per element).
+/// background, any other byte measured) into `out` (one float64 per
+/// element): [`crate::distance_transform_edt`] on the GPU.
 pub fn distance_transform_edt(
     gpu: &Gpu,
     mask: &DeviceBuffer<u8>,
@@ -547,13 +560,51 @@ pub fn distance_transform_edt(
     sampling: Option<&[f64]>,
     out: &mut DeviceBuffer<f64>,
 ) -> Result<()> {
+    edt(gpu, mask, shape, sampling, out, None)
+}
+
+/// [`distance_transform_edt`] with the feature transform:
+/// [`crate::distance::distance_transform_edt_with_indices`] on the GPU.
+/// `indices` receives, for every element, the coordinates of one nearest
+/// background element (`(rank,) + shape`, int32, C order); without
+/// background, scipy's `(-1, 0, ..., 0)`. Arrays of fewer than 2^32 - 1
+/// elements.
+pub fn distance_transform_edt_with_indices(
+    gpu: &Gpu,
+    mask: &DeviceBuffer<u8>,
+    shape: &[usize],
+    sampling: Option<&[f64]>,
+    out: &mut DeviceBuffer<f64>,
+    indices: &mut DeviceBuffer<i32>,
+) -> Result<()> {
+    edt(gpu, mask, shape, sampling, out, Some(indices))
+}
+
+/// The transforms above.
+fn edt(
+    gpu: &Gpu,
+    mask: &DeviceBuffer<u8>,
+    shape: &[usize],
+    sampling: Option<&[f64]>,
+    out: &mut DeviceBuffer<f64>,
+    indices: Option<&mut DeviceBuffer<i32>>,
+) -> Result<()> {
     let dims = dims_of(shape)?;
     let sampling = check_sampling(sampling, shape.len())?;
     let n = dims.z * dims.y * dims.x;
     gpu.check_device(mask, "the mask")?;
     gpu.check_device(out, "the output")?;
-    check_len("edt_pass", "mask", mask, n)?;
-    check_len("edt_pass", "output", out, n)?;
+    check_len("edt", "mask", mask, n)?;
+    check_len("edt", "output", out, n)?;
+    if let Some(indices) = &indices {
+        gpu.check_device(&**indices, "the indices")?;
+        check_len("edt", "indices", &**indices, n * shape.len() as u64)?;
+        if n >= gpu_waterz_abi::distance::EDT_NO_FEATURE as u64 {
+            return Err(invalid(format!(
+                "the GPU feature transform takes arrays of fewer than 2^32 - 1 elements, not {n}"
+            )));
+        }
+    }
     if n == 0 {
         return Ok(());
     }
@@ -561,17 +612,37 @@ pub fn distance_transform_edt(
     let mut spacing = [1.0f64; 3];
     spacing[3 - shape.len()..].copy_from_slice(&sampling);
     let mut background = gpu.zeros::<u32>(1)?;
+    let mut features = match indices {
+        Some(_) => Some((gpu.uninit::<u32>(n as usize)?, gpu.uninit::<u32>(n as usize)?)),
+        None => None,
+    };
+    fn pair(f: &mut Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>) -> Option<crate::launch::Features<'_>> {
+        f.as_mut().map(|(first, second)| crate::launch::Features { first, second })
+    }
     // Unit spacing: integer passes with each line in shared memory (exact);
     // else, or for lines too long to hold, the float64 passes.
     let mut done = false;
     if spacing == [1.0; 3] {
         let mut first = gpu.uninit::<u32>(n as usize)?;
         let mut second = gpu.uninit::<u32>(n as usize)?;
-        done = crate::launch::edt_line_passes(gpu, dims, mask, out, &mut first, &mut second, &mut background)?;
+        done = crate::launch::edt_line_passes(
+            gpu,
+            dims,
+            mask,
+            out,
+            &mut first,
+            &mut second,
+            pair(&mut features),
+            &mut background,
+        )?;
     }
     if !done {
         let mut scratch = gpu.uninit::<f64>(n as usize)?;
-        crate::launch::edt_passes(gpu, dims, spacing, mask, out, &mut scratch, &mut background)?;
+        crate::launch::edt_passes(gpu, dims, spacing, mask, out, &mut scratch, pair(&mut features), &mut background)?;
+    }
+    if let (Some(indices), Some((nearest, _))) = (indices, &features) {
+        // Without background every feature is none: scipy's point.
+        crate::launch::edt_indices(gpu, dims, shape.len(), nearest, indices)?;
     }
     if gpu.download_element(&background, 0)? == 0 {
         let host = no_background(shape, &sampling);
@@ -586,17 +657,49 @@ pub fn distance_transform_edt_host(
     input: ArrayViewD<'_, bool>,
     sampling: Option<&[f64]>,
 ) -> Result<ArrayD<f64>> {
+    Ok(edt_host(gpu, input, sampling, false)?.0)
+}
+
+/// [`distance_transform_edt_with_indices`] for a host array of rank 1 to
+/// 3; distances and indices back on the host.
+pub fn distance_transform_edt_with_indices_host(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, bool>,
+    sampling: Option<&[f64]>,
+) -> Result<(ArrayD<f64>, ArrayD<i32>)> {
+    let (distances, indices) = edt_host(gpu, input, sampling, true)?;
+    Ok((distances, indices.expect("asked for")))
+}
+
+/// The host transforms above.
+fn edt_host(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, bool>,
+    sampling: Option<&[f64]>,
+    with_indices: bool,
+) -> Result<(ArrayD<f64>, Option<ArrayD<i32>>)> {
     let shape = input.shape().to_vec();
     dims_of(&shape)?;
+    let mut index_shape = vec![shape.len()];
+    index_shape.extend_from_slice(&shape);
     if input.is_empty() {
-        return Ok(ArrayD::zeros(input.raw_dim()));
+        let indices = with_indices.then(|| ArrayD::zeros(index_shape));
+        return Ok((ArrayD::zeros(input.raw_dim()), indices));
     }
     let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
     let mask = gpu.upload(&bytes)?;
     let mut out = gpu.uninit::<f64>(bytes.len())?;
-    distance_transform_edt(gpu, &mask, &shape, sampling, &mut out)?;
+    let indices = if with_indices {
+        let mut indices = gpu.uninit::<i32>(bytes.len() * shape.len())?;
+        distance_transform_edt_with_indices(gpu, &mask, &shape, sampling, &mut out, &mut indices)?;
+        let values = gpu.download(&indices)?;
+        Some(ArrayD::from_shape_vec(index_shape, values).expect("rank values per element"))
+    } else {
+        distance_transform_edt(gpu, &mask, &shape, sampling, &mut out)?;
+        None
+    };
     let values = gpu.download(&out)?;
-    Ok(ArrayD::from_shape_vec(shape, values).expect("one distance per element"))
+    Ok((ArrayD::from_shape_vec(shape, values).expect("one distance per element"), indices))
 }
 
 /// The grey-scale filters of `scipy.ndimage` that [`grey_filters_host`]

@@ -26,7 +26,7 @@ import warnings
 
 from . import _native
 
-__all__ = ["agglomerate", "evaluate", "watershed", "CudaVolume", "__version__"]
+__all__ = ["agglomerate", "evaluate", "empty_cache", "watershed", "CudaVolume", "__version__"]
 
 __version__ = _native.__version__
 
@@ -394,6 +394,15 @@ def evaluate(segmentation, gt):
     return _native.evaluate(
         np.ascontiguousarray(segmentation, dtype=np.uint64), np.ascontiguousarray(gt, dtype=np.uint64)
     )
+
+
+def empty_cache():
+    """Returns the device memory that gpu_waterz keeps between calls (its
+    stream-ordered pool keeps up to a quarter of each device's memory once
+    freed, so that the next call need not map it again) to the driver, as
+    ``torch.cuda.empty_cache()`` does for torch's; a no-op before any GPU
+    call."""
+    _native.empty_cache()
 
 
 # The greyscale watershed: a callable module, so that both

@@ -39,5 +39,6 @@ def agglomerate(
 __version__: str
 
 def evaluate(segmentation: NDArray[np.uint64], gt: NDArray[np.uint64]) -> Metrics: ...
+def empty_cache() -> None: ...
 
 from . import watershed as watershed

@@ -535,9 +535,9 @@ def _binary_cuda(library, dilate, x, structure, steps, mask, border_value, origi
     if library == "torch":
         import torch
 
-        values = (x.detach() != 0).to(torch.uint8).contiguous()
-        mask_values = None if mask is None else (mask.detach() != 0).to(torch.uint8).contiguous()
-        out = torch.empty_like(values)
+        values = _cuda_bytes(x)
+        mask_values = None if mask is None else _cuda_bytes(mask)
+        out = torch.empty(values.shape, dtype=torch.bool, device=values.device)
         torch.cuda.synchronize(values.device)
         pointers = [values.data_ptr(), out.data_ptr(), 0 if mask_values is None else mask_values.data_ptr()]
         ordinal = values.device.index or 0
@@ -545,15 +545,35 @@ def _binary_cuda(library, dilate, x, structure, steps, mask, border_value, origi
         import cupy as cp
 
         with x.device:
-            values = cp.ascontiguousarray((x != 0).astype(cp.uint8))
-            mask_values = None if mask is None else cp.ascontiguousarray((mask != 0).astype(cp.uint8))
-            out = cp.empty_like(values)
+            values = _cuda_bytes(x)
+            mask_values = None if mask is None else _cuda_bytes(mask)
+            out = cp.empty(values.shape, dtype=bool)
             cp.cuda.runtime.deviceSynchronize()
         pointers = [values.data.ptr, out.data.ptr, 0 if mask_values is None else mask_values.data.ptr]
         ordinal = x.device.id
     _native.binary_filter_cuda(dilate, pointers, list(values.shape), int(batch_dims), structure, origins,
                                bool(border_value), steps, ordinal)
-    return out != 0
+    # The kernels write 0 or 1 per byte: a bool array's own bytes.
+    return out
+
+
+def _cuda_bytes(x):
+    """A C-contiguous array of one byte per element on ``x``'s device
+    (torch or cupy) whose non-zero bytes mark ``x``'s non-zero elements: ``x``
+    itself when it is bool, uint8 or int8 and contiguous (the kernels read any
+    non-zero byte as true), else ``x != 0``."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        x = x.detach()
+        if x.dtype in (torch.bool, torch.uint8, torch.int8):
+            return x.contiguous()
+        return (x != 0).contiguous()
+    import cupy as cp
+
+    if x.dtype.itemsize == 1 and x.dtype.kind in "biu":
+        return cp.ascontiguousarray(x)
+    return cp.ascontiguousarray(x != 0)
 
 
 _BINARY_DOC = """
@@ -609,60 +629,30 @@ for _f in (binary_erosion, binary_dilation, binary_opening, binary_closing):
 
 def distance_transform_edt(input, sampling=None, return_distances=True, return_indices=False, distances=None,
                            indices=None, *, backend="auto"):
-    """``scipy.ndimage.distance_transform_edt``'s distances: for every
-    non-zero element, the Euclidean distance to the nearest zero element,
-    with ``sampling`` (a spacing per axis, or one for all). float64, equal
-    to scipy's with unit sampling; within float64 rounding otherwise.
+    """``scipy.ndimage.distance_transform_edt``: for every non-zero element,
+    the Euclidean distance to the nearest zero element, with ``sampling`` (a
+    spacing per axis, or one for all), float64, equal to scipy's with unit
+    sampling and within float64 rounding otherwise; with
+    ``return_indices``, the feature transform: the coordinates of a nearest
+    zero element (int32, ``(rank,) + shape``; ties: any nearest; without
+    zero elements scipy's ``(-1, 0, ..., 0)``). ``distances`` and
+    ``indices`` receive the results when given, as in scipy.
 
-    numpy in gives numpy out; a CUDA torch tensor (a cupy array) gives a
-    CUDA float64 tensor (cupy array), computed in place on its device. ``backend``: 'auto' (the GPU
-    for rank 1 to 3 when one is usable, else the CPU), 'gpu' or 'cpu'
-    (keyword only). ``return_indices`` (the feature transform: the
-    coordinates of a nearest background element, int32, ``(rank,) + shape``)
-    is computed on the CPU; ``distances`` and ``indices`` receive the results
-    when given, as in scipy.
+    numpy in gives numpy out; a CUDA torch tensor (a cupy array) gives CUDA
+    tensors (cupy arrays), computed on its device (rank 1 to 3; given
+    ``distances`` and ``indices`` must then be contiguous arrays of that
+    device). ``backend``: 'auto' (the GPU for rank 1 to 3 when one is
+    usable, else the CPU), 'gpu' or 'cpu' (keyword only).
     """
     _check_distance_args(return_distances, return_indices, distances, indices)
     if backend not in ("auto", "gpu", "cpu"):
         raise ValueError(f"backend must be 'auto', 'gpu' or 'cpu', not {backend!r}")
-    if return_indices:
-        if _on_device(input):
-            raise ValueError("the feature transform (return_indices) runs on the CPU: pass a numpy array")
-        if backend == "gpu":
-            raise ValueError("the feature transform (return_indices) runs on the CPU: use backend='cpu' or 'auto'")
-        a = np.ascontiguousarray(np.asarray(input) != 0)
-        dist, ind = _native.distance_transform_indices("edt", a, "euclidean", _sampling(sampling, a.ndim))
-        return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
-    if type(input).__module__.startswith("torch") and input.is_cuda and backend != "cpu":
-        import torch
-
-        if not 1 <= input.dim() <= 3:
-            raise ValueError(f"CUDA tensors of rank 1 to 3 are taken, not rank {input.dim()} (numpy arrays of any rank)")
-        mask = (input.detach() != 0).to(torch.uint8).contiguous()
-        out = distances if distances is not None else torch.empty(mask.shape, dtype=torch.float64, device=mask.device)
-        if out.dtype != torch.float64 or tuple(out.shape) != tuple(mask.shape) or not out.is_contiguous():
-            raise ValueError("distances must be a contiguous float64 tensor of the input's shape")
-        torch.cuda.synchronize(mask.device)
-        _native.distance_transform_edt_cuda([mask.data_ptr(), out.data_ptr()], list(mask.shape),
-                                            _sampling(sampling, mask.dim()), mask.device.index or 0)
-        return None if distances is not None else out
-    if type(input).__module__.startswith("cupy") and backend != "cpu":
-        import cupy as cp
-
-        if not 1 <= input.ndim <= 3:
-            raise ValueError(f"cupy arrays of rank 1 to 3 are taken, not rank {input.ndim}")
-        with input.device:
-            mask = cp.ascontiguousarray((input != 0).astype(cp.uint8))
-            out = distances if distances is not None else cp.empty(mask.shape, dtype=cp.float64)
-            if out.dtype != cp.float64 or out.shape != mask.shape or not out.flags.c_contiguous:
-                raise ValueError("distances must be a contiguous float64 array of the input's shape")
-            cp.cuda.runtime.deviceSynchronize()
-            _native.distance_transform_edt_cuda([mask.data.ptr, out.data.ptr], list(mask.shape),
-                                                _sampling(sampling, mask.ndim), input.device.id)
-        return None if distances is not None else out
+    library = _library(input)
+    if library is not None and backend != "cpu":
+        return _edt_cuda(library, input, sampling, return_distances, return_indices, distances, indices)
     if type(input).__module__.startswith("torch"):
         input = input.detach().cpu().numpy()
-    elif type(input).__module__.startswith("cupy"):
+    elif library == "cupy":
         input = input.get()
     a = np.ascontiguousarray(np.asarray(input) != 0)
     if a.ndim == 0:
@@ -671,17 +661,86 @@ def distance_transform_edt(input, sampling=None, return_distances=True, return_i
     order = (["gpu", "cpu"] if a.ndim <= 3 else ["cpu"]) if backend == "auto" else [backend]
     for i, b in enumerate(order):
         try:
-            result = _native.distance_transform_edt(a, s, b, 0)
+            if not return_indices:
+                dist, ind = _native.distance_transform_edt(a, s, b, 0), None
+            elif b == "gpu":
+                dist, ind = _native.distance_transform_edt_indices_gpu(a, s, 0)
+            else:
+                dist, ind = _native.distance_transform_indices("edt", a, "euclidean", s)
             break
         except RuntimeError:
             if i + 1 == len(order):
                 raise
-    if distances is not None:
-        if distances.shape != result.shape or distances.dtype != np.float64:
-            raise RuntimeError("distances array has wrong shape or type")
-        distances[...] = result
+    return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
+
+
+def _edt_cuda(library, input, sampling, return_distances, return_indices, distances, indices):
+    """distance_transform_edt of a CUDA array on its device."""
+    rank = input.ndim
+    if not 1 <= rank <= 3:
+        raise ValueError(f"CUDA arrays of rank 1 to 3 are taken, not rank {rank} (numpy arrays of any rank)")
+    if library == "torch":
+        import torch
+
+        mask = _cuda_bytes(input)
+        device, ordinal = mask.device, mask.device.index or 0
+        float64, int32 = torch.float64, torch.int32
+
+        def new(shape, dtype):
+            return torch.empty(shape, dtype=dtype, device=device)
+
+        def fits(a, shape, dtype):
+            return (type(a).__module__.startswith("torch") and a.dtype == dtype and tuple(a.shape) == shape
+                    and a.is_contiguous() and a.device == device)
+
+        def pointer(a):
+            return a.data_ptr()
+
+        def synchronize():
+            torch.cuda.synchronize(device)
+    else:
+        import cupy as cp
+
+        device, ordinal = input.device, input.device.id
+        with device:
+            mask = _cuda_bytes(input)
+        float64, int32 = cp.float64, cp.int32
+
+        def new(shape, dtype):
+            with device:
+                return cp.empty(shape, dtype=dtype)
+
+        def fits(a, shape, dtype):
+            return (type(a).__module__.startswith("cupy") and a.dtype == dtype and tuple(a.shape) == shape
+                    and a.flags.c_contiguous and a.device == device)
+
+        def pointer(a):
+            return a.data.ptr
+
+        def synchronize():
+            with device:
+                cp.cuda.runtime.deviceSynchronize()
+    shape = tuple(mask.shape)
+    out = distances if distances is not None else new(shape, float64)
+    if not fits(out, shape, float64):
+        raise ValueError("distances must be a contiguous float64 array of the input's shape on its device")
+    ind = None
+    if return_indices:
+        ind = indices if indices is not None else new((rank,) + shape, int32)
+        if not fits(ind, (rank,) + shape, int32):
+            raise ValueError("indices must be a contiguous int32 array of shape (rank,) + the input's shape on its "
+                             "device")
+    synchronize()
+    _native.distance_transform_edt_cuda([pointer(mask), pointer(out), 0 if ind is None else pointer(ind)],
+                                        list(shape), _sampling(sampling, rank), ordinal)
+    results = []
+    if return_distances and distances is None:
+        results.append(out)
+    if return_indices and indices is None:
+        results.append(ind)
+    if not results:
         return None
-    return result
+    return results[0] if len(results) == 1 else tuple(results)
 
 
 def _sampling(sampling, rank):
