@@ -1048,35 +1048,30 @@ kernel! {
     ) as BinaryBitsArgs {
         // Runs along x only fill while repeating until stable.
         let x_runs = if local != 0 { x_runs } else { 0 };
-        // SAFETY: the caller's, as documented.
-        unsafe {
-            if dilation != 0 {
-                binary_bits_body::<true>(
-                    &geometry,
-                    border,
-                    local,
-                    x_runs,
-                    element_rows,
-                    element_x,
-                    input,
-                    mask,
-                    output,
-                    changed,
-                )
-            } else {
-                binary_bits_body::<false>(
-                    &geometry,
-                    border,
-                    local,
-                    x_runs,
-                    element_rows,
-                    element_x,
-                    input,
-                    mask,
-                    output,
-                    changed,
-                )
-            }
+        // The rule as a constant: one body per rule.
+        macro_rules! body {
+            ($dilation:literal) => {
+                // SAFETY: the caller's, as documented.
+                unsafe {
+                    binary_bits_body::<$dilation>(
+                        &geometry,
+                        border,
+                        local,
+                        x_runs,
+                        element_rows,
+                        element_x,
+                        input,
+                        mask,
+                        output,
+                        changed,
+                    )
+                }
+            };
+        }
+        if dilation != 0 {
+            body!(true)
+        } else {
+            body!(false)
         }
     }
 }
