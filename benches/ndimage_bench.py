@@ -166,6 +166,24 @@ def main():
               f"({strategies[strategy]['fraction_of_copy']:.0%} of copy)", flush=True)
     report["strategies"] = strategies
 
+    # The cross footprint in the plus kernels (Strategy::Box; Auto takes the
+    # tiles until they are measured) against the tiles, and their equality.
+    cross = ndi.generate_binary_structure(3, 1)
+    plus_rows = {}
+    outs = {}
+    for strategy in ("tile", "box"):
+        out_s = torch.empty_like(volume)
+        outs[strategy] = out_s
+
+        def run(strategy=strategy, out_s=out_s):
+            _native.grey_filter_cuda("erosion", [volume.data_ptr(), out_s.data_ptr()], "f4", list(volume.shape), 0,
+                                     None, cross, None, "reflect", 0.0, [0, 0, 0], strategy, 0)
+        med, _, _ = timed(run, args.repeats, sync)
+        plus_rows[strategy] = med
+    plus_rows["equal"] = bool(torch.equal(outs["tile"], outs["box"]))
+    report["cross_strategies"] = plus_rows
+    print("erosion cross by strategy", json.dumps(plus_rows), flush=True)
+
     # Batched: 64 volumes of 64³ in one call against one 256³ volume.
     batch = noise((64, 1, 64, 64, 64))
     one = noise((256, 256, 256))

@@ -652,7 +652,14 @@ const BOX_OUTSIDE: u32 = u32::MAX;
 /// # Safety
 /// As the kernels' `# Safety` sections.
 #[inline(always)]
-unsafe fn grey_box<T: Grey>(g: &BoxGeometry, mode: u32, maximum: u32, cval: f64, input: *const T, output: *mut T) {
+unsafe fn grey_box<T: Grey, const PLUS: bool>(
+    g: &BoxGeometry,
+    mode: u32,
+    maximum: u32,
+    cval: f64,
+    input: *const T,
+    output: *mut T,
+) {
     let maximum = maximum != 0;
     let identity = if maximum { T::SMALLEST } else { T::LARGEST };
     let outside = T::from_f64(cval);
@@ -732,6 +739,11 @@ unsafe fn grey_box<T: Grey>(g: &BoxGeometry, mode: u32, maximum: u32, cval: f64,
             }
             // SAFETY: block-uniform; the plane is stored.
             unsafe { sync_threads() };
+            if PLUS {
+                plus_plane(g, p, wz, maximum, identity, halo, ring, (ty, tx), (z0, y0, x0), extent, base, output);
+                p += 1;
+                continue;
+            }
             // Minima along x: BOX_X columns of each of halo_y rows.
             let column = t % BOX_X;
             let mut r = t / BOX_X;
@@ -797,21 +809,113 @@ unsafe fn grey_box<T: Grey>(g: &BoxGeometry, mode: u32, maximum: u32, cval: f64,
     }
 }
 
+/// One plane of a plus in `grey_box`: for each of the thread's two
+/// columns, the minimum (or maximum) over the x and y segments through the
+/// centre in this plane and the centre's value itself, into the plane's
+/// slots of the two rings; once the rings hold a window, the output at the
+/// plane `wz - 1` back: the first ring's value of its centre plane and the
+/// second ring's values of every plane (the z segment). Each thread reads
+/// and writes only its own columns of the rings.
+///
+/// # Safety
+/// As `grey_box`'s: `halo` holds the plane, `ring` the two rings of `wz`
+/// planes of `BOX_Y × BOX_X` values; the centre lies in the window.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn plus_plane<T: Grey>(
+    g: &BoxGeometry,
+    p: i64,
+    wz: u32,
+    maximum: bool,
+    identity: T,
+    halo: *mut T,
+    ring: *mut T,
+    (ty, tx): (u32, u32),
+    (z0, y0, x0): (i64, i64, i64),
+    extent: [i64; 3],
+    base: u64,
+    output: *mut T,
+) {
+    let (wy, wx) = (g.window(1), g.window(2));
+    let halo_x = BOX_X + wx - 1;
+    // The centre's row and column in the halo, from the thread's own.
+    let (cy, cx) = ((g.centre[1] - g.low[1]) as u32, (g.centre[2] - g.low[2]) as u32);
+    let centres = ring.wrapping_add((wz * BOX_Y * BOX_X) as usize);
+    let slot = (p % wz as i64) as u32;
+    let mut half = 0;
+    while half < 2 {
+        let c = tx + half * 32;
+        let mut best = identity;
+        let mut k = 0;
+        while k < wx {
+            // SAFETY: row ty + cy < BOX_Y + wy - 1, column c + k < halo_x.
+            let v = unsafe { *halo.add(((ty + cy) * halo_x + c + k) as usize) };
+            if better(v, best, maximum) {
+                best = v;
+            }
+            k += 1;
+        }
+        let mut k = 0;
+        while k < wy {
+            // SAFETY: row ty + k < BOX_Y + wy - 1, column c + cx < halo_x.
+            let v = unsafe { *halo.add(((ty + k) * halo_x + c + cx) as usize) };
+            if better(v, best, maximum) {
+                best = v;
+            }
+            k += 1;
+        }
+        let at = ((slot * BOX_Y + ty) * BOX_X + c) as usize;
+        // SAFETY: slot < wz; the centre's position is in the halo.
+        unsafe {
+            *ring.add(at) = best;
+            *centres.add(at) = *halo.add(((ty + cy) * halo_x + c + cx) as usize);
+        }
+        let (y, x) = (y0 + ty as i64, x0 + c as i64);
+        if p >= wz as i64 - 1 && y < extent[1] && x < extent[2] {
+            // The output's planes are the last wz loaded; its centre plane
+            // is the (centre - low)-th of them.
+            let first = p - (wz as i64 - 1);
+            let centre_slot = ((first + (g.centre[0] - g.low[0]) as i64) % wz as i64) as u32;
+            // SAFETY: centre_slot < wz.
+            let mut out = unsafe { *ring.add(((centre_slot * BOX_Y + ty) * BOX_X + c) as usize) };
+            let mut k = 0;
+            while k < wz {
+                // SAFETY: k < wz.
+                let v = unsafe { *centres.add(((k * BOX_Y + ty) * BOX_X + c) as usize) };
+                if better(v, out, maximum) {
+                    out = v;
+                }
+                k += 1;
+            }
+            let z = z0 + first;
+            let at = base + z as u64 * (extent[1] * extent[2]) as u64 + (y * extent[2] + x) as u64;
+            // SAFETY: (z, y, x) is a position of the item.
+            unsafe { *output.add(at as usize) = out };
+        }
+        half += 1;
+    }
+}
+
 macro_rules! box_kernels {
-    ($($t:ty: $name:ident $args:ident;)*) => {$(
+    ($($t:ty: $name:ident $args:ident, $plus:literal;)*) => {$(
         kernel! {
-            /// The grey-scale filter over one float type for a flat box and
-            /// rank 1 to 3: each block streams the planes of its columns'
-            /// window along z through shared memory, taking the minimum (or
-            /// maximum) along x, then y, then z over a ring of the last
-            /// planes; every input value is loaded about once per block.
+            /// The grey-scale filter over one float type for a flat box (the
+            /// `grey_box_*` kernels) or a flat plus (`grey_plus_*`: the
+            /// geometry's `plus` set) and rank 1 to 3: each block streams
+            /// the planes of its columns' window along z through shared
+            /// memory, taking the minimum (or maximum) along x, then y,
+            /// then z over a ring of the last planes (a plus: over its x
+            /// and y segments in each plane, then its centre plane's and
+            /// the z segment's values from two rings); every input value is
+            /// loaded about once per block.
             ///
             /// # Safety
             /// `input` and `output` hold `items * z * y * x` values and do
             /// not overlap; the geometry is consistent (`tiles` as
             /// documented, `low <= high`, `plane_len() <= BOX_SLOTS *
-            /// BOX_THREADS`); the launch gives `BOX_THREADS` threads and
-            /// `shared_len()` values of dynamic shared memory.
+            /// BOX_THREADS`, a plus's centre in the window); the launch
+            /// gives `BOX_THREADS` threads and `shared_len()` values of
+            /// dynamic shared memory.
             ///
             /// # Parameters
             /// See `GreyBoxF32Args` (the float64 kernel's struct differs in its pointers only).
@@ -829,15 +933,17 @@ macro_rules! box_kernels {
                 output: *mut $t,
             ) as $args {
                 // SAFETY: the caller's, as documented.
-                unsafe { grey_box::<$t>(&geometry, mode, maximum, cval, input, output) }
+                unsafe { grey_box::<$t, $plus>(&geometry, mode, maximum, cval, input, output) }
             }
         }
     )*};
 }
 
 box_kernels! {
-    f32: grey_box_f32 GreyBoxF32Args;
-    f64: grey_box_f64 GreyBoxF64Args;
+    f32: grey_box_f32 GreyBoxF32Args, false;
+    f64: grey_box_f64 GreyBoxF64Args, false;
+    f32: grey_plus_f32 GreyPlusF32Args, true;
+    f64: grey_plus_f64 GreyPlusF64Args, true;
 }
 
 kernel! {

@@ -122,8 +122,14 @@ fn without_crate_hashes(ptx: &str) -> String {
 /// Without it ptxas gives the log-domain Sinkhorn tile more registers than
 /// two blocks of 256 threads per multiprocessor allow (168 when measured),
 /// and the device runs one block per multiprocessor.
-pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] =
-    &[("ot_tile_log_f32", 256, 2), ("grey_box_f32", 256, 4), ("grey_box_f64", 256, 4), ("binary_bits", 256, 4)];
+pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
+    ("ot_tile_log_f32", 256, 2),
+    ("grey_box_f32", 256, 4),
+    ("grey_box_f64", 256, 4),
+    ("grey_plus_f32", 256, 4),
+    ("grey_plus_f64", 256, 4),
+    ("binary_bits", 256, 4),
+];
 
 /// `ptx` with the `.maxntid` and `.minnctapersm` directives of
 /// [`LAUNCH_BOUNDS`] before each listed kernel's body.

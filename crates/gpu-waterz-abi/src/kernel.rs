@@ -145,6 +145,8 @@ kernels! {
     BinaryBits => "binary_bits",
     GreyBoxF32 => "grey_box_f32",
     GreyBoxF64 => "grey_box_f64",
+    GreyPlusF32 => "grey_plus_f32",
+    GreyPlusF64 => "grey_plus_f64",
 }
 
 /// The most parameters a kernel takes.

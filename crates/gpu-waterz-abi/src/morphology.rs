@@ -399,7 +399,8 @@ pub const BOX_SLOTS: u32 = 8;
 pub const BOX_SHARED_BYTES: u32 = 48 * 1024;
 
 /// Arrays of rank 1 to 3 (as `(z, y, x)`, leading axes of extent 1)
-/// filtered by a flat box, the window `low..=high` along each axis: a
+/// filtered by a flat box, the window `low..=high` along each axis (or a
+/// flat plus: `plus`, `centre`): a
 /// block takes `BOX_Y × BOX_X` columns of `chunk_z` positions and streams
 /// the planes of its window along z, each plane's minimum (or maximum)
 /// over x then y taken in shared memory and the last `high - low + 1`
@@ -421,6 +422,11 @@ pub struct BoxGeometry {
     /// `extent[0] / chunk_z`, `extent[1] / BOX_Y`, `extent[2] / BOX_X`
     /// rounded up.
     pub tiles: [u32; 3],
+    /// 0: the box `low..=high`; 1: a plus, the three segments `low..=high`
+    /// along one axis through `centre` (which lies in the window).
+    pub plus: u32,
+    /// The plus's centre (unused for a box).
+    pub centre: [i32; 3],
     /// Unused; keeps the struct's size a multiple of 8.
     pub reserved: u32,
 }
@@ -439,9 +445,11 @@ impl BoxGeometry {
 
     /// The values of shared memory a block takes: the plane, its minima
     /// along x (`(BOX_Y + wy - 1) × BOX_X`) and the ring of `wz` planes of
-    /// results (`wz × BOX_Y × BOX_X`).
+    /// results (`wz × BOX_Y × BOX_X`); a plus keeps a second ring, of the
+    /// centres' values.
     pub fn shared_len(&self) -> u32 {
-        self.plane_len() + (BOX_Y + self.window(1) - 1) * BOX_X + self.window(0) * BOX_Y * BOX_X
+        let rings = if self.plus != 0 { 2 } else { 1 };
+        self.plane_len() + (BOX_Y + self.window(1) - 1) * BOX_X + rings * self.window(0) * BOX_Y * BOX_X
     }
 
     /// The number of work units (blocks' worth of columns of every item).
@@ -460,6 +468,9 @@ impl BoxGeometry {
         if (0..3).any(|a| !(1..=limit).contains(&(self.high[a] as i64 - self.low[a] as i64 + 1))) {
             return None;
         }
+        if self.plus != 0 && (0..3).any(|a| !(self.low[a]..=self.high[a]).contains(&self.centre[a])) {
+            return None;
+        }
         let shared = self.shared_len() as u64 * value_bytes as u64;
         (self.plane_len() <= BOX_SLOTS * BOX_THREADS && shared <= BOX_SHARED_BYTES as u64).then_some(shared as u32)
     }
@@ -467,8 +478,9 @@ impl BoxGeometry {
 
 macro_rules! box_args {
     ($($args:ident, $t:ty, $variant:ident;)*) => {$(
-        #[doc = concat!("Arguments of the box filter over `", stringify!($t), "` (rank 1 to 3): the minimum or")]
-        /// maximum over a flat box, boundary modes as [`GreyFilterF32Args`].
+        #[doc = concat!("Arguments of a box kernel over `", stringify!($t), "` (rank 1 to 3): the minimum or")]
+        /// maximum over a flat box (or plus, for the plus kernels), boundary
+        /// modes as [`GreyFilterF32Args`].
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
         pub struct $args {
@@ -495,6 +507,8 @@ macro_rules! box_args {
 box_args! {
     GreyBoxF32Args, f32, GreyBoxF32;
     GreyBoxF64Args, f64, GreyBoxF64;
+    GreyPlusF32Args, f32, GreyPlusF32;
+    GreyPlusF64Args, f64, GreyPlusF64;
 }
 
 /// Arguments of the tiled binary filter (rank 1 to 3): what
@@ -862,6 +876,8 @@ mod tests {
             low,
             high,
             tiles: [2, 8, 1],
+            plus: 0,
+            centre: [0; 3],
             reserved: 0,
         };
         let cube = g([-1; 3], [1; 3]);
@@ -871,5 +887,9 @@ mod tests {
         assert_eq!(g([0, 0, i32::MIN], [0, 0, i32::MAX]).shared_bytes(4), None);
         assert_eq!(g([0, 0, 0], [0, 0, 2047]).shared_bytes(4), None, "a plane beyond the loads");
         assert_eq!(g([0, 0, 0], [40, 0, 0]).shared_bytes(8), None, "a ring beyond the memory");
+        // A plus keeps a second ring, and its centre lies in the window.
+        let plus = BoxGeometry { plus: 1, ..cube };
+        assert_eq!(plus.shared_bytes(4), Some((10 * 66 + 10 * 64 + 2 * 3 * 8 * 64) * 4));
+        assert_eq!(BoxGeometry { centre: [0, 2, 0], ..plus }.shared_bytes(4), None);
     }
 }

@@ -279,6 +279,31 @@ impl Footprint {
         self.is_flat() && !self.is_empty() && cells == self.len()
     }
 
+    /// The centre of a flat "plus": elements that are exactly the union,
+    /// over the axes, of the whole segment through one point along that
+    /// axis from the least to the largest offset ([`Self::extrema`]), as
+    /// scipy's `generate_binary_structure(rank, 1)` is (moved by an origin,
+    /// with arms of any length). `None` for other elements.
+    pub fn plus_centre(&self) -> Option<Vec<isize>> {
+        if !self.is_flat() || self.is_empty() {
+            return None;
+        }
+        let extrema = self.extrema();
+        let members: std::collections::HashSet<&[isize]> = self.offsets.iter().map(|o| o.as_slice()).collect();
+        self.offsets.iter().find_map(|centre| {
+            let mut expected = std::collections::HashSet::new();
+            for (axis, &(lo, hi)) in extrema.iter().enumerate() {
+                for k in lo..=hi {
+                    let mut point = centre.clone();
+                    point[axis] = k;
+                    expected.insert(point);
+                }
+            }
+            (expected.len() == members.len() && expected.iter().all(|p| members.contains(p.as_slice())))
+                .then(|| centre.clone())
+        })
+    }
+
     /// Whether an element at offset 0 on every axis is active (then
     /// repeated binary erosion or dilation only shrinks or grows).
     pub fn has_centre(&self) -> bool {
@@ -530,6 +555,41 @@ pub fn binary_fill_holes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plus_centres_are_found_only_for_pluses() {
+        let cross = generate_binary_structure(3, 1).unwrap();
+        let resolve = |e: ArrayViewD<'_, bool>, origin: &[isize]| {
+            Footprint::resolve(e.ndim(), &Element::Footprint(e), origin, false).unwrap()
+        };
+        assert_eq!(resolve(cross.view(), &[0, 0, 0]).plus_centre(), Some(vec![0, 0, 0]));
+        assert_eq!(resolve(cross.view(), &[1, 0, -1]).plus_centre().map(|c| c.len()), Some(3));
+        let full = generate_binary_structure(3, 3).unwrap();
+        assert_eq!(resolve(full.view(), &[0, 0, 0]).plus_centre(), None);
+        let edges = generate_binary_structure(3, 2).unwrap();
+        assert_eq!(resolve(edges.view(), &[0, 0, 0]).plus_centre(), None);
+        // Arms of other lengths, off centre: a plus; one cell missing: not.
+        let mut long = ArrayD::from_elem(IxDyn(&[5, 3, 4]), false);
+        for z in 0..5 {
+            long[[z, 1, 2]] = true;
+        }
+        for y in 0..3 {
+            long[[3, y, 2]] = true;
+        }
+        for x in 0..4 {
+            long[[3, 1, x]] = true;
+        }
+        let plus = resolve(long.view(), &[0, 0, 0]);
+        let centre = plus.plus_centre().expect("a plus");
+        assert!(plus.offsets().contains(&centre));
+        long[[0, 1, 2]] = false;
+        long[[4, 1, 2]] = false;
+        long[[1, 1, 2]] = false;
+        assert!(resolve(long.view(), &[0, 0, 0]).plus_centre().is_some(), "shorter arms are still a plus");
+        long[[1, 1, 2]] = true;
+        long[[2, 1, 2]] = false;
+        assert_eq!(resolve(long.view(), &[0, 0, 0]).plus_centre(), None, "a gap in an arm");
+    }
 
     #[test]
     fn binary_operators_on_small_cases() {

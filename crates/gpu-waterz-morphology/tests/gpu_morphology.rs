@@ -395,3 +395,54 @@ fn gpu_binary_steps_on_volumes_equal_the_cpu() {
         }
     }
 }
+
+/// Pluses (scipy's cross, arms of any length, off centre, moved by an
+/// origin) run in the plus kernels (`Strategy::Box`) and equal the gather
+/// value for value,
+/// float64 with NaN and float32, every mode, minimum and maximum.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_plus_kernel_equals_the_gather() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(43);
+    for case in 0..60 {
+        let rank = 1 + case % 3;
+        let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[300, 90, 75][rank - 1])).collect();
+        let items = rng.gen_range(1..=2);
+        let sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=7)).collect();
+        let centre: Vec<usize> = sizes.iter().map(|&n| rng.gen_range(0..n)).collect();
+        let plus = ArrayD::from_shape_fn(IxDyn(&sizes), |i| (0..rank).filter(|&a| i[a] != centre[a]).count() <= 1);
+        let origin = random_origin(&mut rng, &sizes);
+        let mode = MODES[case % 5];
+        let maximum = case % 2 == 0;
+        let footprint = Footprint::resolve(rank, &Element::Footprint(plus.view()), &origin, maximum).unwrap();
+        let spatial: usize = shape.iter().product();
+        let batch = Batch { items, shape: &shape };
+        assert!(gpu::takes_box_kernel(&g, batch, &footprint, 8).unwrap(), "case {case}: {sizes:?} at {centre:?}");
+        let values: Vec<f64> = (0..items * spatial)
+            .map(|i| if i % 89 == 3 { f64::NAN } else { rng.gen_range(-50..50) as f64 * 0.125 })
+            .collect();
+        let input = g.upload(&values).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f64>(values.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        let (gather, plus_run) = (run(Strategy::Gather), run(Strategy::Box));
+        let same = gather.iter().zip(&plus_run).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        assert!(
+            same,
+            "case {case}: shape {shape:?} x{items}, plus {sizes:?} at {centre:?}, origin {origin:?}, {mode:?}"
+        );
+        let single: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        let input = g.upload(&single).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f32>(single.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 0.25, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        let (gather, plus_run) = (run(Strategy::Gather), run(Strategy::Box));
+        let same = gather.iter().zip(&plus_run).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        assert!(same, "case {case} (f32): shape {shape:?} x{items}, plus {sizes:?} at {centre:?}, {mode:?}");
+    }
+}

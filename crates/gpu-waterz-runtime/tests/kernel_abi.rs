@@ -172,6 +172,8 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<BinaryBitsArgs>(c);
     check::<GreyBoxF32Args>(c);
     check::<GreyBoxF64Args>(c);
+    check::<GreyPlusF32Args>(c);
+    check::<GreyPlusF64Args>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }

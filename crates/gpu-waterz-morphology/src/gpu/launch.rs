@@ -111,7 +111,7 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
 
 macro_rules! grey_launches {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident,
-        $boxed:ident $box_args:ident;)*) => {$(
+        $boxed:ident $box_args:ident, $plus:ident $plus_args:ident;)*) => {$(
         impl GreyKernels for $t {
             /// The grey-scale filter of `input` into `output` over `footprint`.
             ///
@@ -235,7 +235,8 @@ macro_rules! grey_launches {
                 unsafe { gpu.launch(config, args) }
             }
 
-            /// The box filter of `input` into `output` over `geometry`'s window.
+            /// The box filter of `input` into `output` over `geometry`'s window
+            /// (a box, or a plus when `geometry.plus` is set).
             fn boxed(
                 gpu: &Gpu,
                 geometry: &BoxGeometry,
@@ -252,18 +253,19 @@ macro_rules! grey_launches {
                 if n == 0 {
                     return Ok(());
                 }
-                let args = $box_args {
-                    geometry: *geometry,
-                    mode,
-                    maximum: maximum as u32,
-                    cval,
-                    input: input.as_ptr(),
-                    output: output.as_mut_ptr(),
-                };
+                let (geometry, maximum, input, output) =
+                    (*geometry, maximum as u32, input.as_ptr(), output.as_mut_ptr());
                 // SAFETY: input and output hold every item's values (checked)
-                // and are distinct buffers; the geometry is consistent and its
-                // shared memory is what the launch gives (checked).
-                unsafe { gpu.launch(config, args) }
+                // and are distinct buffers; the geometry is consistent (a
+                // plus's centre in its window) and its shared memory is what
+                // the launch gives (checked).
+                unsafe {
+                    if geometry.plus != 0 {
+                        gpu.launch(config, $plus_args { geometry, mode, maximum, cval, input, output })
+                    } else {
+                        gpu.launch(config, $box_args { geometry, mode, maximum, cval, input, output })
+                    }
+                }
             }
         }
     )*};
@@ -271,9 +273,9 @@ macro_rules! grey_launches {
 
 grey_launches! {
     f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args,
-        grey_box_f32 GreyBoxF32Args;
+        grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
-        grey_box_f64 GreyBoxF64Args;
+        grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args;
 }
 
 /// Checks a box geometry (windows, chunk, tile counts, index ranges) and

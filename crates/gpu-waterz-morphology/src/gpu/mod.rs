@@ -41,8 +41,10 @@ pub enum Strategy {
     /// else the gather).
     Tile,
     /// Flat boxes of rank 1 to 3 streamed plane by plane along z, the
-    /// minimum taken along x, y, then z in shared memory (when the window
-    /// fits the kernel; else as `Auto`).
+    /// minimum taken along x, y, then z in shared memory, and flat pluses
+    /// (scipy's cross, any arms) the same way (when the window fits the
+    /// kernels, [`takes_box_kernel`]; else as `Auto`). The plus kernels
+    /// have not run on a GPU yet, so `Auto` does not take them.
     Box,
 }
 
@@ -207,15 +209,43 @@ fn tile_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: 
     Ok(Some(DeviceTile { geometry, shared_offsets: gpu.upload(&offsets)?, weights, flat }))
 }
 
+/// Whether [`Strategy::Box`] runs `footprint` over `batch` with values of
+/// `value_bytes` bytes in the box kernels: a flat box or plus of rank 1 to
+/// 3 whose window fits them ([`Strategy::Auto`] takes the boxes only).
+pub fn takes_box_kernel(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: usize) -> Result<bool> {
+    Ok(box_layout(gpu, batch, footprint, value_bytes, true)?.is_some())
+}
+
 /// The box kernels' geometry of `batch` (rank 1 to 3) for `footprint`, or
-/// `None` when the element is not a flat box, the rank is larger or the
-/// window does not fit the kernel. Output planes per block: 32, halved
-/// (down to 4) while the units would not fill the device four times.
-fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: usize) -> Result<Option<BoxGeometry>> {
+/// `None` when the element is neither a flat box nor (with `pluses`) a flat
+/// plus ([`Footprint::plus_centre`]), the rank is larger or the window does
+/// not fit the kernel. Output planes per block: 32, halved (down to 4)
+/// while the units would not fill the device four times.
+fn box_layout(
+    gpu: &Gpu,
+    batch: Batch<'_>,
+    footprint: &Footprint,
+    value_bytes: usize,
+    pluses: bool,
+) -> Result<Option<BoxGeometry>> {
     let rank = batch.shape.len();
-    if !(1..=3).contains(&rank) || footprint.rank() != rank || !footprint.is_box() {
+    if !(1..=3).contains(&rank) || footprint.rank() != rank {
         return Ok(None);
     }
+    let mut centre = [0i32; 3];
+    let plus = if footprint.is_box() {
+        false
+    } else if let Some(c) = footprint.plus_centre().filter(|_| pluses) {
+        for (axis, &v) in c.iter().enumerate() {
+            match i32::try_from(v) {
+                Ok(v) => centre[3 - rank + axis] = v,
+                Err(_) => return Ok(None),
+            }
+        }
+        true
+    } else {
+        return Ok(None);
+    };
     let mut extent = [1u32; 3];
     for (slot, &n) in extent[3 - rank..].iter_mut().zip(batch.shape) {
         match u32::try_from(n) {
@@ -243,6 +273,8 @@ fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: u
         low,
         high,
         tiles: [0, extent[1].div_ceil(BOX_Y), extent[2].div_ceil(BOX_X)],
+        plus: plus as u32,
+        centre,
         reserved: 0,
     };
     if geometry.shared_bytes(value_bytes as u32).is_none() {
@@ -381,7 +413,9 @@ pub fn grey_filter<T: GreyValue>(
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
     if matches!(strategy, Strategy::Auto | Strategy::Box) {
-        if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
+        // The plus kernels have not run on a GPU yet: only Box takes them.
+        let pluses = strategy == Strategy::Box;
+        if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>(), pluses)? {
             return Ok(T::boxed(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
     }
