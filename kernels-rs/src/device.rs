@@ -42,6 +42,51 @@ pub unsafe fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// Waits until every block of the grid has reached its `round`-th call
+/// (from 1) to this barrier on `counter`, with every write the grid made
+/// before it visible after it (thread 0 of each block adds one to the
+/// counter, then waits for `round` times the grid's blocks, between
+/// device-scope fences; the block waits for it).
+///
+/// # Safety
+/// Every thread of every block calls it with the same rounds in order;
+/// the blocks are all resident at once (a cooperative launch); `counter`
+/// is a `u32` in global memory that was 0 when the launch began and that
+/// nothing else uses during it, and `round * grid_dim_x()` fits a `u32`.
+#[inline(always)]
+pub unsafe fn grid_barrier(counter: *mut u32, round: u32) {
+    // SAFETY: every thread of the block (the caller's).
+    unsafe { sync_threads() };
+    if thread_idx_x() == 0 {
+        let target = round * grid_dim_x();
+        // SAFETY: device-scope fences, an atomic add and acquiring loads on
+        // the caller's counter.
+        unsafe {
+            core::arch::asm!(
+                "fence.acq_rel.gpu;",
+                "red.relaxed.gpu.global.add.u32 [{a}], 1;",
+                a = in(reg64) counter,
+                options(nostack)
+            );
+            loop {
+                let seen: u32;
+                core::arch::asm!(
+                    "ld.acquire.gpu.global.u32 {v}, [{a}];",
+                    v = out(reg32) seen,
+                    a = in(reg64) counter,
+                    options(nostack)
+                );
+                if seen >= target {
+                    break;
+                }
+            }
+            core::arch::asm!("fence.acq_rel.gpu;", options(nostack));
+        }
+    }
+    // SAFETY: as above.
+    unsafe { sync_threads() };
+}
+
 /// Waits for every thread of the block and returns whether `predicate`
 /// held for any of them (PTX `bar.red.or.pred`). Orders shared-memory
 /// accesses as [`sync_threads`] does.

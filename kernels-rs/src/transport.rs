@@ -13,6 +13,15 @@
 //! half-step's update. The float32 kernels take powers and logarithms in
 //! base 2 from the special-function unit, the float64 ones natural ones
 //! from `gpu_waterz_abi::transport`'s code.
+//!
+//! Beside the tiles: many float32 pairs run 128 × 128 tiles on the tensor
+//! cores (`ot_wide_scaling_f32`, three TF32 products per step, so that
+//! the sums keep float32's accuracy); few pairs run whole iterations in
+//! one cooperative launch whose grid waits for itself between half-steps
+//! (`ot_persistent_scaling_*`), or, where the rows fit, with each block's
+//! rows of both matrices resident in shared memory for the whole launch
+//! (`ot_resident_scaling_*`); a single pair runs one warp per row
+//! (`ot_rows_*`).
 
 use crate::device::*;
 use gpu_waterz_abi::transport::*;
@@ -258,10 +267,55 @@ unsafe fn fetch<T: Real>(
     pad: T,
     f: impl Fn(T) -> T,
 ) -> [T; PER_THREAD] {
+    // SAFETY: the caller's.
+    unsafe { fetch_columns::<T, CHUNK, PER_THREAD>(src, rows, d, r0, j0, pad, f) }
+}
+
+/// This thread's share of columns `[j0, j0 + COLS)` of rows `[r0, r0 +
+/// PER * THREADS / COLS)` of the row-major `rows × d` matrix `src`, `f`
+/// applied (`pad` where the row or column does not exist): value `k` is
+/// element `e = k * THREADS + thread` of the chunk, row `e / COLS`, column
+/// `e % COLS`.
+///
+/// # Safety
+/// `src` holds `rows * d` values.
+#[inline(always)]
+unsafe fn fetch_columns<T: Real, const COLS: usize, const PER: usize>(
+    src: *const T,
+    rows: u64,
+    d: u64,
+    r0: u64,
+    j0: u64,
+    pad: T,
+    f: impl Fn(T) -> T,
+) -> [T; PER] {
+    // SAFETY: the caller's.
+    unsafe { fetch_elements::<T, PER>(src, rows, d, r0, j0, pad, f, |e| (e / COLS, e % COLS)) }
+}
+
+/// This thread's share of a chunk of the row-major `rows × d` matrix `src`
+/// from row `r0` and column `j0`, `f` applied (`pad` where the row or
+/// column does not exist): value `k` is element `e = k * THREADS + thread`
+/// of the chunk, at (row, column) `place(e)` from `(r0, j0)`.
+///
+/// # Safety
+/// `src` holds `rows * d` values.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fetch_elements<T: Real, const PER: usize>(
+    src: *const T,
+    rows: u64,
+    d: u64,
+    r0: u64,
+    j0: u64,
+    pad: T,
+    f: impl Fn(T) -> T,
+    place: impl Fn(usize) -> (usize, usize),
+) -> [T; PER] {
     let tid = thread_idx_x() as usize;
     core::array::from_fn(|k| {
-        let e = k * THREADS + tid;
-        let (r, j) = (r0 + (e / CHUNK) as u64, j0 + (e % CHUNK) as u64);
+        let (r, j) = place(k * THREADS + tid);
+        let (r, j) = (r0 + r as u64, j0 + j as u64);
         // SAFETY: r < rows and j < d when read.
         if r < rows && j < d {
             f(unsafe { *src.add((r * d + j) as usize) })
@@ -278,11 +332,42 @@ unsafe fn fetch<T: Real>(
 /// `dst` is shared memory of `CHUNK * STRIDE` values.
 #[inline(always)]
 unsafe fn store<T: Real>(dst: *mut T, values: &[T; PER_THREAD]) {
+    // SAFETY: the caller's.
+    unsafe { store_columns::<T, CHUNK, STRIDE, PER_THREAD>(dst, values) }
+}
+
+/// Stores this thread's share of a chunk ([`fetch_columns`]) as
+/// `dst[column * PITCH + row]`.
+///
+/// # Safety
+/// `dst` is shared memory of `COLS * PITCH` values, and `PITCH` is at
+/// least the chunk's rows.
+#[inline(always)]
+unsafe fn store_columns<T: Real, const COLS: usize, const PITCH: usize, const PER: usize>(
+    dst: *mut T,
+    values: &[T; PER],
+) {
+    // SAFETY: the caller's.
+    unsafe { store_elements::<T, PITCH, PER>(dst, values, |e| (e / COLS, e % COLS)) }
+}
+
+/// Stores this thread's share of a chunk ([`fetch_elements`], the same
+/// `place`) as `dst[column * PITCH + row]`.
+///
+/// # Safety
+/// `dst` is shared memory that holds every `column * PITCH + row` that
+/// `place` gives for this thread's elements.
+#[inline(always)]
+unsafe fn store_elements<T: Real, const PITCH: usize, const PER: usize>(
+    dst: *mut T,
+    values: &[T; PER],
+    place: impl Fn(usize) -> (usize, usize),
+) {
     let tid = thread_idx_x() as usize;
     for (k, &v) in values.iter().enumerate() {
-        let e = k * THREADS + tid;
-        // SAFETY: column < CHUNK, row < BLOCK.
-        unsafe { *dst.add((e % CHUNK) * STRIDE + e / CHUNK) = v };
+        let (r, j) = place(k * THREADS + tid);
+        // SAFETY: the caller's.
+        unsafe { *dst.add(j * PITCH + r) = v };
     }
 }
 
@@ -326,19 +411,40 @@ unsafe fn for_each_staged_chunk<T: Real>(
 unsafe fn for_each_chunk<T: Real>(
     place: &TilePlace,
     fetch: impl Fn(u64) -> Fetched<T>,
-    mut put: impl FnMut(&Fetched<T>),
+    put: impl FnMut(&Fetched<T>),
+    compute: impl FnMut(),
+) {
+    // SAFETY: the caller's.
+    unsafe { for_each_chunk_of(place.first, place.end, CHUNK as u64, fetch, put, compute) }
+}
+
+/// Runs `compute` once per chunk `[first, end)` of `columns` columns, after
+/// `put` has staged this thread's share of the chunk (`fetch(j0)` reads
+/// it, `j0` the chunk's first column); the next chunk is read from global
+/// memory while this one is computed.
+///
+/// # Safety
+/// All threads of the block call it; `fetch` reads in bounds; `put` writes
+/// shared memory that `compute` reads.
+#[inline(always)]
+unsafe fn for_each_chunk_of<F>(
+    first: u64,
+    end: u64,
+    columns: u64,
+    fetch: impl Fn(u64) -> F,
+    mut put: impl FnMut(&F),
     mut compute: impl FnMut(),
 ) {
-    if place.first >= place.end {
+    if first >= end {
         return;
     }
-    let mut next = fetch(place.first * CHUNK as u64);
-    for chunk in place.first..place.end {
+    let mut next = fetch(first * columns);
+    for chunk in first..end {
         put(&next);
         // SAFETY: barriers reached by every thread.
         unsafe { sync_threads() };
-        if chunk + 1 < place.end {
-            next = fetch((chunk + 1) * CHUNK as u64);
+        if chunk + 1 < end {
+            next = fetch((chunk + 1) * columns);
         }
         compute();
         // SAFETY: every thread; the next chunk overwrites the staged one.
@@ -389,6 +495,198 @@ unsafe fn tile_scaling<T: TileReal>(op: *const T, n: u64, d: u64, x_in: *const T
     };
     // SAFETY: `partial` holds splits * n * d values.
     unsafe { place.write(n, d, partial, &acc) };
+}
+
+/// Rows and pairs of the wide tile, as an index type.
+const WIDE_BLOCK: usize = TRANSPORT_WIDE_BLOCK as usize;
+/// Columns per staged chunk of the wide tile.
+const WIDE_CHUNK: usize = TRANSPORT_WIDE_CHUNK as usize;
+/// The shared-memory distance between the wide tile's staged columns.
+const WIDE_STRIDE: usize = TRANSPORT_WIDE_PITCH as usize;
+/// Values of one staged chunk of the wide tile each thread reads and stores.
+const WIDE_PER_THREAD: usize = WIDE_BLOCK * WIDE_CHUNK / THREADS;
+const _: () = assert!(
+    WIDE_PER_THREAD * THREADS == WIDE_BLOCK * WIDE_CHUNK && WIDE_CHUNK % 8 == 0 && WIDE_STRIDE % 32 == 8,
+    "the wide tile's staging: whole chunks of 8 columns, a pitch of 8 modulo 32 banks"
+);
+
+/// Row and column (within the chunk) of element `e` of a wide chunk as the
+/// threads fetch and stage it: a warp's 32 lanes take 4 columns of 8 rows
+/// (lanes `4 r + c`), so that with a pitch of 8 modulo 32 their stores meet
+/// 32 different banks; then the next 4 columns, then the next 8 rows.
+#[inline(always)]
+fn wide_element(e: usize) -> (usize, usize) {
+    let (column_low, row_low, rest) = (e % 4, e / 4 % 8, e / 32);
+    (rest / (WIDE_CHUNK / 4) * 8 + row_low, rest % (WIDE_CHUNK / 4) * 4 + column_low)
+}
+
+/// A float32 value as a TF32 (10-bit mantissa) value rounded to nearest,
+/// and what is left: `x ≈ big + small`, both exact in TF32, to about 2^-22
+/// of `x`.
+#[inline(always)]
+fn split_tf32(x: f32) -> (u32, u32) {
+    let big = to_tf32(x);
+    (big, to_tf32(x - f32::from_bits(big)))
+}
+
+/// `x` rounded to TF32 (`cvt.rna.tf32.f32`), as the bits of a float32.
+#[inline(always)]
+fn to_tf32(x: f32) -> u32 {
+    let out: u32;
+    // SAFETY: a register conversion.
+    unsafe {
+        core::arch::asm!(
+            "cvt.rna.tf32.f32 {o}, {x};",
+            o = out(reg32) out,
+            x = in(reg32) x.to_bits(),
+            options(pure, nomem, nostack)
+        )
+    };
+    out
+}
+
+/// `acc += a b` on the tensor cores: one warp's 16 × 8 × 8 product in TF32
+/// with float32 accumulation (`mma.sync.aligned.m16n8k8`). Lane `l` holds
+/// `a` rows `l / 4` and `l / 4 + 8`, columns `l % 4` and `l % 4 + 4` (in
+/// that order: (r, c), (r + 8, c), (r, c + 4), (r + 8, c + 4)); `b` rows
+/// `l % 4` and `l % 4 + 4` of column `l / 4`; `acc` row `l / 4` then `l /
+/// 4 + 8`, columns `2 (l % 4)` and `2 (l % 4) + 1`.
+///
+/// # Safety
+/// Every lane of the warp runs it together.
+#[inline(always)]
+unsafe fn mma_tf32(acc: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+    let (mut c0, mut c1, mut c2, mut c3) = (acc[0].to_bits(), acc[1].to_bits(), acc[2].to_bits(), acc[3].to_bits());
+    // SAFETY: the caller's (a warp-wide instruction).
+    unsafe {
+        core::arch::asm!(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            c0 = inout(reg32) c0,
+            c1 = inout(reg32) c1,
+            c2 = inout(reg32) c2,
+            c3 = inout(reg32) c3,
+            a0 = in(reg32) a[0],
+            a1 = in(reg32) a[1],
+            a2 = in(reg32) a[2],
+            a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0],
+            b1 = in(reg32) b[1],
+            options(nostack, nomem)
+        )
+    };
+    *acc = [f32::from_bits(c0), f32::from_bits(c1), f32::from_bits(c2), f32::from_bits(c3)];
+}
+
+/// Matrix rows (outputs along `i`) per warp of the tensor-core tile.
+const TC_WARP_ROWS: usize = 64;
+/// Pairs per warp of the tensor-core tile.
+const TC_WARP_PAIRS: usize = 32;
+/// 16-row operands per warp.
+const TC_M: usize = TC_WARP_ROWS / 16;
+/// 8-pair operands per warp.
+const TC_N: usize = TC_WARP_PAIRS / 8;
+const _: () = assert!(
+    (WIDE_BLOCK / TC_WARP_ROWS) * (WIDE_BLOCK / TC_WARP_PAIRS) * 32 == THREADS && WIDE_CHUNK % 8 == 0,
+    "eight warps of 64 x 32 cover the wide tile"
+);
+
+/// The wide scaling-domain tile on the tensor cores (see
+/// `OtWideScalingF32Args`): a block owns 128 rows × 128 pairs, its eight
+/// warps 64 rows × 32 pairs each, as 4 × 4 products of 16 × 8 outputs over
+/// 8 columns at a time. Each operand is split into two TF32 parts (`x ≈ big
+/// + small`) and a product is `big big + big small + small big` (the
+/// "3xTF32" scheme): float32's precision, at the tensor cores' rate.
+///
+/// # Safety
+/// As the kernel's.
+#[inline(always)]
+unsafe fn tile_scaling_tensor(op: *const f32, n: u64, d: u64, x_in: *const f32, splits: u64, partial: *mut f32) {
+    let (row_tile, pair_tile, split) =
+        tile_of_block(block_idx_x() as u64, d.div_ceil(WIDE_BLOCK as u64), n.div_ceil(WIDE_BLOCK as u64));
+    let (first, end) = chunks_of_split(split, splits, d.div_ceil(WIDE_CHUNK as u64));
+    let (i0, q0) = (row_tile * WIDE_BLOCK as u64, pair_tile * WIDE_BLOCK as u64);
+    let tid = thread_idx_x() as usize;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let warp_rows = warp % (WIDE_BLOCK / TC_WARP_ROWS) * TC_WARP_ROWS;
+    let warp_pairs = warp / (WIDE_BLOCK / TC_WARP_ROWS) * TC_WARP_PAIRS;
+    let (group, member) = (lane / 4, lane % 4);
+    let rows = dynamic_shared::<f32>();
+    // SAFETY: the launch's shared memory holds 2 * WIDE_CHUNK * WIDE_STRIDE values.
+    let vectors = unsafe { rows.add(WIDE_CHUNK * WIDE_STRIDE) };
+    let mut acc = [[[0.0f32; 4]; TC_N]; TC_M];
+    // SAFETY: the kernel's bounds; every thread takes part.
+    let fetch = |j0| unsafe {
+        (
+            fetch_elements::<f32, WIDE_PER_THREAD>(op, d, d, i0, j0, 0.0, |v| v, wide_element),
+            fetch_elements::<f32, WIDE_PER_THREAD>(x_in, n, d, q0, j0, 0.0, |v| v, wide_element),
+        )
+    };
+    let put = |next: &([f32; WIDE_PER_THREAD], [f32; WIDE_PER_THREAD])| {
+        // SAFETY: both are shared memory of WIDE_CHUNK * WIDE_STRIDE values,
+        // and wide_element gives rows < WIDE_BLOCK, columns < WIDE_CHUNK.
+        unsafe {
+            store_elements::<f32, WIDE_STRIDE, WIDE_PER_THREAD>(rows, &next.0, wide_element);
+            store_elements::<f32, WIDE_STRIDE, WIDE_PER_THREAD>(vectors, &next.1, wide_element);
+        }
+    };
+    // Staged value (column `j`, row or pair `k`) of `base`, split.
+    // SAFETY (of the reads below): j < WIDE_CHUNK and k < WIDE_BLOCK.
+    let at = |base: *const f32, j: usize, k: usize| split_tf32(unsafe { *base.add(j * WIDE_STRIDE + k) });
+    // Loops over the warp's operands are written out (`unrolled!`): a loop
+    // the compiler leaves rolled would index the arrays below at run time
+    // and move them to local memory.
+    const _: () = assert!(TC_M == 4 && TC_N == 4, "the loops below run over 4 x 4 operands");
+    // SAFETY: the staged chunks are read between the helper's barriers, by
+    // every lane of every warp.
+    unsafe {
+        for_each_chunk_of(first, end, WIDE_CHUNK as u64, fetch, put, || {
+            // The tensor cores' own accumulation rounds towards zero: the
+            // chunk's sums are taken apart from the running ones, which
+            // float32 additions (to nearest) then carry.
+            let mut chunk = [[[0.0f32; 4]; TC_N]; TC_M];
+            for k in (0..WIDE_CHUNK).step_by(8) {
+                let (j_lo, j_hi) = (k + member, k + member + 4);
+                let mut a_big = [[0u32; 4]; TC_M];
+                let mut a_small = [[0u32; 4]; TC_M];
+                unrolled!(m in [0 1 2 3] => {
+                    let r = warp_rows + 16 * m + group;
+                    (a_big[m][0], a_small[m][0]) = at(rows, j_lo, r);
+                    (a_big[m][1], a_small[m][1]) = at(rows, j_lo, r + 8);
+                    (a_big[m][2], a_small[m][2]) = at(rows, j_hi, r);
+                    (a_big[m][3], a_small[m][3]) = at(rows, j_hi, r + 8);
+                });
+                unrolled!(t in [0 1 2 3] => {
+                    let q = warp_pairs + 8 * t + group;
+                    let ((b0, s0), (b1, s1)) = (at(vectors, j_lo, q), at(vectors, j_hi, q));
+                    unrolled!(m in [0 1 2 3] => {
+                        mma_tf32(&mut chunk[m][t], a_small[m], [b0, b1]);
+                        mma_tf32(&mut chunk[m][t], a_big[m], [s0, s1]);
+                        mma_tf32(&mut chunk[m][t], a_big[m], [b0, b1]);
+                    });
+                });
+            }
+            unrolled!(m in [0 1 2 3] => {
+                unrolled!(t in [0 1 2 3] => {
+                    unrolled!(slot in [0 1 2 3] => {
+                        acc[m][t][slot] += chunk[m][t][slot];
+                    });
+                });
+            });
+        })
+    };
+    unrolled!(m in [0 1 2 3] => {
+        unrolled!(t in [0 1 2 3] => {
+            unrolled!(slot in [0 1 2 3] => {
+                let i = i0 + (warp_rows + 16 * m + group + 8 * (slot / 2)) as u64;
+                let q = q0 + (warp_pairs + 8 * t + 2 * member + slot % 2) as u64;
+                if i < d && q < n {
+                    // SAFETY: split < splits, q < n, i < d: `partial` holds
+                    // splits * n * d values.
+                    unsafe { *partial.add(((split * n + q) * d + i) as usize) = acc[m][t][slot] };
+                }
+            });
+        });
+    });
 }
 
 /// The log-domain tile (see `OtTileLogF32Args`). Per chunk of columns,
@@ -751,13 +1049,61 @@ fn pick<T: Copy>(values: &[T; ROW_PAIRS], lane: usize) -> T {
     v
 }
 
+/// The products of matrix row `row` (`d` values) with the vectors of
+/// pairs `first ..` up to `first + ROW_PAIRS` and `n` (rows of `d` values
+/// at `x`), summed over the warp: every lane holds all of them. `WHOLE`:
+/// `d` is a multiple of `32 U`, so that no column needs a bounds check.
+///
+/// # Safety
+/// The whole warp calls it with the same arguments (warp-uniform); `row`
+/// holds `d` readable values and `x` `n * d`; `WHOLE` only when `32 U`
+/// divides `d`.
+#[inline(always)]
+unsafe fn row_products<T: TileReal, const U: usize, const WHOLE: bool>(
+    row: *const T,
+    x: *const T,
+    first: usize,
+    n: usize,
+    d: usize,
+    lane: usize,
+) -> [T; ROW_PAIRS] {
+    let mut acc = [T::ZERO; ROW_PAIRS];
+    let inside = |column: usize| WHOLE || column < d;
+    // U columns per lane at a time, their loads issued together.
+    let mut base = 0;
+    while base < d {
+        let columns: [usize; U] = core::array::from_fn(|u| base + lane + 32 * u);
+        // SAFETY: column < d where read.
+        let k: [T; U] =
+            core::array::from_fn(|u| if inside(columns[u]) { unsafe { *row.add(columns[u]) } } else { T::ZERO });
+        unrolled!(q in [0 1 2 3 4 5 6 7] => {
+            if first + q < n {
+                for u in 0..U {
+                    if inside(columns[u]) {
+                        // SAFETY: pair first + q < n, column < d.
+                        acc[q] = T::fma(k[u], unsafe { *x.add((first + q) * d + columns[u]) }, acc[q]);
+                    }
+                }
+            }
+        });
+        base += 32 * U;
+    }
+    unrolled!(q in [0 1 2 3 4 5 6 7] => {
+        unrolled!(step in [0 1 2 3 4] => {
+            // SAFETY: the whole warp runs this (the caller's).
+            acc[q] = acc[q] + unsafe { acc[q].shuffle_xor(16 >> step) };
+        });
+    });
+    acc
+}
+
 /// The scaling-domain row kernel (see `OtRowsScalingF32Args`).
 ///
 /// # Safety
 /// As the kernel's.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows_scaling<T: TileReal>(
+unsafe fn rows_scaling<T: TileReal, const U: usize>(
     op: *const T,
     n: u64,
     d: u64,
@@ -768,43 +1114,201 @@ unsafe fn rows_scaling<T: TileReal>(
 ) {
     let (n_us, d_us) = (n as usize, d as usize);
     for_each_row_of_warp(d, n, |i, first, lane| {
-        let mut acc = [T::ZERO; ROW_PAIRS];
-        // UNROLL columns per lane at a time, their loads issued together.
-        let mut base = 0;
-        while base < d_us {
-            let columns: [usize; UNROLL] = core::array::from_fn(|u| base + lane + 32 * u);
-            // SAFETY: i, j < d where read.
-            let k: [T; UNROLL] = core::array::from_fn(|u| {
-                if columns[u] < d_us {
-                    unsafe { *op.add(i * d_us + columns[u]) }
-                } else {
-                    T::ZERO
-                }
-            });
-            unrolled!(q in [0 1 2 3 4 5 6 7] => {
-                if first + q < n_us {
-                    unrolled!(u in [0 1 2 3] => {
-                        if columns[u] < d_us {
-                            // SAFETY: pair first + q < n, column < d.
-                            acc[q] = T::fma(k[u], unsafe { *x_in.add((first + q) * d_us + columns[u]) }, acc[q]);
-                        }
-                    });
-                }
-            });
-            base += 32 * UNROLL;
-        }
-        unrolled!(q in [0 1 2 3 4 5 6 7] => {
-            unrolled!(step in [0 1 2 3 4] => {
-                // SAFETY: the whole warp runs this (warp-uniform work).
-                acc[q] = acc[q] + unsafe { acc[q].shuffle_xor(16 >> step) };
-            });
-        });
+        // SAFETY: row i < d of the d * d matrix; the work is warp-uniform.
+        let acc = unsafe { row_products::<T, U, false>(op.add(i * d_us), x_in, first, n_us, d_us, lane) };
         let s = pick(&acc, lane);
         if lane < ROW_PAIRS && first + lane < n_us {
             // SAFETY: pair first + lane < n, bin i < d.
             unsafe { scaling_epilogue((first + lane) * d_us + i, s, marginal, x_out, err) };
         }
     });
+}
+
+/// Copies `len` values from global memory at `from` to shared memory at
+/// `to`, the block's threads striding over them, eight loads in flight
+/// per thread.
+///
+/// # Safety
+/// Every thread of the block calls it with the same arguments; `from`
+/// holds `len` readable values and `to` `len` writable ones.
+#[inline(always)]
+unsafe fn copy_to_shared<T: Real>(from: *const T, to: *mut T, len: usize) {
+    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let mut base = 0;
+    while base < len {
+        let at: [usize; 8] = core::array::from_fn(|u| base + tid + threads * u);
+        // SAFETY: at[u] < len where read and written.
+        let values: [T; 8] = core::array::from_fn(|u| if at[u] < len { unsafe { *from.add(at[u]) } } else { T::ZERO });
+        for u in 0..8 {
+            if at[u] < len {
+                // SAFETY: as above.
+                unsafe { *to.add(at[u]) = values[u] };
+            }
+        }
+        base += 8 * threads;
+    }
+}
+
+/// Sixteen bytes at `p` (any state space), as one vector load.
+///
+/// # Safety
+/// `p` is 16-byte aligned and readable.
+#[inline(always)]
+unsafe fn load_16_bytes(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller's.
+    unsafe {
+        core::arch::asm!(
+            "ld.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+            a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            p = in(reg64) p,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    [a, b, c, d]
+}
+
+/// Writes `v` to the sixteen bytes at `p` (any state space), as one
+/// vector store.
+///
+/// # Safety
+/// `p` is 16-byte aligned and writable.
+#[inline(always)]
+unsafe fn store_16_bytes(p: *mut u32, v: [u32; 4]) {
+    // SAFETY: the caller's.
+    unsafe {
+        core::arch::asm!(
+            "st.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};",
+            a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3],
+            p = in(reg64) p,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// Copies `len` values as [`copy_to_shared`] does, sixteen bytes per
+/// access and eight accesses in flight per thread (the last values
+/// singly): for the vectors each resident half-step stages.
+///
+/// # Safety
+/// As [`copy_to_shared`]; `from` and `to` are 16-byte aligned.
+#[inline(always)]
+unsafe fn copy_to_shared_wide<T: Real>(from: *const T, to: *mut T, len: usize) {
+    let per_unit = 16 / core::mem::size_of::<T>();
+    let units = len / per_unit;
+    let (source, target) = (from as *const u32, to as *mut u32);
+    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let mut base = 0;
+    while base < units {
+        let mut values = [[0u32; 4]; 8];
+        unrolled!(u in [0 1 2 3 4 5 6 7] => {
+            let at = base + tid + threads * u;
+            if at < units {
+                // SAFETY: unit at < units lies in the source (16-byte
+                // aligned, the caller's).
+                values[u] = unsafe { load_16_bytes(source.add(4 * at)) };
+            }
+        });
+        unrolled!(u in [0 1 2 3 4 5 6 7] => {
+            let at = base + tid + threads * u;
+            if at < units {
+                // SAFETY: as above, in the target.
+                unsafe { store_16_bytes(target.add(4 * at), values[u]) };
+            }
+        });
+        base += 8 * threads;
+    }
+    let tail = units * per_unit + tid;
+    if tail < len {
+        // SAFETY: tail < len; fewer than `per_unit` values remain.
+        unsafe { *to.add(tail) = *from.add(tail) };
+    }
+}
+
+/// One scaling-domain half-step of a resident block: `x_out = marginal /
+/// (op x_in)` on the block's `own` rows, whose matrix rows `own_op` holds
+/// in shared memory from global row `first_row` on; `x_in` passes through
+/// the block's shared `vectors`. `WHOLE` as [`row_products`]'.
+///
+/// # Safety
+/// Every thread of the block calls it with the same arguments, no thread
+/// still reading `vectors`; `own_op` holds `own * d` values, `vectors`
+/// room for `n * d`; `x_in`, `marginal` and `x_out` hold `n * d`; `x_in`
+/// and `vectors` are 16-byte aligned; rows `first_row .. first_row + own`
+/// lie below `d`; `WHOLE` only when `32 U` divides `d`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn resident_half_step<T: TileReal, const U: usize, const WHOLE: bool>(
+    own_op: *const T,
+    vectors: *mut T,
+    first_row: usize,
+    own: usize,
+    n: usize,
+    d: usize,
+    x_in: *const T,
+    marginal: *const T,
+    x_out: *mut T,
+) {
+    // SAFETY: the caller's; the barrier orders the copy before the reads.
+    unsafe {
+        copy_to_shared_wide(x_in, vectors, n * d);
+        sync_threads();
+    }
+    let lane = (thread_idx_x() & 31) as usize;
+    let warps = (block_dim_x() / 32) as usize;
+    let mut w = (thread_idx_x() / 32) as usize;
+    let works = own * n.div_ceil(ROW_PAIRS);
+    while w < works {
+        let (r, first) = (w % own, w / own * ROW_PAIRS);
+        // SAFETY: local row r < own of `own_op`; the work is warp-uniform;
+        // WHOLE as the caller's.
+        let acc = unsafe { row_products::<T, U, WHOLE>(own_op.add(r * d), vectors, first, n, d, lane) };
+        let s = pick(&acc, lane);
+        if lane < ROW_PAIRS && first + lane < n {
+            // SAFETY: pair first + lane < n, bin first_row + r < d.
+            unsafe { scaling_epilogue((first + lane) * d + first_row + r, s, marginal, x_out, core::ptr::null_mut()) };
+        }
+        w += warps;
+    }
+}
+
+/// `iterations` resident scaling iterations (see `ot_resident_scaling_*`)
+/// on a block whose shared memory holds the vectors and then its rows of
+/// `columns` and `rows`.
+///
+/// # Safety
+/// As the kernels'; `WHOLE` only when `32 U` divides `d`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn resident_iterations<T: TileReal, const U: usize, const WHOLE: bool>(
+    shared: *mut T,
+    first_row: usize,
+    own: usize,
+    per: usize,
+    n: usize,
+    d: usize,
+    a: *const T,
+    b: *const T,
+    f: *mut T,
+    g: *mut T,
+    iterations: u64,
+    barrier: *mut u32,
+) {
+    // SAFETY: the caller's: the shared memory holds (n + 2 per) d values,
+    // the vectors first (16-byte aligned, as f and g are); every thread of
+    // the grid takes part in each half-step and barrier.
+    unsafe {
+        let (vectors, own_columns, own_rows) = (shared, shared.add(n * d), shared.add((n + per) * d));
+        let mut round = 0;
+        for _ in 0..iterations {
+            resident_half_step::<T, U, WHOLE>(own_columns, vectors, first_row, own, n, d, f, b, g);
+            round += 1;
+            grid_barrier(barrier, round);
+            resident_half_step::<T, U, WHOLE>(own_rows, vectors, first_row, own, n, d, g, a, f);
+            round += 1;
+            grid_barrier(barrier, round);
+        }
+    }
 }
 
 /// The log-domain row kernel (see `OtRowsLogF32Args`).
@@ -996,7 +1500,7 @@ macro_rules! transport_kernels {
                 err: *mut $real,
             ) as $rows_scaling_args {
                 // SAFETY: the kernel's contract.
-                unsafe { rows_scaling::<$real>(op, n, d, x_in, marginal, x_out, err) }
+                unsafe { rows_scaling::<$real, UNROLL>(op, n, d, x_in, marginal, x_out, err) }
             }
         }
 
@@ -1388,4 +1892,174 @@ transport_kernels! {
         ot_tile_cost_f64 OtTileCostF64Args, ot_finish_scaling_f64 OtFinishScalingF64Args,
         ot_finish_log_f64 OtFinishLogF64Args, ot_finish_sum_f64 OtFinishSumF64Args,
         ot_rows_scaling_f64 OtRowsScalingF64Args, ot_rows_log_f64 OtRowsLogF64Args;
+}
+
+kernel! {
+    /// The scaling domain's reduction for many pairs in float32:
+    /// `ot_tile_scaling_f32`'s result by tiles of 128 × 128 outputs.
+    ///
+    /// # Safety
+    /// `op` holds `d * d` values, `x_in` `n * d`, `partial` `splits * n *
+    /// d`; `1 <= splits <= ceil(d / TRANSPORT_WIDE_CHUNK)`; launched with
+    /// `TRANSPORT_THREADS` threads, `TRANSPORT_WIDE_SHARED_ELEMENTS`
+    /// float32 values of shared memory, and one block per (row tile, pair
+    /// tile, split) of `TRANSPORT_WIDE_BLOCK`.
+    ///
+    /// # Parameters
+    /// - `op`: the Gibbs kernel (or its transpose); `n`, `d`: pairs and bins;
+    /// - `x_in`: the other side's scalings; `splits`, `partial`: the partial sums.
+    ///
+    /// # Thread mapping
+    /// A block per (128 rows, 128 pairs, split) (`tile_of_block`); its 256
+    /// threads own 8 × 8 outputs each, rows `4 ti + a` and `64 + 4 ti + a`,
+    /// pairs `4 tq + b` and `64 + 4 tq + b` of the tile (`a, b < 4`).
+    pub unsafe extern "ptx-kernel" fn ot_wide_scaling_f32(
+        op: *const f32,
+        n: u64,
+        d: u64,
+        x_in: *const f32,
+        splits: u64,
+        partial: *mut f32,
+    ) as OtWideScalingF32Args {
+        // SAFETY: the kernel's contract.
+        unsafe { tile_scaling_tensor(op, n, d, x_in, splits, partial) }
+    }
+}
+
+/// Declares the persistent scaling kernels of each float type.
+macro_rules! persistent_kernels {
+    ($($real:ty, $unroll:literal: $name:ident $args:ident;)*) => {$(
+        kernel! {
+            /// `iterations` whole scaling-domain iterations in one launch,
+            /// for few pairs: `g = b / (columns f)`, then `f = a / (rows
+            /// g)`, each half-step as `ot_rows_scaling_*` does it, the grid
+            /// waiting for itself between them.
+            ///
+            /// # Safety
+            /// `rows` and `columns` hold `d * d` values; `a`, `b`, `f` and
+            /// `g` `n * d`; `barrier` one `u32`, 0 at the launch and used by
+            /// it alone; launched cooperatively (every block resident) with
+            /// whole warps; `2 * iterations * blocks` fits a `u32`.
+            ///
+            /// # Parameters
+            /// - `rows`, `columns`: the Gibbs kernel and its transpose; `n`, `d`: pairs and bins;
+            /// - `a`, `b`: the histograms; `f`, `g`: the scalings (read, then written);
+            /// - `iterations`: how many; `barrier`: the grid barrier's counter.
+            ///
+            /// # Thread mapping
+            /// As `ot_rows_scaling_*`, for each half-step: a warp per (row,
+            /// `TRANSPORT_ROW_PAIRS` pairs), grid-stride over them (float32
+            /// lanes load 8 columns at a time, not 4).
+            pub unsafe extern "ptx-kernel" fn $name(
+                rows: *const $real,
+                columns: *const $real,
+                n: u64,
+                d: u64,
+                a: *const $real,
+                b: *const $real,
+                f: *mut $real,
+                g: *mut $real,
+                iterations: u64,
+                barrier: *mut u32,
+            ) as $args {
+                let mut round = 0;
+                for _ in 0..iterations {
+                    // SAFETY: the kernel's contract; every thread of the
+                    // grid takes part in each half-step and barrier.
+                    unsafe {
+                        rows_scaling::<$real, $unroll>(columns, n, d, f, b, g, core::ptr::null_mut());
+                        round += 1;
+                        grid_barrier(barrier, round);
+                        rows_scaling::<$real, $unroll>(rows, n, d, g, a, f, core::ptr::null_mut());
+                        round += 1;
+                        grid_barrier(barrier, round);
+                    }
+                }
+            }
+        }
+    )*};
+}
+
+// Columns each lane loads at once: float32 twice the row kernels' (half
+// the rounds of loads per row); float64 as many (8 would not fit the
+// registers).
+persistent_kernels! {
+    f32, 8: ot_persistent_scaling_f32 OtPersistentScalingF32Args;
+    f64, 4: ot_persistent_scaling_f64 OtPersistentScalingF64Args;
+}
+
+/// Declares the resident scaling kernels of each float type.
+macro_rules! resident_kernels {
+    ($($real:ty, $unroll:literal: $name:ident $args:ident;)*) => {$(
+        kernel! {
+            /// `iterations` whole scaling-domain iterations in one launch,
+            /// as `ot_persistent_scaling_*` runs them, with each block's
+            /// rows of both matrices copied to shared memory once and each
+            /// half-step's input vectors staged there: the half-steps read
+            /// only the vectors from global memory.
+            ///
+            /// # Safety
+            /// `rows` and `columns` hold `d * d` values; `a`, `b`, `f` and
+            /// `g` `n * d`; `barrier` one `u32`, 0 at the launch and used by
+            /// it alone; `rows_per_block >= 1` and every block's first row
+            /// `block * rows_per_block` below `d`; launched cooperatively
+            /// (every block resident) with whole warps and
+            /// `resident_shared_elements(n, d, rows_per_block)` values of
+            /// dynamic shared memory; `2 * iterations * blocks` fits a
+            /// `u32`.
+            ///
+            /// # Parameters
+            /// - `rows`, `columns`: the Gibbs kernel and its transpose; `n`, `d`: pairs and bins;
+            /// - `a`, `b`: the histograms; `f`, `g`: the scalings (read, then written);
+            /// - `iterations`: how many; `barrier`: the grid barrier's counter;
+            /// - `rows_per_block`: the rows each block owns.
+            ///
+            /// # Thread mapping
+            /// Block `k` owns rows `k * rows_per_block ..` (up to `d`); its
+            /// warps stride over (owned row, `TRANSPORT_ROW_PAIRS` pairs),
+            /// lanes over the row's columns as in `ot_rows_scaling_*`.
+            pub unsafe extern "ptx-kernel" fn $name(
+                rows: *const $real,
+                columns: *const $real,
+                n: u64,
+                d: u64,
+                a: *const $real,
+                b: *const $real,
+                f: *mut $real,
+                g: *mut $real,
+                iterations: u64,
+                barrier: *mut u32,
+                rows_per_block: u64,
+            ) as $args {
+                let (n, d, per) = (n as usize, d as usize, rows_per_block as usize);
+                let first_row = block_idx_x() as usize * per;
+                let own = per.min(d - first_row);
+                let shared = dynamic_shared::<$real>();
+                // SAFETY: the kernel's contract: shared memory holds
+                // (n + 2 per) d values, the vectors first (the dynamic
+                // shared memory and the buffers are 16-byte aligned); the
+                // owned rows lie in both matrices; every thread of the
+                // grid takes part in each copy, half-step and barrier.
+                unsafe {
+                    copy_to_shared(columns.add(first_row * d), shared.add(n * d), own * d);
+                    copy_to_shared(rows.add(first_row * d), shared.add((n + per) * d), own * d);
+                    if d % (32 * $unroll) == 0 {
+                        resident_iterations::<$real, $unroll, true>(
+                            shared, first_row, own, per, n, d, a, b, f, g, iterations, barrier,
+                        );
+                    } else {
+                        resident_iterations::<$real, $unroll, false>(
+                            shared, first_row, own, per, n, d, a, b, f, g, iterations, barrier,
+                        );
+                    }
+                }
+            }
+        }
+    )*};
+}
+
+// Columns each lane reads at once, as the persistent kernels'.
+resident_kernels! {
+    f32, 8: ot_resident_scaling_f32 OtResidentScalingF32Args;
+    f64, 4: ot_resident_scaling_f64 OtResidentScalingF64Args;
 }

@@ -124,6 +124,9 @@ fn without_crate_hashes(ptx: &str) -> String {
 /// and the device runs one block per multiprocessor.
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("ot_tile_log_f32", 256, 2),
+    ("ot_wide_scaling_f32", 256, 1),
+    ("ot_resident_scaling_f32", 512, 1),
+    ("ot_resident_scaling_f64", 512, 1),
     ("grey_box_f32", 256, 4),
     ("grey_box_f64", 256, 4),
     ("grey_plus_f32", 256, 4),

@@ -22,6 +22,26 @@ pub const TRANSPORT_CHUNK: u32 = 16;
 /// padding per column: aligned vector reads, few bank conflicts).
 pub const TRANSPORT_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_CHUNK * (TRANSPORT_BLOCK + 4);
 
+/// Rows (bins) and pairs of the wide scaling kernel's output tile
+/// (`ot_wide_scaling_f32`): each of [`TRANSPORT_THREADS`] threads owns 8 × 8
+/// outputs, rows `i0 + 4 ti + a` and `i0 + 64 + 4 ti + a` (`a < 4`) and
+/// pairs likewise.
+pub const TRANSPORT_WIDE_BLOCK: u32 = 128;
+/// Columns `j` the wide scaling kernel stages in shared memory per step.
+pub const TRANSPORT_WIDE_CHUNK: u32 = 16;
+/// The shared-memory distance between the wide kernel's staged columns,
+/// in elements: 8 of padding, so that the four columns and eight rows one
+/// tensor-core operand reads fall in 32 different banks.
+pub const TRANSPORT_WIDE_PITCH: u32 = TRANSPORT_WIDE_BLOCK + 8;
+/// Shared memory of the wide scaling kernel, in elements: a chunk of the
+/// matrix rows and one of the vectors, each `CHUNK × PITCH`.
+pub const TRANSPORT_WIDE_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_WIDE_CHUNK * TRANSPORT_WIDE_PITCH;
+/// The fewest pairs for which float32 scaling-domain half-steps use the
+/// wide kernel instead of the 64 × 64 tiles. Measured on an H200 at
+/// d = 1024 (100 iterations): the wide kernel takes 3.71 ms at n = 64
+/// against the tiles' 4.40 ms, and 16.2 ms against 19+ ms at n = 1024.
+pub const TRANSPORT_WIDE_MIN_PAIRS: u64 = 64;
+
 /// Pairs one warp of a row kernel handles together (its lanes stride over
 /// one matrix row and keep one sum per pair).
 pub const TRANSPORT_ROW_PAIRS: u32 = 8;
@@ -505,6 +525,131 @@ transport_args!(
     OtRowsLogF64Args
 );
 
+/// `ot_wide_scaling_f32`: `ot_tile_scaling_f32`'s partial sums by tiles
+/// of [`TRANSPORT_WIDE_BLOCK`] rows and pairs, the columns split in chunks
+/// of [`TRANSPORT_WIDE_CHUNK`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OtWideScalingF32Args {
+    /// `d * d` values: the Gibbs kernel or its transpose.
+    pub op: *const f32,
+    /// The number of pairs.
+    pub n: u64,
+    /// The number of bins.
+    pub d: u64,
+    /// `n * d` values: the other side's scalings.
+    pub x_in: *const f32,
+    /// How many parts the columns are split into (>= 1).
+    pub splits: u64,
+    /// `splits * n * d` writable values.
+    pub partial: *mut f32,
+}
+
+macro_rules! persistent_args {
+    ($($real:ty: $args:ident;)*) => {$(
+        /// `ot_persistent_scaling_*`: `iterations` scaling-domain
+        /// iterations in one cooperative launch.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $args {
+            /// `d * d` values: the Gibbs kernel.
+            pub rows: *const $real,
+            /// `d * d` values: its transpose.
+            pub columns: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// `n * d` values: the first histograms.
+            pub a: *const $real,
+            /// `n * d` values: the second histograms.
+            pub b: *const $real,
+            /// `n * d` values: the first scalings, read and written.
+            pub f: *mut $real,
+            /// `n * d` values: the second scalings, read and written.
+            pub g: *mut $real,
+            /// How many iterations.
+            pub iterations: u64,
+            /// One `u32`, 0 at the launch: the grid barrier's counter.
+            pub barrier: *mut u32,
+        }
+    )*};
+}
+
+persistent_args! {
+    f32: OtPersistentScalingF32Args;
+    f64: OtPersistentScalingF64Args;
+}
+
+macro_rules! resident_args {
+    ($($real:ty: $args:ident;)*) => {$(
+        /// `ot_resident_scaling_*`: `iterations` scaling-domain iterations
+        /// in one cooperative launch, each block holding its rows of both
+        /// matrices in shared memory for the whole launch.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $args {
+            /// `d * d` values: the Gibbs kernel.
+            pub rows: *const $real,
+            /// `d * d` values: its transpose.
+            pub columns: *const $real,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// `n * d` values: the first histograms.
+            pub a: *const $real,
+            /// `n * d` values: the second histograms.
+            pub b: *const $real,
+            /// `n * d` values: the first scalings, read and written.
+            pub f: *mut $real,
+            /// `n * d` values: the second scalings, read and written.
+            pub g: *mut $real,
+            /// How many iterations.
+            pub iterations: u64,
+            /// One `u32`, 0 at the launch: the grid barrier's counter.
+            pub barrier: *mut u32,
+            /// Matrix rows each block holds (>= 1): block `k` owns rows
+            /// `k * rows_per_block ..` up to `d`.
+            pub rows_per_block: u64,
+        }
+    )*};
+}
+
+resident_args! {
+    f32: OtResidentScalingF32Args;
+    f64: OtResidentScalingF64Args;
+}
+
+/// Threads per block of the resident scaling kernels.
+pub const TRANSPORT_RESIDENT_THREADS: u32 = 512;
+/// The most pairs for which scaling-domain iterations without checks run
+/// in one launch with the matrices resident in shared memory
+/// (`ot_resident_scaling_*`, when its rows of both matrices and one
+/// vector per pair fit a block's shared memory). Measured on an H200 at
+/// d = 1024 (float32, 100 iterations): 0.91 ms for one pair, 1.50 ms for
+/// 16 and 2.30 ms for 32, against 1.27, 3.14 and 3.47 ms without.
+pub const TRANSPORT_RESIDENT_MAX_PAIRS: u64 = 32;
+
+/// The dynamic shared memory of a resident scaling launch, in elements:
+/// the `n` vectors of one side, then `rows_per_block` rows of each matrix.
+pub const fn resident_shared_elements(n: u64, d: u64, rows_per_block: u64) -> u64 {
+    (2 * rows_per_block + n) * d
+}
+
+/// The most pairs for which scaling-domain iterations without checks run
+/// in one persistent launch (`ot_persistent_scaling_*`). Measured on an
+/// H200 at d = 1024 (100 iterations): one launch takes 1.28 ms for n = 1
+/// against 1.75 ms in separate launches, 1.64 against 3.21 ms for n = 2
+/// and 2.50 against 3.28 ms for n = 4, but 3.93 against 3.17 ms for n = 8
+/// and 4.15 against 3.33 ms for n = 16: from eight pairs on, each warp
+/// holds one or two groups of eight and waits on its loads, which the
+/// separate launches' larger grids hide.
+pub const TRANSPORT_PERSISTENT_MAX_PAIRS: u64 = 4;
+/// The most iterations one persistent launch runs (its barrier counts
+/// stay far inside a `u32`).
+pub const TRANSPORT_PERSISTENT_ITERATIONS: u64 = 1000;
+
 impl_kernel_args!(
     OtPrepareF32Args => OtPrepareF32 { m, d, reg, exponentiate, out, out_t },
     OtPrepareF64Args => OtPrepareF64 { m, d, reg, exponentiate, out, out_t },
@@ -518,6 +663,11 @@ impl_kernel_args!(
     OtPotentialsF64Args => OtPotentialsF64 { x, len, reg },
     OtTileScalingF32Args => OtTileScalingF32 { op, n, d, x_in, splits, partial },
     OtTileScalingF64Args => OtTileScalingF64 { op, n, d, x_in, splits, partial },
+    OtWideScalingF32Args => OtWideScalingF32 { op, n, d, x_in, splits, partial },
+    OtPersistentScalingF32Args => OtPersistentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier },
+    OtPersistentScalingF64Args => OtPersistentScalingF64 { rows, columns, n, d, a, b, f, g, iterations, barrier },
+    OtResidentScalingF32Args => OtResidentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier, rows_per_block },
+    OtResidentScalingF64Args => OtResidentScalingF64 { rows, columns, n, d, a, b, f, g, iterations, barrier, rows_per_block },
     OtTileLogF32Args => OtTileLogF32 { c, n, d, scale, p_in, splits, part_max, part_sum },
     OtTileLogF64Args => OtTileLogF64 { c, n, d, scale, p_in, splits, part_max, part_sum },
     OtTileCostF32Args => OtTileCostF32 { c, n, d, scale, f, g, splits, partial },

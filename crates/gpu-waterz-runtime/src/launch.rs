@@ -53,7 +53,36 @@ impl Gpu {
     /// least the length the kernel reads or writes through it, for as long
     /// as the queued kernel runs, and the launch shape and shared memory are
     /// the documented ones.
-    pub unsafe fn launch<A: KernelArgs>(&self, config: LaunchConfig, mut args: A) -> Result<()> {
+    pub unsafe fn launch<A: KernelArgs>(&self, config: LaunchConfig, args: A) -> Result<()> {
+        // SAFETY: the caller's.
+        unsafe { self.launch_with(config, args, false) }
+    }
+
+    /// Queues kernel `A::KERNEL` as [`Gpu::launch`] does, cooperatively:
+    /// the driver starts every block of the grid at once or refuses the
+    /// launch (an error, never a grid that waits for blocks that cannot
+    /// start), so that the kernel may wait for the whole grid.
+    /// [`Gpu::cooperative_blocks`] is the largest grid it takes.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`].
+    pub unsafe fn launch_cooperative<A: KernelArgs>(&self, config: LaunchConfig, args: A) -> Result<()> {
+        // SAFETY: the caller's.
+        unsafe { self.launch_with(config, args, true) }
+    }
+
+    /// The most blocks of `threads` threads and `shared_bytes` of dynamic
+    /// shared memory that a cooperative launch of `kernel` takes: every
+    /// multiprocessor full.
+    pub fn cooperative_blocks(&self, kernel: gpu_waterz_abi::Kernel, threads: u32, shared_bytes: u32) -> Result<u32> {
+        Ok(self.multiprocessor_count() * self.blocks_per_multiprocessor(kernel, threads, shared_bytes)?)
+    }
+
+    /// [`Gpu::launch`], cooperatively or not.
+    ///
+    /// # Safety
+    /// As [`Gpu::launch`].
+    unsafe fn launch_with<A: KernelArgs>(&self, config: LaunchConfig, mut args: A, cooperative: bool) -> Result<()> {
         let function = self.function(A::KERNEL)?.cu_function();
         let mut params = [std::ptr::null_mut(); MAX_PARAMS];
         let n = args.param_pointers(&mut params);
@@ -64,14 +93,20 @@ impl Gpu {
         // compile); the driver copies them before this returns, while
         // `args` lives. The caller guarantees the kernel's preconditions.
         unsafe {
-            cudarc::driver::result::launch_kernel(
-                function,
-                (config.blocks, 1, 1),
-                (config.threads, 1, 1),
-                config.shared_bytes,
-                stream,
-                &mut params[..n],
-            )
+            let (grid, block) = ((config.blocks, 1, 1), (config.threads, 1, 1));
+            let params = &mut params[..n];
+            if cooperative {
+                cudarc::driver::result::launch_cooperative_kernel(
+                    function,
+                    grid,
+                    block,
+                    config.shared_bytes,
+                    stream,
+                    params,
+                )
+            } else {
+                cudarc::driver::result::launch_kernel(function, grid, block, config.shared_bytes, stream, params)
+            }
         }
         .context(|| format!("launching {}", A::KERNEL.name()))
     }

@@ -92,6 +92,29 @@ impl Gpu {
         Ok(blocks.max(1))
     }
 
+    /// The most dynamic shared memory one block may ask for, in bytes,
+    /// once a kernel allows it ([`Gpu::allow_shared_bytes`]): the device's
+    /// opt-in limit.
+    pub fn max_shared_bytes_per_block(&self) -> Result<u32> {
+        let bytes = self
+            .ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .context(|| "reading the opt-in shared memory per block".into())?;
+        Ok(bytes.max(0) as u32)
+    }
+
+    /// Lets `kernel` launch with up to `bytes` of dynamic shared memory per
+    /// block (beyond the default 48 KiB, up to
+    /// [`Gpu::max_shared_bytes_per_block`]).
+    pub fn allow_shared_bytes(&self, kernel: Kernel, bytes: u32) -> Result<()> {
+        self.function(kernel)?
+            .set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+            .context(|| format!("allowing {} {bytes} bytes of shared memory", kernel.name()))
+    }
+
     /// Loads the kernels now (they are otherwise loaded at the first
     /// launch), so that the driver's PTX compilation is not timed as part
     /// of the first stage.

@@ -174,6 +174,11 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyBoxF64Args>(c);
     check::<GreyPlusF32Args>(c);
     check::<GreyPlusF64Args>(c);
+    check::<OtWideScalingF32Args>(c);
+    check::<OtPersistentScalingF32Args>(c);
+    check::<OtPersistentScalingF64Args>(c);
+    check::<OtResidentScalingF32Args>(c);
+    check::<OtResidentScalingF64Args>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }

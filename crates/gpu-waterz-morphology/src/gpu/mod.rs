@@ -25,8 +25,8 @@ use ndarray::{ArrayD, ArrayViewD};
 /// the same values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Strategy {
-    /// `Box` for flat boxes of rank 1 to 3 whose window fits the box
-    /// kernel; else one pass per axis for boxes of more than 27 elements;
+    /// `Box` for flat boxes and pluses of rank 1 to 3 whose window fits
+    /// the box kernels; else one pass per axis for boxes of more than 27 elements;
     /// else tiles for rank 1 to 3 when the halo fits the shared memory;
     /// else the gather (the default). `docs/BENCHMARKS.md` has the
     /// measurements behind the order.
@@ -43,8 +43,7 @@ pub enum Strategy {
     /// Flat boxes of rank 1 to 3 streamed plane by plane along z, the
     /// minimum taken along x, y, then z in shared memory, and flat pluses
     /// (scipy's cross, any arms) the same way (when the window fits the
-    /// kernels, [`takes_box_kernel`]; else as `Auto`). The plus kernels
-    /// have not run on a GPU yet, so `Auto` does not take them.
+    /// kernels, [`takes_box_kernel`]; else as `Auto`).
     Box,
 }
 
@@ -211,23 +210,17 @@ fn tile_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: 
 
 /// Whether [`Strategy::Box`] runs `footprint` over `batch` with values of
 /// `value_bytes` bytes in the box kernels: a flat box or plus of rank 1 to
-/// 3 whose window fits them ([`Strategy::Auto`] takes the boxes only).
+/// 3 whose window fits them ([`Strategy::Auto`] takes them too).
 pub fn takes_box_kernel(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: usize) -> Result<bool> {
-    Ok(box_layout(gpu, batch, footprint, value_bytes, true)?.is_some())
+    Ok(box_layout(gpu, batch, footprint, value_bytes)?.is_some())
 }
 
 /// The box kernels' geometry of `batch` (rank 1 to 3) for `footprint`, or
-/// `None` when the element is neither a flat box nor (with `pluses`) a flat
+/// `None` when the element is neither a flat box nor a flat
 /// plus ([`Footprint::plus_centre`]), the rank is larger or the window does
 /// not fit the kernel. Output planes per block: 32, halved (down to 4)
 /// while the units would not fill the device four times.
-fn box_layout(
-    gpu: &Gpu,
-    batch: Batch<'_>,
-    footprint: &Footprint,
-    value_bytes: usize,
-    pluses: bool,
-) -> Result<Option<BoxGeometry>> {
+fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: usize) -> Result<Option<BoxGeometry>> {
     let rank = batch.shape.len();
     if !(1..=3).contains(&rank) || footprint.rank() != rank {
         return Ok(None);
@@ -235,7 +228,7 @@ fn box_layout(
     let mut centre = [0i32; 3];
     let plus = if footprint.is_box() {
         false
-    } else if let Some(c) = footprint.plus_centre().filter(|_| pluses) {
+    } else if let Some(c) = footprint.plus_centre() {
         for (axis, &v) in c.iter().enumerate() {
             match i32::try_from(v) {
                 Ok(v) => centre[3 - rank + axis] = v,
@@ -413,9 +406,7 @@ pub fn grey_filter<T: GreyValue>(
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
     if matches!(strategy, Strategy::Auto | Strategy::Box) {
-        // The plus kernels have not run on a GPU yet: only Box takes them.
-        let pluses = strategy == Strategy::Box;
-        if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>(), pluses)? {
+        if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
             return Ok(T::boxed(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
     }

@@ -71,7 +71,7 @@ def _solve_numpy(a, b, M, reg, num_iter, tol, log_domain, backend):
 def _solve_cuda(a, b, M, reg, num_iter, tol, log_domain):
     """The same for CUDA torch tensors (read in place and checked on the
     device; f, g, the costs and the centred potentials allocated here), with
-    the centred potentials last."""
+    the centred potentials last, as one (2, n, d) tensor."""
     import torch
 
     if not (a.device == b.device == M.device):
@@ -83,7 +83,8 @@ def _solve_cuda(a, b, M, reg, num_iter, tol, log_domain):
     a2 = a.detach().to(dtype).reshape(n, d).contiguous()
     b2 = b.detach().to(dtype).reshape(n, d).contiguous()
     M2 = M.detach().to(dtype).contiguous()
-    f, g, f_centred, g_centred = torch.empty((4, n, d), dtype=dtype, device=a.device).unbind(0)
+    block = torch.empty((4, n, d), dtype=dtype, device=a.device)
+    f, g, f_centred, g_centred = block.unbind(0)
     cost = torch.empty((max(n, 1),), dtype=dtype, device=a.device)
     # The native side queues on the device's default stream: torch's work
     # on its current stream must be done first.
@@ -92,7 +93,7 @@ def _solve_cuda(a, b, M, reg, num_iter, tol, log_domain):
     iterations, error = _native.sinkhorn_cuda(
         pointers, n, d, "f4" if dtype == torch.float32 else "f8", a.device.index or 0, float(reg), int(num_iter),
         float(tol), bool(log_domain))
-    return cost[:n], f, g, iterations, error, f_centred, g_centred
+    return cost[:n], f, g, iterations, error, block[2:]
 
 
 def _centred(p):
@@ -114,25 +115,32 @@ def _function():
         @staticmethod
         def forward(ctx, a, b, M, reg, num_iter, tol, log_domain, backend):
             if a.is_cuda:
-                cost, f, g, iterations, error, f_centred, g_centred = _solve_cuda(
-                    a, b, M, reg, num_iter, tol, log_domain)
+                cost, f, g, iterations, error, centred = _solve_cuda(a, b, M, reg, num_iter, tol, log_domain)
             else:
                 cost, f, g, iterations, error = _solve_numpy(
                     a.detach().numpy(), b.detach().numpy(), M.detach().numpy(), reg, num_iter, tol, log_domain,
                     backend)
                 dtype = torch.promote_types(torch.promote_types(a.dtype, b.dtype), M.dtype)
                 cost, f, g = (torch.from_numpy(np.asarray(x)).to(dtype) for x in (cost, f, g))
-                f_centred, g_centred = _centred(f), _centred(g)
-            ctx.save_for_backward(f_centred, g_centred)
+                centred = torch.stack((_centred(f), _centred(g)))
+            ctx.save_for_backward(centred)
             ctx.mark_non_differentiable(f, g)
+            # The potentials take no gradient: autograd need not fill zeros
+            # for them (two (n, d) tensors per backward) before calling
+            # backward, which then sees None for them.
+            ctx.set_materialize_grads(False)
             ctx.info = (iterations, error)
             return cost, f, g
 
         @staticmethod
         def backward(ctx, grad_cost, _grad_f, _grad_g):
-            f, g = ctx.saved_tensors
-            grad_a = grad_cost[:, None] * f if ctx.needs_input_grad[0] else None
-            grad_b = grad_cost[:, None] * g if ctx.needs_input_grad[1] else None
+            if grad_cost is None:
+                return None, None, None, None, None, None, None, None
+            (centred,) = ctx.saved_tensors
+            # Both gradients in one product (one kernel, not two).
+            grads = grad_cost[None, :, None] * centred
+            grad_a = grads[0] if ctx.needs_input_grad[0] else None
+            grad_b = grads[1] if ctx.needs_input_grad[1] else None
             return grad_a, grad_b, None, None, None, None, None, None
 
     return SinkhornFunction

@@ -9,10 +9,29 @@ use gpu_waterz_runtime::{check_len, DeviceBuffer, DeviceElement, Gpu, LaunchConf
 /// one wave of `kernel`'s blocks (the blocks all multiprocessors hold at
 /// once) without starting a second, at most one part per chunk of columns.
 pub(crate) fn splits(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32) -> Result<u64> {
-    let tiles = (d.div_ceil(TRANSPORT_BLOCK as u64) * n.div_ceil(TRANSPORT_BLOCK as u64)).max(1);
+    splits_of(gpu, kernel, n, d, shared_bytes, TRANSPORT_BLOCK, TRANSPORT_CHUNK)
+}
+
+/// [`splits`] for a kernel whose tiles are `block` rows by `block` pairs
+/// and whose chunks are `chunk` columns.
+fn splits_of(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32, block: u32, chunk: u32) -> Result<u64> {
+    let tiles = (d.div_ceil(block as u64) * n.div_ceil(block as u64)).max(1);
     let wave = gpu.multiprocessor_count() as u64
         * gpu.blocks_per_multiprocessor(kernel, TRANSPORT_THREADS, shared_bytes)? as u64;
-    Ok((wave / tiles).clamp(1, d.div_ceil(TRANSPORT_CHUNK as u64).max(1)))
+    Ok((wave / tiles).clamp(1, d.div_ceil(chunk as u64).max(1)))
+}
+
+/// The dynamic shared memory of the wide scaling kernel, in bytes.
+const WIDE_SHARED_BYTES: u32 = TRANSPORT_WIDE_SHARED_ELEMENTS * std::mem::size_of::<f32>() as u32;
+
+/// The fewest pairs for which float32 scaling half-steps use the wide
+/// kernel: [`super::WIDE_MIN_PAIRS_ENV`], read once, or
+/// [`TRANSPORT_WIDE_MIN_PAIRS`].
+fn wide_min_pairs() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var(super::WIDE_MIN_PAIRS_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(TRANSPORT_WIDE_MIN_PAIRS)
+    })
 }
 
 /// The dynamic shared memory of a tile kernel for `T`, in bytes.
@@ -85,24 +104,287 @@ fn err_pointer<T: DeviceElement>(
 /// (pair, bin), twice for the log domain's states.
 pub(crate) struct Scratch<T> {
     splits: u64,
+    /// Whether the scaling half-steps use the wide kernel (its splits).
+    wide: bool,
     first: DeviceBuffer<T>,
     second: Option<DeviceBuffer<T>>,
 }
 
 impl<T: Kernels> Scratch<T> {
     /// Scratch for `n` pairs of `d` bins; `log` for the log domain's
-    /// states (its split is the log kernel's), else the scaling kernel's.
+    /// states (its split is the log kernel's), else the 64 × 64 scaling
+    /// tile's (which the cost kernel shares).
     pub(crate) fn new(gpu: &Gpu, n: u64, d: u64, log: bool) -> Result<Self> {
         let kernel = if log { T::TILE_LOG } else { T::TILE_SCALING };
         let splits = splits(gpu, kernel, n, d, tile_shared_bytes::<T>(log))?;
+        Self::with_splits(gpu, n, d, splits, false, log)
+    }
+
+    /// Scratch for the scaling half-steps of `n` pairs of `d` bins: the
+    /// wide kernel's for float32 from [`wide_min_pairs`] pairs on, else
+    /// as [`Scratch::new`].
+    pub(crate) fn for_scaling(gpu: &Gpu, n: u64, d: u64) -> Result<Self> {
+        match T::WIDE_SCALING {
+            Some(kernel) if n >= wide_min_pairs() && n > rows_max_pairs() => {
+                let splits =
+                    splits_of(gpu, kernel, n, d, WIDE_SHARED_BYTES, TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_CHUNK)?;
+                Self::with_splits(gpu, n, d, splits, true, false)
+            }
+            _ => Self::new(gpu, n, d, false),
+        }
+    }
+
+    fn with_splits(gpu: &Gpu, n: u64, d: u64, splits: u64, wide: bool, log: bool) -> Result<Self> {
         let len = (splits * n * d).max(1) as usize;
         let second = if log { Some(gpu.uninit::<T>(len)?) } else { None };
-        Ok(Self { splits, first: gpu.uninit::<T>(len)?, second })
+        Ok(Self { splits, wide, first: gpu.uninit::<T>(len)?, second })
     }
 }
 
+/// The wide scaling kernel of a float type, where it has one.
+pub(crate) trait WideScaling: Sized + DeviceElement {
+    /// `ot_wide_scaling_f32` for float32; none for float64 (8 × 8 float64
+    /// accumulators do not fit the registers).
+    const WIDE_SCALING: Option<Kernel>;
+    /// The wide kernel's partial sums of a scaling half-step into
+    /// `scratch`, whose splits are the wide kernel's.
+    fn wide_partials(
+        gpu: &Gpu,
+        op: &DeviceBuffer<Self>,
+        n: u64,
+        d: u64,
+        x_in: &DeviceBuffer<Self>,
+        scratch: &mut Scratch<Self>,
+    ) -> Result<()>;
+}
+
+impl WideScaling for f32 {
+    const WIDE_SCALING: Option<Kernel> = Some(<OtWideScalingF32Args as gpu_waterz_abi::KernelArgs>::KERNEL);
+
+    fn wide_partials(
+        gpu: &Gpu,
+        op: &DeviceBuffer<f32>,
+        n: u64,
+        d: u64,
+        x_in: &DeviceBuffer<f32>,
+        scratch: &mut Scratch<f32>,
+    ) -> Result<()> {
+        const WIDE: &str = "ot_wide_scaling_f32";
+        let splits = scratch.splits;
+        check_buffers(
+            gpu,
+            WIDE,
+            &[("op", op, d * d), ("x_in", x_in, n * d), ("partial", &scratch.first, splits * n * d)],
+        )?;
+        let tile = TRANSPORT_WIDE_BLOCK as u64;
+        let blocks = d.div_ceil(tile) * n.div_ceil(tile) * splits;
+        if !scratch.wide
+            || blocks == 0
+            || blocks > i32::MAX as u64
+            || splits == 0
+            || splits > d.div_ceil(TRANSPORT_WIDE_CHUNK as u64)
+        {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: WIDE,
+                reason: format!("{n} pairs of {d} bins in {splits} splits"),
+            });
+        }
+        let config =
+            LaunchConfig { blocks: blocks as u32, threads: TRANSPORT_THREADS, shared_bytes: WIDE_SHARED_BYTES };
+        let args = OtWideScalingF32Args {
+            op: op.as_ptr(),
+            n,
+            d,
+            x_in: x_in.as_ptr(),
+            splits,
+            partial: scratch.first.as_mut_ptr(),
+        };
+        // SAFETY: `op` holds d * d values, `x_in` n * d, `partial` splits *
+        // n * d (checked); one block per (row tile, pair tile, split) of
+        // TRANSPORT_WIDE_BLOCK, 1 <= splits <= the chunks, TRANSPORT_THREADS
+        // threads and the kernel's shared memory.
+        unsafe { gpu.launch(config, args) }
+    }
+}
+
+impl WideScaling for f64 {
+    const WIDE_SCALING: Option<Kernel> = None;
+
+    fn wide_partials(
+        _gpu: &Gpu,
+        _op: &DeviceBuffer<f64>,
+        _n: u64,
+        _d: u64,
+        _x_in: &DeviceBuffer<f64>,
+        _scratch: &mut Scratch<f64>,
+    ) -> Result<()> {
+        Err(RuntimeError::InvalidLaunch { kernel: "ot_wide_scaling", reason: "no float64 kernel".into() })
+    }
+}
+
+/// Whole scaling-domain iterations in one cooperative launch
+/// (`ot_persistent_scaling_*`), for few pairs.
+pub(crate) trait PersistentScaling: Sized + DeviceElement {
+    /// `iterations` iterations (`g = b / (columns f)`, then `f = a / (rows
+    /// g)`) in one launch.
+    #[allow(clippy::too_many_arguments)]
+    fn persistent_scaling(
+        gpu: &Gpu,
+        rows: &DeviceBuffer<Self>,
+        columns: &DeviceBuffer<Self>,
+        n: u64,
+        d: u64,
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        f: &mut DeviceBuffer<Self>,
+        g: &mut DeviceBuffer<Self>,
+        iterations: u64,
+    ) -> Result<()>;
+
+    /// The same iterations with each block's rows of both matrices
+    /// resident in shared memory (`ot_resident_scaling_*`); an error,
+    /// before anything is queued, when they and the vectors do not fit.
+    #[allow(clippy::too_many_arguments)]
+    fn resident_scaling(
+        gpu: &Gpu,
+        rows: &DeviceBuffer<Self>,
+        columns: &DeviceBuffer<Self>,
+        n: u64,
+        d: u64,
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        f: &mut DeviceBuffer<Self>,
+        g: &mut DeviceBuffer<Self>,
+        iterations: u64,
+    ) -> Result<()>;
+}
+
+macro_rules! persistent_scaling {
+    ($($real:ty, $args:ident, $resident:ident;)*) => {$(
+        impl PersistentScaling for $real {
+            fn persistent_scaling(
+                gpu: &Gpu,
+                rows: &DeviceBuffer<Self>,
+                columns: &DeviceBuffer<Self>,
+                n: u64,
+                d: u64,
+                a: &DeviceBuffer<Self>,
+                b: &DeviceBuffer<Self>,
+                f: &mut DeviceBuffer<Self>,
+                g: &mut DeviceBuffer<Self>,
+                iterations: u64,
+            ) -> Result<()> {
+                const NAME: &str = stringify!($args);
+                let (nd, dd) = (n * d, d * d);
+                check_buffers(
+                    gpu,
+                    NAME,
+                    &[("rows", rows, dd), ("columns", columns, dd), ("a", a, nd), ("b", b, nd), ("f", &*f, nd), ("g", &*g, nd)],
+                )?;
+                let kernel = <$args as gpu_waterz_abi::KernelArgs>::KERNEL;
+                let most = gpu.cooperative_blocks(kernel, 256, 0)? as u64;
+                let blocks = (d * n.div_ceil(TRANSPORT_ROW_PAIRS as u64)).div_ceil(8).clamp(1, most.max(1));
+                if iterations > TRANSPORT_PERSISTENT_ITERATIONS || 2 * iterations * blocks > u32::MAX as u64 {
+                    return Err(RuntimeError::InvalidLaunch {
+                        kernel: NAME,
+                        reason: format!("{iterations} iterations on {blocks} blocks"),
+                    });
+                }
+                let mut barrier = gpu.zeros::<u32>(1)?;
+                let args = $args {
+                    rows: rows.as_ptr(),
+                    columns: columns.as_ptr(),
+                    n,
+                    d,
+                    a: a.as_ptr(),
+                    b: b.as_ptr(),
+                    f: f.as_mut_ptr(),
+                    g: g.as_mut_ptr(),
+                    iterations,
+                    barrier: barrier.as_mut_ptr(),
+                };
+                let config = LaunchConfig { blocks: blocks as u32, threads: 256, shared_bytes: 0 };
+                // SAFETY: the matrices hold d * d values, the vectors n * d
+                // (checked); `barrier` is a zeroed u32 of this launch only
+                // (freed after the kernel in stream order); whole warps,
+                // at most the blocks the device holds at once, launched
+                // cooperatively; 2 * iterations * blocks fits a u32.
+                unsafe { gpu.launch_cooperative(config, args) }
+            }
+
+            fn resident_scaling(
+                gpu: &Gpu,
+                rows: &DeviceBuffer<Self>,
+                columns: &DeviceBuffer<Self>,
+                n: u64,
+                d: u64,
+                a: &DeviceBuffer<Self>,
+                b: &DeviceBuffer<Self>,
+                f: &mut DeviceBuffer<Self>,
+                g: &mut DeviceBuffer<Self>,
+                iterations: u64,
+            ) -> Result<()> {
+                const NAME: &str = stringify!($resident);
+                let (nd, dd) = (n * d, d * d);
+                check_buffers(
+                    gpu,
+                    NAME,
+                    &[("rows", rows, dd), ("columns", columns, dd), ("a", a, nd), ("b", b, nd), ("f", &*f, nd), ("g", &*g, nd)],
+                )?;
+                let refuse = |reason: String| Err(RuntimeError::InvalidLaunch { kernel: NAME, reason });
+                let kernel = <$resident as gpu_waterz_abi::KernelArgs>::KERNEL;
+                // One block per multiprocessor, each owning an equal share
+                // of the rows (the last one fewer).
+                let rows_per_block = d.div_ceil(gpu.multiprocessor_count().max(1) as u64).max(1);
+                let blocks = d.div_ceil(rows_per_block);
+                let bytes = resident_shared_elements(n, d, rows_per_block) * std::mem::size_of::<$real>() as u64;
+                let limit = gpu.max_shared_bytes_per_block()? as u64;
+                if bytes > limit {
+                    return refuse(format!("{bytes} bytes of shared memory per block, the device allows {limit}"));
+                }
+                gpu.allow_shared_bytes(kernel, bytes as u32)?;
+                let most = gpu.cooperative_blocks(kernel, TRANSPORT_RESIDENT_THREADS, bytes as u32)? as u64;
+                if blocks > most || iterations > TRANSPORT_PERSISTENT_ITERATIONS || 2 * iterations * blocks > u32::MAX as u64 {
+                    return refuse(format!("{iterations} iterations on {blocks} blocks ({most} fit at once)"));
+                }
+                let mut barrier = gpu.zeros::<u32>(1)?;
+                let args = $resident {
+                    rows: rows.as_ptr(),
+                    columns: columns.as_ptr(),
+                    n,
+                    d,
+                    a: a.as_ptr(),
+                    b: b.as_ptr(),
+                    f: f.as_mut_ptr(),
+                    g: g.as_mut_ptr(),
+                    iterations,
+                    barrier: barrier.as_mut_ptr(),
+                    rows_per_block,
+                };
+                let config =
+                    LaunchConfig { blocks: blocks as u32, threads: TRANSPORT_RESIDENT_THREADS, shared_bytes: bytes as u32 };
+                // SAFETY: the matrices hold d * d values, the vectors n * d
+                // (checked); every block's first row (k * rows_per_block,
+                // k < blocks = ceil(d / rows_per_block)) lies below d; the
+                // shared memory is resident_shared_elements(n, d,
+                // rows_per_block) values, allowed above; `barrier` is a
+                // zeroed u32 of this launch only (freed after the kernel in
+                // stream order); whole warps, at most the blocks the device
+                // holds at once, launched cooperatively; 2 * iterations *
+                // blocks fits a u32.
+                unsafe { gpu.launch_cooperative(config, args) }
+            }
+        }
+    )*};
+}
+
+persistent_scaling! {
+    f32, OtPersistentScalingF32Args, OtResidentScalingF32Args;
+    f64, OtPersistentScalingF64Args, OtResidentScalingF64Args;
+}
+
 /// The kernels of one float type.
-pub(crate) trait Kernels: Sized + DeviceElement {
+pub(crate) trait Kernels: Sized + DeviceElement + WideScaling + PersistentScaling {
     /// The scaling-domain tile kernel.
     const TILE_SCALING: Kernel;
     /// The log-domain tile kernel.
@@ -270,28 +552,33 @@ macro_rules! kernels {
                     // `err` n * d or is null (checked); whole warps.
                     return unsafe { gpu.launch(row_config(gpu, n, d), args) };
                 }
-                check_buffers(
-                    gpu,
-                    TILE,
-                    &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
-                )?;
                 check_buffers(gpu, FINISH, &[("marginal", marginal, nd), ("x_out", &*x_out, nd)])?;
                 let err = err_pointer(gpu, FINISH, err, nd)?;
-                let config = tile_config::<Self>(TILE, n, d, splits, false)?;
-                let tile = $tile_scaling {
-                    op: op.as_ptr(),
-                    n,
-                    d,
-                    x_in: x_in.as_ptr(),
-                    splits,
-                    partial: scratch.first.as_mut_ptr(),
-                };
-                // One block per (row tile, pair tile, split), 1 <= splits
-                // <= the chunks, TRANSPORT_THREADS threads and the shared
-                // memory for Self (tile_config).
-                // SAFETY: `op` holds d * d values, `x_in` n * d, `partial`
-                // splits * n * d (checked); the launch shape above.
-                unsafe { gpu.launch(config, tile)? };
+                if scratch.wide {
+                    Self::wide_partials(gpu, op, n, d, x_in, scratch)?;
+                } else {
+                    check_buffers(
+                        gpu,
+                        TILE,
+                        &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
+                    )?;
+                    let config = tile_config::<Self>(TILE, n, d, splits, false)?;
+                    let tile = $tile_scaling {
+                        op: op.as_ptr(),
+                        n,
+                        d,
+                        x_in: x_in.as_ptr(),
+                        splits,
+                        partial: scratch.first.as_mut_ptr(),
+                    };
+                    // One block per (row tile, pair tile, split), 1 <=
+                    // splits <= the chunks, TRANSPORT_THREADS threads and
+                    // the shared memory for Self (tile_config).
+                    // SAFETY: `op` holds d * d values, `x_in` n * d,
+                    // `partial` splits * n * d (checked); the launch shape
+                    // above.
+                    unsafe { gpu.launch(config, tile)? };
+                }
                 let finish = $finish_scaling {
                     n,
                     d,

@@ -1,6 +1,23 @@
 //! The Sinkhorn iteration on the GPU: the batch's vectors stay on the
 //! device; only the marginal errors (at the checks) and the per-row costs
 //! come back.
+//!
+//! Which kernels run the scaling domain's half-steps, by pair count (the
+//! limits are `gpu_waterz_abi::transport`'s, each measured on an H200 and
+//! each overridden by an environment variable named below):
+//! - up to 32 pairs, when each block's rows of both matrices and the
+//!   vectors fit its shared memory (float32 up to about d = 1400): one
+//!   cooperative launch per run of iterations between checks, the matrix
+//!   rows resident in shared memory (`ot_resident_scaling_*`);
+//! - otherwise up to 4 pairs: one cooperative launch per run, the rows read
+//!   from global memory (`ot_persistent_scaling_*`);
+//! - float32 from 64 pairs: 128 × 128 tiles on the tensor cores in three
+//!   TF32 products per step (`ot_wide_scaling_f32`; float32 accuracy);
+//! - else 64 × 64 tiles (`ot_tile_scaling_*`), or one warp per row for a
+//!   single pair (`ot_rows_scaling_*`), the columns split among blocks when
+//!   the tiles are too few, replayed from CUDA graphs for long runs.
+//!
+//! The log domain runs tiles (`ot_tile_log_*`) or rows for one pair.
 
 #[allow(unsafe_code)]
 mod launch;
@@ -8,6 +25,9 @@ mod launch;
 use crate::{
     check_settings, check_shapes, Config, CudaGraphs, Domain, Float, Result, Solution, GRAPH_ITERATIONS,
     GRAPH_MIN_ITERATIONS,
+};
+use gpu_waterz_abi::transport::{
+    TRANSPORT_PERSISTENT_ITERATIONS, TRANSPORT_PERSISTENT_MAX_PAIRS, TRANSPORT_RESIDENT_MAX_PAIRS,
 };
 use gpu_waterz_runtime::{DeviceBuffer, Gpu, Graph};
 use launch::{Kernels, Scratch};
@@ -25,6 +45,47 @@ pub const CUDA_GRAPHS_ENV: &str = "GPU_WATERZ_CUDA_GRAPHS";
 /// tests that keep the row kernels checked on sizes they do not serve by
 /// default.
 pub const ROWS_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_ROWS_MAX_PAIRS";
+
+/// Environment variable naming the fewest pairs for which float32
+/// scaling-domain half-steps use the wide kernel (128 × 128 tiles, 8 × 8
+/// outputs per thread) instead of the 64 × 64 tiles (default
+/// `gpu_waterz_abi::transport::TRANSPORT_WIDE_MIN_PAIRS`), read once per
+/// process: for comparisons and for the tests that check the wide kernel on
+/// small sizes.
+pub const WIDE_MIN_PAIRS_ENV: &str = "GPU_WATERZ_OT_WIDE_MIN_PAIRS";
+
+/// Environment variable naming the most pairs for which scaling-domain
+/// iterations run in one persistent launch between checks (default
+/// `gpu_waterz_abi::transport::TRANSPORT_PERSISTENT_MAX_PAIRS`; 0 turns
+/// them off), read once per process: for comparisons.
+pub const PERSISTENT_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_PERSISTENT_MAX_PAIRS";
+
+/// Environment variable naming the most pairs for which scaling-domain
+/// iterations run in one launch with the matrices resident in shared
+/// memory (default
+/// `gpu_waterz_abi::transport::TRANSPORT_RESIDENT_MAX_PAIRS`; 0 turns
+/// them off), read once per process: for comparisons and tests.
+pub const RESIDENT_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_RESIDENT_MAX_PAIRS";
+
+/// The value of the environment variable `name` as a number, read once
+/// into `cell`, or `default`.
+fn limit_from_env(cell: &'static std::sync::OnceLock<u64>, name: &str, default: u64) -> u64 {
+    *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default))
+}
+
+/// The most pairs for which the scaling iterations run persistently:
+/// [`PERSISTENT_MAX_PAIRS_ENV`], read once, or the default.
+fn persistent_max_pairs() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    limit_from_env(&LIMIT, PERSISTENT_MAX_PAIRS_ENV, TRANSPORT_PERSISTENT_MAX_PAIRS)
+}
+
+/// The most pairs for which the scaling iterations run with the matrices
+/// resident: [`RESIDENT_MAX_PAIRS_ENV`], read once, or the default.
+fn resident_max_pairs() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    limit_from_env(&LIMIT, RESIDENT_MAX_PAIRS_ENV, TRANSPORT_RESIDENT_MAX_PAIRS)
+}
 
 /// The float types with device kernels: float32 and float64.
 #[allow(private_bounds)]
@@ -199,7 +260,8 @@ fn iterate<T: DeviceFloat>(
     T::fill(gpu, f, nu * du, start)?;
     T::fill(gpu, g, nu * du, start)?;
     let mut err = if config.tol > 0.0 { Some(gpu.uninit::<T>(n * d)?) } else { None };
-    let mut scratch = Scratch::<T>::new(gpu, nu, du, !scaling)?;
+    let mut scratch =
+        if scaling { Scratch::<T>::for_scaling(gpu, nu, du)? } else { Scratch::<T>::new(gpu, nu, du, true)? };
     // The half-steps: `g` from `f` (with the marginal errors when `err` is
     // given), then `f` from `g`.
     let first_half = |f: &DeviceBuffer<T>,
@@ -236,10 +298,44 @@ fn iterate<T: DeviceFloat>(
         CudaGraphs::Off => false,
         _ => config.num_iter >= GRAPH_MIN_ITERATIONS,
     };
+    // Few pairs in the scaling domain: the iterations between checks run
+    // in one persistent launch each, with the matrices resident in shared
+    // memory where they fit.
+    let mut resident = scaling && nu <= resident_max_pairs();
+    let mut persistent = scaling && nu <= persistent_max_pairs();
     let mut it = 0;
     while it < config.num_iter {
-        let run =
-            (it..config.num_iter.min(it + GRAPH_ITERATIONS)).take_while(|&i| !crate::checks_at(config, i)).count();
+        let unchecked =
+            |most: usize| (it..config.num_iter.min(it + most)).take_while(|&i| !crate::checks_at(config, i)).count();
+        if resident {
+            let run = unchecked(TRANSPORT_PERSISTENT_ITERATIONS as usize);
+            if run >= 1 {
+                // Refused before anything is queued when the rows do not
+                // fit; the launches below run the iterations then.
+                if T::resident_scaling(gpu, &rows, &columns, nu, du, a, b, f, g, run as u64).is_ok() {
+                    it += run;
+                    iterations = it;
+                    continue;
+                }
+                resident = false;
+            }
+        }
+        if persistent {
+            let run = unchecked(TRANSPORT_PERSISTENT_ITERATIONS as usize);
+            if run >= 1 {
+                // A device that refuses cooperative launches (or holds too
+                // few blocks at once) runs the half-steps one by one;
+                // nothing ran, and an earlier kernel's error returns at
+                // the next launch.
+                if T::persistent_scaling(gpu, &rows, &columns, nu, du, a, b, f, g, run as u64).is_ok() {
+                    it += run;
+                    iterations = it;
+                    continue;
+                }
+                persistent = false;
+            }
+        }
+        let run = unchecked(GRAPH_ITERATIONS);
         if use_graphs && run >= 2 {
             if !graphs.iter().any(|(len, _)| *len == run) {
                 let graph = gpu.capture(|| {

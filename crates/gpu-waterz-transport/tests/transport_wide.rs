@@ -1,0 +1,19 @@
+//! The wide float32 scaling kernel (128 × 128 tiles) on pair counts it
+//! serves only when asked to (by default from 128 pairs): ragged tiles,
+//! one to many splits. A test binary of its own, so that the limit is set
+//! before the process first reads it.
+
+mod common;
+
+use common::check_sizes_against_the_reference;
+use gpu_waterz_transport::gpu;
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn the_wide_kernel_equals_the_reference_from_two_pairs_on() {
+    // SAFETY of the environment: this binary's only test sets it before
+    // anything reads it.
+    std::env::set_var(gpu::WIDE_MIN_PAIRS_ENV, "2");
+    let g = gpu_waterz_runtime::testing::gpu();
+    check_sizes_against_the_reference(&g, &[(2, 300), (9, 129), (40, 1000), (129, 7), (257, 130), (300, 513)]);
+}
