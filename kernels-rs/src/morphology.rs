@@ -1506,3 +1506,127 @@ unsafe fn binary_bits_body<const DILATION: bool>(
         unsafe { *changed = 1 };
     }
 }
+
+kernel! {
+    /// `binary_fill_holes` by components, step 1: each background
+    /// element's faces to its previous background neighbours along z, y and
+    /// x, as the watershed's edge masks, for `uf_tile_local` and
+    /// `uf_tile_faces` (scipy's cross joins faces only).
+    ///
+    /// # Safety
+    /// `input` and `edges` hold one byte per element of `dims`, fewer than
+    /// 2^32 elements.
+    ///
+    /// # Parameters
+    /// - `input`: non-zero = foreground; `dims`: the extent; `edges`: written
+    ///   for every element.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration.
+    pub unsafe extern "ptx-kernel" fn fill_holes_edges(
+        input: *const u8,
+        dims: gpu_waterz_abi::Dims3,
+        edges: *mut u8,
+    ) as FillHolesEdgesArgs {
+        use gpu_waterz_abi::watershed::{NEG_X, NEG_Y, NEG_Z};
+        let [sz, sy, _] = dims.strides();
+        grid_stride(dims.z * dims.y * dims.x, |i| {
+            let (z, y, x) = crate::watershed::coords(i, dims);
+            // SAFETY: i and its previous neighbours (where they exist) lie
+            // below the element count.
+            unsafe {
+                let background = |j: u64| *input.add(j as usize) == 0;
+                let mut bits = 0u8;
+                if background(i) {
+                    if z > 0 && background(i - sz) {
+                        bits |= NEG_Z;
+                    }
+                    if y > 0 && background(i - sy) {
+                        bits |= NEG_Y;
+                    }
+                    if x > 0 && background(i - 1) {
+                        bits |= NEG_X;
+                    }
+                }
+                *edges.add(i as usize) = bits;
+            }
+        });
+    }
+}
+
+kernel! {
+    /// `binary_fill_holes` by components, step 2: marks the root of every
+    /// background component with an element on the array's border (a face
+    /// of one of the axes from `first_axis` on): the background the
+    /// dilation from outside reaches.
+    ///
+    /// # Safety
+    /// `input`, `parent` and `reached` hold one entry per element of `dims`,
+    /// fewer than 2^32; `parent` a complete components forest over indices
+    /// below that count.
+    ///
+    /// # Parameters
+    /// - `input`: non-zero = foreground; `dims`; `first_axis`: the first axis
+    ///   of the array; `parent`: the forest; `reached`: set to 1 at roots.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration (only border elements
+    /// follow the forest).
+    pub unsafe extern "ptx-kernel" fn fill_holes_reach(
+        input: *const u8,
+        dims: gpu_waterz_abi::Dims3,
+        first_axis: u32,
+        reserved: u32,
+        parent: *const u32,
+        reached: *mut u8,
+    ) as FillHolesReachArgs {
+        let _ = reserved;
+        grid_stride(dims.z * dims.y * dims.x, |i| {
+            let (z, y, x) = crate::watershed::coords(i, dims);
+            let on = |axis: u32, at: u64, extent: u64| axis >= first_axis && (at == 0 || at + 1 == extent);
+            if on(0, z, dims.z) || on(1, y, dims.y) || on(2, x, dims.x) {
+                // SAFETY: i lies below the element count; the forest's
+                // roots too.
+                unsafe {
+                    if *input.add(i as usize) == 0 {
+                        let root = crate::watershed::labels::find_root(parent, i as u32);
+                        *reached.add(root as usize) = 1;
+                    }
+                }
+            }
+        });
+    }
+}
+
+kernel! {
+    /// `binary_fill_holes` by components, step 3: the result, 1 for the
+    /// foreground and for background whose component `fill_holes_reach`
+    /// did not mark.
+    ///
+    /// # Safety
+    /// `input`, `parent`, `reached` and `output` hold `n < 2^32` entries;
+    /// `parent` a complete components forest.
+    ///
+    /// # Parameters
+    /// - `input`: non-zero = foreground; `n`; `parent`: the forest;
+    ///   `reached`: the marked roots; `output`: written for every element.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one element per iteration.
+    pub unsafe extern "ptx-kernel" fn fill_holes_output(
+        input: *const u8,
+        n: u64,
+        parent: *const u32,
+        reached: *const u8,
+        output: *mut u8,
+    ) as FillHolesOutputArgs {
+        grid_stride(n, |i| {
+            // SAFETY: i < n, and the forest's roots too.
+            unsafe {
+                let filled = *input.add(i as usize) != 0
+                    || *reached.add(crate::watershed::labels::find_root(parent, i as u32) as usize) == 0;
+                *output.add(i as usize) = filled as u8;
+            }
+        });
+    }
+}

@@ -630,7 +630,7 @@ unsafe fn tile_scaling_tensor(op: *const f32, n: u64, d: u64, x_in: *const f32, 
         }
     };
     // Staged value (column `j`, row or pair `k`) of `base`, split.
-    // SAFETY (of the reads below): j < WIDE_CHUNK and k < WIDE_BLOCK.
+    // SAFETY: (the reads below) j < WIDE_CHUNK and k < WIDE_BLOCK.
     let at = |base: *const f32, j: usize, k: usize| split_tf32(unsafe { *base.add(j * WIDE_STRIDE + k) });
     // Loops over the warp's operands are written out (`unrolled!`): a loop
     // the compiler leaves rolled would index the arrays below at run time
@@ -2035,11 +2035,11 @@ macro_rules! resident_kernels {
                 let first_row = block_idx_x() as usize * per;
                 let own = per.min(d - first_row);
                 let shared = dynamic_shared::<$real>();
-                // SAFETY: the kernel's contract: shared memory holds
-                // (n + 2 per) d values, the vectors first (the dynamic
-                // shared memory and the buffers are 16-byte aligned); the
-                // owned rows lie in both matrices; every thread of the
-                // grid takes part in each copy, half-step and barrier.
+                // Shared memory holds (n + 2 per) d values, the vectors
+                // first (the dynamic shared memory and the buffers are
+                // 16-byte aligned); the owned rows lie in both matrices.
+                // SAFETY: the kernel's contract, as said above; every thread
+                // of the grid takes part in each copy, half-step and barrier.
                 unsafe {
                     copy_to_shared(columns.add(first_row * d), shared.add(n * d), own * d);
                     copy_to_shared(rows.add(first_row * d), shared.add((n + per) * d), own * d);

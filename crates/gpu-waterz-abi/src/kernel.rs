@@ -152,6 +152,9 @@ kernels! {
     GreyBoxF64 => "grey_box_f64",
     GreyPlusF32 => "grey_plus_f32",
     GreyPlusF64 => "grey_plus_f64",
+    FillHolesEdges => "fill_holes_edges",
+    FillHolesReach => "fill_holes_reach",
+    FillHolesOutput => "fill_holes_output",
 }
 
 /// The most parameters a kernel takes.

@@ -893,3 +893,65 @@ mod tests {
         assert_eq!(BoxGeometry { centre: [0, 2, 0], ..plus }.shared_bytes(4), None);
     }
 }
+
+/// `fill_holes_edges`: the background's edges for `binary_fill_holes` by
+/// connected components (scipy's cross: faces only), in the watershed's
+/// edge masks (`crate::watershed`'s direction bits), so that its
+/// components kernels join them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FillHolesEdgesArgs {
+    /// One byte per element of `dims`, non-zero: foreground.
+    pub input: *const u8,
+    /// The array's extent (rank 1 and 2 as leading extents of 1).
+    pub dims: crate::Dims3,
+    /// One byte per element: for a background element, the faces to its
+    /// previous background neighbours along z, y and x; 0 for foreground.
+    pub edges: *mut u8,
+}
+
+/// `fill_holes_reach`: marks the components of the background that touch
+/// the array's border.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FillHolesReachArgs {
+    /// One byte per element of `dims`, non-zero: foreground.
+    pub input: *const u8,
+    /// The array's extent.
+    pub dims: crate::Dims3,
+    /// The first axis (0 = z, 1 = y, 2 = x) that belongs to the array: the
+    /// axes before it are the leading extents of 1 of rank 1 and 2, whose
+    /// faces are not borders.
+    pub first_axis: u32,
+    /// Reserved, 0 (keeps the pointers 8-byte aligned).
+    pub reserved: u32,
+    /// The components forest (`uf_tile_faces` has run): one `u32` per
+    /// element, each tree rooted at its smallest element.
+    pub parent: *const u32,
+    /// One byte per element, 0 at the launch: set to 1 at the root of each
+    /// background component with an element on a border.
+    pub reached: *mut u8,
+}
+
+/// `fill_holes_output`: `binary_fill_holes`' result: foreground, or
+/// background whose component does not reach the border.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FillHolesOutputArgs {
+    /// One byte per element, non-zero: foreground.
+    pub input: *const u8,
+    /// The number of elements.
+    pub n: u64,
+    /// The components forest, as for [`FillHolesReachArgs`].
+    pub parent: *const u32,
+    /// The marks of [`FillHolesReachArgs`].
+    pub reached: *const u8,
+    /// One byte per element: 1 (filled) or 0.
+    pub output: *mut u8,
+}
+
+impl_kernel_args!(
+    FillHolesEdgesArgs => FillHolesEdges { input, dims, edges },
+    FillHolesReachArgs => FillHolesReach { input, dims, first_axis, reserved, parent, reached },
+    FillHolesOutputArgs => FillHolesOutput { input, n, parent, reached, output },
+);

@@ -545,10 +545,11 @@ pub struct OtWideScalingF32Args {
     pub partial: *mut f32,
 }
 
-macro_rules! persistent_args {
-    ($($real:ty: $args:ident;)*) => {$(
-        /// `ot_persistent_scaling_*`: `iterations` scaling-domain
-        /// iterations in one cooperative launch.
+/// Declares the argument structs of the single-launch scaling kernels:
+/// the fields they share, then `$extra`.
+macro_rules! single_launch_args {
+    ($($(#[$doc:meta])* $real:ty: $args:ident { $($extra:tt)* })*) => {$(
+        $(#[$doc])*
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
         pub struct $args {
@@ -572,53 +573,31 @@ macro_rules! persistent_args {
             pub iterations: u64,
             /// One `u32`, 0 at the launch: the grid barrier's counter.
             pub barrier: *mut u32,
+            $($extra)*
         }
     )*};
 }
 
-persistent_args! {
-    f32: OtPersistentScalingF32Args;
-    f64: OtPersistentScalingF64Args;
-}
-
-macro_rules! resident_args {
-    ($($real:ty: $args:ident;)*) => {$(
-        /// `ot_resident_scaling_*`: `iterations` scaling-domain iterations
-        /// in one cooperative launch, each block holding its rows of both
-        /// matrices in shared memory for the whole launch.
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug)]
-        pub struct $args {
-            /// `d * d` values: the Gibbs kernel.
-            pub rows: *const $real,
-            /// `d * d` values: its transpose.
-            pub columns: *const $real,
-            /// The number of pairs.
-            pub n: u64,
-            /// The number of bins.
-            pub d: u64,
-            /// `n * d` values: the first histograms.
-            pub a: *const $real,
-            /// `n * d` values: the second histograms.
-            pub b: *const $real,
-            /// `n * d` values: the first scalings, read and written.
-            pub f: *mut $real,
-            /// `n * d` values: the second scalings, read and written.
-            pub g: *mut $real,
-            /// How many iterations.
-            pub iterations: u64,
-            /// One `u32`, 0 at the launch: the grid barrier's counter.
-            pub barrier: *mut u32,
-            /// Matrix rows each block holds (>= 1): block `k` owns rows
-            /// `k * rows_per_block ..` up to `d`.
-            pub rows_per_block: u64,
-        }
-    )*};
-}
-
-resident_args! {
-    f32: OtResidentScalingF32Args;
-    f64: OtResidentScalingF64Args;
+single_launch_args! {
+    /// `ot_persistent_scaling_f32`: `iterations` scaling-domain iterations
+    /// in one cooperative launch.
+    f32: OtPersistentScalingF32Args {}
+    /// `ot_persistent_scaling_f64`, as the float32 one.
+    f64: OtPersistentScalingF64Args {}
+    /// `ot_resident_scaling_f32`: `iterations` scaling-domain iterations in
+    /// one cooperative launch, each block holding its rows of both matrices
+    /// in shared memory for the whole launch.
+    f32: OtResidentScalingF32Args {
+        /// Matrix rows each block holds (>= 1): block `k` owns rows
+        /// `k * rows_per_block ..` up to `d`.
+        pub rows_per_block: u64,
+    }
+    /// `ot_resident_scaling_f64`, as the float32 one.
+    f64: OtResidentScalingF64Args {
+        /// Matrix rows each block holds (>= 1): block `k` owns rows
+        /// `k * rows_per_block ..` up to `d`.
+        pub rows_per_block: u64,
+    }
 }
 
 /// Threads per block of the resident scaling kernels.

@@ -304,6 +304,27 @@ impl Footprint {
         })
     }
 
+    /// Whether the element is exactly scipy's `generate_binary_structure(
+    /// rank, 1)` about offset 0: the centre and its face neighbours, flat
+    /// (then `binary_fill_holes` is the background's face-connected
+    /// components that do not reach the border).
+    pub fn is_unit_cross(&self) -> bool {
+        let rank = self.rank();
+        let members: std::collections::HashSet<&[isize]> = self.offsets.iter().map(|o| o.as_slice()).collect();
+        let mut cross = vec![vec![0isize; rank]];
+        for axis in 0..rank {
+            for step in [-1, 1] {
+                let mut offset = vec![0isize; rank];
+                offset[axis] = step;
+                cross.push(offset);
+            }
+        }
+        self.is_flat()
+            && members.len() == cross.len()
+            && self.offsets.len() == cross.len()
+            && cross.iter().all(|o| members.contains(o.as_slice()))
+    }
+
     /// Whether an element at offset 0 on every axis is active (then
     /// repeated binary erosion or dilation only shrinks or grows).
     pub fn has_centre(&self) -> bool {
@@ -555,6 +576,21 @@ pub fn binary_fill_holes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unit_crosses_are_scipys_default_structure_only() {
+        for rank in 1..=3usize {
+            let cross = ArrayD::from_shape_fn(IxDyn(&vec![3; rank]), |i| (0..rank).filter(|&a| i[a] != 1).count() <= 1);
+            let element = Element::Footprint(cross.view());
+            let resolved = Footprint::resolve(rank, &element, &vec![0; rank], true).unwrap();
+            assert!(resolved.is_unit_cross(), "rank {rank}");
+            let moved = Footprint::resolve(rank, &element, &vec![1; rank], true).unwrap();
+            assert!(!moved.is_unit_cross(), "rank {rank} moved");
+            let full = ArrayD::from_elem(IxDyn(&vec![3; rank]), true);
+            let full = Footprint::resolve(rank, &Element::Footprint(full.view()), &vec![0; rank], true).unwrap();
+            assert_eq!(full.is_unit_cross(), rank == 1, "rank {rank} full");
+        }
+    }
 
     #[test]
     fn plus_centres_are_found_only_for_pluses() {

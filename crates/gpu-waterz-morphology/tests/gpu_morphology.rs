@@ -451,3 +451,86 @@ fn gpu_plus_kernel_equals_the_gather() {
         assert!(same, "case {case} (f32): shape {shape:?} x{items}, plus {sizes:?} at {centre:?}, {mode:?}");
     }
 }
+
+/// `binary_fill_holes` with scipy's default structure, by breadth-first
+/// search: the background reached from the border through faces stays
+/// background; everything else is filled.
+fn fill_holes_by_search(input: &[u8], shape: &[usize]) -> Vec<u8> {
+    let n = input.len();
+    let strides: Vec<usize> = (0..shape.len()).map(|a| shape[a + 1..].iter().product()).collect();
+    let coordinate = |i: usize, a: usize| i / strides[a] % shape[a];
+    let mut reached = vec![false; n];
+    let mut queue: std::collections::VecDeque<usize> = (0..n)
+        .filter(|&i| {
+            input[i] == 0 && (0..shape.len()).any(|a| coordinate(i, a) == 0 || coordinate(i, a) + 1 == shape[a])
+        })
+        .collect();
+    for &i in &queue {
+        reached[i] = true;
+    }
+    while let Some(i) = queue.pop_front() {
+        for a in 0..shape.len() {
+            let c = coordinate(i, a);
+            for j in [(c > 0).then(|| i - strides[a]), (c + 1 < shape[a]).then(|| i + strides[a])].into_iter().flatten()
+            {
+                if input[j] == 0 && !reached[j] {
+                    reached[j] = true;
+                    queue.push_back(j);
+                }
+            }
+        }
+    }
+    reached.iter().map(|&r| !r as u8).collect()
+}
+
+/// `binary_fill_holes` by components (scipy's default structure, rank 1
+/// to 3, one or two items, shapes across several components tiles, any
+/// non-zero byte true) equals the search above, and on small arrays the
+/// CPU function (scipy's dilation until stable); other structures are
+/// refused.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_fill_holes_by_components_equals_the_cpu() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(47);
+    for case in 0..45 {
+        let rank = 1 + case % 3;
+        let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[400, 150, 70][rank - 1])).collect();
+        let items = rng.gen_range(1..=2);
+        let spatial: usize = shape.iter().product();
+        let density = [0.45, 0.6, 0.75][case % 3];
+        let values: Vec<u8> =
+            (0..items * spatial).map(|_| if rng.gen::<f64>() < density { rng.gen_range(1..=3) } else { 0 }).collect();
+        let cross = ArrayD::from_shape_fn(IxDyn(&vec![3; rank]), |i| (0..rank).filter(|&a| i[a] != 1).count() <= 1);
+        let footprint = Footprint::resolve(rank, &Element::Footprint(cross.view()), &vec![0; rank], true).unwrap();
+        assert!(gpu::fill_holes_by_components(&shape, &footprint));
+        let input = g.upload(&values).unwrap();
+        let mut out = g.uninit::<u8>(values.len()).unwrap();
+        gpu::binary_fill_holes_components(&g, &input, &mut out, Batch { items, shape: &shape }, &footprint).unwrap();
+        let got = g.download(&out).unwrap();
+        for item in 0..items {
+            let part = &values[item * spatial..(item + 1) * spatial];
+            let want = fill_holes_by_search(part, &shape);
+            assert_eq!(&got[item * spatial..(item + 1) * spatial], &want[..], "case {case}: {shape:?} item {item}");
+            if spatial <= 4000 {
+                let view = ArrayD::from_shape_vec(IxDyn(&shape), part.iter().map(|&v| v != 0).collect()).unwrap();
+                let scipy =
+                    gpu_waterz_morphology::binary_fill_holes(view.view(), cross.view(), &vec![0; rank]).unwrap();
+                let scipy: Vec<u8> = scipy.iter().map(|&v| v as u8).collect();
+                assert_eq!(scipy, want, "case {case}: the search against the CPU function");
+            }
+        }
+    }
+    // The full 3 × 3 × 3 element and a moved cross are not face connectivity.
+    let full = ArrayD::from_elem(IxDyn(&[3, 3, 3]), true);
+    let footprint = Footprint::resolve(3, &Element::Footprint(full.view()), &[0, 0, 0], true).unwrap();
+    assert!(!gpu::fill_holes_by_components(&[4, 4, 4], &footprint));
+    let cross = ArrayD::from_shape_fn(IxDyn(&[3, 3]), |i| i[0] == 1 || i[1] == 1);
+    let moved = Footprint::resolve(2, &Element::Footprint(cross.view()), &[1, 0], true).unwrap();
+    assert!(!gpu::fill_holes_by_components(&[4, 4], &moved));
+    let input = g.upload(&[0u8; 16]).unwrap();
+    let mut out = g.uninit::<u8>(16).unwrap();
+    assert!(
+        gpu::binary_fill_holes_components(&g, &input, &mut out, Batch { items: 1, shape: &[4, 4] }, &moved).is_err()
+    );
+}

@@ -70,6 +70,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage::grey_filter_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::binary_filter_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::binary_filter_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::binary_fill_holes_gpu, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::binary_fill_holes_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_indices_gpu, m)?)?;

@@ -526,3 +526,85 @@ pub(crate) fn binary_filter_cuda<'py>(
         Ok(steps)
     })
 }
+
+/// The element `binary_fill_holes` dilates with (`structure` reflected,
+/// with `origin`), and whether the components path takes it on `shape`.
+fn fill_holes_element(
+    shape: &[usize],
+    batch_dims: usize,
+    structure: ndarray::ArrayViewD<'_, bool>,
+    origin: &[isize],
+) -> PyResult<(usize, Vec<usize>, gpu_waterz_morphology::Footprint, bool)> {
+    let (items, spatial) = batch_of(shape, batch_dims)?;
+    let footprint =
+        gpu_waterz_morphology::Footprint::resolve(spatial.len(), &Element::Footprint(structure), origin, true)
+            .map_err(morphology_err)?;
+    let takes = gpu_waterz_morphology::gpu::fill_holes_by_components(&spatial, &footprint);
+    Ok((items, spatial, footprint, takes))
+}
+
+/// `binary_fill_holes` of a uint8 numpy array (non-zero: true) on the GPU
+/// by connected components, when `structure` and `origin` are scipy's
+/// default (the cross, none) and the rank is 1 to 3; `None` otherwise (the
+/// caller runs the dilation until stable).
+#[pyfunction]
+#[pyo3(signature = (input, batch_dims, structure, origin, ordinal))]
+pub(crate) fn binary_fill_holes_gpu<'py>(
+    py: Python<'py>,
+    input: PyReadonlyArrayDyn<'py, u8>,
+    batch_dims: usize,
+    structure: PyReadonlyArrayDyn<'py, bool>,
+    origin: Vec<isize>,
+    ordinal: usize,
+) -> PyResult<Option<Bound<'py, PyArrayDyn<u8>>>> {
+    let shape = input.shape().to_vec();
+    let (items, spatial, footprint, takes) = fill_holes_element(&shape, batch_dims, structure.as_array(), &origin)?;
+    if !takes {
+        return Ok(None);
+    }
+    let gpu = gpu_of(ordinal)?;
+    let view = input.as_array();
+    let values = py.detach(|| -> PyResult<Vec<u8>> {
+        let input = gpu.upload(&view.iter().copied().collect::<Vec<u8>>()).map_err(runtime_err)?;
+        let mut output = gpu.uninit::<u8>(input.len()).map_err(runtime_err)?;
+        let batch = gpu_waterz_morphology::gpu::Batch { items, shape: &spatial };
+        gpu_waterz_morphology::gpu::binary_fill_holes_components(&gpu, &input, &mut output, batch, &footprint)
+            .map_err(morphology_err)?;
+        gpu.download(&output).map_err(runtime_err)
+    })?;
+    let out = ndarray::ArrayD::from_shape_vec(shape, values).map_err(crate::value_error)?;
+    Ok(Some(out.into_pyarray(py)))
+}
+
+/// The same on CUDA memory: `pointers` are the input and the output (one
+/// byte per element, `shape` elements each on device `ordinal`, held by the
+/// caller for the whole call). Returns whether it ran (false: not scipy's
+/// default structure and origin, or not rank 1 to 3; nothing written).
+#[pyfunction]
+#[pyo3(signature = (pointers, shape, batch_dims, structure, origin, ordinal))]
+pub(crate) fn binary_fill_holes_cuda<'py>(
+    py: Python<'py>,
+    pointers: [u64; 2],
+    shape: Vec<usize>,
+    batch_dims: usize,
+    structure: PyReadonlyArrayDyn<'py, bool>,
+    origin: Vec<isize>,
+    ordinal: usize,
+) -> PyResult<bool> {
+    let (items, spatial, footprint, takes) = fill_holes_element(&shape, batch_dims, structure.as_array(), &origin)?;
+    if !takes {
+        return Ok(false);
+    }
+    let gpu = gpu_of(ordinal)?;
+    let n: usize = shape.iter().product();
+    check_disjoint((pointers[1], n as u64), &[(pointers[0], n as u64)])?;
+    py.detach(|| -> PyResult<bool> {
+        let input = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
+        let mut output = crate::cuda::borrow_elements::<u8>(&gpu, pointers[1], n)?;
+        let batch = gpu_waterz_morphology::gpu::Batch { items, shape: &spatial };
+        gpu_waterz_morphology::gpu::binary_fill_holes_components(&gpu, &input, &mut output, batch, &footprint)
+            .map_err(morphology_err)?;
+        gpu.synchronize().map_err(runtime_err)?;
+        Ok(true)
+    })
+}

@@ -174,6 +174,9 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyBoxF64Args>(c);
     check::<GreyPlusF32Args>(c);
     check::<GreyPlusF64Args>(c);
+    check::<FillHolesEdgesArgs>(c);
+    check::<FillHolesReachArgs>(c);
+    check::<FillHolesOutputArgs>(c);
     check::<OtWideScalingF32Args>(c);
     check::<OtPersistentScalingF32Args>(c);
     check::<OtPersistentScalingF64Args>(c);

@@ -11,7 +11,7 @@ use gpu_waterz_abi::watershed::{WsFragmentCountArgs, WsFragmentNumberArgs, WsLab
 /// # Safety
 /// `parent` indexes a forest over valid indices.
 #[inline(always)]
-unsafe fn find_root(parent: *const u32, mut x: u32) -> u32 {
+pub(crate) unsafe fn find_root(parent: *const u32, mut x: u32) -> u32 {
     // SAFETY: the caller guarantees a forest over valid indices.
     unsafe {
         loop {

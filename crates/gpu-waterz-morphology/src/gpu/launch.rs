@@ -590,3 +590,70 @@ pub(crate) fn binary_bits(
     // place (the caller's); the layout and shared memory agree.
     unsafe { gpu.launch(config, args) }
 }
+
+/// `binary_fill_holes` by the background's components, on one array of
+/// `dims` (rank 1 and 2 as leading extents of 1 before `first_axis`):
+/// its faces as edge masks (`fill_holes_edges`), the components of the
+/// watershed (`uf_tile_local`, `uf_tile_faces`), the components that reach
+/// the border (`fill_holes_reach`) and the result (`fill_holes_output`).
+/// `input` and `output` hold at least `offset + n` values, `n` the
+/// elements of `dims`; the array is the `n` values from `offset` on.
+pub(crate) fn fill_holes_components(
+    gpu: &Gpu,
+    input: &DeviceBuffer<u8>,
+    output: &mut DeviceBuffer<u8>,
+    offset: usize,
+    dims: gpu_waterz_abi::Dims3,
+    first_axis: u32,
+) -> Result<()> {
+    use gpu_waterz_abi::watershed::{uf_tile_grid, UfTileFacesArgs, UfTileLocalArgs, UF_SHARED_BYTES, UF_THREADS};
+    const NAME: &str = "fill_holes_components";
+    let n = dims.z * dims.y * dims.x;
+    if n >= u32::MAX as u64 || first_axis > 2 {
+        return Err(RuntimeError::InvalidLaunch {
+            kernel: NAME,
+            reason: format!("{n} elements (fewer than 2^32 are taken), first axis {first_axis}"),
+        });
+    }
+    check_len(NAME, "input", input, offset as u64 + n)?;
+    check_len(NAME, "output", output, offset as u64 + n)?;
+    let mut edges = gpu.uninit::<u8>(n as usize)?;
+    let mut parent = gpu.uninit::<u32>(n as usize)?;
+    let mut reached = gpu.zeros::<u8>(n as usize)?;
+    let (array, result) = (input.as_ptr().wrapping_add(offset), output.as_mut_ptr().wrapping_add(offset));
+    let grid = gpu.grid_stride_config(n);
+    let [tiles_z, tiles_y, tiles_x] = uf_tile_grid(dims);
+    let tiles = tiles_z * tiles_y * tiles_x;
+    let tile_config = gpu_waterz_runtime::tiled_config(tiles, 1, UF_THREADS, UF_SHARED_BYTES)?;
+    // The components kernels run one block of UF_THREADS per tile of
+    // `uf_tile_grid(dims)` (the local one with UF_SHARED_BYTES of shared
+    // memory), `uf_tile_local` writing every parent before `uf_tile_faces`
+    // completes the forest that the last two kernels follow.
+    // SAFETY: `array` and `result` address n values of `input` and
+    // `output` from `offset` on (checked), distinct buffers; `edges`,
+    // `parent` and `reached` hold n entries (reached zeroed); n < 2^32;
+    // first_axis <= 2; the launch shapes as said above.
+    unsafe {
+        gpu.launch(grid, FillHolesEdgesArgs { input: array, dims, edges: edges.as_mut_ptr() })?;
+        gpu.launch(tile_config, UfTileLocalArgs { edges: edges.as_ptr(), dims, parent: parent.as_mut_ptr() })?;
+        gpu.launch(
+            tile_config.with_shared_bytes(0),
+            UfTileFacesArgs { edges: edges.as_ptr(), dims, parent: parent.as_mut_ptr() },
+        )?;
+        gpu.launch(
+            grid,
+            FillHolesReachArgs {
+                input: array,
+                dims,
+                first_axis,
+                reserved: 0,
+                parent: parent.as_ptr(),
+                reached: reached.as_mut_ptr(),
+            },
+        )?;
+        gpu.launch(
+            grid,
+            FillHolesOutputArgs { input: array, n, parent: parent.as_ptr(), reached: reached.as_ptr(), output: result },
+        )
+    }
+}

@@ -840,10 +840,68 @@ def binary_propagation(input, structure=None, mask=None, output=None, border_val
                            batch_dims=batch_dims)
 
 
+def _fill_holes_components(input, structure, origin, backend, batch_dims, output):
+    """binary_fill_holes on the GPU by the background's connected components
+    when the structure is scipy's default (the cross) without an origin and
+    the spatial rank is 1 to 3: a bool array where the result lives, or
+    None (then the caller dilates from the border until stable)."""
+    _check_backend(backend, input)
+    if backend == "cpu":
+        return None
+    library = _library(input)
+    array = input if library is not None else _host_array(input)
+    if library is None and np.iscomplexobj(array):
+        raise TypeError("Complex type not supported")
+    if array.ndim < 1:
+        raise RuntimeError("input must have at least one dimension")
+    rank = _spatial_rank(array.ndim, batch_dims)
+    if rank > 3 or _size(array) == 0:
+        return None
+    structure = _binary_structure(rank, structure)
+    origins = _per_axis("origin", origin, rank)
+    _check_output(array, output)
+    if library is None:
+        try:
+            result = _native.binary_fill_holes_gpu(np.ascontiguousarray(array != 0, dtype=np.uint8), int(batch_dims),
+                                                   structure, origins, 0)
+        except RuntimeError:
+            if backend == "gpu":
+                raise
+            return None
+        return None if result is None else result.view(bool)
+    if library == "torch":
+        import torch
+
+        values = _cuda_bytes(array)
+        out = torch.empty(values.shape, dtype=torch.bool, device=values.device)
+        torch.cuda.synchronize(values.device)
+        pointers = [values.data_ptr(), out.data_ptr()]
+        ordinal = values.device.index or 0
+    else:
+        import cupy as cp
+
+        with array.device:
+            values = _cuda_bytes(array)
+            out = cp.empty(values.shape, dtype=bool)
+            cp.cuda.runtime.deviceSynchronize()
+        pointers = [values.data.ptr, out.data.ptr]
+        ordinal = array.device.id
+    ran = _native.binary_fill_holes_cuda(pointers, list(values.shape), int(batch_dims), structure, origins, ordinal)
+    # The kernels write 0 or 1 per byte: a bool array's own bytes.
+    return out if ran else None
+
+
 def binary_fill_holes(input, structure=None, output=None, origin=0, *, backend="auto", batch_dims=0):
     """scipy.ndimage.binary_fill_holes: the holes (background not connected
     to the border through ``structure``) set to true (``backend`` and
     ``batch_dims`` as for binary_dilation)."""
+    filled = _fill_holes_components(input, structure, origin, backend, batch_dims, output)
+    if filled is not None:
+        if _is_array(output):
+            # scipy fills a given output and returns None.
+            _store(filled, output)
+            return None
+        return _store(filled, output)
     if _library(input) is not None:
         mask = input == 0
         seed = mask & False

@@ -222,30 +222,25 @@ impl WideScaling for f64 {
     }
 }
 
-/// Whole scaling-domain iterations in one cooperative launch
-/// (`ot_persistent_scaling_*`), for few pairs.
-pub(crate) trait PersistentScaling: Sized + DeviceElement {
-    /// `iterations` iterations (`g = b / (columns f)`, then `f = a / (rows
-    /// g)`) in one launch.
-    #[allow(clippy::too_many_arguments)]
-    fn persistent_scaling(
-        gpu: &Gpu,
-        rows: &DeviceBuffer<Self>,
-        columns: &DeviceBuffer<Self>,
-        n: u64,
-        d: u64,
-        a: &DeviceBuffer<Self>,
-        b: &DeviceBuffer<Self>,
-        f: &mut DeviceBuffer<Self>,
-        g: &mut DeviceBuffer<Self>,
-        iterations: u64,
-    ) -> Result<()>;
+/// Which single-launch scaling kernel runs a run of iterations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SingleLaunch {
+    /// `ot_persistent_scaling_*`: the rows read from global memory.
+    Persistent,
+    /// `ot_resident_scaling_*`: each block's rows of both matrices resident
+    /// in shared memory; refused (an error before anything is queued) when
+    /// they and the vectors do not fit.
+    Resident,
+}
 
-    /// The same iterations with each block's rows of both matrices
-    /// resident in shared memory (`ot_resident_scaling_*`); an error,
-    /// before anything is queued, when they and the vectors do not fit.
+/// Whole scaling-domain iterations in one cooperative launch, for few
+/// pairs.
+pub(crate) trait SingleLaunchScaling: Sized + DeviceElement {
+    /// `iterations` iterations (`g = b / (columns f)`, then `f = a / (rows
+    /// g)`) in one launch of `kernel`.
     #[allow(clippy::too_many_arguments)]
-    fn resident_scaling(
+    fn single_launch_scaling(
+        kernel: SingleLaunch,
         gpu: &Gpu,
         rows: &DeviceBuffer<Self>,
         columns: &DeviceBuffer<Self>,
@@ -259,60 +254,54 @@ pub(crate) trait PersistentScaling: Sized + DeviceElement {
     ) -> Result<()>;
 }
 
-macro_rules! persistent_scaling {
-    ($($real:ty, $args:ident, $resident:ident;)*) => {$(
-        impl PersistentScaling for $real {
-            fn persistent_scaling(
-                gpu: &Gpu,
-                rows: &DeviceBuffer<Self>,
-                columns: &DeviceBuffer<Self>,
-                n: u64,
-                d: u64,
-                a: &DeviceBuffer<Self>,
-                b: &DeviceBuffer<Self>,
-                f: &mut DeviceBuffer<Self>,
-                g: &mut DeviceBuffer<Self>,
-                iterations: u64,
-            ) -> Result<()> {
-                const NAME: &str = stringify!($args);
-                let (nd, dd) = (n * d, d * d);
-                check_buffers(
-                    gpu,
-                    NAME,
-                    &[("rows", rows, dd), ("columns", columns, dd), ("a", a, nd), ("b", b, nd), ("f", &*f, nd), ("g", &*g, nd)],
-                )?;
-                let kernel = <$args as gpu_waterz_abi::KernelArgs>::KERNEL;
-                let most = gpu.cooperative_blocks(kernel, 256, 0)? as u64;
-                let blocks = (d * n.div_ceil(TRANSPORT_ROW_PAIRS as u64)).div_ceil(8).clamp(1, most.max(1));
-                if iterations > TRANSPORT_PERSISTENT_ITERATIONS || 2 * iterations * blocks > u32::MAX as u64 {
-                    return Err(RuntimeError::InvalidLaunch {
-                        kernel: NAME,
-                        reason: format!("{iterations} iterations on {blocks} blocks"),
-                    });
-                }
-                let mut barrier = gpu.zeros::<u32>(1)?;
-                let args = $args {
-                    rows: rows.as_ptr(),
-                    columns: columns.as_ptr(),
-                    n,
-                    d,
-                    a: a.as_ptr(),
-                    b: b.as_ptr(),
-                    f: f.as_mut_ptr(),
-                    g: g.as_mut_ptr(),
-                    iterations,
-                    barrier: barrier.as_mut_ptr(),
-                };
-                let config = LaunchConfig { blocks: blocks as u32, threads: 256, shared_bytes: 0 };
-                // SAFETY: the matrices hold d * d values, the vectors n * d
-                // (checked); `barrier` is a zeroed u32 of this launch only
-                // (freed after the kernel in stream order); whole warps,
-                // at most the blocks the device holds at once, launched
-                // cooperatively; 2 * iterations * blocks fits a u32.
-                unsafe { gpu.launch_cooperative(config, args) }
-            }
+/// The launch both single-launch scaling kernels share: the buffers
+/// checked, the iteration count bounded, a zeroed barrier of this launch
+/// only, then `$args { …, $($extra)* }` launched cooperatively on
+/// `$config` (whose blocks the caller has bounded by the device).
+macro_rules! cooperative_scaling_launch {
+    ($gpu:ident, $name:expr, $args:ident, $config:expr, ($rows:ident, $columns:ident, $n:ident, $d:ident, $a:ident, $b:ident, $f:ident, $g:ident, $iterations:ident) $($extra:tt)*) => {{
+        let (nd, dd) = ($n * $d, $d * $d);
+        check_buffers(
+            $gpu,
+            $name,
+            &[("rows", $rows, dd), ("columns", $columns, dd), ("a", $a, nd), ("b", $b, nd), ("f", &*$f, nd), ("g", &*$g, nd)],
+        )?;
+        let config: LaunchConfig = $config;
+        if $iterations > TRANSPORT_PERSISTENT_ITERATIONS || 2 * $iterations * config.blocks as u64 > u32::MAX as u64 {
+            return Err(RuntimeError::InvalidLaunch {
+                kernel: $name,
+                reason: format!("{} iterations on {} blocks", $iterations, config.blocks),
+            });
+        }
+        let mut barrier = $gpu.zeros::<u32>(1)?;
+        let args = $args {
+            rows: $rows.as_ptr(),
+            columns: $columns.as_ptr(),
+            n: $n,
+            d: $d,
+            a: $a.as_ptr(),
+            b: $b.as_ptr(),
+            f: $f.as_mut_ptr(),
+            g: $g.as_mut_ptr(),
+            iterations: $iterations,
+            barrier: barrier.as_mut_ptr(),
+            $($extra)*
+        };
+        // `barrier` is a zeroed u32 of this launch only (freed after the
+        // kernel in stream order); the shape and shared memory are the
+        // caller's (documented there).
+        // SAFETY: the matrices hold d * d values, the vectors n * d
+        // (checked); launched cooperatively; 2 * iterations * blocks fits a
+        // u32; the barrier and the launch shape as said above.
+        unsafe { $gpu.launch_cooperative(config, args) }
+    }};
+}
 
-            fn resident_scaling(
+macro_rules! single_launch_scaling {
+    ($($real:ty, $args:ident, $resident:ident;)*) => {$(
+        impl SingleLaunchScaling for $real {
+            fn single_launch_scaling(
+                kernel: SingleLaunch,
                 gpu: &Gpu,
                 rows: &DeviceBuffer<Self>,
                 columns: &DeviceBuffer<Self>,
@@ -324,17 +313,23 @@ macro_rules! persistent_scaling {
                 g: &mut DeviceBuffer<Self>,
                 iterations: u64,
             ) -> Result<()> {
+                if kernel == SingleLaunch::Persistent {
+                    let kernel = <$args as gpu_waterz_abi::KernelArgs>::KERNEL;
+                    let most = gpu.cooperative_blocks(kernel, 256, 0)? as u64;
+                    // Whole warps, at most the blocks the device holds at once.
+                    let blocks = (d * n.div_ceil(TRANSPORT_ROW_PAIRS as u64)).div_ceil(8).clamp(1, most.max(1));
+                    let config = LaunchConfig { blocks: blocks as u32, threads: 256, shared_bytes: 0 };
+                    return cooperative_scaling_launch!(
+                        gpu, stringify!($args), $args, config, (rows, columns, n, d, a, b, f, g, iterations)
+                    );
+                }
                 const NAME: &str = stringify!($resident);
-                let (nd, dd) = (n * d, d * d);
-                check_buffers(
-                    gpu,
-                    NAME,
-                    &[("rows", rows, dd), ("columns", columns, dd), ("a", a, nd), ("b", b, nd), ("f", &*f, nd), ("g", &*g, nd)],
-                )?;
                 let refuse = |reason: String| Err(RuntimeError::InvalidLaunch { kernel: NAME, reason });
                 let kernel = <$resident as gpu_waterz_abi::KernelArgs>::KERNEL;
                 // One block per multiprocessor, each owning an equal share
-                // of the rows (the last one fewer).
+                // of the rows (the last one fewer): every block's first row
+                // (k * rows_per_block, k < blocks = ceil(d / rows_per_block))
+                // lies below d.
                 let rows_per_block = d.div_ceil(gpu.multiprocessor_count().max(1) as u64).max(1);
                 let blocks = d.div_ceil(rows_per_block);
                 let bytes = resident_shared_elements(n, d, rows_per_block) * std::mem::size_of::<$real>() as u64;
@@ -342,49 +337,32 @@ macro_rules! persistent_scaling {
                 if bytes > limit {
                     return refuse(format!("{bytes} bytes of shared memory per block, the device allows {limit}"));
                 }
-                gpu.allow_shared_bytes(kernel, bytes as u32)?;
+                // Shared memory beyond the default, allowed up to the
+                // device's limit (one value for every thread: a limit set
+                // per launch could be lowered by another thread between
+                // this thread's setting and its launch).
+                gpu.allow_shared_bytes(kernel, limit as u32)?;
                 let most = gpu.cooperative_blocks(kernel, TRANSPORT_RESIDENT_THREADS, bytes as u32)? as u64;
-                if blocks > most || iterations > TRANSPORT_PERSISTENT_ITERATIONS || 2 * iterations * blocks > u32::MAX as u64 {
-                    return refuse(format!("{iterations} iterations on {blocks} blocks ({most} fit at once)"));
+                if blocks > most {
+                    return refuse(format!("{blocks} blocks ({most} fit at once)"));
                 }
-                let mut barrier = gpu.zeros::<u32>(1)?;
-                let args = $resident {
-                    rows: rows.as_ptr(),
-                    columns: columns.as_ptr(),
-                    n,
-                    d,
-                    a: a.as_ptr(),
-                    b: b.as_ptr(),
-                    f: f.as_mut_ptr(),
-                    g: g.as_mut_ptr(),
-                    iterations,
-                    barrier: barrier.as_mut_ptr(),
-                    rows_per_block,
-                };
                 let config =
                     LaunchConfig { blocks: blocks as u32, threads: TRANSPORT_RESIDENT_THREADS, shared_bytes: bytes as u32 };
-                // SAFETY: the matrices hold d * d values, the vectors n * d
-                // (checked); every block's first row (k * rows_per_block,
-                // k < blocks = ceil(d / rows_per_block)) lies below d; the
-                // shared memory is resident_shared_elements(n, d,
-                // rows_per_block) values, allowed above; `barrier` is a
-                // zeroed u32 of this launch only (freed after the kernel in
-                // stream order); whole warps, at most the blocks the device
-                // holds at once, launched cooperatively; 2 * iterations *
-                // blocks fits a u32.
-                unsafe { gpu.launch_cooperative(config, args) }
+                cooperative_scaling_launch!(
+                    gpu, NAME, $resident, config, (rows, columns, n, d, a, b, f, g, iterations) rows_per_block,
+                )
             }
         }
     )*};
 }
 
-persistent_scaling! {
+single_launch_scaling! {
     f32, OtPersistentScalingF32Args, OtResidentScalingF32Args;
     f64, OtPersistentScalingF64Args, OtResidentScalingF64Args;
 }
 
 /// The kernels of one float type.
-pub(crate) trait Kernels: Sized + DeviceElement + WideScaling + PersistentScaling {
+pub(crate) trait Kernels: Sized + DeviceElement + WideScaling + SingleLaunchScaling {
     /// The scaling-domain tile kernel.
     const TILE_SCALING: Kernel;
     /// The log-domain tile kernel.

@@ -30,7 +30,7 @@ use gpu_waterz_abi::transport::{
     TRANSPORT_PERSISTENT_ITERATIONS, TRANSPORT_PERSISTENT_MAX_PAIRS, TRANSPORT_RESIDENT_MAX_PAIRS,
 };
 use gpu_waterz_runtime::{DeviceBuffer, Gpu, Graph};
-use launch::{Kernels, Scratch};
+use launch::{Kernels, Scratch, SingleLaunch};
 use ndarray::{Array2, ArrayView2};
 
 /// Environment variable that turns the CUDA graphs off when `0` and on
@@ -300,39 +300,35 @@ fn iterate<T: DeviceFloat>(
     };
     // Few pairs in the scaling domain: the iterations between checks run
     // in one persistent launch each, with the matrices resident in shared
-    // memory where they fit.
-    let mut resident = scaling && nu <= resident_max_pairs();
-    let mut persistent = scaling && nu <= persistent_max_pairs();
+    // memory where they fit. A kernel that refuses (the rows do not fit, or
+    // the device refuses cooperative launches or holds too few blocks at
+    // once) is refused before anything is queued and not tried again; an
+    // earlier kernel's error returns at the next launch.
+    let mut single_launches: Vec<SingleLaunch> = [
+        (scaling && nu <= resident_max_pairs()).then_some(SingleLaunch::Resident),
+        (scaling && nu <= persistent_max_pairs()).then_some(SingleLaunch::Persistent),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let mut it = 0;
     while it < config.num_iter {
         let unchecked =
             |most: usize| (it..config.num_iter.min(it + most)).take_while(|&i| !crate::checks_at(config, i)).count();
-        if resident {
-            let run = unchecked(TRANSPORT_PERSISTENT_ITERATIONS as usize);
-            if run >= 1 {
-                // Refused before anything is queued when the rows do not
-                // fit; the launches below run the iterations then.
-                if T::resident_scaling(gpu, &rows, &columns, nu, du, a, b, f, g, run as u64).is_ok() {
-                    it += run;
-                    iterations = it;
-                    continue;
+        let run = unchecked(TRANSPORT_PERSISTENT_ITERATIONS as usize);
+        if run >= 1 {
+            while let Some(&kernel) = single_launches.first() {
+                let launched =
+                    T::single_launch_scaling(kernel, gpu, &rows, &columns, nu, du, a, b, f, g, run as u64).is_ok();
+                if launched {
+                    break;
                 }
-                resident = false;
+                single_launches.remove(0);
             }
-        }
-        if persistent {
-            let run = unchecked(TRANSPORT_PERSISTENT_ITERATIONS as usize);
-            if run >= 1 {
-                // A device that refuses cooperative launches (or holds too
-                // few blocks at once) runs the half-steps one by one;
-                // nothing ran, and an earlier kernel's error returns at
-                // the next launch.
-                if T::persistent_scaling(gpu, &rows, &columns, nu, du, a, b, f, g, run as u64).is_ok() {
-                    it += run;
-                    iterations = it;
-                    continue;
-                }
-                persistent = false;
+            if !single_launches.is_empty() {
+                it += run;
+                iterations = it;
+                continue;
             }
         }
         let run = unchecked(GRAPH_ITERATIONS);
