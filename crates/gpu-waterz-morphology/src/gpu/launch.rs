@@ -591,6 +591,21 @@ pub(crate) fn binary_bits(
     unsafe { gpu.launch(config, args) }
 }
 
+/// The buffers of [`fill_holes_components`] for arrays of `n` elements:
+/// edge masks, the components forest and the marks of reached roots.
+pub(crate) struct FillHolesScratch {
+    edges: DeviceBuffer<u8>,
+    parent: DeviceBuffer<u32>,
+    reached: DeviceBuffer<u8>,
+}
+
+impl FillHolesScratch {
+    /// Scratch for arrays of `n` elements.
+    pub(crate) fn new(gpu: &Gpu, n: usize) -> Result<Self> {
+        Ok(Self { edges: gpu.uninit(n)?, parent: gpu.uninit(n)?, reached: gpu.uninit(n)? })
+    }
+}
+
 /// `binary_fill_holes` by the background's components, on one array of
 /// `dims` (rank 1 and 2 as leading extents of 1 before `first_axis`):
 /// its faces as edge masks (`fill_holes_edges`), the components of the
@@ -598,6 +613,7 @@ pub(crate) fn binary_bits(
 /// the border (`fill_holes_reach`) and the result (`fill_holes_output`).
 /// `input` and `output` hold at least `offset + n` values, `n` the
 /// elements of `dims`; the array is the `n` values from `offset` on.
+/// `scratch` is reused across the arrays of a batch.
 pub(crate) fn fill_holes_components(
     gpu: &Gpu,
     input: &DeviceBuffer<u8>,
@@ -605,6 +621,7 @@ pub(crate) fn fill_holes_components(
     offset: usize,
     dims: gpu_waterz_abi::Dims3,
     first_axis: u32,
+    scratch: &mut FillHolesScratch,
 ) -> Result<()> {
     use gpu_waterz_abi::watershed::{uf_tile_grid, UfTileFacesArgs, UfTileLocalArgs, UF_SHARED_BYTES, UF_THREADS};
     const NAME: &str = "fill_holes_components";
@@ -617,9 +634,11 @@ pub(crate) fn fill_holes_components(
     }
     check_len(NAME, "input", input, offset as u64 + n)?;
     check_len(NAME, "output", output, offset as u64 + n)?;
-    let mut edges = gpu.uninit::<u8>(n as usize)?;
-    let mut parent = gpu.uninit::<u32>(n as usize)?;
-    let mut reached = gpu.zeros::<u8>(n as usize)?;
+    let FillHolesScratch { edges, parent, reached } = scratch;
+    check_len(NAME, "edges", edges, n)?;
+    check_len(NAME, "parent", parent, n)?;
+    check_len(NAME, "reached", reached, n)?;
+    gpu.memset_zero(reached)?;
     let (array, result) = (input.as_ptr().wrapping_add(offset), output.as_mut_ptr().wrapping_add(offset));
     let grid = gpu.grid_stride_config(n);
     let [tiles_z, tiles_y, tiles_x] = uf_tile_grid(dims);
@@ -631,7 +650,8 @@ pub(crate) fn fill_holes_components(
     // completes the forest that the last two kernels follow.
     // SAFETY: `array` and `result` address n values of `input` and
     // `output` from `offset` on (checked), distinct buffers; `edges`,
-    // `parent` and `reached` hold n entries (reached zeroed); n < 2^32;
+    // `parent` and `reached` hold at least n entries (checked; reached
+    // zeroed); n < 2^32;
     // first_axis <= 2; the launch shapes as said above.
     unsafe {
         gpu.launch(grid, FillHolesEdgesArgs { input: array, dims, edges: edges.as_mut_ptr() })?;

@@ -500,8 +500,9 @@ pub fn binary_fill_holes_components(
     }
     let dims = Dims3::new(extent[0], extent[1], extent[2]);
     let first_axis = (3 - batch.shape.len()) as u32;
+    let mut scratch = morph::FillHolesScratch::new(gpu, spatial)?;
     for item in 0..batch.items {
-        morph::fill_holes_components(gpu, input, output, item * spatial, dims, first_axis)?;
+        morph::fill_holes_components(gpu, input, output, item * spatial, dims, first_axis, &mut scratch)?;
     }
     Ok(())
 }

@@ -532,7 +532,19 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
 
 def _binary_cuda(library, dilate, x, structure, steps, mask, border_value, origins, batch_dims):
     """Binary steps of a CUDA array on its device; a bool array back."""
-    if library == "torch":
+    values, out, pointers, ordinal = _cuda_bytes_and_output(x, mask)
+    _native.binary_filter_cuda(dilate, pointers, list(values.shape), int(batch_dims), structure, origins,
+                               bool(border_value), steps, ordinal)
+    # The kernels write 0 or 1 per byte: a bool array's own bytes.
+    return out
+
+
+def _cuda_bytes_and_output(x, mask=None):
+    """For the binary kernels on CUDA array ``x`` (and ``mask``): its bytes
+    (``_cuda_bytes``), a new bool output of its shape on its device, their
+    addresses ``[input, output, mask or 0]``, and the device's ordinal;
+    the device synchronized, so that the native call sees the bytes."""
+    if type(x).__module__.startswith("torch"):
         import torch
 
         values = _cuda_bytes(x)
@@ -540,21 +552,16 @@ def _binary_cuda(library, dilate, x, structure, steps, mask, border_value, origi
         out = torch.empty(values.shape, dtype=torch.bool, device=values.device)
         torch.cuda.synchronize(values.device)
         pointers = [values.data_ptr(), out.data_ptr(), 0 if mask_values is None else mask_values.data_ptr()]
-        ordinal = values.device.index or 0
-    else:
-        import cupy as cp
+        return values, out, pointers, values.device.index or 0
+    import cupy as cp
 
-        with x.device:
-            values = _cuda_bytes(x)
-            mask_values = None if mask is None else _cuda_bytes(mask)
-            out = cp.empty(values.shape, dtype=bool)
-            cp.cuda.runtime.deviceSynchronize()
-        pointers = [values.data.ptr, out.data.ptr, 0 if mask_values is None else mask_values.data.ptr]
-        ordinal = x.device.id
-    _native.binary_filter_cuda(dilate, pointers, list(values.shape), int(batch_dims), structure, origins,
-                               bool(border_value), steps, ordinal)
-    # The kernels write 0 or 1 per byte: a bool array's own bytes.
-    return out
+    with x.device:
+        values = _cuda_bytes(x)
+        mask_values = None if mask is None else _cuda_bytes(mask)
+        out = cp.empty(values.shape, dtype=bool)
+        cp.cuda.runtime.deviceSynchronize()
+    pointers = [values.data.ptr, out.data.ptr, 0 if mask_values is None else mask_values.data.ptr]
+    return values, out, pointers, x.device.id
 
 
 def _cuda_bytes(x):
@@ -869,24 +876,9 @@ def _fill_holes_components(input, structure, origin, backend, batch_dims, output
                 raise
             return None
         return None if result is None else result.view(bool)
-    if library == "torch":
-        import torch
-
-        values = _cuda_bytes(array)
-        out = torch.empty(values.shape, dtype=torch.bool, device=values.device)
-        torch.cuda.synchronize(values.device)
-        pointers = [values.data_ptr(), out.data_ptr()]
-        ordinal = values.device.index or 0
-    else:
-        import cupy as cp
-
-        with array.device:
-            values = _cuda_bytes(array)
-            out = cp.empty(values.shape, dtype=bool)
-            cp.cuda.runtime.deviceSynchronize()
-        pointers = [values.data.ptr, out.data.ptr]
-        ordinal = array.device.id
-    ran = _native.binary_fill_holes_cuda(pointers, list(values.shape), int(batch_dims), structure, origins, ordinal)
+    values, out, pointers, ordinal = _cuda_bytes_and_output(array)
+    ran = _native.binary_fill_holes_cuda(pointers[:2], list(values.shape), int(batch_dims), structure, origins,
+                                         ordinal)
     # The kernels write 0 or 1 per byte: a bool array's own bytes.
     return out if ran else None
 
