@@ -648,11 +648,11 @@ pub(crate) fn fill_holes_components(
     // `uf_tile_grid(dims)` (the local one with UF_SHARED_BYTES of shared
     // memory), `uf_tile_local` writing every parent before `uf_tile_faces`
     // completes the forest that the last two kernels follow.
+    // `edges`, `parent` and `reached` hold at least n entries (checked;
+    // reached zeroed); n < 2^32; first_axis <= 2.
     // SAFETY: `array` and `result` address n values of `input` and
-    // `output` from `offset` on (checked), distinct buffers; `edges`,
-    // `parent` and `reached` hold at least n entries (checked; reached
-    // zeroed); n < 2^32;
-    // first_axis <= 2; the launch shapes as said above.
+    // `output` from `offset` on (checked), distinct buffers; the scratch,
+    // n and the launch shapes as said above.
     unsafe {
         gpu.launch(grid, FillHolesEdgesArgs { input: array, dims, edges: edges.as_mut_ptr() })?;
         gpu.launch(tile_config, UfTileLocalArgs { edges: edges.as_ptr(), dims, parent: parent.as_mut_ptr() })?;
