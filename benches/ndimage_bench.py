@@ -155,7 +155,7 @@ def main():
     # The size-3 erosion under each strategy, as bytes read + written per second.
     out = torch.empty_like(volume)
     strategies = {}
-    for strategy in ("gather", "separable", "tile", "box"):
+    for strategy in ("gather", "separable", "tile", "box", "warp"):
         def run(strategy=strategy):
             _native.grey_filter_cuda("erosion", [volume.data_ptr(), out.data_ptr()], "f4", list(volume.shape), 0,
                                      [3, 3, 3], None, None, "reflect", 0.0, [0, 0, 0], strategy, 0)

@@ -946,6 +946,278 @@ box_kernels! {
     f64: grey_plus_f64 GreyPlusF64Args, true;
 }
 
+/// Values that a warp shuffle moves between lanes.
+trait Lane: Copy {
+    /// The value that lane `src` holds.
+    ///
+    /// # Safety
+    /// All 32 lanes of the warp call it together.
+    unsafe fn from_lane(self, src: u32) -> Self;
+}
+
+impl Lane for f32 {
+    #[inline(always)]
+    unsafe fn from_lane(self, src: u32) -> Self {
+        // SAFETY: the caller's: every lane calls.
+        f32::from_bits(unsafe { shuffle_u32(self.to_bits(), src) })
+    }
+}
+
+impl Lane for f64 {
+    #[inline(always)]
+    unsafe fn from_lane(self, src: u32) -> Self {
+        let bits = self.to_bits();
+        // SAFETY: the caller's: every lane calls.
+        let (low, high) = unsafe { (shuffle_u32(bits as u32, src), shuffle_u32((bits >> 32) as u32, src)) };
+        f64::from_bits(low as u64 | (high as u64) << 32)
+    }
+}
+
+/// The most rows a warp loads per plane (`rows + wy - 1`), for the arrays
+/// that hold them.
+const WARP_LOAD_ROWS: usize = 10;
+/// The most output rows per warp.
+const WARP_MAX_ROWS: usize = 8;
+/// The most earlier planes a warp keeps (`wz - 1`).
+const WARP_MAX_HISTORY: usize = 2;
+const _: () = assert!(
+    WARP_ROWS_F32 as usize <= WARP_MAX_ROWS
+        && WARP_ROWS_F64 as usize <= WARP_MAX_ROWS
+        && WARP_MAX_ROWS + WARP_WINDOW as usize - 1 <= WARP_LOAD_ROWS
+        && WARP_WINDOW as usize - 1 <= WARP_MAX_HISTORY,
+    "the warp kernels' register arrays and unrolled lists hold their windows"
+);
+
+/// Whether `candidate` replaces `best` for a filter known at compile time
+/// (strict, as [`better`]).
+#[inline(always)]
+fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> bool {
+    if MAXIMUM {
+        candidate > best
+    } else {
+        candidate < best
+    }
+}
+
+/// The warp kernels' body: the minimum (or, with `MAXIMUM`, maximum) over a
+/// flat box of at most `WARP_WINDOW` along every axis, with `ROWS` output
+/// rows per warp, all in registers. As in `grey_box`, the comparisons are
+/// strict and start from the identity, so NaN is never taken and the
+/// result equals the other paths' value for value.
+///
+/// Each warp takes `WARP_X - (wx - 1)` columns (its lanes' columns less
+/// the last `wx - 1`, whose values only the lanes to their left read), of
+/// `ROWS` rows and `chunk_z` planes. For each plane of its window along z,
+/// a lane loads its column's `ROWS + wy - 1` rows (the next plane's loads
+/// issued before this plane's work); the minimum along x comes from the
+/// lanes to its right by shuffles, along y from its own registers, and
+/// along z from the last `wz - 1` planes' results, kept in registers.
+///
+/// # Safety
+/// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`.
+#[inline(always)]
+unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
+    g: &WarpGeometry,
+    mode: u32,
+    cval: f64,
+    input: *const T,
+    output: *mut T,
+) {
+    let identity = if MAXIMUM { T::SMALLEST } else { T::LARGEST };
+    let outside = T::from_f64(cval);
+    let (wz, wy, wx) = (g.window(0) as usize, g.window(1) as usize, g.window(2) as usize);
+    let lane = thread_idx_x() % 32;
+    let warps = (WARP_THREADS / 32) as u64;
+    let extent = [g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64];
+    let plane = (extent[1] * extent[2]) as u64;
+    let spatial = plane * extent[0] as u64;
+    let per_item = g.tiles[0] as u64 * g.tiles[1] as u64 * g.tiles[2] as u64;
+    let units = g.units();
+    let columns = g.outputs_x() as i64;
+
+    // Warp-uniform: every lane of a warp takes the same units, so all 32
+    // take part in every shuffle.
+    let mut unit = block_idx_x() as u64 * warps + (thread_idx_x() / 32) as u64;
+    while unit < units {
+        let item = unit / per_item;
+        let u = unit % per_item;
+        let (tx, ty) = (g.tiles[2] as u64, g.tiles[1] as u64);
+        let (ux, uy, uz) = (u % tx, (u / tx) % ty, u / (tx * ty));
+        let (z0, y0, x0) = ((uz * g.chunk_z as u64) as i64, (uy * ROWS as u64) as i64, ux as i64 * columns);
+        let base = item * spatial;
+        // The lane's column and the rows' offsets in a plane, boundary
+        // modes applied: all below u32::MAX (the host keeps a plane's
+        // positions so), which marks a position outside the array.
+        let in_plane = |j: i64, n: i64, scale: i64| match boundary_index(j, n, mode) {
+            Some(j) => (j * scale) as u32,
+            None => BOX_OUTSIDE,
+        };
+        let column = in_plane(x0 + g.low[2] as i64 + lane as i64, extent[2], 1);
+        let loaded = ROWS + wy - 1;
+        let mut row = [BOX_OUTSIDE; WARP_LOAD_ROWS];
+        unrolled!(k in [0 1 2 3 4 5 6 7 8 9] => {
+            if k < ROWS + WARP_WINDOW as usize - 1 && k < loaded {
+                row[k] = in_plane(y0 + g.low[1] as i64 + k as i64, extent[1], extent[2]);
+            }
+        });
+        let outputs = (extent[0] - z0).min(g.chunk_z as i64);
+        let planes = outputs + wz as i64 - 1;
+        // One slot more than kept, so that the unrolled shift's last index
+        // (never taken) stays in bounds.
+        let mut history = [[identity; WARP_MAX_ROWS]; WARP_MAX_HISTORY + 1];
+        // The plane `j` of the window's rows, loaded without branches: a
+        // position outside the array reads the plane's first value (or the
+        // input's, for a plane outside it) and takes `outside` instead.
+        // (Positions computed here for each plane took fewer registers, and
+        // less time, than positions kept from the unit's start.)
+        let load = |j: i64| {
+            let from = boundary_index(z0 + g.low[0] as i64 + j, extent[0], mode)
+                // SAFETY: z is a plane of the item.
+                .map(|z| unsafe { input.add((base + z as u64 * plane) as usize) });
+            let plane_start = from.unwrap_or(input);
+            let column_in = from.is_some() && column != BOX_OUTSIDE;
+            let mut values = [outside; WARP_LOAD_ROWS];
+            unrolled!(k in [0 1 2 3 4 5 6 7 8 9] => {
+                if k < ROWS + WARP_WINDOW as usize - 1 && k < loaded {
+                    let inside = column_in && row[k] != BOX_OUTSIDE;
+                    let at = if inside { row[k] + column } else { 0 };
+                    // SAFETY: at is a position of the plane (boundary modes
+                    // applied), or 0.
+                    let value = unsafe { *plane_start.add(at as usize) };
+                    values[k] = if inside { value } else { outside };
+                }
+            });
+            values
+        };
+        let mut next = load(0);
+        let mut p = 0i64;
+        while p < planes {
+            // The next plane's loads are issued before this plane's shuffles
+            // (inline assembly, which loads do not cross), so that they are
+            // in flight while the warp works.
+            let values = next;
+            if p + 1 < planes {
+                next = load(p + 1);
+            }
+            // Each loaded row's minimum along x over the lane's window: the
+            // lanes to its right (the last lanes' results are not stored).
+            let mut along_x = [identity; WARP_LOAD_ROWS];
+            unrolled!(k in [0 1 2 3 4 5 6 7 8 9] => {
+                // Warp-uniform conditions: every lane shuffles or none.
+                if k < ROWS + WARP_WINDOW as usize - 1 && k < loaded {
+                    let value = values[k];
+                    let mut best = identity;
+                    if better_than::<T, MAXIMUM>(value, best) {
+                        best = value;
+                    }
+                    unrolled!(i in [1 2] => {
+                        if i < wx {
+                            // SAFETY: every lane of the warp is here (the
+                            // conditions are warp-uniform).
+                            let v = unsafe { value.from_lane((lane + i as u32).min(31)) };
+                            if better_than::<T, MAXIMUM>(v, best) {
+                                best = v;
+                            }
+                        }
+                    });
+                    along_x[k] = best;
+                }
+            });
+            // Each output row's minimum over its wy rows.
+            let mut planar = [identity; WARP_MAX_ROWS];
+            unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                if r < ROWS {
+                    unrolled!(k in [0 1 2] => {
+                        if k < wy && better_than::<T, MAXIMUM>(along_x[r + k], planar[r]) {
+                            planar[r] = along_x[r + k];
+                        }
+                    });
+                }
+            });
+            let x = x0 + lane as i64;
+            if p >= wz as i64 - 1 && (lane as i64) < columns && x < extent[2] {
+                let z = z0 + p - (wz as i64 - 1);
+                // SAFETY: z is a plane of the item.
+                let to = unsafe { output.add((base + z as u64 * plane) as usize) };
+                let first = (y0 * extent[2] + x) as u32;
+                unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                    if r < ROWS {
+                        let mut out = planar[r];
+                        unrolled!(j in [0 1] => {
+                            if j + 1 < wz && better_than::<T, MAXIMUM>(history[j][r], out) {
+                                out = history[j][r];
+                            }
+                        });
+                        if y0 + (r as i64) < extent[1] {
+                            // SAFETY: (z, y0 + r, x) is a position of the item.
+                            unsafe { *to.add((first + r as u32 * extent[2] as u32) as usize) = out };
+                        }
+                    }
+                });
+            }
+            // The planes kept for z: the oldest first, this one last.
+            unrolled!(j in [0 1] => {
+                if j + 2 < wz {
+                    history[j] = history[j + 1];
+                } else if j + 1 < wz {
+                    history[j] = planar;
+                }
+            });
+            p += 1;
+        }
+        unit += grid_dim_x() as u64 * warps;
+    }
+}
+
+macro_rules! warp_kernels {
+    ($($t:ty: $name:ident $args:ident, $rows:expr, $maximum:literal;)*) => {$(
+        kernel! {
+            /// The grey-scale minimum (`grey_warp_min_*`) or maximum
+            /// (`grey_warp_max_*`) filter over one float type for a flat
+            /// box of rank 1 to 3 and windows up to `WARP_WINDOW`, held in
+            /// registers: each warp streams the planes of its columns'
+            /// window along z, taking the minimum along x by shuffles,
+            /// along y and z in registers; no shared memory, no barriers.
+            ///
+            /// # Safety
+            /// `input` and `output` hold `items * z * y * x` values and do
+            /// not overlap; the geometry is consistent (`tiles` as
+            /// documented, `rows` this kernel's, every window 1 to
+            /// `WARP_WINDOW`) and a plane's positions, with a warp's rows
+            /// and columns past its end, below `u32::MAX`; the launch gives
+            /// `WARP_THREADS` threads.
+            ///
+            /// # Parameters
+            /// See `GreyWarpMinF32Args` (the others differ in their pointers only).
+            ///
+            /// # Thread mapping
+            /// A warp per `chunk_z × rows × outputs_x()` unit (grid-stride
+            /// over the units of every item, four warps per block); lane
+            /// `x` loads column `x` of the unit's window and, below
+            /// `outputs_x()`, writes it.
+            pub unsafe extern "ptx-kernel" fn $name(
+                geometry: WarpGeometry,
+                mode: u32,
+                reserved: u32,
+                cval: f64,
+                input: *const $t,
+                output: *mut $t,
+            ) as $args {
+                let _ = reserved;
+                // SAFETY: the caller's, as documented.
+                unsafe { grey_warp::<$t, { $rows as usize }, $maximum>(&geometry, mode, cval, input, output) }
+            }
+        }
+    )*};
+}
+
+warp_kernels! {
+    f32: grey_warp_min_f32 GreyWarpMinF32Args, WARP_ROWS_F32, false;
+    f32: grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, true;
+    f64: grey_warp_min_f64 GreyWarpMinF64Args, WARP_ROWS_F64, false;
+    f64: grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, true;
+}
+
 kernel! {
     /// The tiled binary filter for rank 1 to 3: the block loads a tile and
     /// its halo (`border` outside the array) into shared memory; each

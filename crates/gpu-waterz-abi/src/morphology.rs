@@ -511,6 +511,111 @@ box_args! {
     GreyPlusF64Args, f64, GreyPlusF64;
 }
 
+/// Threads per block of the warp kernels: four independent warps.
+pub const WARP_THREADS: u32 = 128;
+/// Lanes of a warp, each loading one column; a warp writes the first
+/// `WARP_X - (wx - 1)` of them ([`WarpGeometry::outputs_x`]).
+pub const WARP_X: u32 = 32;
+/// Output rows per warp of the float32 warp kernels (four: fewer
+/// registers, more warps per multiprocessor; eight rows read fewer halo
+/// rows but measured slower, `docs/BENCHMARKS.md`).
+pub const WARP_ROWS_F32: u32 = 4;
+/// Output rows per warp of the float64 warp kernels.
+pub const WARP_ROWS_F64: u32 = 4;
+/// The longest window along every axis of the warp kernels.
+pub const WARP_WINDOW: u32 = 3;
+
+/// Arrays of rank 1 to 3 (as `(z, y, x)`, leading axes of extent 1)
+/// filtered by a flat box of windows up to [`WARP_WINDOW`], the window
+/// `low..=high` along each axis, in registers: each warp takes
+/// `outputs_x() × rows` columns of `chunk_z` positions and streams the
+/// planes of its window along z; a lane loads its column of `rows + wy -
+/// 1` rows per plane, takes the minimum (or maximum) along x by warp
+/// shuffles from the lanes to its right, along y in its registers and along
+/// z over the last `wz` planes' results, also in registers. No shared
+/// memory and no barriers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpGeometry {
+    /// The number of items.
+    pub items: u64,
+    /// `(z, y, x)` extents of an item.
+    pub extent: [u32; 3],
+    /// Output planes per warp (at least 1).
+    pub chunk_z: u32,
+    /// The window's least offset along each axis.
+    pub low: [i32; 3],
+    /// Its largest offset (at least `low`).
+    pub high: [i32; 3],
+    /// The number of warps' worth of work along `(z, y, x)`:
+    /// `extent[0] / chunk_z`, `extent[1] / rows`, `extent[2] /
+    /// outputs_x()` rounded up.
+    pub tiles: [u32; 3],
+    /// Output rows per warp: the kernel's (`WARP_ROWS_F32` or
+    /// `WARP_ROWS_F64`).
+    pub rows: u32,
+}
+
+impl WarpGeometry {
+    /// The window's length along `axis` (0: z, 1: y, 2: x), 0 for an empty
+    /// or reversed one.
+    pub fn window(&self, axis: usize) -> u32 {
+        (self.high[axis] as i64 - self.low[axis] as i64 + 1).clamp(0, u32::MAX as i64) as u32
+    }
+
+    /// Whether every window is 1 to [`WARP_WINDOW`].
+    pub fn windows_fit(&self) -> bool {
+        (0..3).all(|axis| (1..=WARP_WINDOW).contains(&self.window(axis)))
+    }
+
+    /// Output columns per warp: its lanes less the `wx - 1` at its right
+    /// edge (whose values only the lanes to their left read); at least
+    /// `WARP_X - WARP_WINDOW + 1` when the windows fit.
+    pub fn outputs_x(&self) -> u32 {
+        WARP_X - (self.window(2).clamp(1, WARP_WINDOW) - 1)
+    }
+
+    /// The number of work units (warps' worth of columns of every item).
+    pub fn units(&self) -> u64 {
+        self.items * self.tiles[0] as u64 * self.tiles[1] as u64 * self.tiles[2] as u64
+    }
+}
+
+macro_rules! warp_args {
+    ($($args:ident, $t:ty, $variant:ident, $what:literal;)*) => {$(
+        #[doc = concat!("Arguments of a warp kernel over `", stringify!($t), "` (rank 1 to 3): the ", $what)]
+        /// over a flat box held in registers, boundary modes as
+        /// [`GreyFilterF32Args`].
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $args {
+            /// The box and the arrays.
+            pub geometry: WarpGeometry,
+            /// A `MODE_*` code.
+            pub mode: u32,
+            /// Unused; keeps `cval` aligned.
+            pub reserved: u32,
+            /// The value outside the array in constant mode.
+            pub cval: f64,
+            /// `items * z * y * x` values.
+            pub input: *const $t,
+            /// Out: `items * z * y * x` values.
+            pub output: *mut $t,
+        }
+
+        impl_kernel_args!(
+            $args => $variant { geometry, mode, reserved, cval, input, output },
+        );
+    )*};
+}
+
+warp_args! {
+    GreyWarpMinF32Args, f32, GreyWarpMinF32, "minimum";
+    GreyWarpMaxF32Args, f32, GreyWarpMaxF32, "maximum";
+    GreyWarpMinF64Args, f64, GreyWarpMinF64, "minimum";
+    GreyWarpMaxF64Args, f64, GreyWarpMaxF64, "maximum";
+}
+
 /// Arguments of the tiled binary filter (rank 1 to 3): what
 /// [`BinaryFilterArgs`] computes, from a shared tile; with `local` set (a
 /// structure holding its centre, run until stable) each block repeats the

@@ -63,7 +63,8 @@ fn gpu_grey_filters_equal_the_cpu() {
         let cval = rng.gen_range(-2..3) as f64 * 0.75;
         let maximum = case % 2 == 1;
         let strategy =
-            [Strategy::Auto, Strategy::Gather, Strategy::Separable, Strategy::Tile, Strategy::Box][(case / 3) % 5];
+            [Strategy::Auto, Strategy::Gather, Strategy::Separable, Strategy::Tile, Strategy::Box, Strategy::Warp]
+                [(case / 3) % 6];
         let spatial: usize = shape.iter().product();
         let values: Vec<f64> = (0..items * spatial).map(|_| rng.gen_range(-20..20) as f64 * 0.25).collect();
         let args = Grey { element: element.clone(), mode, cval, origin: origin.clone() };
@@ -115,7 +116,65 @@ fn gpu_box_passes_and_tiles_equal_the_gather_on_a_volume() {
         assert_eq!(gather, run(Strategy::Separable), "size {size}, origin {origin}: passes");
         assert_eq!(gather, run(Strategy::Tile), "size {size}, origin {origin}: tiles");
         assert_eq!(gather, run(Strategy::Box), "size {size}, origin {origin}: box");
+        assert_eq!(gather, run(Strategy::Warp), "size {size}, origin {origin}: warp");
     }
+}
+
+/// The warp kernels against the gather on every box they take (windows 1
+/// to 3 along every axis, shifted by origins), float32 and float64, minimum
+/// and maximum, ranks 1 to 3, batches, every mode, extents that leave
+/// partial warps and short chunks along z, and NaN in the input.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_warp_kernel_equals_the_gather() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+    for case in 0..80 {
+        let rank = 1 + case % 3;
+        let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[300, 90, 75][rank - 1])).collect();
+        let items = rng.gen_range(1..=3);
+        let sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=3)).collect();
+        let origin = random_origin(&mut rng, &sizes);
+        let mode = MODES[case % 5];
+        let maximum = case % 2 == 0;
+        let spatial: usize = shape.iter().product();
+        let values: Vec<f64> = (0..items * spatial)
+            .map(|i| if i % 89 == 7 { f64::NAN } else { rng.gen_range(-50..50) as f64 * 0.125 })
+            .collect();
+        let footprint = Footprint::resolve(rank, &Element::Size(sizes.clone()), &origin, maximum).unwrap();
+        let batch = Batch { items, shape: &shape };
+        let context = format!("case {case}: shape {shape:?} x{items}, box {sizes:?} at {origin:?}, {mode:?}");
+        assert!(gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap(), "{context}");
+        assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap(), "{context}");
+        let input = g.upload(&values).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f64>(values.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        let (gather, warp) = (run(Strategy::Gather), run(Strategy::Warp));
+        let same = gather.iter().zip(&warp).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        assert!(same, "{context} (f64)");
+        let values32: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        let input = g.upload(&values32).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f32>(values.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        let (gather, warp) = (run(Strategy::Gather), run(Strategy::Warp));
+        let same = gather.iter().zip(&warp).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        assert!(same, "{context} (f32)");
+    }
+    // A window past the warp kernels' falls back to the box kernel, and a
+    // plus (scipy's cross) is not a box.
+    let shape = [20usize, 20, 20];
+    let batch = Batch { items: 1, shape: &shape };
+    let footprint = Footprint::resolve(3, &Element::Size(vec![4, 3, 3]), &[0, 0, 0], false).unwrap();
+    assert!(!gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
+    let cross = ArrayD::from_shape_fn(IxDyn(&[3, 3, 3]), |i| (0..3).filter(|&a| i[a] != 1).count() <= 1);
+    let footprint = Footprint::resolve(3, &Element::Footprint(cross.view()), &[0, 0, 0], false).unwrap();
+    assert!(!gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
 }
 
 /// The box kernel against the gather on boxes of every shape it takes

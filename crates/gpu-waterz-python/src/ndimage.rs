@@ -224,9 +224,10 @@ fn strategy_of(strategy: &str) -> PyResult<gpu_waterz_morphology::gpu::Strategy>
         "separable" => Strategy::Separable,
         "tile" => Strategy::Tile,
         "box" => Strategy::Box,
+        "warp" => Strategy::Warp,
         other => {
             return Err(PyValueError::new_err(format!(
-                "strategy must be auto, gather, separable, tile or box, not {other:?}"
+                "strategy must be auto, gather, separable, tile, box or warp, not {other:?}"
             )))
         }
     })

@@ -174,6 +174,10 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyBoxF64Args>(c);
     check::<GreyPlusF32Args>(c);
     check::<GreyPlusF64Args>(c);
+    check::<GreyWarpMinF32Args>(c);
+    check::<GreyWarpMaxF32Args>(c);
+    check::<GreyWarpMinF64Args>(c);
+    check::<GreyWarpMaxF64Args>(c);
     check::<FillHolesEdgesArgs>(c);
     check::<FillHolesReachArgs>(c);
     check::<FillHolesOutputArgs>(c);

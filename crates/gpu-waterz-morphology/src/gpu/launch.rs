@@ -107,12 +107,59 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
         input: &DeviceBuffer<Self>,
         output: &mut DeviceBuffer<Self>,
     ) -> Result<()>;
+    /// Output rows per warp of the warp kernels for this type.
+    const WARP_ROWS: u32;
+    /// The warp filter (a flat box, rank 1 to 3, in registers).
+    fn warped(
+        gpu: &Gpu,
+        geometry: &WarpGeometry,
+        mode: u32,
+        maximum: bool,
+        cval: f64,
+        input: &DeviceBuffer<Self>,
+        output: &mut DeviceBuffer<Self>,
+    ) -> Result<()>;
 }
 
 macro_rules! grey_launches {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident,
-        $boxed:ident $box_args:ident, $plus:ident $plus_args:ident;)*) => {$(
+        $boxed:ident $box_args:ident, $plus:ident $plus_args:ident,
+        $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr;)*) => {$(
         impl GreyKernels for $t {
+            const WARP_ROWS: u32 = $rows;
+
+            /// The warp filter of `input` into `output` over `geometry`'s box:
+            /// the minimum kernel or the maximum one.
+            fn warped(
+                gpu: &Gpu,
+                geometry: &WarpGeometry,
+                mode: u32,
+                maximum: bool,
+                cval: f64,
+                input: &DeviceBuffer<Self>,
+                output: &mut DeviceBuffer<Self>,
+            ) -> Result<()> {
+                const K: &str = stringify!($warp_min);
+                let config = check_warp(gpu, K, geometry, $rows)?;
+                let n = values_of(K, geometry.items, geometry.extent)?;
+                check_pair(gpu, K, n, input, output)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                let (geometry, reserved, input, output) = (*geometry, 0, input.as_ptr(), output.as_mut_ptr());
+                // SAFETY: input and output hold every item's values (checked)
+                // and are distinct buffers; the geometry is consistent (its
+                // rows this type's, its windows within the kernels', a
+                // plane's positions below u32::MAX: checked).
+                unsafe {
+                    if maximum {
+                        gpu.launch(config, $max_args { geometry, mode, reserved, cval, input, output })
+                    } else {
+                        gpu.launch(config, $min_args { geometry, mode, reserved, cval, input, output })
+                    }
+                }
+            }
+
             /// The grey-scale filter of `input` into `output` over `footprint`.
             ///
             /// The caller built `footprint` with [`DeviceFootprint`]'s rules:
@@ -273,9 +320,47 @@ macro_rules! grey_launches {
 
 grey_launches! {
     f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args,
-        grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args;
+        grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args,
+        grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
-        grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args;
+        grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
+        grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64;
+}
+
+/// Checks a warp geometry (windows, rows, chunk, tile counts, index
+/// ranges) and returns its launch.
+fn check_warp(gpu: &Gpu, kernel: &'static str, g: &WarpGeometry, rows: u32) -> Result<LaunchConfig> {
+    let bad = |reason: String| RuntimeError::InvalidLaunch { kernel, reason };
+    if !g.windows_fit() {
+        return Err(bad(format!("window {:?}..={:?} does not fit the warp kernels", g.low, g.high)));
+    }
+    if g.rows != rows {
+        return Err(bad(format!("{} rows per warp, the kernel takes {rows}", g.rows)));
+    }
+    let steps = [g.chunk_z, rows, g.outputs_x()];
+    for (axis, &step) in steps.iter().enumerate() {
+        // The kernel forms tile * step and coordinates plus offsets in
+        // 64-bit arithmetic, in-plane offsets in 32-bit: keep both far from
+        // wrapping.
+        if step == 0
+            || g.extent[axis] as u64 + step as u64 + WARP_X as u64 > u32::MAX as u64
+            || g.tiles[axis] as u64 != (g.extent[axis] as u64).div_ceil(step as u64)
+        {
+            return Err(bad(format!("axis {axis}: {} tiles of {step} for extent {}", g.tiles[axis], g.extent[axis])));
+        }
+    }
+    // In-plane offsets (and the sentinel u32::MAX) in 32 bits, with a
+    // warp's rows and columns past the plane's end.
+    let reach = (g.extent[1] as u64 + rows as u64) * (g.extent[2] as u64 + WARP_X as u64);
+    if reach >= u32::MAX as u64 {
+        return Err(bad(format!("planes of {} × {} positions", g.extent[1], g.extent[2])));
+    }
+    if g.tiles.iter().map(|&t| t as u64).product::<u64>() > u32::MAX as u64 {
+        return Err(bad(format!("{:?} tiles per item", g.tiles)));
+    }
+    let warps = (WARP_THREADS / 32) as u64;
+    let blocks = g.units().div_ceil(warps).min(gpu.multiprocessor_count() as u64 * 64).max(1) as u32;
+    Ok(LaunchConfig { blocks, threads: WARP_THREADS, shared_bytes: 0 })
 }
 
 /// Checks a box geometry (windows, chunk, tile counts, index ranges) and

@@ -13,8 +13,9 @@ mod launch;
 
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
-    BitsGeometry, BoxGeometry, MorphGeometry, TileGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS, BITS_WORDS, BOX_X,
-    BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y, X_RUNS_DOWN, X_RUNS_UP,
+    BitsGeometry, BoxGeometry, MorphGeometry, TileGeometry, WarpGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS,
+    BITS_WORDS, BOX_X, BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y, WARP_X, X_RUNS_DOWN,
+    X_RUNS_UP,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
@@ -25,8 +26,9 @@ use ndarray::{ArrayD, ArrayViewD};
 /// the same values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Strategy {
-    /// `Box` for flat boxes and pluses of rank 1 to 3 whose window fits
-    /// the box kernels; else one pass per axis for boxes of more than 27 elements;
+    /// `Warp` for flat boxes of rank 1 to 3 whose window fits the warp
+    /// kernels; `Box` for other flat boxes and pluses of rank 1 to 3 whose
+    /// window fits the box kernels; else one pass per axis for boxes of more than 27 elements;
     /// else tiles for rank 1 to 3 when the halo fits the shared memory;
     /// else the gather (the default). `docs/BENCHMARKS.md` has the
     /// measurements behind the order.
@@ -45,6 +47,12 @@ pub enum Strategy {
     /// (scipy's cross, any arms) the same way (when the window fits the
     /// kernels, [`takes_box_kernel`]; else as `Auto`).
     Box,
+    /// Flat boxes of rank 1 to 3 of windows up to 3 along every axis held
+    /// in registers: each warp streams its columns' planes,
+    /// the minimum along x taken by warp shuffles, along y and z in
+    /// registers (no shared memory; when the window fits,
+    /// [`takes_warp_kernel`]; else as `Box`).
+    Warp,
 }
 
 /// The element types of [`grey_filter`]: float32 and float64 (sealed:
@@ -215,6 +223,80 @@ pub fn takes_box_kernel(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, valu
     Ok(box_layout(gpu, batch, footprint, value_bytes)?.is_some())
 }
 
+/// A spatial shape of rank 1 to 3 as `(z, y, x)` (leading axes of extent
+/// 1), or `None` when an extent is not a u32 that `fits`.
+fn padded_extent(shape: &[usize], fits: impl Fn(u32) -> bool) -> Option<[u32; 3]> {
+    let mut extent = [1u32; 3];
+    for (slot, &n) in extent[3 - shape.len()..].iter_mut().zip(shape) {
+        *slot = u32::try_from(n).ok().filter(|&n| fits(n))?;
+    }
+    Some(extent)
+}
+
+/// The element's window (least and largest offsets) of rank 1 to 3 along
+/// `(z, y, x)` (0 along leading axes), or `None` when an offset is not an
+/// i32.
+fn padded_window(footprint: &Footprint) -> Option<([i32; 3], [i32; 3])> {
+    let first = 3 - footprint.rank();
+    let (mut low, mut high) = ([0i32; 3], [0i32; 3]);
+    for (axis, (lo, hi)) in footprint.extrema().into_iter().enumerate() {
+        (low[first + axis], high[first + axis]) = (i32::try_from(lo).ok()?, i32::try_from(hi).ok()?);
+    }
+    Some((low, high))
+}
+
+/// Whether [`Strategy::Warp`] runs `footprint` over `batch` with values of
+/// `T` in the warp kernels: a flat box of rank 1 to 3 whose window fits
+/// them ([`Strategy::Auto`] takes them first).
+pub fn takes_warp_kernel<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<bool> {
+    Ok(warp_layout(gpu, batch, footprint, T::WARP_ROWS)?.is_some())
+}
+
+/// The warp kernels' geometry of `batch` (rank 1 to 3) for `footprint`
+/// with `rows` output rows per warp, or `None` when the element is not a
+/// flat box, the rank is larger, the window does not fit the kernels or a
+/// plane is too large for their 32-bit offsets. Output planes per warp:
+/// 32, halved (down to 4) while the warps would not fill the device twice.
+fn warp_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, rows: u32) -> Result<Option<WarpGeometry>> {
+    let rank = batch.shape.len();
+    if !(1..=3).contains(&rank) || footprint.rank() != rank || !footprint.is_box() {
+        return Ok(None);
+    }
+    let Some(extent) = padded_extent(batch.shape, |n| n as u64 + 2 * WARP_X as u64 <= u32::MAX as u64) else {
+        return Ok(None);
+    };
+    if (extent[1] as u64 + rows as u64) * (extent[2] as u64 + WARP_X as u64) >= u32::MAX as u64 {
+        return Ok(None);
+    }
+    let Some((low, high)) = padded_window(footprint) else {
+        return Ok(None);
+    };
+    let mut geometry = WarpGeometry {
+        items: batch.items as u64,
+        extent,
+        chunk_z: 32,
+        low,
+        high,
+        tiles: [0, extent[1].div_ceil(rows), 0],
+        rows,
+    };
+    geometry.tiles[2] = extent[2].div_ceil(geometry.outputs_x());
+    if !geometry.windows_fit()
+        || geometry.tiles[1] as u64 * geometry.tiles[2] as u64 * extent[0] as u64 > u32::MAX as u64
+    {
+        return Ok(None);
+    }
+    let enough = gpu.multiprocessor_count() as u64 * 64 * 2;
+    loop {
+        geometry.tiles[0] = extent[0].div_ceil(geometry.chunk_z);
+        if geometry.chunk_z <= 4 || geometry.units() >= enough {
+            break;
+        }
+        geometry.chunk_z /= 2;
+    }
+    Ok(Some(geometry))
+}
+
 /// The box kernels' geometry of `batch` (rank 1 to 3) for `footprint`, or
 /// `None` when the element is neither a flat box nor a flat
 /// plus ([`Footprint::plus_centre`]), the rank is larger or the window does
@@ -239,26 +321,16 @@ fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: u
     } else {
         return Ok(None);
     };
-    let mut extent = [1u32; 3];
-    for (slot, &n) in extent[3 - rank..].iter_mut().zip(batch.shape) {
-        match u32::try_from(n) {
-            Ok(n) if n < u32::MAX - BOX_X => *slot = n,
-            _ => return Ok(None),
-        }
-    }
+    let Some(extent) = padded_extent(batch.shape, |n| n < u32::MAX - BOX_X) else {
+        return Ok(None);
+    };
     if extent[1] as u64 * extent[2] as u64 >= u32::MAX as u64 {
         return Ok(None);
     }
-    let mut low = [0i32; 3];
-    let mut high = [0i32; 3];
-    for (axis, (lo, hi)) in footprint.extrema().into_iter().enumerate() {
-        let a = 3 - rank + axis;
-        match (i32::try_from(lo), i32::try_from(hi)) {
-            // Windows the kernel cannot take are refused below.
-            (Ok(lo), Ok(hi)) => (low[a], high[a]) = (lo, hi),
-            _ => return Ok(None),
-        }
-    }
+    // Windows the kernel cannot take are refused below.
+    let Some((low, high)) = padded_window(footprint) else {
+        return Ok(None);
+    };
     let mut geometry = BoxGeometry {
         items: batch.items as u64,
         extent,
@@ -405,7 +477,12 @@ pub fn grey_filter<T: GreyValue>(
         .filter(|&(_, (low, high))| high > low || low != 0)
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
-    if matches!(strategy, Strategy::Auto | Strategy::Box) {
+    if matches!(strategy, Strategy::Auto | Strategy::Warp) {
+        if let Some(geometry) = warp_layout(gpu, batch, footprint, T::WARP_ROWS)? {
+            return Ok(T::warped(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
+        }
+    }
+    if matches!(strategy, Strategy::Auto | Strategy::Box | Strategy::Warp) {
         if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
             return Ok(T::boxed(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
@@ -413,11 +490,11 @@ pub fn grey_filter<T: GreyValue>(
     let separable = footprint.is_box()
         && passes.len() >= 2
         && match strategy {
-            Strategy::Auto | Strategy::Box => footprint.len() > 27,
+            Strategy::Auto | Strategy::Box | Strategy::Warp => footprint.len() > 27,
             Strategy::Gather | Strategy::Tile => false,
             Strategy::Separable => true,
         };
-    if !separable && matches!(strategy, Strategy::Auto | Strategy::Box | Strategy::Tile) {
+    if !separable && matches!(strategy, Strategy::Auto | Strategy::Box | Strategy::Warp | Strategy::Tile) {
         if let Some(tile) = tile_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
             return Ok(T::tile(gpu, &tile, mode.code(), maximum, cval, input, output)?);
         }
