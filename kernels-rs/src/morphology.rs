@@ -1000,7 +1000,10 @@ fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> boo
 }
 
 /// The warp kernels' body: the minimum (or, with `MAXIMUM`, maximum) over a
-/// flat box of at most `WARP_WINDOW` along every axis, with `ROWS` output
+/// flat box (or, with `PLUS`, a flat plus: the x segment through the centre
+/// row and the y segment through the centre column, both in the centre
+/// plane, and the z segment through the centre) of at most `WARP_WINDOW`
+/// along every axis, with `ROWS` output
 /// rows per warp, all in registers. As in `grey_box`, the comparisons are
 /// strict and start from the identity, so NaN is never taken and the
 /// result equals the other paths' value for value.
@@ -1016,7 +1019,7 @@ fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> boo
 /// # Safety
 /// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`.
 #[inline(always)]
-unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
+unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, const PLUS: bool>(
     g: &WarpGeometry,
     mode: u32,
     cval: f64,
@@ -1034,6 +1037,12 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
     let per_item = g.tiles[0] as u64 * g.tiles[1] as u64 * g.tiles[2] as u64;
     let units = g.units();
     let columns = g.outputs_x() as i64;
+    // A plus's centre in the window: its plane, row and column.
+    let (cz, cy, cx) = if PLUS {
+        ((g.centre[0] - g.low[0]) as usize, (g.centre[1] - g.low[1]) as usize, (g.centre[2] - g.low[2]) as u32)
+    } else {
+        (0, 0, 0)
+    };
 
     // Warp-uniform: every lane of a warp takes the same units, so all 32
     // take part in every shuffle.
@@ -1065,6 +1074,8 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
         // One slot more than kept, so that the unrolled shift's last index
         // (never taken) stays in bounds.
         let mut history = [[identity; WARP_MAX_ROWS]; WARP_MAX_HISTORY + 1];
+        // A plus's centre values of the same planes.
+        let mut centres = [[identity; WARP_MAX_ROWS]; WARP_MAX_HISTORY + 1];
         // The plane `j` of the window's rows, loaded without branches: a
         // position outside the array reads the plane's first value (or the
         // input's, for a plane outside it) and takes `outside` instead.
@@ -1123,17 +1134,46 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
                     along_x[k] = best;
                 }
             });
-            // Each output row's minimum over its wy rows.
+            // Each output row's minimum over its wy rows (a box), or over
+            // the centre column's wy rows and the centre row's x segment (a
+            // plus), with a plus's centre value of each row.
             let mut planar = [identity; WARP_MAX_ROWS];
-            unrolled!(r in [0 1 2 3 4 5 6 7] => {
-                if r < ROWS {
-                    unrolled!(k in [0 1 2] => {
-                        if k < wy && better_than::<T, MAXIMUM>(along_x[r + k], planar[r]) {
-                            planar[r] = along_x[r + k];
-                        }
-                    });
-                }
-            });
+            let mut centre = [identity; WARP_MAX_ROWS];
+            if PLUS {
+                let mut centre_column = [identity; WARP_LOAD_ROWS];
+                unrolled!(k in [0 1 2 3 4 5 6 7 8 9] => {
+                    if k < ROWS + WARP_WINDOW as usize - 1 && k < loaded {
+                        // SAFETY: every lane of the warp is here (the
+                        // conditions are warp-uniform).
+                        centre_column[k] = unsafe { values[k].from_lane((lane + cx).min(31)) };
+                    }
+                });
+                unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                    if r < ROWS {
+                        unrolled!(k in [0 1 2] => {
+                            if k < wy && better_than::<T, MAXIMUM>(centre_column[r + k], planar[r]) {
+                                planar[r] = centre_column[r + k];
+                            }
+                            if k == cy {
+                                if better_than::<T, MAXIMUM>(along_x[r + k], planar[r]) {
+                                    planar[r] = along_x[r + k];
+                                }
+                                centre[r] = centre_column[r + k];
+                            }
+                        });
+                    }
+                });
+            } else {
+                unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                    if r < ROWS {
+                        unrolled!(k in [0 1 2] => {
+                            if k < wy && better_than::<T, MAXIMUM>(along_x[r + k], planar[r]) {
+                                planar[r] = along_x[r + k];
+                            }
+                        });
+                    }
+                });
+            }
             let x = x0 + lane as i64;
             if p >= wz as i64 - 1 && (lane as i64) < columns && x < extent[2] {
                 let z = z0 + p - (wz as i64 - 1);
@@ -1143,11 +1183,30 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
                 unrolled!(r in [0 1 2 3 4 5 6 7] => {
                     if r < ROWS {
                         let mut out = planar[r];
-                        unrolled!(j in [0 1] => {
-                            if j + 1 < wz && better_than::<T, MAXIMUM>(history[j][r], out) {
-                                out = history[j][r];
+                        if PLUS {
+                            // The centre plane's minimum (this plane's
+                            // when the centre is the window's last), then
+                            // the window's centre values (the z segment).
+                            unrolled!(j in [0 1] => {
+                                if j == cz && j + 1 < wz {
+                                    out = history[j][r];
+                                }
+                            });
+                            if better_than::<T, MAXIMUM>(centre[r], out) {
+                                out = centre[r];
                             }
-                        });
+                            unrolled!(j in [0 1] => {
+                                if j + 1 < wz && better_than::<T, MAXIMUM>(centres[j][r], out) {
+                                    out = centres[j][r];
+                                }
+                            });
+                        } else {
+                            unrolled!(j in [0 1] => {
+                                if j + 1 < wz && better_than::<T, MAXIMUM>(history[j][r], out) {
+                                    out = history[j][r];
+                                }
+                            });
+                        }
                         if y0 + (r as i64) < extent[1] {
                             // SAFETY: (z, y0 + r, x) is a position of the item.
                             unsafe { *to.add((first + r as u32 * extent[2] as u32) as usize) = out };
@@ -1159,8 +1218,14 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
             unrolled!(j in [0 1] => {
                 if j + 2 < wz {
                     history[j] = history[j + 1];
+                    if PLUS {
+                        centres[j] = centres[j + 1];
+                    }
                 } else if j + 1 < wz {
                     history[j] = planar;
+                    if PLUS {
+                        centres[j] = centre;
+                    }
                 }
             });
             p += 1;
@@ -1170,12 +1235,13 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
 }
 
 macro_rules! warp_kernels {
-    ($($t:ty: $name:ident $args:ident, $rows:expr, $maximum:literal;)*) => {$(
+    ($($t:ty: $name:ident $args:ident, $rows:expr, $maximum:literal, $plus:literal;)*) => {$(
         kernel! {
-            /// The grey-scale minimum (`grey_warp_min_*`) or maximum
-            /// (`grey_warp_max_*`) filter over one float type for a flat
-            /// box of rank 1 to 3 and windows up to `WARP_WINDOW`, held in
-            /// registers: each warp streams the planes of its columns'
+            /// The grey-scale minimum (`grey_warp_min_*`,
+            /// `grey_warp_plus_min_f32`) or maximum (`..._max_*`) filter over
+            /// one float type for a flat box (or, `grey_warp_plus_*`, a flat
+            /// plus: `geometry.plus` set) of rank 1 to 3 and windows up to
+            /// `WARP_WINDOW`, held in registers: each warp streams the planes of its columns'
             /// window along z, taking the minimum along x by shuffles,
             /// along y and z in registers; no shared memory, no barriers.
             ///
@@ -1183,7 +1249,7 @@ macro_rules! warp_kernels {
             /// `input` and `output` hold `items * z * y * x` values and do
             /// not overlap; the geometry is consistent (`tiles` as
             /// documented, `rows` this kernel's, every window 1 to
-            /// `WARP_WINDOW`) and a plane's positions, with a warp's rows
+            /// `WARP_WINDOW`, a plus's centre in its window) and a plane's positions, with a warp's rows
             /// and columns past its end, below `u32::MAX`; the launch gives
             /// `WARP_THREADS` threads.
             ///
@@ -1205,17 +1271,19 @@ macro_rules! warp_kernels {
             ) as $args {
                 let _ = reserved;
                 // SAFETY: the caller's, as documented.
-                unsafe { grey_warp::<$t, { $rows as usize }, $maximum>(&geometry, mode, cval, input, output) }
+                unsafe { grey_warp::<$t, { $rows as usize }, $maximum, $plus>(&geometry, mode, cval, input, output) }
             }
         }
     )*};
 }
 
 warp_kernels! {
-    f32: grey_warp_min_f32 GreyWarpMinF32Args, WARP_ROWS_F32, false;
-    f32: grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, true;
-    f64: grey_warp_min_f64 GreyWarpMinF64Args, WARP_ROWS_F64, false;
-    f64: grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, true;
+    f32: grey_warp_min_f32 GreyWarpMinF32Args, WARP_ROWS_F32, false, false;
+    f32: grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, true, false;
+    f64: grey_warp_min_f64 GreyWarpMinF64Args, WARP_ROWS_F64, false, false;
+    f64: grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, true, false;
+    f32: grey_warp_plus_min_f32 GreyWarpPlusMinF32Args, WARP_ROWS_F32, false, true;
+    f32: grey_warp_plus_max_f32 GreyWarpPlusMaxF32Args, WARP_ROWS_F32, true, true;
 }
 
 kernel! {

@@ -156,6 +156,8 @@ kernels! {
     GreyWarpMaxF32 => "grey_warp_max_f32",
     GreyWarpMinF64 => "grey_warp_min_f64",
     GreyWarpMaxF64 => "grey_warp_max_f64",
+    GreyWarpPlusMinF32 => "grey_warp_plus_min_f32",
+    GreyWarpPlusMaxF32 => "grey_warp_plus_max_f32",
     FillHolesEdges => "fill_holes_edges",
     FillHolesReach => "fill_holes_reach",
     FillHolesOutput => "fill_holes_output",

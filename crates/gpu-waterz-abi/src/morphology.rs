@@ -554,6 +554,12 @@ pub struct WarpGeometry {
     /// Output rows per warp: the kernel's (`WARP_ROWS_F32` or
     /// `WARP_ROWS_F64`).
     pub rows: u32,
+    /// 0: the box `low..=high`; 1: a plus, the three segments `low..=high`
+    /// along one axis through `centre` (the `grey_warp_plus_*` kernels,
+    /// float32 only).
+    pub plus: u32,
+    /// The plus's centre (unused for a box).
+    pub centre: [i32; 3],
 }
 
 impl WarpGeometry {
@@ -563,9 +569,13 @@ impl WarpGeometry {
         (self.high[axis] as i64 - self.low[axis] as i64 + 1).clamp(0, u32::MAX as i64) as u32
     }
 
-    /// Whether every window is 1 to [`WARP_WINDOW`].
+    /// Whether every window is 1 to [`WARP_WINDOW`] (and a plus's centre
+    /// lies in it).
     pub fn windows_fit(&self) -> bool {
-        (0..3).all(|axis| (1..=WARP_WINDOW).contains(&self.window(axis)))
+        (0..3).all(|axis| {
+            (1..=WARP_WINDOW).contains(&self.window(axis))
+                && (self.plus == 0 || (self.low[axis]..=self.high[axis]).contains(&self.centre[axis]))
+        })
     }
 
     /// Output columns per warp: its lanes less the `wx - 1` at its right
@@ -584,7 +594,7 @@ impl WarpGeometry {
 macro_rules! warp_args {
     ($($args:ident, $t:ty, $variant:ident, $what:literal;)*) => {$(
         #[doc = concat!("Arguments of a warp kernel over `", stringify!($t), "` (rank 1 to 3): the ", $what)]
-        /// over a flat box held in registers, boundary modes as
+        /// over a flat box (or plus) held in registers, boundary modes as
         /// [`GreyFilterF32Args`].
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
@@ -614,6 +624,8 @@ warp_args! {
     GreyWarpMaxF32Args, f32, GreyWarpMaxF32, "maximum";
     GreyWarpMinF64Args, f64, GreyWarpMinF64, "minimum";
     GreyWarpMaxF64Args, f64, GreyWarpMaxF64, "maximum";
+    GreyWarpPlusMinF32Args, f32, GreyWarpPlusMinF32, "minimum";
+    GreyWarpPlusMaxF32Args, f32, GreyWarpPlusMaxF32, "maximum";
 }
 
 /// Arguments of the tiled binary filter (rank 1 to 3): what

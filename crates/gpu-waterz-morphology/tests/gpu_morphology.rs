@@ -121,8 +121,8 @@ fn gpu_box_passes_and_tiles_equal_the_gather_on_a_volume() {
 }
 
 /// The warp kernels against the gather on every box they take (windows 1
-/// to 3 along every axis, shifted by origins), float32 and float64, minimum
-/// and maximum, ranks 1 to 3, batches, every mode, extents that leave
+/// to 3 along every axis, shifted by origins) and, in float32, every plus,
+/// float32 and float64, minimum and maximum, ranks 1 to 3, batches, every mode, extents that leave
 /// partial warps and short chunks along z, and NaN in the input.
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
@@ -141,10 +141,21 @@ fn gpu_warp_kernel_equals_the_gather() {
         let values: Vec<f64> = (0..items * spatial)
             .map(|i| if i % 89 == 7 { f64::NAN } else { rng.gen_range(-50..50) as f64 * 0.125 })
             .collect();
-        let footprint = Footprint::resolve(rank, &Element::Size(sizes.clone()), &origin, maximum).unwrap();
+        // Every third case a plus (scipy's cross when every window is 3 and
+        // the centre in the middle; else shorter arms or off centre): the
+        // float32 kernels take it, float64 keeps the plus kernel.
+        let centre: Vec<usize> = sizes.iter().map(|&n| rng.gen_range(0..n)).collect();
+        let plus = ArrayD::from_shape_fn(IxDyn(&sizes), |i| (0..rank).filter(|&a| i[a] != centre[a]).count() <= 1);
+        let (element, what) = if case % 3 == 2 {
+            (Element::Footprint(plus.view()), format!("plus {sizes:?} at {centre:?}"))
+        } else {
+            (Element::Size(sizes.clone()), format!("box {sizes:?}"))
+        };
+        let footprint = Footprint::resolve(rank, &element, &origin, maximum).unwrap();
         let batch = Batch { items, shape: &shape };
-        let context = format!("case {case}: shape {shape:?} x{items}, box {sizes:?} at {origin:?}, {mode:?}");
-        assert!(gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap(), "{context}");
+        let context = format!("case {case}: shape {shape:?} x{items}, {what}, origin {origin:?}, {mode:?}");
+        let is_box = footprint.is_box();
+        assert_eq!(gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap(), is_box, "{context}");
         assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap(), "{context}");
         let input = g.upload(&values).unwrap();
         let run = |strategy| {
@@ -166,15 +177,16 @@ fn gpu_warp_kernel_equals_the_gather() {
         let same = gather.iter().zip(&warp).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
         assert!(same, "{context} (f32)");
     }
-    // A window past the warp kernels' falls back to the box kernel, and a
-    // plus (scipy's cross) is not a box.
+    // A window past the warp kernels' falls back to the box kernel; scipy's
+    // cross is taken in float32 only.
     let shape = [20usize, 20, 20];
     let batch = Batch { items: 1, shape: &shape };
     let footprint = Footprint::resolve(3, &Element::Size(vec![4, 3, 3]), &[0, 0, 0], false).unwrap();
     assert!(!gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
     let cross = ArrayD::from_shape_fn(IxDyn(&[3, 3, 3]), |i| (0..3).filter(|&a| i[a] != 1).count() <= 1);
     let footprint = Footprint::resolve(3, &Element::Footprint(cross.view()), &[0, 0, 0], false).unwrap();
-    assert!(!gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
+    assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
+    assert!(!gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap());
 }
 
 /// The box kernel against the gather on boxes of every shape it takes

@@ -178,6 +178,8 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyWarpMaxF32Args>(c);
     check::<GreyWarpMinF64Args>(c);
     check::<GreyWarpMaxF64Args>(c);
+    check::<GreyWarpPlusMinF32Args>(c);
+    check::<GreyWarpPlusMaxF32Args>(c);
     check::<FillHolesEdgesArgs>(c);
     check::<FillHolesReachArgs>(c);
     check::<FillHolesOutputArgs>(c);

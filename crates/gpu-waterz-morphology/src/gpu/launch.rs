@@ -109,6 +109,9 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
     ) -> Result<()>;
     /// Output rows per warp of the warp kernels for this type.
     const WARP_ROWS: u32;
+    /// Whether the warp kernels take pluses of this type (float32 only: in
+    /// float64 the plus kernels measured faster).
+    const WARP_PLUS: bool;
     /// The warp filter (a flat box, rank 1 to 3, in registers).
     fn warped(
         gpu: &Gpu,
@@ -124,12 +127,15 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
 macro_rules! grey_launches {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident,
         $boxed:ident $box_args:ident, $plus:ident $plus_args:ident,
-        $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr;)*) => {$(
+        $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr
+        $(, plus $plus_min:ident $plus_max:ident)?;)*) => {$(
         impl GreyKernels for $t {
             const WARP_ROWS: u32 = $rows;
+            const WARP_PLUS: bool = false $(|| !stringify!($plus_min).is_empty())?;
 
-            /// The warp filter of `input` into `output` over `geometry`'s box:
-            /// the minimum kernel or the maximum one.
+            /// The warp filter of `input` into `output` over `geometry`'s box
+            /// or plus (where this type's kernels take pluses): the minimum
+            /// kernel or the maximum one.
             fn warped(
                 gpu: &Gpu,
                 geometry: &WarpGeometry,
@@ -147,15 +153,18 @@ macro_rules! grey_launches {
                     return Ok(());
                 }
                 let (geometry, reserved, input, output) = (*geometry, 0, input.as_ptr(), output.as_mut_ptr());
-                // SAFETY: input and output hold every item's values (checked)
-                // and are distinct buffers; the geometry is consistent (its
-                // rows this type's, its windows within the kernels', a
-                // plane's positions below u32::MAX: checked).
+                // SAFETY: input and output hold every item's values and are
+                // distinct buffers; the geometry is consistent (its rows this
+                // type's, its windows within the kernels', a plus's centre in
+                // its window, a plane's positions below u32::MAX): checked.
                 unsafe {
-                    if maximum {
-                        gpu.launch(config, $max_args { geometry, mode, reserved, cval, input, output })
-                    } else {
-                        gpu.launch(config, $min_args { geometry, mode, reserved, cval, input, output })
+                    match (geometry.plus != 0, maximum) {
+                        (false, false) => gpu.launch(config, $min_args { geometry, mode, reserved, cval, input, output }),
+                        (false, true) => gpu.launch(config, $max_args { geometry, mode, reserved, cval, input, output }),
+                        $( (true, false) => gpu.launch(config, $plus_min { geometry, mode, reserved, cval, input, output }),
+                        (true, true) => gpu.launch(config, $plus_max { geometry, mode, reserved, cval, input, output }), )?
+                        #[allow(unreachable_patterns)]
+                        _ => Err(RuntimeError::InvalidLaunch { kernel: K, reason: "a plus of this type".into() }),
                     }
                 }
             }
@@ -321,7 +330,8 @@ macro_rules! grey_launches {
 grey_launches! {
     f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args,
         grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args,
-        grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32;
+        grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32,
+        plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
         grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
         grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64;

@@ -47,8 +47,8 @@ pub enum Strategy {
     /// (scipy's cross, any arms) the same way (when the window fits the
     /// kernels, [`takes_box_kernel`]; else as `Auto`).
     Box,
-    /// Flat boxes of rank 1 to 3 of windows up to 3 along every axis held
-    /// in registers: each warp streams its columns' planes,
+    /// Flat boxes (and, in float32, flat pluses such as scipy's cross) of
+    /// rank 1 to 3 of windows up to 3 along every axis held in registers: each warp streams its columns' planes,
     /// the minimum along x taken by warp shuffles, along y and z in
     /// registers (no shared memory; when the window fits,
     /// [`takes_warp_kernel`]; else as `Box`).
@@ -246,20 +246,44 @@ fn padded_window(footprint: &Footprint) -> Option<([i32; 3], [i32; 3])> {
 }
 
 /// Whether [`Strategy::Warp`] runs `footprint` over `batch` with values of
-/// `T` in the warp kernels: a flat box of rank 1 to 3 whose window fits
-/// them ([`Strategy::Auto`] takes them first).
+/// `T` in the warp kernels: a flat box (or, in float32, a flat plus) of
+/// rank 1 to 3 whose window fits them ([`Strategy::Auto`] takes them
+/// first).
 pub fn takes_warp_kernel<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<bool> {
-    Ok(warp_layout(gpu, batch, footprint, T::WARP_ROWS)?.is_some())
+    Ok(warp_layout::<T>(gpu, batch, footprint)?.is_some())
+}
+
+/// Whether the element is a flat box (`(false, _)`) or a flat plus
+/// (`(true, centre)`, the centre along `(z, y, x)`), or `None` for any
+/// other element or a centre past i32.
+fn box_or_plus(footprint: &Footprint) -> Option<(bool, [i32; 3])> {
+    let mut centre = [0i32; 3];
+    if footprint.is_box() {
+        return Some((false, centre));
+    }
+    let first = 3 - footprint.rank();
+    for (axis, &v) in footprint.plus_centre()?.iter().enumerate() {
+        centre[first + axis] = i32::try_from(v).ok()?;
+    }
+    Some((true, centre))
 }
 
 /// The warp kernels' geometry of `batch` (rank 1 to 3) for `footprint`
-/// with `rows` output rows per warp, or `None` when the element is not a
-/// flat box, the rank is larger, the window does not fit the kernels or a
+/// with `T`'s output rows per warp, or `None` when the element is not a
+/// flat box (or, where `T`'s kernels take them, a flat plus), the rank is
+/// larger, the window does not fit the kernels or a
 /// plane is too large for their 32-bit offsets. Output planes per warp:
 /// 32, halved (down to 4) while the warps would not fill the device twice.
-fn warp_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, rows: u32) -> Result<Option<WarpGeometry>> {
+fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Option<WarpGeometry>> {
+    let rows = T::WARP_ROWS;
     let rank = batch.shape.len();
-    if !(1..=3).contains(&rank) || footprint.rank() != rank || !footprint.is_box() {
+    if !(1..=3).contains(&rank) || footprint.rank() != rank {
+        return Ok(None);
+    }
+    let Some((plus, centre)) = box_or_plus(footprint) else {
+        return Ok(None);
+    };
+    if plus && !T::WARP_PLUS {
         return Ok(None);
     }
     let Some(extent) = padded_extent(batch.shape, |n| n as u64 + 2 * WARP_X as u64 <= u32::MAX as u64) else {
@@ -279,6 +303,8 @@ fn warp_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, rows: u32) ->
         high,
         tiles: [0, extent[1].div_ceil(rows), 0],
         rows,
+        plus: plus as u32,
+        centre,
     };
     geometry.tiles[2] = extent[2].div_ceil(geometry.outputs_x());
     if !geometry.windows_fit()
@@ -307,18 +333,7 @@ fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: u
     if !(1..=3).contains(&rank) || footprint.rank() != rank {
         return Ok(None);
     }
-    let mut centre = [0i32; 3];
-    let plus = if footprint.is_box() {
-        false
-    } else if let Some(c) = footprint.plus_centre() {
-        for (axis, &v) in c.iter().enumerate() {
-            match i32::try_from(v) {
-                Ok(v) => centre[3 - rank + axis] = v,
-                Err(_) => return Ok(None),
-            }
-        }
-        true
-    } else {
+    let Some((plus, centre)) = box_or_plus(footprint) else {
         return Ok(None);
     };
     let Some(extent) = padded_extent(batch.shape, |n| n < u32::MAX - BOX_X) else {
@@ -478,7 +493,7 @@ pub fn grey_filter<T: GreyValue>(
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
     if matches!(strategy, Strategy::Auto | Strategy::Warp) {
-        if let Some(geometry) = warp_layout(gpu, batch, footprint, T::WARP_ROWS)? {
+        if let Some(geometry) = warp_layout::<T>(gpu, batch, footprint)? {
             return Ok(T::warped(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
     }
