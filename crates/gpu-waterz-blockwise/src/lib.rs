@@ -35,8 +35,11 @@
 //! 7. [`relabel`] (per block): the segmentation of a block from its
 //!    components and the tables.
 //!
-//! [`decode`] runs every stage in this process over an affinity array in
-//! memory (the blocks in parallel): the reference that the distributed
+//! [`decode_blocks`] runs every stage in this process, the blocks in
+//! parallel, reading each block's affinities from an [`AffinitySource`]
+//! when its steps need them and handing each block's result to a
+//! [`BlockSink`]: the affinities are never held whole. [`decode`] runs it
+//! over an affinity array in memory: the reference that the distributed
 //! driver (`gpu_waterz.blockwise` on Dask) is tested against, and that is
 //! tested here against the whole-volume watershed and merging.
 //!
@@ -57,8 +60,8 @@ mod stages;
 
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{
-    block_edges, decode, fragment_ids, local_basins, merge, relabel, BasinFaces, BasinSummary, Decoded, EdgeList,
-    FragmentIds, LocalBasins,
+    block_edges, decode, decode_blocks, fragment_ids, local_basins, merge, relabel, AffinitySource, BasinFaces,
+    BasinSummary, BlockSink, BlockwiseSummary, Decoded, EdgeList, FragmentIds, LocalBasins,
 };
 
 /// Errors of the blockwise decode.

@@ -1,5 +1,6 @@
 //! Steps 3 to 7: basins, fragment ids, the region graph, merging and
-//! relabelling; and [`decode`], every step in this process.
+//! relabelling; and [`decode_blocks`] (and [`decode`] on it), every step in
+//! this process.
 
 use crate::plateaus::{local_plateaus, settle_open_plateaus, OpenVoxels};
 use crate::{
@@ -8,9 +9,10 @@ use crate::{
 use gpu_waterz_abi::watershed::DIRECTION_BITS;
 use gpu_waterz_core::{ContactStats, Thresholds, WatershedParams};
 use gpu_waterz_parhac::IterativeMerging;
-use ndarray::{Array3, ArrayView3, ArrayView4, Axis, Slice};
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4, Axis, Slice};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use std::sync::Mutex;
 
 /// The components and directions on a block's six faces, in direction
 /// order (`-z, -y, -x, +z, +y, +x`): face `d` is the layer of the block
@@ -435,34 +437,88 @@ pub struct Decoded {
     pub n_edges: u64,
 }
 
-/// Every step in this process, blocks in parallel: the `(3, z, y, x)`
-/// `affinities` decoded in blocks of `block_shape`. Equal to the
-/// whole-volume watershed (labels) and to the exact serial merging of the
-/// whole-volume region graph (segmentations).
-pub fn decode(
-    affinities: ArrayView4<'_, f32>,
+/// Where [`decode_blocks`] reads the affinities: any region of the volume
+/// (a block, or a block grown by its halo), as `(3, z, y, x)` float32.
+/// Regions are read from several threads at once, each block's twice
+/// (steps 1 and 5).
+pub trait AffinitySource: Sync {
+    /// The volume's extent `(z, y, x)`.
+    fn dims(&self) -> [u64; 3];
+    /// The affinities of `region` (inside the volume), `(3, z, y, x)`.
+    fn read(&self, region: Block) -> Result<Array4<f32>>;
+}
+
+/// A `(3, z, y, x)` array in memory as an [`AffinitySource`].
+impl AffinitySource for ArrayView4<'_, f32> {
+    fn dims(&self) -> [u64; 3] {
+        let s = self.shape();
+        [s[1] as u64, s[2] as u64, s[3] as u64]
+    }
+
+    fn read(&self, region: Block) -> Result<Array4<f32>> {
+        region.check(self.dims())?;
+        Ok(self
+            .slice_each_axis(|axis| match axis.axis.index() {
+                0 => Slice::from(..),
+                a => Slice::from(region.lo[a - 1] as usize..region.hi[a - 1] as usize),
+            })
+            .to_owned())
+    }
+}
+
+/// Where [`decode_blocks`] writes each block's result, from several
+/// threads at once, each block once.
+pub trait BlockSink: Sync {
+    /// The fragments of `block` (waterz's labels) and its segmentation at
+    /// each threshold (ascending), each `block.shape()`.
+    fn write(&self, block: Block, fragments: ArrayView3<'_, u64>, segmentations: &[Array3<u64>]) -> Result<()>;
+}
+
+/// What [`decode_blocks`] found, besides what it wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockwiseSummary {
+    /// The number of fragments.
+    pub n_fragments: u64,
+    /// The thresholds, as given (ascending).
+    pub thresholds: Vec<f64>,
+    /// Voxels of plateaus that crossed a block face (settled globally).
+    pub open_voxels: u64,
+    /// Fragment pairs of the region graph.
+    pub n_edges: u64,
+}
+
+/// Every step in this process, blocks in parallel, streaming: the
+/// affinities of `source` decoded in blocks of `block_shape`, each block
+/// read from `source` when its steps need it (twice) and written to `sink`
+/// once the tables are known. Between the steps each block keeps its
+/// plateau directions (1 byte per voxel, until step 3) and its components
+/// (4 bytes per voxel); the affinities (12 bytes per voxel) are never held
+/// whole. Equal to the whole-volume watershed (labels) and to the exact
+/// serial merging of the whole-volume region graph (segmentations).
+pub fn decode_blocks(
+    source: &impl AffinitySource,
     block_shape: [u64; 3],
     params: WatershedParams,
     thresholds: &[f64],
-) -> Result<Decoded> {
-    let s = affinities.shape();
-    if s[0] != 3 {
-        return Err(invalid(format!("affinities must be (3, z, y, x), not {s:?}")));
-    }
-    let dims = [s[1] as u64, s[2] as u64, s[3] as u64];
+    sink: &impl BlockSink,
+) -> Result<BlockwiseSummary> {
+    let dims = source.dims();
     let grid = BlockGrid::new(dims, block_shape)?;
     // Before any work: the thresholds (the watershed's are checked per block).
     Thresholds::new(thresholds)?;
-    let region = |b: Block| {
-        affinities.slice_each_axis(|axis| match axis.axis.index() {
-            0 => Slice::from(..),
-            a => Slice::from(b.lo[a - 1] as usize..b.hi[a - 1] as usize),
-        })
+    let read = |region: Block| -> Result<Array4<f32>> {
+        let values = source.read(region)?;
+        let s = region.shape();
+        let want = [3, s[0] as usize, s[1] as usize, s[2] as usize];
+        if values.shape() != want {
+            return Err(invalid(format!("the source gave {:?} values for a region of {want:?}", values.shape())));
+        }
+        Ok(values)
     };
     let blocks: Vec<Block> = (0..grid.len()).map(|b| grid.block(b)).collect();
     let plateaus = blocks
         .par_iter()
-        .map(|&b| local_plateaus(dims, b, region(b.halo(dims)), params))
+        .map(|&b| local_plateaus(dims, b, read(b.halo(dims))?.view(), params))
         .collect::<Result<Vec<_>>>()?;
     let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
@@ -493,7 +549,8 @@ pub fn decode(
         .into_par_iter()
         .map(|b| {
             let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
-            block_edges(dims, blocks[b], basins[b].components.view(), &fragments.ids[b], lower, region(blocks[b]))
+            let block = blocks[b];
+            block_edges(dims, block, basins[b].components.view(), &fragments.ids[b], lower, read(block)?.view())
         })
         .collect::<Result<Vec<_>>>()?;
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
@@ -505,26 +562,69 @@ pub fn decode(
         pairs.dedup();
         pairs.len() as u64
     };
-    let shape = (dims[0] as usize, dims[1] as usize, dims[2] as usize);
+    drop(edges);
     let identity: Vec<u64> = (0..=fragments.n_fragments).collect();
-    let assemble = |table: &[u64]| -> Result<Array3<u64>> {
-        let mut out = Array3::zeros(shape);
-        for (b, block) in blocks.iter().enumerate() {
-            let part = relabel(basins[b].components.view(), &fragments.ids[b], table)?;
+    (0..grid.len()).into_par_iter().try_for_each(|b| {
+        let components = basins[b].components.view();
+        let ids = &fragments.ids[b];
+        let labels = relabel(components, ids, &identity)?;
+        let segmentations = tables.iter().map(|t| relabel(components, ids, t)).collect::<Result<Vec<_>>>()?;
+        sink.write(blocks[b], labels.view(), &segmentations)
+    })?;
+    Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges })
+}
+
+/// The [`BlockSink`] of [`decode`]: whole arrays in memory.
+struct Assembled {
+    fragments: Mutex<Array3<u64>>,
+    segmentations: Mutex<Vec<Array3<u64>>>,
+}
+
+impl BlockSink for Assembled {
+    fn write(&self, block: Block, fragments: ArrayView3<'_, u64>, segmentations: &[Array3<u64>]) -> Result<()> {
+        let place = |out: &mut Array3<u64>, part: ArrayView3<'_, u64>| {
             out.slice_each_axis_mut(|axis| {
                 let a = axis.axis.index();
                 Slice::from(block.lo[a] as usize..block.hi[a] as usize)
             })
             .assign(&part);
+        };
+        place(&mut self.fragments.lock().expect("no writer panicked"), fragments);
+        let mut outs = self.segmentations.lock().expect("no writer panicked");
+        for (out, part) in outs.iter_mut().zip(segmentations) {
+            place(out, part.view());
         }
-        Ok(out)
+        Ok(())
+    }
+}
+
+/// Every step in this process, blocks in parallel: the `(3, z, y, x)`
+/// `affinities` decoded in blocks of `block_shape` ([`decode_blocks`] over
+/// the array, the results assembled in memory). Equal to the whole-volume
+/// watershed (labels) and to the exact serial merging of the whole-volume
+/// region graph (segmentations).
+pub fn decode(
+    affinities: ArrayView4<'_, f32>,
+    block_shape: [u64; 3],
+    params: WatershedParams,
+    thresholds: &[f64],
+) -> Result<Decoded> {
+    let s = affinities.shape();
+    if s[0] != 3 {
+        return Err(invalid(format!("affinities must be (3, z, y, x), not {s:?}")));
+    }
+    let shape = (s[1], s[2], s[3]);
+    let sink = Assembled {
+        fragments: Mutex::new(Array3::zeros(shape)),
+        segmentations: Mutex::new(vec![Array3::zeros(shape); thresholds.len()]),
     };
+    let summary = decode_blocks(&affinities, block_shape, params, thresholds, &sink)?;
     Ok(Decoded {
-        fragments: assemble(&identity)?,
-        n_fragments: fragments.n_fragments,
-        segmentations: tables.iter().map(|t| assemble(t)).collect::<Result<Vec<_>>>()?,
-        thresholds,
-        open_voxels,
-        n_edges,
+        fragments: sink.fragments.into_inner().expect("no writer panicked"),
+        n_fragments: summary.n_fragments,
+        segmentations: sink.segmentations.into_inner().expect("no writer panicked"),
+        thresholds: summary.thresholds,
+        open_voxels: summary.open_voxels,
+        n_edges: summary.n_edges,
     })
 }

@@ -1,11 +1,16 @@
 //! The blockwise decode against the whole-volume watershed and merging.
 
-use gpu_waterz_blockwise::{decode, BlockGrid, Decoded, ErrorKind};
+use gpu_waterz_blockwise::{
+    decode, decode_blocks, AffinitySource, Block, BlockGrid, BlockSink, Decoded, ErrorKind, Result as BlockwiseResult,
+};
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
 use gpu_waterz_parhac::IterativeMerging;
-use ndarray::{Array3, Array4};
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
 use proptest::prelude::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
 const THRESHOLDS: [f64; 3] = [0.1, 0.4, 0.7];
@@ -177,4 +182,100 @@ fn malformed_steps_are_errors_and_layouts_do_not_matter() {
     assert_eq!(merge(2, &[&outside], &THRESHOLDS).unwrap_err().kind(), ErrorKind::Invalid);
     // Volumes too large for the indices.
     assert_eq!(BlockGrid::new([1 << 41, 1, 1], [1, 1, 1]).unwrap_err().kind(), ErrorKind::Invalid);
+}
+
+/// An array read through [`AffinitySource`], counting the regions and
+/// values read; `wrong` gives one region a plane too few.
+struct Counted<'a> {
+    affs: ArrayView4<'a, f32>,
+    regions: AtomicU64,
+    values: AtomicU64,
+    wrong: bool,
+}
+
+impl AffinitySource for Counted<'_> {
+    fn dims(&self) -> [u64; 3] {
+        self.affs.dims()
+    }
+
+    fn read(&self, region: Block) -> BlockwiseResult<Array4<f32>> {
+        let values = self.affs.read(region)?;
+        self.regions.fetch_add(1, Ordering::Relaxed);
+        self.values.fetch_add(values.len() as u64, Ordering::Relaxed);
+        if self.wrong && region.lo == [0, 0, 0] {
+            return Ok(values.slice_move(ndarray::s![.., 1.., .., ..]));
+        }
+        Ok(values)
+    }
+}
+
+/// A block's fragments and segmentations.
+type BlockResult = (Array3<u64>, Vec<Array3<u64>>);
+
+/// Each block's result, kept by block; `fail_at` refuses one block.
+#[derive(Default)]
+struct Kept {
+    blocks: Mutex<HashMap<[u64; 3], BlockResult>>,
+    fail_at: Option<[u64; 3]>,
+}
+
+impl BlockSink for Kept {
+    fn write(
+        &self,
+        block: Block,
+        fragments: ArrayView3<'_, u64>,
+        segmentations: &[Array3<u64>],
+    ) -> BlockwiseResult<()> {
+        if self.fail_at == Some(block.lo) {
+            return Err(gpu_waterz_blockwise::BlockwiseError::Invalid("the sink refused a block".into()));
+        }
+        let previous = self.blocks.lock().unwrap().insert(block.lo, (fragments.to_owned(), segmentations.to_vec()));
+        assert!(previous.is_none(), "block {block:?} written twice");
+        Ok(())
+    }
+}
+
+#[test]
+fn streaming_reads_each_block_twice_and_writes_each_block_once() {
+    let affs = quantized_affinities(5, (9, 14, 11), 3);
+    let block = [4, 5, 6];
+    let want = decode(affs.view(), block, PARAMS, &THRESHOLDS).unwrap();
+    let source = Counted { affs: affs.view(), regions: AtomicU64::new(0), values: AtomicU64::new(0), wrong: false };
+    let sink = Kept::default();
+    let summary = decode_blocks(&source, block, PARAMS, &THRESHOLDS, &sink).unwrap();
+    let grid = BlockGrid::new([9, 14, 11], block).unwrap();
+    assert_eq!(summary.n_fragments, want.n_fragments);
+    assert_eq!(summary.open_voxels, want.open_voxels);
+    assert_eq!(summary.n_edges, want.n_edges);
+    assert_eq!(summary.thresholds, THRESHOLDS.to_vec());
+    // Each block read twice (with its halo, then alone); no more values
+    // than twice the halos.
+    assert_eq!(source.regions.load(Ordering::Relaxed), 2 * grid.len() as u64);
+    let halos: u64 = (0..grid.len()).map(|b| grid.block(b).halo([9, 14, 11]).len() * 3).sum();
+    assert!(source.values.load(Ordering::Relaxed) <= 2 * halos);
+    let blocks = sink.blocks.into_inner().unwrap();
+    assert_eq!(blocks.len(), grid.len());
+    for b in 0..grid.len() {
+        let block = grid.block(b);
+        let (fragments, segmentations) = &blocks[&block.lo];
+        let range = |a: usize| block.lo[a] as usize..block.hi[a] as usize;
+        let part = |whole: &Array3<u64>| whole.slice(ndarray::s![range(0), range(1), range(2)]).to_owned();
+        assert_eq!(fragments, &part(&want.fragments), "block {block:?}: fragments");
+        for (k, seg) in segmentations.iter().enumerate() {
+            assert_eq!(seg, &part(&want.segmentations[k]), "block {block:?}: threshold {}", THRESHOLDS[k]);
+        }
+    }
+}
+
+#[test]
+fn a_source_of_the_wrong_shape_or_a_failing_sink_is_an_error() {
+    let affs = random_affinities(2, (6, 6, 6));
+    let wrong = Counted { affs: affs.view(), regions: AtomicU64::new(0), values: AtomicU64::new(0), wrong: true };
+    let err = decode_blocks(&wrong, [3, 3, 3], PARAMS, &THRESHOLDS, &Kept::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid);
+    assert!(err.to_string().contains("the source gave"), "{err}");
+    let source = Counted { affs: affs.view(), regions: AtomicU64::new(0), values: AtomicU64::new(0), wrong: false };
+    let sink = Kept { fail_at: Some([3, 0, 3]), ..Kept::default() };
+    let err = decode_blocks(&source, [3, 3, 3], PARAMS, &THRESHOLDS, &sink).unwrap_err();
+    assert!(err.to_string().contains("the sink refused a block"), "{err}");
 }
