@@ -77,6 +77,10 @@ pub enum BlockwiseError {
     /// The merging failed.
     #[error(transparent)]
     Merge(#[from] gpu_waterz_parhac::ParhacError),
+    /// An [`AffinitySource`] could not read, or a [`BlockSink`] could not
+    /// write.
+    #[error("blockwise decode: {0}")]
+    Io(String),
 }
 
 /// The kind of a [`BlockwiseError`].
@@ -88,6 +92,8 @@ pub enum ErrorKind {
     Input,
     /// The merging refused its graph.
     Merge,
+    /// Reading the affinities or writing the results failed.
+    Io,
 }
 
 impl BlockwiseError {
@@ -97,6 +103,7 @@ impl BlockwiseError {
             Self::Invalid(_) => ErrorKind::Invalid,
             Self::Input(_) => ErrorKind::Input,
             Self::Merge(_) => ErrorKind::Merge,
+            Self::Io(_) => ErrorKind::Io,
         }
     }
 }

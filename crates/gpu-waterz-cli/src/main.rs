@@ -7,7 +7,7 @@
 mod commands;
 
 use clap::{Parser, Subcommand};
-use commands::{demo, evaluate, generate, greyscale, ndimage, segment};
+use commands::{blockwise, demo, evaluate, generate, greyscale, ndimage, segment};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -54,6 +54,10 @@ enum Command {
     /// scipy.ndimage's operators on a volume in a file: the exact distance
     /// transform and the grey-scale morphology; prints JSON.
     Ndimage(ndimage::NdimageArgs),
+    /// Segment a volume larger than memory block by block (exact: the
+    /// whole volume's fragments and segmentations) into a zarr group;
+    /// prints JSON. CPU.
+    Blockwise(blockwise::BlockwiseArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
         Command::Evaluate(args) => evaluate::run(args),
         Command::Watershed(args) => greyscale::run(args),
         Command::Ndimage(args) => ndimage::run(args),
+        Command::Blockwise(args) => blockwise::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

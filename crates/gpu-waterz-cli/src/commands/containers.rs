@@ -213,6 +213,21 @@ impl ContainerWriter {
         Ok(())
     }
 
+    /// Creates the `(z, y, x)` uint64 zarr array `name` of `shape` in
+    /// `chunks` (metadata written) with this writer's spatial attributes
+    /// and `attributes`, for a caller that writes its chunks itself.
+    pub fn zarr_labels(
+        &self,
+        name: &str,
+        shape: [u64; 3],
+        chunks: [u64; 3],
+        attributes: Map<String, Value>,
+    ) -> Result<zarrs::array::Array<zarrs::filesystem::FilesystemStore>> {
+        let mut all = self.spatial.clone();
+        all.extend(attributes);
+        self.zarr_create(name, &shape, &chunks, "<u8", Some(["z", "y", "x"]), all)
+    }
+
     /// Creates the zarr array `name` (metadata written) in this writer's
     /// zarr format: `numpy` names the element type (`<u4`, `<u8`, `<f8`);
     /// zstd compressed in v3, gzip in v2 (what every zarr v2 reader has).

@@ -1,5 +1,6 @@
 //! The commands, one module each, and the helpers they share.
 
+pub mod blockwise;
 pub mod demo;
 pub mod evaluate;
 pub mod generate;

@@ -158,6 +158,31 @@ impl ZarrArray {
         &self.shape
     }
 
+    /// The values of the box `lo..hi` (per axis, `(c, z, y, x)`, inside the
+    /// array) as float32 in C order: float32 values as they are, uint8 ones
+    /// as `k / 255` ([`gpu_waterz_core::affinities::u8_affinity`]). Safe to
+    /// call from several threads at once.
+    pub fn read_region_f32(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<f32>, IoError> {
+        if (0..4).any(|a| lo[a] > hi[a] || hi[a] > self.shape[a]) {
+            let reason = format!("array {:?}: the box {lo:?}..{hi:?} is not inside {:?}", self.array, self.shape);
+            return Err(format_err(&self.root, "zarr", reason));
+        }
+        let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 4, _>(|a| lo[a] as u64..hi[a] as u64));
+        let n = (0..4).map(|a| hi[a] - lo[a]).product();
+        match self.dtype {
+            ElementType::U8 => {
+                let mut values = Vec::<u8>::new();
+                self.read_box(&subset, n, 1, &mut values)?;
+                Ok(values.into_iter().map(gpu_waterz_core::affinities::u8_affinity).collect())
+            }
+            _ => {
+                let mut values = Vec::<f32>::new();
+                self.read_box(&subset, n, 4, &mut values)?;
+                Ok(values)
+            }
+        }
+    }
+
     /// Reads the array in pieces, at least its first `n_values` elements,
     /// and hands `consume` each contiguous range of them with the index of
     /// its first element (C order), while the next piece is decoded (see

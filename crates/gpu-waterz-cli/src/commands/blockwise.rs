@@ -1,0 +1,201 @@
+//! `gpu-waterz blockwise`: a volume decoded block by block
+//! ([`gpu_waterz_blockwise::decode_blocks`], on the CPU), read from a zarr
+//! array or generated per block, written into a zarr group one chunk per
+//! block: the whole volume's fragments and segmentations without holding
+//! its affinities.
+
+use super::containers::{Container, ContainerWriter, LabelType};
+use super::outputs::OutputFolder;
+use anyhow::{bail, Context, Result};
+use gpu_waterz_blockwise::{decode_blocks, AffinitySource, Block, BlockSink, BlockwiseError};
+use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
+use gpu_waterz_cli::io::{VolumeSource, ZarrArray};
+use gpu_waterz_core::WatershedParams;
+use ndarray::{Array3, Array4, ArrayView3};
+use serde_json::{json, Map};
+use std::path::PathBuf;
+use std::time::Instant;
+use zarrs::array::{Array, ArraySubset};
+use zarrs::filesystem::FilesystemStore;
+
+/// The arguments of `gpu-waterz blockwise`.
+#[derive(clap::Args)]
+pub struct BlockwiseArgs {
+    /// Affinities (channels, z, y, x), the first 3 channels used: a zarr
+    /// array dir.zarr/array, float32 or uint8 (k/255), read block by block
+    /// (each block twice, with a one-voxel halo).
+    #[arg(long, required_unless_present = "implicit", conflicts_with = "implicit")]
+    affinities: Option<String>,
+    /// Generate the affinities block by block instead, from the implicit
+    /// cell field (as `gpu-waterz generate --implicit`): the volume's shape
+    /// z,y,x.
+    #[arg(long, value_delimiter = ',')]
+    implicit: Option<Vec<usize>>,
+    /// The implicit field's cell size z,y,x in voxels.
+    #[arg(long, value_delimiter = ',', default_value = "48,24,24", requires = "implicit")]
+    cell: Vec<usize>,
+    /// The implicit field's seed.
+    #[arg(long, default_value_t = 1, requires = "implicit")]
+    seed: u64,
+    /// Block shape z,y,x (also the output's chunks).
+    #[arg(long, value_delimiter = ',', required = true)]
+    block: Vec<u64>,
+    /// Merge thresholds, comma-separated, strictly ascending.
+    #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
+    thresholds: Vec<f64>,
+    /// Output zarr v3 group (PATH.zarr): `fragments` and one
+    /// `segmentation_<i>` per threshold, uint64, one chunk per block;
+    /// written whole or not at all (a run writes beside it, then renames).
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace an existing --out (only once the new result is complete).
+    #[arg(long)]
+    overwrite: bool,
+    /// Flush the result to the disk before moving it into place.
+    #[arg(long)]
+    fsync: bool,
+    /// Watershed: affinities at or below this never connect voxels.
+    #[arg(long, default_value_t = 0.0001)]
+    aff_threshold_low: f64,
+    /// Watershed: affinities at or above this always connect voxels.
+    #[arg(long, default_value_t = 0.9999)]
+    aff_threshold_high: f64,
+}
+
+/// Where the affinities come from.
+enum Source {
+    /// A zarr array, `(c, z, y, x)` with `c >= 3`.
+    Zarr(ZarrArray),
+    /// The implicit cell field, generated per region.
+    Implicit { field: ImplicitCells, params: GeneratorParams, shape: (usize, usize, usize) },
+}
+
+impl AffinitySource for Source {
+    fn dims(&self) -> [u64; 3] {
+        match self {
+            Source::Zarr(array) => std::array::from_fn(|a| array.shape()[a + 1] as u64),
+            Source::Implicit { shape, .. } => [shape.0 as u64, shape.1 as u64, shape.2 as u64],
+        }
+    }
+
+    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
+        let [z, y, x] = region.shape().map(|n| n as usize);
+        let [lz, ly, lx] = region.lo.map(|n| n as usize);
+        match self {
+            Source::Zarr(array) => {
+                let values = array
+                    .read_region_f32([0, lz, ly, lx], [3, lz + z, ly + y, lx + x])
+                    .map_err(|e| BlockwiseError::Io(e.to_string()))?;
+                Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
+            }
+            Source::Implicit { field, params, shape } => field
+                .block(params, *shape, (lz, ly, lx), (z, y, x))
+                .map(|(affinities, _labels)| affinities)
+                .map_err(BlockwiseError::Io),
+        }
+    }
+}
+
+/// The output arrays; each block is one chunk of each.
+struct ZarrSink {
+    fragments: Array<FilesystemStore>,
+    segmentations: Vec<Array<FilesystemStore>>,
+}
+
+impl BlockSink for ZarrSink {
+    fn write(
+        &self,
+        block: Block,
+        fragments: ArrayView3<'_, u64>,
+        segmentations: &[Array3<u64>],
+    ) -> gpu_waterz_blockwise::Result<()> {
+        let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 3, _>(|a| block.lo[a]..block.hi[a]));
+        let store = |array: &Array<FilesystemStore>, values: ArrayView3<'_, u64>| {
+            let values = values.as_standard_layout();
+            let values = values.as_slice().expect("a standard layout");
+            array.store_array_subset(&subset, values).map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
+        };
+        store(&self.fragments, fragments)?;
+        for (array, values) in self.segmentations.iter().zip(segmentations) {
+            store(array, values.view())?;
+        }
+        Ok(())
+    }
+}
+
+fn three(values: &[usize], what: &str) -> Result<(usize, usize, usize)> {
+    match *values {
+        [z, y, x] if z > 0 && y > 0 && x > 0 => Ok((z, y, x)),
+        _ => bail!("{what} takes three positive sizes z,y,x, not {values:?}"),
+    }
+}
+
+pub fn run(args: &BlockwiseArgs) -> Result<()> {
+    let start = Instant::now();
+    let block = match args.block[..] {
+        [z, y, x] if z > 0 && y > 0 && x > 0 => [z, y, x],
+        _ => bail!("--block takes three positive sizes z,y,x, not {:?}", args.block),
+    };
+    if Container::of(&args.out) != Container::Zarr {
+        bail!("--out must be a zarr group (PATH.zarr), not {}", args.out.display());
+    }
+    // Checked per block, as the whole-volume watershed checks them (in
+    // float32, the affinities' type).
+    let params = WatershedParams {
+        aff_threshold_low: args.aff_threshold_low as f32,
+        aff_threshold_high: args.aff_threshold_high as f32,
+    };
+    let source = match (&args.affinities, &args.implicit) {
+        (Some(spec), _) => {
+            let VolumeSource::Zarr { root, array } = VolumeSource::parse(spec) else {
+                bail!("--affinities {spec}: blockwise reads a zarr array (dir.zarr/array), which it reads by regions")
+            };
+            let opened = ZarrArray::open(&root, &array).with_context(|| format!("opening {spec}"))?;
+            match opened {
+                Some(a) if a.shape()[0] >= 3 => Source::Zarr(a),
+                _ => bail!("--affinities {spec} must be a float32 or uint8 (channels >= 3, z, y, x) array"),
+            }
+        }
+        (None, Some(shape)) => {
+            let shape = three(shape, "--implicit")?;
+            let field = ImplicitCells { seed: args.seed, cell: three(&args.cell, "--cell")? };
+            field.check(shape).map_err(anyhow::Error::msg)?;
+            let params = GeneratorParams { seed: args.seed, weak_spots: 0, false_walls: 0, ..Default::default() };
+            Source::Implicit { field, params, shape }
+        }
+        (None, None) => bail!("give --affinities or --implicit"),
+    };
+    let dims = source.dims();
+    // Refuse bad settings before the output is touched.
+    gpu_waterz_blockwise::BlockGrid::new(dims, block)?;
+    gpu_waterz_core::Thresholds::new(&args.thresholds)?;
+    let folder = OutputFolder::begin(&args.out, args.overwrite, false)?;
+    let writer = ContainerWriter::new(Container::Zarr, folder.path(), LabelType::Uint64, Map::new(), 3)?;
+    let sink = ZarrSink {
+        fragments: writer.zarr_labels("fragments", dims, block, Map::new())?,
+        segmentations: args
+            .thresholds
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| {
+                let mut attributes = Map::new();
+                attributes.insert("threshold".into(), t.into());
+                writer.zarr_labels(&format!("segmentation_{i}"), dims, block, attributes)
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let summary = decode_blocks(&source, block, params, &args.thresholds, &sink)?;
+    let report = json!({
+        "shape": dims,
+        "block": block,
+        "n_fragments": summary.n_fragments,
+        "thresholds": summary.thresholds,
+        "open_voxels": summary.open_voxels,
+        "n_edges": summary.n_edges,
+        "seconds": start.elapsed().as_secs_f64(),
+    });
+    writer.finish(&report)?;
+    folder.commit(args.fsync)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}

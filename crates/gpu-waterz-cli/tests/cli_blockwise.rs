@@ -1,0 +1,174 @@
+//! `gpu-waterz blockwise` against `gpu-waterz segment` on the same volume:
+//! the same fragments and segmentations, from generated blocks and from a
+//! zarr array read by regions; bad settings are errors that leave nothing.
+
+use gpu_waterz_cli::io::{read_npy, read_zarr, Volume};
+use ndarray::ArrayD;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+/// The CLI under test: `GPU_WATERZ_BIN` (set by the GPU test bundle), else
+/// the one cargo built.
+fn cli() -> PathBuf {
+    std::env::var_os("GPU_WATERZ_BIN").map(PathBuf::from).unwrap_or_else(|| env!("CARGO_BIN_EXE_gpu-waterz").into())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpu-waterz-blockwise-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(args: &[&str]) -> (bool, String) {
+    let output = Command::new(cli()).args(args).output().unwrap();
+    (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// `gpu-waterz blockwise` of `source` in blocks of `block` into `out`, at
+/// the thresholds of [`whole`].
+fn blockwise(source: &[&str], block: &str, out: &Path) -> (bool, String) {
+    let rest = ["--block", block, "--thresholds", "0.2,0.5", "--out", out.to_str().unwrap()];
+    run(&[&["blockwise"], source, &rest[..]].concat())
+}
+
+fn labels(root: &Path, array: &str) -> ArrayD<u64> {
+    read_zarr(root, array).unwrap().into_labels(array).unwrap()
+}
+
+/// The generated volume decoded whole by `segment` (CPU) into `seg.zarr`.
+fn whole(dir: &Path) -> PathBuf {
+    let (affs, truth, seg) = (dir.join("affs.npy"), dir.join("truth.npy"), dir.join("seg.zarr"));
+    let (ok, err) = run(&[
+        "generate",
+        "--implicit",
+        "--shape",
+        "20,34,30",
+        "--cell",
+        "12,10,10",
+        "--seed",
+        "3",
+        "--out-affinities",
+        affs.to_str().unwrap(),
+        "--out-ground-truth",
+        truth.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, err) = run(&[
+        "segment",
+        "--affinities",
+        affs.to_str().unwrap(),
+        "--thresholds",
+        "0.2,0.5",
+        "--backend",
+        "cpu",
+        "--write-fragments",
+        "--label-type",
+        "uint64",
+        "--out",
+        seg.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    seg
+}
+
+fn assert_same(blockwise: &Path, whole: &Path) {
+    for array in ["/fragments", "/segmentation_0", "/segmentation_1"] {
+        assert_eq!(labels(blockwise, array), labels(whole, array), "{array}");
+    }
+}
+
+#[test]
+fn generated_blocks_equal_the_whole_volume() {
+    let dir = scratch("implicit");
+    let seg = whole(&dir);
+    for block in ["7,9,11", "20,34,30", "3,40,5"] {
+        let out = dir.join(format!("bw-{}.zarr", block.replace(',', "-")));
+        let (ok, err) = blockwise(&["--implicit", "20,34,30", "--cell", "12,10,10", "--seed", "3"], block, &out);
+        assert!(ok, "blocks of {block}: {err}");
+        assert_same(&out, &seg);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_zarr_array_read_by_regions_equals_the_whole_volume() {
+    let dir = scratch("zarr");
+    let seg = whole(&dir);
+    // The same affinities as a chunked zarr array (chunks unlike the blocks).
+    let Volume::F32(affs) = read_npy(&dir.join("affs.npy")).unwrap() else { panic!("float32 affinities") };
+    let root = dir.join("affs.zarr");
+    let store = Arc::new(zarrs::filesystem::FilesystemStore::new(&root).unwrap());
+    let shape: Vec<u64> = affs.shape().iter().map(|&n| n as u64).collect();
+    let array = zarrs::array::ArrayBuilder::new(
+        shape,
+        vec![3, 8, 8, 8],
+        zarrs::array::data_type::float32(),
+        zarrs::array::FillValue::from(0f32),
+    )
+    .build(store, "/affs")
+    .unwrap();
+    array.store_metadata().unwrap();
+    array.store_array_subset(&array.subset_all(), affs.as_standard_layout().as_slice().unwrap()).unwrap();
+    let out = dir.join("bw.zarr");
+    let spec = format!("{}/affs", root.display());
+    let (ok, err) = blockwise(&["--affinities", &spec], "6,13,9", &out);
+    assert!(ok, "{err}");
+    assert_same(&out, &seg);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_settings_are_errors_that_leave_no_output() {
+    let dir = scratch("bad");
+    let out = dir.join("out.zarr");
+    let out_s = out.to_str().unwrap();
+    let h5 = dir.join("out.h5");
+    let h5_s = h5.to_str().unwrap();
+    let implicit = ["blockwise", "--implicit", "10,10,10", "--cell", "6,6,6"];
+    let cases: [(&[&str], &str); 5] = [
+        (&["--block", "0,4,4", "--thresholds", "0.5", "--out", out_s], "block"),
+        (&["--block", "4,4", "--thresholds", "0.5", "--out", out_s], "--block takes three"),
+        (&["--block", "4,4,4", "--thresholds", "0.5,0.1", "--out", out_s], "ascending"),
+        (&["--block", "4,4,4", "--thresholds", "0.5", "--out", h5_s], "zarr group"),
+        (
+            &[
+                "--block",
+                "4,4,4",
+                "--thresholds",
+                "0.5",
+                "--out",
+                out_s,
+                "--aff-threshold-low",
+                "0.9",
+                "--aff-threshold-high",
+                "0.1",
+            ],
+            "low",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let (ok, err) = run(&[&implicit[..], extra].concat());
+        assert!(!ok, "{extra:?} passed");
+        assert!(err.contains(expected), "{extra:?}: {err}");
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert!(!out.exists() && !h5.exists(), "{extra:?} left an output");
+    }
+    let npy = dir.join("a.npy");
+    std::fs::write(&npy, b"not used").unwrap();
+    let (ok, err) = run(&[
+        "blockwise",
+        "--affinities",
+        npy.to_str().unwrap(),
+        "--block",
+        "4,4,4",
+        "--thresholds",
+        "0.5",
+        "--out",
+        out_s,
+    ]);
+    assert!(!ok && err.contains("zarr array"), "{err}");
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
