@@ -27,7 +27,7 @@ fn run(args: &[&str]) -> (bool, String) {
 }
 
 /// `gpu-waterz blockwise` of `source` in blocks of `block` into `out`, at
-/// the thresholds of [`whole`].
+/// the thresholds 0.2 and 0.5.
 fn blockwise(source: &[&str], block: &str, out: &Path) -> (bool, String) {
     let rest = ["--block", block, "--thresholds", "0.2,0.5", "--out", out.to_str().unwrap()];
     run(&[&["blockwise"], source, &rest[..]].concat())
@@ -55,22 +55,17 @@ fn whole(dir: &Path) -> PathBuf {
         truth.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
-    let (ok, err) = run(&[
-        "segment",
-        "--affinities",
-        affs.to_str().unwrap(),
-        "--thresholds",
-        "0.2,0.5",
-        "--backend",
-        "cpu",
-        "--write-fragments",
-        "--label-type",
-        "uint64",
-        "--out",
-        seg.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    segment(&affs, &seg);
     seg
+}
+
+/// `segment` (CPU, with the fragments, uint64) of `affs` into `out`, at
+/// the thresholds of [`blockwise`].
+fn segment(affs: &Path, out: &Path) {
+    let (affs, out) = (affs.to_str().unwrap(), out.to_str().unwrap());
+    let settings = ["--thresholds", "0.2,0.5", "--backend", "cpu", "--write-fragments", "--label-type", "uint64"];
+    let (ok, err) = run(&[&["segment", "--affinities", affs], &settings[..], &["--out", out]].concat());
+    assert!(ok, "{err}");
 }
 
 fn assert_same(blockwise: &Path, whole: &Path) {
@@ -93,7 +88,7 @@ fn generated_blocks_equal_the_whole_volume() {
 }
 
 #[test]
-fn a_zarr_array_read_by_regions_equals_the_whole_volume() {
+fn zarr_arrays_and_npy_files_read_by_regions_equal_the_whole_volume() {
     let dir = scratch("zarr");
     let seg = whole(&dir);
     // The same affinities as a chunked zarr array (chunks unlike the blocks).
@@ -116,6 +111,22 @@ fn a_zarr_array_read_by_regions_equals_the_whole_volume() {
     let (ok, err) = blockwise(&["--affinities", &spec], "6,13,9", &out);
     assert!(ok, "{err}");
     assert_same(&out, &seg);
+    // The .npy file itself, read row by row, and as uint8 (k/255) against
+    // segment of the same uint8 file.
+    let out = dir.join("bw-npy.zarr");
+    let (ok, err) = blockwise(&["--affinities", dir.join("affs.npy").to_str().unwrap()], "5,8,16", &out);
+    assert!(ok, "{err}");
+    assert_same(&out, &seg);
+    let quantized = gpu_waterz_cli::generate::quantize(&affs.into_dimensionality().unwrap());
+    let u8_path = dir.join("affs-u8.npy");
+    gpu_waterz_cli::io::write_npy(&u8_path, &quantized.view()).unwrap();
+    let seg_u8 = dir.join("seg-u8.zarr");
+    segment(&u8_path, &seg_u8);
+    let u8_s = u8_path.to_str().unwrap();
+    let out = dir.join("bw-u8.zarr");
+    let (ok, err) = blockwise(&["--affinities", u8_s], "7,7,7", &out);
+    assert!(ok, "{err}");
+    assert_same(&out, &seg_u8);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -155,20 +166,19 @@ fn bad_settings_are_errors_that_leave_no_output() {
         assert!(!err.contains("panicked"), "{extra:?}: {err}");
         assert!(!out.exists() && !h5.exists(), "{extra:?} left an output");
     }
+    // Inputs that are not affinities, or not read by regions.
     let npy = dir.join("a.npy");
-    std::fs::write(&npy, b"not used").unwrap();
-    let (ok, err) = run(&[
-        "blockwise",
-        "--affinities",
-        npy.to_str().unwrap(),
-        "--block",
-        "4,4,4",
-        "--thresholds",
-        "0.5",
-        "--out",
-        out_s,
-    ]);
-    assert!(!ok && err.contains("zarr array"), "{err}");
-    assert!(!out.exists());
+    std::fs::write(&npy, b"not an npy file").unwrap();
+    let labels = dir.join("labels.npy");
+    gpu_waterz_cli::io::write_npy(&labels, &ndarray::Array4::<u64>::zeros((3, 4, 4, 4)).view()).unwrap();
+    let h5 = format!("{}:/affs", dir.join("a.h5").display());
+    let inputs =
+        [(npy.to_str().unwrap(), "NUMPY"), (labels.to_str().unwrap(), "float32 or uint8"), (&h5, "by regions")];
+    for (input, expected) in inputs {
+        let (ok, err) = blockwise(&["--affinities", input], "4,4,4", &out);
+        assert!(!ok && err.contains(expected), "{input}: {err}");
+        assert!(!err.contains("panicked"), "{input}: {err}");
+        assert!(!out.exists(), "{input} left an output");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,6 @@
 //! `gpu-waterz blockwise`: a volume decoded block by block
 //! ([`gpu_waterz_blockwise::decode_blocks`], on the CPU), read from a zarr
-//! array or generated per block, written into a zarr group one chunk per
+//! array or a `.npy` file by regions, or generated per block, written into a zarr group one chunk per
 //! block: the whole volume's fragments and segmentations without holding
 //! its affinities.
 
@@ -9,7 +9,7 @@ use super::outputs::OutputFolder;
 use anyhow::{bail, Context, Result};
 use gpu_waterz_blockwise::{decode_blocks, AffinitySource, Block, BlockSink, BlockwiseError};
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
-use gpu_waterz_cli::io::{VolumeSource, ZarrArray};
+use gpu_waterz_cli::io::{ElementType, NpyFile, VolumeSource, ZarrArray};
 use gpu_waterz_core::WatershedParams;
 use ndarray::{Array3, Array4, ArrayView3};
 use serde_json::{json, Map};
@@ -22,8 +22,8 @@ use zarrs::filesystem::FilesystemStore;
 #[derive(clap::Args)]
 pub struct BlockwiseArgs {
     /// Affinities (channels, z, y, x), the first 3 channels used: a zarr
-    /// array dir.zarr/array, float32 or uint8 (k/255), read block by block
-    /// (each block twice, with a one-voxel halo).
+    /// array dir.zarr/array or a .npy file, float32 or uint8 (k/255), read
+    /// block by block (each block twice, with its halo).
     #[arg(long, required_unless_present = "implicit", conflicts_with = "implicit")]
     affinities: Option<String>,
     /// Generate the affinities block by block instead, from the implicit
@@ -66,6 +66,8 @@ pub struct BlockwiseArgs {
 enum Source {
     /// A zarr array, `(c, z, y, x)` with `c >= 3`.
     Zarr(ZarrArray),
+    /// A `.npy` file of the same.
+    Npy(NpyFile),
     /// The implicit cell field, generated per region.
     Implicit { field: ImplicitCells, params: GeneratorParams, shape: (usize, usize, usize) },
 }
@@ -74,6 +76,7 @@ impl AffinitySource for Source {
     fn dims(&self) -> [u64; 3] {
         match self {
             Source::Zarr(array) => std::array::from_fn(|a| array.shape()[a + 1] as u64),
+            Source::Npy(file) => std::array::from_fn(|a| file.shape()[a + 1] as u64),
             Source::Implicit { shape, .. } => [shape.0 as u64, shape.1 as u64, shape.2 as u64],
         }
     }
@@ -81,18 +84,19 @@ impl AffinitySource for Source {
     fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
         let [z, y, x] = region.shape().map(|n| n as usize);
         let [lz, ly, lx] = region.lo.map(|n| n as usize);
-        match self {
-            Source::Zarr(array) => {
-                let values = array
-                    .read_region_f32([0, lz, ly, lx], [3, lz + z, ly + y, lx + x])
-                    .map_err(|e| BlockwiseError::Io(e.to_string()))?;
-                Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
+        let (lo, hi) = ([0, lz, ly, lx], [3, lz + z, ly + y, lx + x]);
+        let values = match self {
+            Source::Zarr(array) => array.read_region_f32(lo, hi),
+            Source::Npy(file) => file.read_region_f32(lo, hi),
+            Source::Implicit { field, params, shape } => {
+                return field
+                    .block(params, *shape, (lz, ly, lx), (z, y, x))
+                    .map(|(affinities, _labels)| affinities)
+                    .map_err(BlockwiseError::Io)
             }
-            Source::Implicit { field, params, shape } => field
-                .block(params, *shape, (lz, ly, lx), (z, y, x))
-                .map(|(affinities, _labels)| affinities)
-                .map_err(BlockwiseError::Io),
-        }
+        };
+        let values = values.map_err(|e| BlockwiseError::Io(e.to_string()))?;
+        Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
     }
 }
 
@@ -147,13 +151,26 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     };
     let source = match (&args.affinities, &args.implicit) {
         (Some(spec), _) => {
-            let VolumeSource::Zarr { root, array } = VolumeSource::parse(spec) else {
-                bail!("--affinities {spec}: blockwise reads a zarr array (dir.zarr/array), which it reads by regions")
-            };
-            let opened = ZarrArray::open(&root, &array).with_context(|| format!("opening {spec}"))?;
-            match opened {
-                Some(a) if a.shape()[0] >= 3 => Source::Zarr(a),
-                _ => bail!("--affinities {spec} must be a float32 or uint8 (channels >= 3, z, y, x) array"),
+            let wrong =
+                || anyhow::anyhow!("--affinities {spec} must be a float32 or uint8 (channels >= 3, z, y, x) array");
+            match VolumeSource::parse(spec) {
+                VolumeSource::Zarr { root, array } => {
+                    match ZarrArray::open(&root, &array).with_context(|| format!("opening {spec}"))? {
+                        Some(a) if a.shape()[0] >= 3 => Source::Zarr(a),
+                        _ => return Err(wrong()),
+                    }
+                }
+                VolumeSource::Npy(path) => {
+                    let file = NpyFile::open(&path).with_context(|| format!("opening {spec}"))?;
+                    let fits = matches!(file.dtype(), ElementType::F32 | ElementType::U8);
+                    if !fits || file.shape().len() != 4 || file.shape()[0] < 3 || file.shape().contains(&0) {
+                        return Err(wrong());
+                    }
+                    Source::Npy(file)
+                }
+                _ => {
+                    bail!("--affinities {spec}: blockwise reads zarr arrays (dir.zarr/array) and .npy files by regions")
+                }
             }
         }
         (None, Some(shape)) => {

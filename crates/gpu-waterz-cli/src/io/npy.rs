@@ -117,6 +117,44 @@ impl NpyFile {
         &self.shape
     }
 
+    /// The values of the box `lo..hi` (per axis, `(c, z, y, x)`, inside a
+    /// four-dimensional float32 or uint8 array) as float32 in C order:
+    /// float32 values as they are, uint8 ones as `k / 255`
+    /// ([`gpu_waterz_core::affinities::u8_affinity`]). One positioned read
+    /// per row of the box, so that several threads may read at once.
+    pub fn read_region_f32(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<f32>, IoError> {
+        let bad = |reason: String| format_err(&self.path, "npy", reason);
+        if self.shape.len() != 4 || !matches!(self.dtype, ElementType::F32 | ElementType::U8) {
+            return Err(bad(format!(
+                "regions are read from (c, z, y, x) float32 or uint8 arrays, not {:?}",
+                self.shape
+            )));
+        }
+        if (0..4).any(|a| lo[a] > hi[a] || hi[a] > self.shape[a]) {
+            return Err(bad(format!("the box {lo:?}..{hi:?} is not inside {:?}", self.shape)));
+        }
+        let read_err = |source| IoError::Read { path: self.path.clone(), cause: source };
+        let elem = self.dtype.size();
+        let (run, [_, zd, yd, xd]) = (hi[3] - lo[3], [self.shape[0], self.shape[1], self.shape[2], self.shape[3]]);
+        let mut values = Vec::with_capacity((0..4).map(|a| hi[a] - lo[a]).product());
+        let mut bytes = vec![0u8; run * elem];
+        for c in lo[0]..hi[0] {
+            for z in lo[1]..hi[1] {
+                for y in lo[2]..hi[2] {
+                    let first = ((c * zd + z) * yd + y) * xd + lo[3];
+                    self.file.read_exact_at(&mut bytes, self.offset + (first * elem) as u64).map_err(read_err)?;
+                    match self.dtype {
+                        ElementType::U8 => {
+                            values.extend(bytes.iter().map(|&k| gpu_waterz_core::affinities::u8_affinity(k)))
+                        }
+                        _ => values.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+                    }
+                }
+            }
+        }
+        Ok(values)
+    }
+
     /// Reads the whole array, in large pieces on all threads straight into
     /// its memory.
     pub fn read(self) -> Result<Volume, IoError> {
