@@ -476,20 +476,22 @@ impl BoxGeometry {
     }
 }
 
-macro_rules! box_args {
-    ($($args:ident, $t:ty, $variant:ident;)*) => {$(
-        #[doc = concat!("Arguments of a box kernel over `", stringify!($t), "` (rank 1 to 3): the minimum or")]
-        /// maximum over a flat box (or plus, for the plus kernels), boundary
-        /// modes as [`GreyFilterF32Args`].
+/// The argument structs of the kernels that stream planes along z (the box
+/// and plus kernels, the warp kernels): a geometry, the mode, one flag
+/// word, `cval` and the arrays.
+macro_rules! streamed_args {
+    ($($args:ident: $geometry:ident, $t:ty, $variant:ident, $flag:ident ($flag_doc:literal), $what:literal;)*) => {$(
+        #[doc = concat!("Arguments of ", $what, " over `", stringify!($t), "` (rank 1 to 3), boundary modes as")]
+        /// [`GreyFilterF32Args`].
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
         pub struct $args {
-            /// The box and the arrays.
-            pub geometry: BoxGeometry,
+            /// The window and the arrays.
+            pub geometry: $geometry,
             /// A `MODE_*` code.
             pub mode: u32,
-            /// 1: maximum; 0: minimum.
-            pub maximum: u32,
+            #[doc = $flag_doc]
+            pub $flag: u32,
             /// The value outside the array in constant mode.
             pub cval: f64,
             /// `items * z * y * x` values.
@@ -499,16 +501,16 @@ macro_rules! box_args {
         }
 
         impl_kernel_args!(
-            $args => $variant { geometry, mode, maximum, cval, input, output },
+            $args => $variant { geometry, mode, $flag, cval, input, output },
         );
     )*};
 }
 
-box_args! {
-    GreyBoxF32Args, f32, GreyBoxF32;
-    GreyBoxF64Args, f64, GreyBoxF64;
-    GreyPlusF32Args, f32, GreyPlusF32;
-    GreyPlusF64Args, f64, GreyPlusF64;
+streamed_args! {
+    GreyBoxF32Args: BoxGeometry, f32, GreyBoxF32, maximum ("1: maximum; 0: minimum."), "a box kernel: the minimum or maximum over a flat box";
+    GreyBoxF64Args: BoxGeometry, f64, GreyBoxF64, maximum ("1: maximum; 0: minimum."), "a box kernel: the minimum or maximum over a flat box";
+    GreyPlusF32Args: BoxGeometry, f32, GreyPlusF32, maximum ("1: maximum; 0: minimum."), "a plus kernel: the minimum or maximum over a flat plus";
+    GreyPlusF64Args: BoxGeometry, f64, GreyPlusF64, maximum ("1: maximum; 0: minimum."), "a plus kernel: the minimum or maximum over a flat plus";
 }
 
 /// Threads per block of the warp kernels: four independent warps.
@@ -591,41 +593,13 @@ impl WarpGeometry {
     }
 }
 
-macro_rules! warp_args {
-    ($($args:ident, $t:ty, $variant:ident, $what:literal;)*) => {$(
-        #[doc = concat!("Arguments of a warp kernel over `", stringify!($t), "` (rank 1 to 3): the ", $what)]
-        /// over a flat box (or plus) held in registers, boundary modes as
-        /// [`GreyFilterF32Args`].
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug)]
-        pub struct $args {
-            /// The box and the arrays.
-            pub geometry: WarpGeometry,
-            /// A `MODE_*` code.
-            pub mode: u32,
-            /// Unused; keeps `cval` aligned.
-            pub reserved: u32,
-            /// The value outside the array in constant mode.
-            pub cval: f64,
-            /// `items * z * y * x` values.
-            pub input: *const $t,
-            /// Out: `items * z * y * x` values.
-            pub output: *mut $t,
-        }
-
-        impl_kernel_args!(
-            $args => $variant { geometry, mode, reserved, cval, input, output },
-        );
-    )*};
-}
-
-warp_args! {
-    GreyWarpMinF32Args, f32, GreyWarpMinF32, "minimum";
-    GreyWarpMaxF32Args, f32, GreyWarpMaxF32, "maximum";
-    GreyWarpMinF64Args, f64, GreyWarpMinF64, "minimum";
-    GreyWarpMaxF64Args, f64, GreyWarpMaxF64, "maximum";
-    GreyWarpPlusMinF32Args, f32, GreyWarpPlusMinF32, "minimum";
-    GreyWarpPlusMaxF32Args, f32, GreyWarpPlusMaxF32, "maximum";
+streamed_args! {
+    GreyWarpMinF32Args: WarpGeometry, f32, GreyWarpMinF32, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the minimum over a flat box in registers";
+    GreyWarpMaxF32Args: WarpGeometry, f32, GreyWarpMaxF32, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat box in registers";
+    GreyWarpMinF64Args: WarpGeometry, f64, GreyWarpMinF64, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the minimum over a flat box in registers";
+    GreyWarpMaxF64Args: WarpGeometry, f64, GreyWarpMaxF64, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat box in registers";
+    GreyWarpPlusMinF32Args: WarpGeometry, f32, GreyWarpPlusMinF32, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the minimum over a flat plus in registers";
+    GreyWarpPlusMaxF32Args: WarpGeometry, f32, GreyWarpPlusMaxF32, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat plus in registers";
 }
 
 /// Arguments of the tiled binary filter (rank 1 to 3): what

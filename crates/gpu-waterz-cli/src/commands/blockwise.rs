@@ -5,6 +5,7 @@
 //! its affinities.
 
 use super::containers::{Container, ContainerWriter, LabelType};
+use super::input::sizes_zyx;
 use super::outputs::OutputFolder;
 use anyhow::{bail, Context, Result};
 use gpu_waterz_blockwise::{decode_blocks, AffinitySource, Block, BlockSink, BlockwiseError};
@@ -39,7 +40,7 @@ pub struct BlockwiseArgs {
     seed: u64,
     /// Block shape z,y,x (also the output's chunks).
     #[arg(long, value_delimiter = ',', required = true)]
-    block: Vec<u64>,
+    block: Vec<usize>,
     /// Merge thresholds, comma-separated, strictly ascending.
     #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
     thresholds: Vec<f64>,
@@ -127,19 +128,10 @@ impl BlockSink for ZarrSink {
     }
 }
 
-fn three(values: &[usize], what: &str) -> Result<(usize, usize, usize)> {
-    match *values {
-        [z, y, x] if z > 0 && y > 0 && x > 0 => Ok((z, y, x)),
-        _ => bail!("{what} takes three positive sizes z,y,x, not {values:?}"),
-    }
-}
-
 pub fn run(args: &BlockwiseArgs) -> Result<()> {
     let start = Instant::now();
-    let block = match args.block[..] {
-        [z, y, x] if z > 0 && y > 0 && x > 0 => [z, y, x],
-        _ => bail!("--block takes three positive sizes z,y,x, not {:?}", args.block),
-    };
+    let (z, y, x) = sizes_zyx("--block", &args.block)?;
+    let block = [z as u64, y as u64, x as u64];
     if Container::of(&args.out) != Container::Zarr {
         bail!("--out must be a zarr group (PATH.zarr), not {}", args.out.display());
     }
@@ -174,8 +166,8 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
             }
         }
         (None, Some(shape)) => {
-            let shape = three(shape, "--implicit")?;
-            let field = ImplicitCells { seed: args.seed, cell: three(&args.cell, "--cell")? };
+            let shape = sizes_zyx("--implicit", shape)?;
+            let field = ImplicitCells { seed: args.seed, cell: sizes_zyx("--cell", &args.cell)? };
             field.check(shape).map_err(anyhow::Error::msg)?;
             let params = GeneratorParams { seed: args.seed, weak_spots: 0, false_walls: 0, ..Default::default() };
             Source::Implicit { field, params, shape }

@@ -1,7 +1,7 @@
 //! `gpu-waterz generate`: CNN-like affinities with ground truth, seeded and
 //! deterministic (the generator is `gpu_waterz_cli::generate`).
 
-use super::input::{read_labels, shape_zyx};
+use super::input::{read_labels, shape_zyx, sizes_zyx};
 use super::outputs::Outputs;
 use anyhow::Result;
 use gpu_waterz_cli::generate as generator;
@@ -47,10 +47,7 @@ pub struct GenerateArgs {
 pub fn run(args: &GenerateArgs) -> Result<()> {
     let shape = shape_zyx(&args.shape)?;
     let (affs, labels) = if args.implicit {
-        let cell = match args.cell[..] {
-            [z, y, x] if z > 0 && y > 0 && x > 0 => (z, y, x),
-            _ => anyhow::bail!("--cell takes three positive sizes z,y,x, not {:?}", args.cell),
-        };
+        let cell = sizes_zyx("--cell", &args.cell)?;
         let field = generator::ImplicitCells { seed: args.seed, cell };
         let params =
             generator::GeneratorParams { seed: args.seed, weak_spots: 0, false_walls: 0, ..Default::default() };

@@ -260,6 +260,14 @@ fn to_4d<T>(a: ArrayD<T>, spec: &str) -> Result<Array4<T>> {
 }
 
 /// `--shape z,y,x`: three sizes, none zero.
+/// Three positive sizes `z,y,x` given to `option`.
+pub fn sizes_zyx(option: &str, values: &[usize]) -> Result<(usize, usize, usize)> {
+    match *values {
+        [z, y, x] if z > 0 && y > 0 && x > 0 => Ok((z, y, x)),
+        _ => bail!("{option} takes three positive sizes z,y,x, not {values:?}"),
+    }
+}
+
 pub fn shape_zyx(shape: &[usize]) -> Result<(usize, usize, usize)> {
     let &[zd, yd, xd] = shape else { bail!("--shape takes three sizes z,y,x, not {shape:?}") };
     if zd == 0 || yd == 0 || xd == 0 {

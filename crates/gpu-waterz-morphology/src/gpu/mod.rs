@@ -245,6 +245,17 @@ fn padded_window(footprint: &Footprint) -> Option<([i32; 3], [i32; 3])> {
     Some((low, high))
 }
 
+/// Output planes per work unit along z and the units along z for an
+/// extent of `planes`: 32, halved (down to 4) while the units (`per_chunk`
+/// for each chunk of planes) would be fewer than `enough`.
+fn chunk_planes(planes: u32, per_chunk: u64, enough: u64) -> (u32, u32) {
+    let mut chunk = 32;
+    while chunk > 4 && planes.div_ceil(chunk) as u64 * per_chunk < enough {
+        chunk /= 2;
+    }
+    (chunk, planes.div_ceil(chunk))
+}
+
 /// Whether [`Strategy::Warp`] runs `footprint` over `batch` with values of
 /// `T` in the warp kernels: a flat box (or, in float32, a flat plus) of
 /// rank 1 to 3 whose window fits them ([`Strategy::Auto`] takes them
@@ -312,14 +323,8 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
     {
         return Ok(None);
     }
-    let enough = gpu.multiprocessor_count() as u64 * 64 * 2;
-    loop {
-        geometry.tiles[0] = extent[0].div_ceil(geometry.chunk_z);
-        if geometry.chunk_z <= 4 || geometry.units() >= enough {
-            break;
-        }
-        geometry.chunk_z /= 2;
-    }
+    let per_chunk = geometry.items * geometry.tiles[1] as u64 * geometry.tiles[2] as u64;
+    (geometry.chunk_z, geometry.tiles[0]) = chunk_planes(extent[0], per_chunk, gpu.multiprocessor_count() as u64 * 128);
     Ok(Some(geometry))
 }
 
@@ -360,14 +365,8 @@ fn box_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint, value_bytes: u
     if geometry.shared_bytes(value_bytes as u32).is_none() {
         return Ok(None);
     }
-    let enough = gpu.multiprocessor_count() as u64 * 4 * 4;
-    loop {
-        geometry.tiles[0] = extent[0].div_ceil(geometry.chunk_z);
-        if geometry.chunk_z <= 4 || geometry.units() >= enough {
-            break;
-        }
-        geometry.chunk_z /= 2;
-    }
+    let per_chunk = geometry.items * geometry.tiles[1] as u64 * geometry.tiles[2] as u64;
+    (geometry.chunk_z, geometry.tiles[0]) = chunk_planes(extent[0], per_chunk, gpu.multiprocessor_count() as u64 * 16);
     Ok(Some(geometry))
 }
 
