@@ -1032,18 +1032,22 @@ fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> boo
 /// strict and start from the identity, so NaN is never taken and the
 /// result equals the other paths' value for value.
 ///
-/// Each warp takes `WARP_X - (wx - 1)` columns (its lanes' columns less
-/// the last `wx - 1`, whose values only the lanes to their left read), of
-/// `ROWS` rows and `chunk_z` planes. For each plane of its window along z,
-/// a lane loads its column's `ROWS + wy - 1` rows (the next plane's loads
-/// issued before this plane's work); the minimum along x comes from the
-/// lanes to its right by shuffles, along y from its own registers, and
+/// Each warp takes `outputs_x()` columns, of `ROWS` rows and `chunk_z`
+/// planes: with `PAST` (the geometry's `past`) every lane's, else all but
+/// the last `wx - 1` lanes'. For each plane of its window along z, a lane
+/// loads its column's `ROWS + wy - 1` rows (the next plane's loads issued
+/// before this plane's work), and with `PAST` the first `wx - 1` lanes
+/// also the column `WARP_X` to their right, which the last lanes' windows
+/// reach (this plane's only: prefetched, those values' registers cost more
+/// than they saved); the minimum along x comes from the lanes to its right
+/// by shuffles (lane `l` sends, for the shift `i`, its past-the-warp value
+/// when `l < i`, so that one shuffle serves every lane), along y from its own registers, and
 /// along z from the last `wz - 1` planes' results, kept in registers.
 ///
 /// # Safety
 /// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`.
 #[inline(always)]
-unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, const PLUS: bool>(
+unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, const PLUS: bool, const PAST: bool>(
     g: &WarpGeometry,
     mode: u32,
     cval: f64,
@@ -1086,6 +1090,13 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
             None => BOX_OUTSIDE,
         };
         let column = in_plane(x0 + g.low[2] as i64 + lane as i64, extent[2], 1);
+        // The column past the warp's that this lane loads (the first wx - 1
+        // lanes), or BOX_OUTSIDE.
+        let past = if PAST && (lane as usize) < wx - 1 {
+            in_plane(x0 + g.low[2] as i64 + (WARP_X + lane) as i64, extent[2], 1)
+        } else {
+            BOX_OUTSIDE
+        };
         let loaded = ROWS + wy - 1;
         let mut row = [BOX_OUTSIDE; WARP_LOAD_ROWS];
         unrolled!(k in [0 1 2 3 4 5 6 7 8 9] => {
@@ -1100,12 +1111,13 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
         let mut history = [[identity; WARP_MAX_ROWS]; WARP_MAX_HISTORY + 1];
         // A plus's centre values of the same planes.
         let mut centres = [[identity; WARP_MAX_ROWS]; WARP_MAX_HISTORY + 1];
-        // The plane `j` of the window's rows, loaded without branches: a
-        // position outside the array reads the plane's first value (or the
-        // input's, for a plane outside it) and takes `outside` instead.
-        // (Positions computed here for each plane took fewer registers, and
-        // less time, than positions kept from the unit's start.)
-        let load = |j: i64| {
+        // The plane `j` of the window's rows at `column`, loaded without
+        // branches: a position outside the array reads the plane's first
+        // value (or the input's, for a plane outside it) and takes
+        // `outside` instead. (Positions computed here for each plane took
+        // fewer registers, and less time, than positions kept from the
+        // unit's start.)
+        let load = |j: i64, column: u32| {
             let from = boundary_index(z0 + g.low[0] as i64 + j, extent[0], mode)
                 // SAFETY: z is a plane of the item.
                 .map(|z| unsafe { input.add((base + z as u64 * plane) as usize) });
@@ -1124,15 +1136,20 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
             });
             values
         };
-        let mut next = load(0);
+        let mut next = load(0, column);
         let mut p = 0i64;
         while p < planes {
             // The next plane's loads are issued before this plane's shuffles
             // (inline assembly, which loads do not cross), so that they are
-            // in flight while the warp works.
+            // in flight while the warp works; the columns past the warp's
+            // are loaded for this plane only.
             let values = next;
             if p + 1 < planes {
-                next = load(p + 1);
+                next = load(p + 1, column);
+            }
+            let mut beyond = [outside; WARP_LOAD_ROWS];
+            if PAST && past != BOX_OUTSIDE {
+                beyond = load(p, past);
             }
             // Each loaded row's minimum along x over the lane's window: the
             // lanes to its right (the last lanes' results are not stored).
@@ -1147,9 +1164,18 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
                     }
                     unrolled!(i in [1 2] => {
                         if i < wx {
+                            // Lane l receives lane (l + i) mod 32's value:
+                            // its column l + i, or for l + i >= 32 the
+                            // column past the warp that lane l + i - 32 < i
+                            // loaded.
+                            let (sent, from) = if PAST {
+                                (if (lane as usize) < i { beyond[k] } else { value }, (lane + i as u32) % 32)
+                            } else {
+                                (value, (lane + i as u32).min(31))
+                            };
                             // SAFETY: every lane of the warp is here (the
                             // conditions are warp-uniform).
-                            let v = unsafe { value.from_lane((lane + i as u32).min(31)) };
+                            let v = unsafe { sent.from_lane(from) };
                             if better_than::<T, MAXIMUM>(v, best) {
                                 best = v;
                             }
@@ -1167,9 +1193,14 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
                 let mut centre_column = [identity; WARP_LOAD_ROWS];
                 unrolled!(k in [0 1 2 3 4 5 6 7 8 9] => {
                     if k < ROWS + WARP_WINDOW as usize - 1 && k < loaded {
+                        let (sent, from) = if PAST {
+                            (if lane < cx { beyond[k] } else { values[k] }, (lane + cx) % 32)
+                        } else {
+                            (values[k], (lane + cx).min(31))
+                        };
                         // SAFETY: every lane of the warp is here (the
                         // conditions are warp-uniform).
-                        centre_column[k] = unsafe { values[k].from_lane((lane + cx).min(31)) };
+                        centre_column[k] = unsafe { sent.from_lane(from) };
                     }
                 });
                 unrolled!(r in [0 1 2 3 4 5 6 7] => {
@@ -1259,7 +1290,7 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
 }
 
 macro_rules! warp_kernels {
-    ($($t:ty: $name:ident $args:ident, $rows:expr, $maximum:literal, $plus:literal;)*) => {$(
+    ($($t:ty: $name:ident $args:ident, $rows:expr, $past:expr, $maximum:literal, $plus:literal;)*) => {$(
         kernel! {
             /// The grey-scale minimum (`grey_warp_min_*`,
             /// `grey_warp_plus_min_f32`) or maximum (`..._max_*`) filter over
@@ -1284,7 +1315,8 @@ macro_rules! warp_kernels {
             /// A warp per `chunk_z × rows × outputs_x()` unit (grid-stride
             /// over the units of every item, four warps per block); lane
             /// `x` loads column `x` of the unit's window and, below
-            /// `outputs_x()`, writes it.
+            /// `outputs_x()`, writes it; with `past`, lanes below `wx - 1`
+            /// also load its column `WARP_X + x`.
             pub unsafe extern "ptx-kernel" fn $name(
                 geometry: WarpGeometry,
                 mode: u32,
@@ -1295,19 +1327,19 @@ macro_rules! warp_kernels {
             ) as $args {
                 let _ = reserved;
                 // SAFETY: the caller's, as documented.
-                unsafe { grey_warp::<$t, { $rows as usize }, $maximum, $plus>(&geometry, mode, cval, input, output) }
+                unsafe { grey_warp::<$t, { $rows as usize }, $maximum, $plus, $past>(&geometry, mode, cval, input, output) }
             }
         }
     )*};
 }
 
 warp_kernels! {
-    f32: grey_warp_min_f32 GreyWarpMinF32Args, WARP_ROWS_F32, false, false;
-    f32: grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, true, false;
-    f64: grey_warp_min_f64 GreyWarpMinF64Args, WARP_ROWS_F64, false, false;
-    f64: grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, true, false;
-    f32: grey_warp_plus_min_f32 GreyWarpPlusMinF32Args, WARP_ROWS_F32, false, true;
-    f32: grey_warp_plus_max_f32 GreyWarpPlusMaxF32Args, WARP_ROWS_F32, true, true;
+    f32: grey_warp_min_f32 GreyWarpMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, false;
+    f32: grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, false;
+    f64: grey_warp_min_f64 GreyWarpMinF64Args, WARP_ROWS_F64, WARP_PAST_F64, false, false;
+    f64: grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64, true, false;
+    f32: grey_warp_plus_min_f32 GreyWarpPlusMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, true;
+    f32: grey_warp_plus_max_f32 GreyWarpPlusMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, true;
 }
 
 kernel! {

@@ -515,9 +515,17 @@ streamed_args! {
 
 /// Threads per block of the warp kernels: four independent warps.
 pub const WARP_THREADS: u32 = 128;
-/// Lanes of a warp, each loading one column; a warp writes the first
-/// `WARP_X - (wx - 1)` of them ([`WarpGeometry::outputs_x`]).
+/// Lanes of a warp, each loading one column ([`WarpGeometry::outputs_x`]
+/// says how many of them a warp writes).
 pub const WARP_X: u32 = 32;
+/// Whether the first `wx - 1` lanes of the float32 warp kernels also load
+/// the columns just past the warp's, which the last lanes' windows reach,
+/// so that every lane writes its column (a row of 64 takes two warps, not
+/// three); the float64 kernels do not (the extra values' registers cost
+/// them more than the idle lanes, `docs/BENCHMARKS.md`).
+pub const WARP_PAST_F32: bool = true;
+/// [`WARP_PAST_F32`] for the float64 warp kernels.
+pub const WARP_PAST_F64: bool = false;
 /// Output rows per warp of the float32 warp kernels (four: fewer
 /// registers, more warps per multiprocessor; eight rows read fewer halo
 /// rows but measured slower, `docs/BENCHMARKS.md`).
@@ -532,7 +540,8 @@ pub const WARP_WINDOW: u32 = 3;
 /// `low..=high` along each axis, in registers: each warp takes
 /// `outputs_x() × rows` columns of `chunk_z` positions and streams the
 /// planes of its window along z; a lane loads its column of `rows + wy -
-/// 1` rows per plane, takes the minimum (or maximum) along x by warp
+/// 1` rows per plane (with `past`, the first `wx - 1` lanes also the
+/// column `WARP_X` to their right), takes the minimum (or maximum) along x by warp
 /// shuffles from the lanes to its right, along y in its registers and along
 /// z over the last `wz` planes' results, also in registers. No shared
 /// memory and no barriers.
@@ -562,6 +571,10 @@ pub struct WarpGeometry {
     pub plus: u32,
     /// The plus's centre (unused for a box).
     pub centre: [i32; 3],
+    /// 1: the first `wx - 1` lanes also load the columns past the warp's
+    /// and every lane writes (the kernels of [`WARP_PAST_F32`]); 0: the
+    /// last `wx - 1` lanes only load.
+    pub past: u32,
 }
 
 impl WarpGeometry {
@@ -580,11 +593,16 @@ impl WarpGeometry {
         })
     }
 
-    /// Output columns per warp: its lanes less the `wx - 1` at its right
-    /// edge (whose values only the lanes to their left read); at least
-    /// `WARP_X - WARP_WINDOW + 1` when the windows fit.
+    /// Output columns per warp: one per lane with `past` (the `wx - 1`
+    /// columns past them, which the last lanes' windows reach, are loaded by
+    /// the first lanes), else the lanes less the `wx - 1` at the warp's
+    /// right edge (whose values only the lanes to their left read).
     pub fn outputs_x(&self) -> u32 {
-        WARP_X - (self.window(2).clamp(1, WARP_WINDOW) - 1)
+        if self.past != 0 {
+            WARP_X
+        } else {
+            WARP_X - (self.window(2).clamp(1, WARP_WINDOW) - 1)
+        }
     }
 
     /// The number of work units (warps' worth of columns of every item).

@@ -112,6 +112,9 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
     /// Whether the warp kernels take pluses of this type (float32 only: in
     /// float64 the plus kernels measured faster).
     const WARP_PLUS: bool;
+    /// Whether this type's warp kernels load the columns past a warp's
+    /// (`WarpGeometry::past`).
+    const WARP_PAST: bool;
     /// The warp filter (a flat box, rank 1 to 3, in registers).
     fn warped(
         gpu: &Gpu,
@@ -127,10 +130,11 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
 macro_rules! grey_launches {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident,
         $boxed:ident $box_args:ident, $plus:ident $plus_args:ident,
-        $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr
+        $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr, $past:expr
         $(, plus $plus_min:ident $plus_max:ident)?;)*) => {$(
         impl GreyKernels for $t {
             const WARP_ROWS: u32 = $rows;
+            const WARP_PAST: bool = $past;
             const WARP_PLUS: bool = false $(|| !stringify!($plus_min).is_empty())?;
 
             /// The warp filter of `input` into `output` over `geometry`'s box
@@ -146,7 +150,7 @@ macro_rules! grey_launches {
                 output: &mut DeviceBuffer<Self>,
             ) -> Result<()> {
                 const K: &str = stringify!($warp_min);
-                let config = check_warp(gpu, K, geometry, $rows)?;
+                let config = check_warp(gpu, K, geometry, $rows, $past)?;
                 let n = values_of(K, geometry.items, geometry.extent)?;
                 check_pair(gpu, K, n, input, output)?;
                 if n == 0 {
@@ -330,22 +334,25 @@ macro_rules! grey_launches {
 grey_launches! {
     f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args,
         grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args,
-        grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32,
+        grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32,
         plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
         grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
-        grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64;
+        grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64;
 }
 
-/// Checks a warp geometry (windows, rows, chunk, tile counts, index
-/// ranges) and returns its launch.
-fn check_warp(gpu: &Gpu, kernel: &'static str, g: &WarpGeometry, rows: u32) -> Result<LaunchConfig> {
+/// Checks a warp geometry (windows, rows, past columns, chunk, tile
+/// counts, index ranges) and returns its launch.
+fn check_warp(gpu: &Gpu, kernel: &'static str, g: &WarpGeometry, rows: u32, past: bool) -> Result<LaunchConfig> {
     let bad = |reason: String| RuntimeError::InvalidLaunch { kernel, reason };
     if !g.windows_fit() {
         return Err(bad(format!("window {:?}..={:?} does not fit the warp kernels", g.low, g.high)));
     }
     if g.rows != rows {
         return Err(bad(format!("{} rows per warp, the kernel takes {rows}", g.rows)));
+    }
+    if g.past != past as u32 {
+        return Err(bad(format!("past {}, the kernel takes {}", g.past, past as u32)));
     }
     let steps = [g.chunk_z, rows, g.outputs_x()];
     for (axis, &step) in steps.iter().enumerate() {

@@ -284,7 +284,9 @@ fn box_or_plus(footprint: &Footprint) -> Option<(bool, [i32; 3])> {
 /// flat box (or, where `T`'s kernels take them, a flat plus), the rank is
 /// larger, the window does not fit the kernels or a
 /// plane is too large for their 32-bit offsets. Output planes per warp:
-/// 32, halved (down to 4) while the warps would not fill the device twice.
+/// 32, halved (down to 4) while there would be fewer than 32 warps per
+/// multiprocessor (about 1.6 times the 20 it holds; 128 made 256³ and 64 ×
+/// 64³ take chunks of 4 planes, half of them halo, `docs/BENCHMARKS.md`).
 fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Option<WarpGeometry>> {
     let rows = T::WARP_ROWS;
     let rank = batch.shape.len();
@@ -316,6 +318,7 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
         rows,
         plus: plus as u32,
         centre,
+        past: T::WARP_PAST as u32,
     };
     geometry.tiles[2] = extent[2].div_ceil(geometry.outputs_x());
     if !geometry.windows_fit()
@@ -324,7 +327,7 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
         return Ok(None);
     }
     let per_chunk = geometry.items * geometry.tiles[1] as u64 * geometry.tiles[2] as u64;
-    (geometry.chunk_z, geometry.tiles[0]) = chunk_planes(extent[0], per_chunk, gpu.multiprocessor_count() as u64 * 128);
+    (geometry.chunk_z, geometry.tiles[0]) = chunk_planes(extent[0], per_chunk, gpu.multiprocessor_count() as u64 * 32);
     Ok(Some(geometry))
 }
 
