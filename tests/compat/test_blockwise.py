@@ -187,3 +187,49 @@ def test_npy_hdf5_and_zarr_group_paths(tmp_path):
         assert np.array_equal(got_fragments, fragments), name
     with pytest.raises(ValueError, match="dataset"):
         blockwise.agglomerate(os.fspath(tmp_path / "affs.h5"), tmp_path / "bad", THRESHOLDS, (4, 9, 7))
+
+
+@pytest.mark.parametrize("volume", ["cells", "plateaus", "uint8"])
+def test_agglomerate_under_a_memory_cap_decodes_in_blocks_as_whole(tmp_path, volume):
+    # 30 bytes per voxel of device memory in float32 (21 in uint8): a cap
+    # of 30 kB gives blocks of 7 voxels per axis, and the volumes need more.
+    affs = {"cells": lambda: cell_volume(2), "plateaus": lambda: plateau_volume(3, shape=(20, 22, 18)),
+            "uint8": lambda: np.round(cell_volume(4) * 255).astype(np.uint8)}[volume]()
+    thresholds = [0.5, 0.1, 0.8, 0.5]
+    got = []
+    for s in gpu_waterz.agglomerate(affs, thresholds, backend="cpu", max_gpu_bytes=30_000):
+        # waterz's way: one array, relabelled per threshold.
+        assert s.dtype == np.uint64 and s.shape == affs.shape[1:]
+        got.append(s.copy())
+    distinct = sorted(set(thresholds))
+    # The whole volume as one block: its watershed and the exact serial
+    # merging of its region graph (what the Rust tests hold the blockwise
+    # decode to).
+    blockwise.agglomerate(affs, tmp_path / "whole", distinct, affs.shape[1:])
+    _, whole, _ = read(tmp_path / "whole")
+    want = [s.copy() for s in gpu_waterz.agglomerate(affs, thresholds, backend="cpu")]
+    for k, t in enumerate(sorted(thresholds)):
+        assert np.array_equal(got[k], whole[distinct.index(t)]), f"{volume} at {t}"
+        if volume == "cells":
+            # Without ties, waterz's float32 statistics merge alike.
+            assert same_partition(got[k], want[k]), f"{volume} at {t}"
+    # A cap the volume fits decodes it whole, as without a cap.
+    uncapped = [s.copy() for s in gpu_waterz.agglomerate(affs, thresholds, backend="cpu", max_gpu_bytes=1 << 30)]
+    assert all(np.array_equal(a, b) for a, b in zip(uncapped, want))
+
+
+def test_a_memory_cap_rejects_what_blocks_cannot_do():
+    affs = cell_volume(5, shape=(10, 12, 14))
+    gt = np.ones(affs.shape[1:], dtype=np.uint64)
+    for kwargs, message in [
+        (dict(max_gpu_bytes=100), "not even a block"),
+        (dict(max_gpu_bytes=-1), "max_gpu_bytes must be"),
+        (dict(max_gpu_bytes=True), "max_gpu_bytes must be"),
+        (dict(max_gpu_bytes=20_000, gt=gt), "gt"),
+        (dict(max_gpu_bytes=20_000, return_merge_history=True), "return_merge_history"),
+        (dict(max_gpu_bytes=20_000, epsilon=0.1, backend="gpu"), "epsilon"),
+        (dict(max_gpu_bytes=20_000, scoring_function="OneMinus<MaxAffinity<RegionGraphType, ScoreValue>>"),
+         "mean affinity"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            gpu_waterz.agglomerate(affs, [0.5], backend=kwargs.pop("backend", "cpu"), **kwargs)

@@ -182,3 +182,74 @@ fn bad_settings_are_errors_that_leave_no_output() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `segment --max-gpu-bytes` below the volume's need decodes in blocks: the
+/// same arrays as `segment` of the whole volume, in float32 and in uint8
+/// (whose ties make plateaus that cross many blocks).
+#[test]
+fn segment_under_a_memory_cap_decodes_in_blocks_and_equals_the_whole_volume() {
+    let dir = scratch("cap");
+    let seg = whole(&dir);
+    let Volume::F32(affs) = read_npy(&dir.join("affs.npy")).unwrap() else { panic!("float32 affinities") };
+    let quantized = gpu_waterz_cli::generate::quantize(&affs.into_dimensionality().unwrap());
+    let u8_path = dir.join("affs-u8.npy");
+    gpu_waterz_cli::io::write_npy(&u8_path, &quantized.view()).unwrap();
+    let seg_u8 = dir.join("seg-u8.zarr");
+    segment(&u8_path, &seg_u8);
+    // 30 bytes per voxel in float32 (12 of affinities, 18 of work), 21 in
+    // uint8: blocks of 7 (with the halo 10 per axis) and of 8.
+    for (affs, cap, whole, block) in
+        [(dir.join("affs.npy"), "30k", &seg, [7, 7, 7]), (u8_path.clone(), "28Ki", &seg_u8, [8, 8, 8])]
+    {
+        let out = dir.join(format!("capped-{cap}.zarr"));
+        let settings = ["--thresholds", "0.2,0.5", "--backend", "cpu", "--write-fragments", "--label-type", "uint64"];
+        let (affs_s, out_s) = (affs.to_str().unwrap(), out.to_str().unwrap());
+        let args = [&["segment", "--affinities", affs_s, "--max-gpu-bytes", cap], &settings[..], &["--out", out_s]];
+        let output = Command::new(cli()).args(args.concat()).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(summary["blockwise"]["block_shape"], serde_json::json!(block), "{summary}");
+        assert!(summary["blockwise"]["open_voxels"].as_u64().unwrap() > 0, "{summary}");
+        assert_same(&out, whole);
+    }
+    // A cap the whole volume fits decodes it whole, as without one.
+    let out = dir.join("uncapped.zarr");
+    let (ok, err) = run(&[
+        "segment",
+        "--affinities",
+        dir.join("affs.npy").to_str().unwrap(),
+        "--max-gpu-bytes",
+        "1Gi",
+        "--thresholds",
+        "0.2,0.5",
+        "--backend",
+        "cpu",
+        "--write-fragments",
+        "--label-type",
+        "uint64",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_same(&out, &seg);
+    // What blocks cannot do, and caps that are no byte count or too small:
+    // errors that leave no output.
+    let affs_s = dir.join("affs.npy");
+    let truth = dir.join("truth.npy");
+    let cases: [(&[&str], &str); 5] = [
+        (&["--max-gpu-bytes", "100"], "not even a block of one voxel"),
+        (&["--max-gpu-bytes", "12Q"], "not a byte count"),
+        (&["--max-gpu-bytes", "30k", "--merge-history"], "--merge-history is not available"),
+        (&["--max-gpu-bytes", "30k", "--ground-truth", truth.to_str().unwrap()], "--ground-truth is not available"),
+        (&["--max-gpu-bytes", "30k", "--scoring", "max"], "mean affinity only"),
+    ];
+    let out = dir.join("bad.zarr");
+    for (extra, expected) in cases {
+        let base = ["segment", "--affinities", affs_s.to_str().unwrap(), "--thresholds", "0.5", "--backend", "cpu"];
+        let (ok, err) = run(&[&base[..], extra, &["--out", out.to_str().unwrap()]].concat());
+        assert!(!ok && err.contains(expected), "{extra:?}: {err}");
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert!(!out.exists(), "{extra:?} left an output");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

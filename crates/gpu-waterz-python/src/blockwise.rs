@@ -4,8 +4,8 @@
 //! once. Every call releases the GIL while it computes.
 
 use gpu_waterz_blockwise::{
-    block_edges, fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus, BasinFaces, BasinSummary,
-    Block, BlockGrid, BlockwiseError, EdgeList, ErrorKind, OpenVoxels,
+    block_edges, decode, fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus, BasinFaces,
+    BasinSummary, Block, BlockGrid, BlockwiseError, EdgeList, ErrorKind, OpenVoxels,
 };
 use gpu_waterz_core::WatershedParams;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
@@ -213,6 +213,43 @@ pub(crate) fn blockwise_merge<'py>(
     let table = ndarray::Array2::from_shape_vec((thresholds.len(), width), flat)
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     Ok(table.into_pyarray(py))
+}
+
+/// What [`blockwise_decode`] gives: the fragments, one segmentation per
+/// threshold, the number of fragments, the open voxels and the region
+/// graph's pairs.
+type DecodedVolume<'py> = (Bound<'py, PyArray3<u64>>, Vec<Bound<'py, PyArray3<u64>>>, u64, u64, u64);
+
+/// Every step in this process (`gpu_waterz_blockwise::decode`): the
+/// `(3, z, y, x)` float32 `affinities` decoded in blocks of `block_shape`
+/// at the `thresholds` (strictly ascending), for `agglomerate`'s
+/// `max_gpu_bytes`.
+#[pyfunction]
+#[pyo3(signature = (affinities, block_shape, thresholds, aff_threshold_low, aff_threshold_high))]
+pub(crate) fn blockwise_decode<'py>(
+    py: Python<'py>,
+    affinities: PyReadonlyArray4<'py, f32>,
+    block_shape: [u64; 3],
+    thresholds: Vec<f64>,
+    aff_threshold_low: f32,
+    aff_threshold_high: f32,
+) -> PyResult<DecodedVolume<'py>> {
+    let view = affinities.as_array();
+    let params = WatershedParams { aff_threshold_low, aff_threshold_high };
+    let out = py.detach(|| decode(view, block_shape, params, &thresholds)).map_err(err)?;
+    let segmentations = out.segmentations.into_iter().map(|s| s.into_pyarray(py)).collect();
+    Ok((out.fragments.into_pyarray(py), segmentations, out.n_fragments, out.open_voxels, out.n_edges))
+}
+
+/// The device bytes a decode of a volume of `dims` needs with affinities
+/// of `affinity_bytes_per_voxel` (`gpu_waterz::bytes_needed`), and the
+/// block shape whose decode fits `max_bytes`
+/// (`gpu_waterz::block_shape_within`; None when none does).
+#[pyfunction]
+pub(crate) fn decode_bytes(dims: [u64; 3], affinity_bytes_per_voxel: u64, max_bytes: u64) -> (u64, Option<[u64; 3]>) {
+    let n: u64 = dims.iter().product();
+    let needed = gpu_waterz::bytes_needed(n, n.saturating_mul(affinity_bytes_per_voxel));
+    (needed, gpu_waterz::block_shape_within(dims, max_bytes, affinity_bytes_per_voxel))
 }
 
 /// Affinities of voxels `lo..hi` of the implicit cell volume of `dims`

@@ -89,6 +89,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(blockwise::blockwise_merge, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_check_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::implicit_cell_affinities, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::decode_bytes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

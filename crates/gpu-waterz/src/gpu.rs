@@ -31,6 +31,34 @@ pub fn bytes_needed(n_voxels: u64, affinity_bytes: u64) -> u64 {
     affinity_bytes + WORKING_BYTES_PER_VOXEL * n_voxels
 }
 
+/// The block shape `(z, y, x)` for decoding a volume of `dims` in blocks
+/// whose decode each needs at most `max_bytes` of device memory
+/// ([`bytes_needed`] of the block grown by the blockwise halo, 1 voxel below
+/// and 2 above, with affinities of `affinity_bytes_per_voxel`): the largest
+/// cube, clipped to the volume, that fits; `None` when not even a block of
+/// one voxel does.
+pub fn block_shape_within(dims: [u64; 3], max_bytes: u64, affinity_bytes_per_voxel: u64) -> Option<[u64; 3]> {
+    let need = |side: u64| {
+        let voxels: u64 = dims.iter().map(|&d| (side.min(d) + 3).min(d.max(1))).product();
+        bytes_needed(voxels, voxels.saturating_mul(affinity_bytes_per_voxel))
+    };
+    let largest = dims.iter().copied().max().unwrap_or(0).max(1);
+    if need(1) > max_bytes {
+        return None;
+    }
+    // The need grows with the side: the largest side that fits, by bisection.
+    let (mut fits, mut too_large) = (1u64, largest + 1);
+    while too_large - fits > 1 {
+        let mid = fits + (too_large - fits) / 2;
+        if need(mid) <= max_bytes {
+            fits = mid;
+        } else {
+            too_large = mid;
+        }
+    }
+    Some(dims.map(|d| fits.min(d).max(1)))
+}
+
 /// Fails with the bytes needed and free unless `gpu` has room for a decode
 /// of `n_voxels` whose affinities, `affinity_bytes` of them, are still to
 /// be put there (0 when they are on the device already).
@@ -442,5 +470,35 @@ impl GpuEngine {
 
     pub(crate) fn n_edges(&self) -> u64 {
         self.n_edges
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_shapes_fit_the_cap() {
+        let dims = [100, 200, 300];
+        let grown_need = |block: [u64; 3]| {
+            let grown: u64 = (0..3).map(|a| (block[a] + 3).min(dims[a])).product();
+            bytes_needed(grown, grown * 12)
+        };
+        for cap in [1_000, 30_000, 1 << 20, 1 << 24, 1 << 40] {
+            let Some(block) = block_shape_within(dims, cap, 12) else {
+                assert!(grown_need([1, 1, 1]) > cap, "{cap}");
+                continue;
+            };
+            assert!(grown_need(block) <= cap, "{cap}: {block:?}");
+            assert!(block.iter().zip(dims).all(|(&b, d)| (1..=d).contains(&b)));
+            // A cube one voxel larger would not fit, unless the block is the volume.
+            if block != dims {
+                let side = block.iter().max().unwrap() + 1;
+                assert!(grown_need(dims.map(|d| side.min(d))) > cap, "{cap}: {block:?}");
+            }
+        }
+        assert_eq!(block_shape_within(dims, 1 << 40, 12), Some(dims));
+        assert_eq!(block_shape_within(dims, 10, 12), None);
+        assert_eq!(block_shape_within([1, 1, 1], 1 << 20, 12), Some([1, 1, 1]));
     }
 }

@@ -36,7 +36,7 @@ mod result;
 
 pub use config::{Backend, BackendKind, Config};
 pub use error::{Error, ErrorKind, Result};
-pub use gpu::{bytes_needed, check_fits, WORKING_BYTES_PER_VOXEL};
+pub use gpu::{block_shape_within, bytes_needed, check_fits, WORKING_BYTES_PER_VOXEL};
 pub use gpu_waterz_core::{AffinityGraph, Arithmetic, Dims3, ScoringFunction};
 pub use gpu_waterz_eval::Metrics;
 pub use gpu_waterz_parhac::gpu::{GpuRoundInfo, HostFinish};

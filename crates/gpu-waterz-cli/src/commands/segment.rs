@@ -4,10 +4,10 @@
 //! when asked, merge histories and remaining region graphs.
 
 use super::containers::{spatial_attributes, Container, ContainerWriter, LabelType};
-use super::input::{read_labels, LoadedAffinities};
+use super::input::{read_labels, Affinities, LoadedAffinities};
 use super::outputs::OutputFolder;
 use super::progress::{Progress, ProgressMode};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gpu_waterz::{count_segments, Agglomeration, Arithmetic, BackendKind, Config, ScoringFunction, ThresholdResult};
 use gpu_waterz_cli::io::VolumeSource;
@@ -121,6 +121,39 @@ pub struct SegmentArgs {
     /// Progress on stderr: auto (spinners on a terminal), json (one object per line), none.
     #[arg(long, value_enum, default_value = "auto")]
     progress: ProgressMode,
+    /// Device memory cap in bytes (suffixes k, M, G, T, or Ki, Mi, Gi, Ti): a volume whose
+    /// decode would need more is decoded in blocks whose decode each fits it
+    /// (`gpu_waterz_blockwise`: the same fragments, the exact statistics, waterz's serial
+    /// order), even on a GPU large enough. The blocks' steps run on the CPU for now. The
+    /// affinities are then read on the host first.
+    #[arg(long, value_parser = parse_bytes)]
+    max_gpu_bytes: Option<u64>,
+}
+
+/// A byte count: digits with an optional suffix k, M, G, T (powers of
+/// 1000) or Ki, Mi, Gi, Ti (powers of 1024), B allowed after either.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let t = t.strip_suffix('B').unwrap_or(t);
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, suffix) = t.split_at(digits);
+    let scale: u64 = match suffix {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => return Err(format!("{text:?} is not a byte count (digits, then k, M, G, T, Ki, Mi, Gi or Ti)")),
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("{text:?} is not a byte count below 2^64"))
 }
 
 pub fn run(args: &SegmentArgs) -> Result<()> {
@@ -148,7 +181,18 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     let open_s = start.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    let affinities = progress.stage("reading the affinities", || LoadedAffinities::load(&args.affinities, &config))?;
+    let affinities = match args.max_gpu_bytes {
+        None => progress.stage("reading the affinities", || LoadedAffinities::load(&args.affinities, &config))?,
+        Some(cap) => {
+            let host = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
+            if let Some(block) = blocking(&host, cap)? {
+                let timings = (open_s, t.elapsed().as_secs_f64());
+                let out = Output { folder, target, container };
+                return decode_in_blocks(args, &progress, host, block, cap, out, start, timings);
+            }
+            LoadedAffinities::Host(host)
+        }
+    };
     if let Some(f) = args.fragments.as_deref() {
         config = config.fragments(read_labels(f, "fragments")?);
     }
@@ -329,6 +373,176 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     Ok(())
 }
 
+/// The block shape for affinities whose decode would need more device
+/// memory than `cap`, or `None` when it fits.
+fn blocking(affinities: &Affinities, cap: u64) -> Result<Option<[u64; 3]>> {
+    let (shape, value_bytes) = match affinities {
+        Affinities::F32(a) => (a.shape(), 4),
+        Affinities::U8(a) => (a.shape(), 1),
+    };
+    if shape.len() != 4 || shape[0] < 3 {
+        // The pipeline reports the shape it takes.
+        return Ok(None);
+    }
+    let dims = [shape[1] as u64, shape[2] as u64, shape[3] as u64];
+    let n: u64 = dims.iter().product();
+    if gpu_waterz::bytes_needed(n, 3 * n * value_bytes) <= cap {
+        return Ok(None);
+    }
+    match gpu_waterz::block_shape_within(dims, cap, 3 * value_bytes) {
+        Some(block) => Ok(Some(block)),
+        None => bail!(
+            "--max-gpu-bytes {cap}: not even a block of one voxel (with its halo) fits; the decode needs {} bytes per voxel",
+            gpu_waterz::bytes_needed(1, 3 * value_bytes)
+        ),
+    }
+}
+
+/// Where a run writes: its staging folder, the final path, the container.
+struct Output<'a> {
+    folder: OutputFolder,
+    target: &'a PathBuf,
+    container: Container,
+}
+
+/// `segment` with `--max-gpu-bytes` below the volume's need: the volume
+/// decoded in blocks of `block` ([`gpu_waterz_blockwise::decode`], on the
+/// CPU), written as `segment` writes; `timings` are the seconds spent
+/// opening and reading.
+#[allow(clippy::too_many_arguments)]
+fn decode_in_blocks(
+    args: &SegmentArgs,
+    progress: &Progress,
+    affinities: Affinities,
+    block: [u64; 3],
+    cap: u64,
+    out: Output<'_>,
+    start: Instant,
+    timings: (f64, f64),
+) -> Result<()> {
+    // What the blockwise decode does not compute: say so rather than
+    // dropping it.
+    let unsupported = [
+        ("--fragments", args.fragments.is_some()),
+        ("--ground-truth", args.ground_truth.is_some()),
+        ("--merge-history", args.merge_history),
+        ("--region-graph", args.region_graph),
+        ("--discretize-queue", args.discretize_queue != 0),
+        ("--epsilon", args.epsilon.is_some()),
+        ("--arithmetic waterz", args.arithmetic == Some(ArithmeticArg::Waterz)),
+    ];
+    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+        bail!(
+            "{flag} is not available when --max-gpu-bytes decodes in blocks (the volume needs more than {cap} bytes)"
+        );
+    }
+    let scoring = args.scoring.parse::<ScoringFunction>()?;
+    if scoring != ScoringFunction::MeanAffinity {
+        bail!("--scoring {}: decoding in blocks (--max-gpu-bytes) scores by the mean affinity only", args.scoring);
+    }
+    if args.thresholds.windows(2).any(|w| w[0] > w[1]) {
+        bail!("--thresholds must be ascending, not {:?}", args.thresholds);
+    }
+    let mut distinct = args.thresholds.clone();
+    distinct.dedup();
+    let (open_s, read_s) = timings;
+    let spatial = spatial_attributes(
+        &VolumeSource::parse(&args.affinities).attributes(),
+        args.resolution.as_deref(),
+        args.offset.as_deref(),
+        args.units.as_deref(),
+    );
+    let mut writer =
+        ContainerWriter::new(out.container, out.folder.path(), args.label_type, spatial.clone(), args.zarr_format)?;
+    progress.note(&format!(
+        "the decode needs more than --max-gpu-bytes {cap}: decoding in blocks of {block:?} (on the CPU)"
+    ));
+    let t = Instant::now();
+    let (values, channels) = match affinities {
+        Affinities::F32(a) => {
+            let channels = a.dim().0;
+            let first = a.slice_axis(ndarray::Axis(0), ndarray::Slice::from(..3));
+            (if channels == 3 { a } else { first.to_owned() }, channels)
+        }
+        Affinities::U8(a) => {
+            let channels = a.dim().0;
+            let first = a.slice_axis(ndarray::Axis(0), ndarray::Slice::from(..3));
+            (first.mapv(gpu_waterz_core::affinities::u8_affinity), channels)
+        }
+    };
+    if channels > 3 {
+        progress.note(&format!("the affinities have {channels} channels; the first 3 are used, as waterz does"));
+    }
+    let params = gpu_waterz_core::WatershedParams {
+        aff_threshold_low: args.aff_threshold_low as f32,
+        aff_threshold_high: args.aff_threshold_high as f32,
+    };
+    let decoded = progress.stage("decoding in blocks", || {
+        gpu_waterz_blockwise::decode(values.view(), block, params, &distinct).map_err(anyhow::Error::from)
+    })?;
+    drop(values);
+    let decode_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let fragments_entry = if args.write_fragments {
+        let (name, dtype) = progress.stage("writing the fragments", || writer.fragments(&decoded.fragments))?;
+        Some(serde_json::json!({ "file": name, "dtype": dtype, "n_fragments": decoded.n_fragments }))
+    } else {
+        None
+    };
+    let mut entries = Vec::new();
+    for (i, &threshold) in args.thresholds.iter().enumerate() {
+        let k = distinct.iter().position(|&d| d == threshold).expect("every threshold is among the distinct ones");
+        let segmentation = &decoded.segmentations[k];
+        let (name, dtype) = progress
+            .stage(&format!("writing threshold {}/{}", i + 1, args.thresholds.len()), || {
+                writer.segmentation(i, threshold, segmentation)
+            })?;
+        entries.push(serde_json::json!({
+            "threshold": threshold,
+            "file": name,
+            "dtype": dtype,
+            "n_segments": count_segments(&segmentation.view()),
+        }));
+    }
+    let write_s = t.elapsed().as_secs_f64();
+    let shape = decoded.fragments.shape().to_vec();
+    let mut summary = serde_json::json!({
+        "backend": "cpu",
+        "warnings": Vec::<String>::new(),
+        "affinities": args.affinities,
+        "shape": shape,
+        "n_voxels": decoded.fragments.len(),
+        "scoring_function": scoring.waterz_name(),
+        "arithmetic": "exact",
+        "aff_threshold_low": args.aff_threshold_low,
+        "aff_threshold_high": args.aff_threshold_high,
+        "thresholds": entries,
+        "blockwise": {
+            "max_gpu_bytes": cap,
+            "block_shape": block,
+            "n_fragments": decoded.n_fragments,
+            "open_voxels": decoded.open_voxels,
+            "n_edges": decoded.n_edges,
+        },
+        "timings_s": { "open": open_s, "read": read_s, "decode": decode_s, "write": write_s },
+    });
+    if let Some(entry) = fragments_entry {
+        summary["fragments"] = entry;
+    }
+    summary["output"] = serde_json::json!({
+        "path": out.target,
+        "container": format!("{:?}", out.container),
+        "attributes": spatial,
+    });
+    summary["timings_s"]["total"] = start.elapsed().as_secs_f64().into();
+    progress.stage("finishing the output", || {
+        writer.finish(&summary)?;
+        out.folder.commit(args.fsync)
+    })?;
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
 /// The pipeline's configuration from the arguments; `--backend gpu` opens
 /// the device here. Values are checked when the pipeline starts.
 fn config(args: &SegmentArgs) -> Result<Config> {
@@ -383,4 +597,23 @@ fn write_threshold(writer: &mut ContainerWriter, i: usize, result: &ThresholdRes
         }
     }
     Ok(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_take_decimal_and_binary_suffixes() {
+        assert_eq!(parse_bytes("123"), Ok(123));
+        assert_eq!(parse_bytes("30k"), Ok(30_000));
+        assert_eq!(parse_bytes("2G"), Ok(2_000_000_000));
+        assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_bytes("28Ki"), Ok(28 * 1024));
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("16Ti"), Ok(16 << 40));
+        for bad in ["", "k", "1.5G", "-1", "12Q", "99999999999T"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+    }
 }

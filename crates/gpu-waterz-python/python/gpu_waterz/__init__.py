@@ -88,6 +88,7 @@ def agglomerate(
     *,
     epsilon: float | None = None,
     backend: str = "auto",
+    max_gpu_bytes: int | None = None,
 ) -> Iterator:
     """Compute segmentations from an affinity graph for several thresholds.
 
@@ -168,6 +169,19 @@ def agglomerate(
             pipeline when a GPU is usable and the settings are ones it
             supports, else the CPU reference.
 
+        max_gpu_bytes: int (keyword only)
+
+            A device memory cap in bytes: a volume whose decode would need
+            more is decoded in blocks whose decode each fits it
+            (``gpu_waterz.blockwise``'s steps in this process: the same
+            fragments as the whole volume's watershed, exact statistics
+            merged in waterz's serial order), even when the GPU is large
+            enough. The blocks' steps run on the CPU for now (CUDA input is
+            copied to the host, and the results come back on its device).
+            Decoding in blocks scores by the mean affinity and takes no gt,
+            fragments, merge history, region graph, discretize_queue or
+            epsilon (ValueError).
+
     Returns
     -------
 
@@ -222,6 +236,14 @@ def agglomerate(
         convert = cuda["convert"]
     else:
         cuda_affs, ordinal, convert = None, 0, None
+    if max_gpu_bytes is not None:
+        blocked = _decode_in_blocks(
+            affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, max_gpu_bytes, backend,
+            dict(gt=gt, fragments=given_fragments, return_merge_history=return_merge_history,
+                 return_region_graph=return_region_graph, discretize_queue=bins, epsilon=epsilon),
+            scoring_function, float(aff_threshold_low), float(aff_threshold_high))
+        if blocked is not None:
+            return blocked
     in_place = cuda is None
     run = _native.agglomerate(
         affs_f32, affs_u8, cuda_affs, backend, ordinal, distinct, gt_host, fragments, *common,
@@ -238,6 +260,65 @@ def agglomerate(
         else:
             buffer = np.empty(shape, dtype=np.uint64)
     return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert, buffer)
+
+
+def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, max_gpu_bytes, backend, extras,
+                      scoring_function, low, high):
+    """agglomerate's results decoded in blocks when the whole volume's
+    decode would need more than ``max_gpu_bytes`` of device memory, else
+    None (the volume is decoded whole)."""
+    if isinstance(max_gpu_bytes, bool) or not isinstance(max_gpu_bytes, (int, np.integer)) or max_gpu_bytes < 0:
+        raise ValueError(f"max_gpu_bytes must be a number of bytes (an int >= 0), not {max_gpu_bytes!r}")
+    cap = int(max_gpu_bytes)
+    if cuda is not None:
+        value_bytes = 4 if cuda["dtype"] == "f4" else 1
+    else:
+        value_bytes = 4 if affs_f32 is not None else 1
+    dims = [int(d) for d in shape]
+    needed, block = _native.decode_bytes(dims, 3 * value_bytes, min(cap, 2**64 - 1))
+    if needed <= cap:
+        return None
+    if block is None:
+        raise ValueError(f"max_gpu_bytes={cap}: not even a block of one voxel (with its halo) fits")
+    given = [name for name, value in extras.items()
+             if value is not None and value is not False and not (name == "discretize_queue" and value == 0)]
+    if given:
+        raise ValueError(f"{', '.join(given)}: not available when max_gpu_bytes decodes in blocks "
+                         f"(the volume needs {needed} bytes, more than {cap})")
+    if scoring_function.replace(" ", "") != _DEFAULT_SCORING.replace(" ", ""):
+        raise ValueError(f"scoring_function={scoring_function!r}: decoding in blocks (max_gpu_bytes) scores by the "
+                         "mean affinity only")
+    if backend == "gpu":
+        warnings.warn(f"gpu_waterz: decoding in blocks of {tuple(block)} on the CPU (max_gpu_bytes={cap}): the "
+                      "blocks' GPU steps are not written yet", UserWarning, stacklevel=3)
+    if cuda is not None:
+        cuda["synchronize"]()
+        host = _host(affs)
+        values = host[:3].astype(np.float32) / np.float32(255) if cuda["dtype"] == "u1" else host[:3]
+    elif affs_f32 is not None:
+        values = affs_f32[:3]
+    else:
+        values = affs_u8[:3].astype(np.float32) / np.float32(255)
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    fragments, segmentations, _n, _open, _edges = _native.blockwise_decode(
+        values, list(block), [float(t) for t in distinct], low, high)
+    del fragments, values
+    by_threshold = dict(zip(distinct, segmentations))
+    if cuda is not None:
+        from_host = cuda["from_host"]
+        by_threshold = {t: from_host(s) for t, s in by_threshold.items()}
+
+    def results():
+        buffer = np.empty(shape, dtype=np.uint64) if cuda is None else None
+        for t in wanted:
+            seg = by_threshold[np.float32(t).item()]
+            if buffer is not None:
+                # waterz's way: the same array, relabelled for each threshold.
+                np.copyto(buffer, seg)
+                seg = buffer
+            yield seg
+
+    return results()
 
 
 def _cuda_labels(name, volume, shape, device):
@@ -322,6 +403,9 @@ def _cuda_affinities(affs):
 
         def convert(volume):
             return torch.as_tensor(_Int64View(volume), device=affs.device)
+
+        def from_host(volume):
+            return torch.from_numpy(volume.view(np.int64)).to(affs.device)
     elif module == "cupy":
         import cupy
 
@@ -332,6 +416,10 @@ def _cuda_affinities(affs):
 
         def convert(volume):
             return cupy.asarray(volume)
+
+        def from_host(volume):
+            with cupy.cuda.Device(device):
+                return cupy.asarray(volume)
     else:
         device = 0
 
@@ -340,6 +428,9 @@ def _cuda_affinities(affs):
 
         def convert(volume):
             return volume
+
+        def from_host(volume):
+            return volume
     return {
         "address": int(cai["data"][0]),
         "dtype": dtypes[cai["typestr"]],
@@ -347,6 +438,7 @@ def _cuda_affinities(affs):
         "device": int(device),
         "synchronize": synchronize,
         "convert": convert,
+        "from_host": from_host,
     }
 
 

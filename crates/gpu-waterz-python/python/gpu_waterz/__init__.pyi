@@ -31,6 +31,7 @@ def agglomerate(
     *,
     epsilon: float | None = None,
     backend: str = "auto",
+    max_gpu_bytes: int | None = None,
 ) -> Iterator[tuple | NDArray[np.uint64] | Any]:
     """waterz's generator; numpy segmentations are one array relabelled in
     place per threshold, as in waterz; with CUDA input (torch, cupy) the
