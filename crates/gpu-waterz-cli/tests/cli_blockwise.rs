@@ -88,7 +88,7 @@ fn generated_blocks_equal_the_whole_volume() {
 }
 
 #[test]
-fn zarr_arrays_and_npy_files_read_by_regions_equal_the_whole_volume() {
+fn zarr_arrays_hdf5_datasets_and_npy_files_read_by_regions_equal_the_whole_volume() {
     let dir = scratch("zarr");
     let seg = whole(&dir);
     // The same affinities as a chunked zarr array (chunks unlike the blocks).
@@ -115,6 +115,18 @@ fn zarr_arrays_and_npy_files_read_by_regions_equal_the_whole_volume() {
     // segment of the same uint8 file.
     let out = dir.join("bw-npy.zarr");
     let (ok, err) = blockwise(&["--affinities", dir.join("affs.npy").to_str().unwrap()], "5,8,16", &out);
+    assert!(ok, "{err}");
+    assert_same(&out, &seg);
+    // A chunked HDF5 dataset (deflate; chunks unlike the blocks), read by
+    // regions.
+    let h5 = dir.join("affs.h5");
+    let mut builder = hdf5_pure::FileBuilder::new();
+    let flat: Vec<f32> = affs.iter().copied().collect();
+    let shape: Vec<u64> = affs.shape().iter().map(|&n| n as u64).collect();
+    builder.create_dataset("affs").with_f32_data(&flat).with_shape(&shape).with_chunks(&[3, 8, 8, 8]).with_deflate(4);
+    builder.write(&h5).unwrap();
+    let out = dir.join("bw-h5.zarr");
+    let (ok, err) = blockwise(&["--affinities", &format!("{}:affs", h5.display())], "6,13,9", &out);
     assert!(ok, "{err}");
     assert_same(&out, &seg);
     let quantized = gpu_waterz_cli::generate::quantize(&affs.into_dimensionality().unwrap());
@@ -172,8 +184,18 @@ fn bad_settings_are_errors_that_leave_no_output() {
     let labels = dir.join("labels.npy");
     gpu_waterz_cli::io::write_npy(&labels, &ndarray::Array4::<u64>::zeros((3, 4, 4, 4)).view()).unwrap();
     let h5 = format!("{}:/affs", dir.join("a.h5").display());
-    let inputs =
-        [(npy.to_str().unwrap(), "NUMPY"), (labels.to_str().unwrap(), "float32 or uint8"), (&h5, "by regions")];
+    // A contiguous (not chunked) HDF5 dataset is not read by regions.
+    let contiguous = dir.join("contiguous.h5");
+    let mut builder = hdf5_pure::FileBuilder::new();
+    builder.create_dataset("affs").with_f32_data(&[0.5; 3 * 64]).with_shape(&[3, 4, 4, 4]);
+    builder.write(&contiguous).unwrap();
+    let contiguous = format!("{}:affs", contiguous.display());
+    let inputs = [
+        (npy.to_str().unwrap(), "NUMPY"),
+        (labels.to_str().unwrap(), "float32 or uint8"),
+        (&h5, "no file"),
+        (&contiguous, "chunked"),
+    ];
     for (input, expected) in inputs {
         let (ok, err) = blockwise(&["--affinities", input], "4,4,4", &out);
         assert!(!ok && err.contains(expected), "{input}: {err}");

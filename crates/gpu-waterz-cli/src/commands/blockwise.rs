@@ -1,6 +1,6 @@
 //! `gpu-waterz blockwise`: a volume decoded block by block
 //! ([`gpu_waterz_blockwise::decode_blocks`], on the CPU), read from a zarr
-//! array or a `.npy` file by regions, or generated per block, written into a zarr group one chunk per
+//! array, a `.npy` file or a chunked HDF5 dataset by regions, or generated per block, written into a zarr group one chunk per
 //! block: the whole volume's fragments and segmentations without holding
 //! its affinities.
 
@@ -10,7 +10,7 @@ use super::outputs::OutputFolder;
 use anyhow::{bail, Context, Result};
 use gpu_waterz_blockwise::{decode_blocks, AffinitySource, Block, BlockSink, BlockwiseError};
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
-use gpu_waterz_cli::io::{ElementType, NpyFile, VolumeSource, ZarrArray};
+use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
 use gpu_waterz_core::WatershedParams;
 use ndarray::{Array3, Array4, ArrayView3};
 use serde_json::{json, Map};
@@ -23,8 +23,9 @@ use zarrs::filesystem::FilesystemStore;
 #[derive(clap::Args)]
 pub struct BlockwiseArgs {
     /// Affinities (channels, z, y, x), the first 3 channels used: a zarr
-    /// array dir.zarr/array or a .npy file, float32 or uint8 (k/255), read
-    /// block by block (each block twice, with its halo).
+    /// array dir.zarr/array, a .npy file or a chunked HDF5 dataset
+    /// FILE.h5:DATASET, float32 or uint8 (k/255), read block by block (each
+    /// block twice, with its halo).
     #[arg(long, required_unless_present = "implicit", conflicts_with = "implicit")]
     affinities: Option<String>,
     /// Generate the affinities block by block instead, from the implicit
@@ -69,6 +70,8 @@ enum Source {
     Zarr(ZarrArray),
     /// A `.npy` file of the same.
     Npy(NpyFile),
+    /// A chunked HDF5 dataset of the same.
+    Hdf5(ChunkedDataset),
     /// The implicit cell field, generated per region.
     Implicit { field: ImplicitCells, params: GeneratorParams, shape: (usize, usize, usize) },
 }
@@ -78,6 +81,7 @@ impl AffinitySource for Source {
         match self {
             Source::Zarr(array) => std::array::from_fn(|a| array.shape()[a + 1] as u64),
             Source::Npy(file) => std::array::from_fn(|a| file.shape()[a + 1] as u64),
+            Source::Hdf5(dataset) => std::array::from_fn(|a| dataset.shape()[a + 1] as u64),
             Source::Implicit { shape, .. } => [shape.0 as u64, shape.1 as u64, shape.2 as u64],
         }
     }
@@ -89,6 +93,7 @@ impl AffinitySource for Source {
         let values = match self {
             Source::Zarr(array) => array.read_region_f32(lo, hi),
             Source::Npy(file) => file.read_region_f32(lo, hi),
+            Source::Hdf5(dataset) => dataset.read_region_f32(lo, hi),
             Source::Implicit { field, params, shape } => {
                 return field
                     .block(params, *shape, (lz, ly, lx), (z, y, x))
@@ -160,8 +165,28 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
                     }
                     Source::Npy(file)
                 }
+                VolumeSource::Hdf5 { file, dataset } => {
+                    if !file.is_file() {
+                        bail!("--affinities {spec}: no file {}", file.display());
+                    }
+                    let opened = ChunkedDataset::open(&file, &dataset).with_context(|| format!("opening {spec}"))?;
+                    let Some(d) = opened else {
+                        bail!(
+                            "--affinities {spec}: blockwise reads HDF5 datasets by regions when they are chunked \
+                             (deflate or shuffle filters, every chunk written); rewrite it chunked, or as zarr"
+                        )
+                    };
+                    let fits = matches!(d.dtype(), ElementType::F32 | ElementType::U8);
+                    if !fits || d.shape().len() != 4 || d.shape()[0] < 3 {
+                        return Err(wrong());
+                    }
+                    Source::Hdf5(d)
+                }
                 _ => {
-                    bail!("--affinities {spec}: blockwise reads zarr arrays (dir.zarr/array) and .npy files by regions")
+                    bail!(
+                        "--affinities {spec}: blockwise reads zarr arrays (dir.zarr/array), .npy files and \
+                         chunked HDF5 datasets (FILE.h5:DATASET) by regions"
+                    )
                 }
             }
         }

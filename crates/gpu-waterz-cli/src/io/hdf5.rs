@@ -260,6 +260,64 @@ impl ChunkedDataset {
         ArrayD::from_shape_vec(IxDyn(shape), out).map_err(|e| format_err(&self.file, "HDF5", e.to_string()))
     }
 
+    /// The box `lo..hi` of a float32 or uint8 dataset of rank 4 as float32
+    /// (uint8 as `k / 255`, [`gpu_waterz_core::affinities::u8_affinity`]), C
+    /// order: the chunks it meets decoded on every core, each copied in part.
+    pub fn read_region_f32(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<f32>, IoError> {
+        use rayon::prelude::*;
+        let bad = |reason: String| format_err(&self.file, "HDF5", reason);
+        if self.shape.len() != 4 || !matches!(self.dtype, ElementType::F32 | ElementType::U8) {
+            return Err(bad(format!(
+                "a region is read from float32 or uint8 of rank 4, not {:?} {:?}",
+                self.dtype, self.shape
+            )));
+        }
+        if (0..4).any(|a| lo[a] > hi[a] || hi[a] > self.shape[a]) {
+            return Err(bad(format!("the box {lo:?}..{hi:?} is not inside {:?}", self.shape)));
+        }
+        let extent: [usize; 4] = std::array::from_fn(|a| hi[a] - lo[a]);
+        let mut out = vec![0f32; extent.iter().product()];
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let elem = self.dtype.size();
+        let chunk = &self.chunk;
+        let meets = |c: &&hdf5_pure::Chunk| {
+            (0..4).all(|a| (c.offset[a] as usize) < hi[a] && c.offset[a] as usize + chunk[a] > lo[a])
+        };
+        let met: Vec<&hdf5_pure::Chunk> = self.chunks.iter().filter(meets).collect();
+        let decoded: Vec<Vec<u8>> = met.par_iter().map(|c| self.decode(c, elem)).collect::<Result<_, _>>()?;
+        let out_strides: [usize; 4] = std::array::from_fn(|a| extent[a + 1..].iter().product());
+        let chunk_strides: [usize; 4] = std::array::from_fn(|a| chunk[a + 1..].iter().product());
+        for (c, bytes) in met.iter().zip(&decoded) {
+            // The part of the chunk inside the box, row by row along x.
+            let from: [usize; 4] = std::array::from_fn(|a| lo[a].max(c.offset[a] as usize));
+            let to: [usize; 4] = std::array::from_fn(|a| hi[a].min(c.offset[a] as usize + chunk[a]));
+            let row = to[3] - from[3];
+            for i in from[0]..to[0] {
+                for j in from[1]..to[1] {
+                    for k in from[2]..to[2] {
+                        let at = [i, j, k, from[3]];
+                        let src: usize = (0..4).map(|a| (at[a] - c.offset[a] as usize) * chunk_strides[a]).sum();
+                        let dst: usize = (0..4).map(|a| (at[a] - lo[a]) * out_strides[a]).sum();
+                        let values = &bytes[src * elem..(src + row) * elem];
+                        let target = &mut out[dst..dst + row];
+                        if self.dtype == ElementType::U8 {
+                            for (t, &v) in target.iter_mut().zip(values) {
+                                *t = gpu_waterz_core::affinities::u8_affinity(v);
+                            }
+                        } else {
+                            for (t, v) in target.iter_mut().zip(values.chunks_exact(4)) {
+                                *t = f32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The whole dataset.
     fn read_volume(&self) -> Result<Volume, IoError> {
         Ok(match self.dtype {
@@ -572,6 +630,64 @@ mod parallel_tests {
         assert!(seen[..end].iter().all(|&s| s) && end >= n_values, "every element up to {end}, at least {n_values}");
         out.truncate(end);
         out
+    }
+
+    /// Regions of chunked float32 and uint8 datasets (chunks that span
+    /// channels and do not divide the extent) equal the same boxes of the
+    /// values; boxes outside, and other ranks, are errors.
+    #[test]
+    fn regions_equal_the_boxes_of_the_dataset() {
+        let dir = std::env::temp_dir().join(format!("gpu-waterz-h5-regions-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("affs.h5");
+        let shape = [4usize, 9, 10, 11];
+        let n: usize = shape.iter().product();
+        let floats: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+        let bytes: Vec<u8> = (0..n).map(|i| (i * 31 % 256) as u8).collect();
+        let mut builder = hdf5_pure::FileBuilder::new();
+        builder
+            .create_dataset("f")
+            .with_f32_data(&floats)
+            .with_shape(&[4, 9, 10, 11])
+            .with_chunks(&[2, 4, 3, 5])
+            .with_deflate(4);
+        builder.create_dataset("u").with_u8_data(&bytes).with_shape(&[4, 9, 10, 11]).with_chunks(&[3, 2, 7, 4]);
+        builder.create_dataset("line").with_f32_data(&floats[..10]).with_shape(&[10]).with_chunks(&[4]);
+        builder.write(&path).unwrap();
+        let index = |at: [usize; 4]| ((at[0] * 9 + at[1]) * 10 + at[2]) * 11 + at[3];
+        let boxes = [
+            ([0, 0, 0, 0], [3, 9, 10, 11]),
+            ([1, 2, 3, 4], [4, 7, 8, 9]),
+            ([2, 8, 9, 10], [3, 9, 10, 11]),
+            ([0, 3, 0, 5], [3, 3, 10, 6]),
+        ];
+        for (name, u8s) in [("f", false), ("u", true)] {
+            let layout = ChunkedDataset::open(&path, name).unwrap().expect("a chunked dataset");
+            for (lo, hi) in boxes {
+                let got = layout.read_region_f32(lo, hi).unwrap();
+                let mut want = Vec::new();
+                for i in lo[0]..hi[0] {
+                    for j in lo[1]..hi[1] {
+                        for k in lo[2]..hi[2] {
+                            for l in lo[3]..hi[3] {
+                                let at = index([i, j, k, l]);
+                                want.push(if u8s {
+                                    gpu_waterz_core::affinities::u8_affinity(bytes[at])
+                                } else {
+                                    floats[at]
+                                });
+                            }
+                        }
+                    }
+                }
+                assert_eq!(got, want, "{name} {lo:?}..{hi:?}");
+            }
+            let e = layout.read_region_f32([0, 0, 0, 0], [3, 10, 10, 11]).unwrap_err().to_string();
+            assert!(e.contains("not inside"), "{e}");
+        }
+        let line = ChunkedDataset::open(&path, "line").unwrap().expect("a chunked dataset");
+        assert!(line.read_region_f32([0; 4], [1; 4]).unwrap_err().to_string().contains("rank 4"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Affinities with a fourth channel, in chunks that span two channels
