@@ -186,9 +186,9 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         Some(cap) => {
             let host = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
             if let Some(block) = blocking(&host, cap)? {
-                let timings = (open_s, t.elapsed().as_secs_f64());
-                let out = Output { folder, target, container };
-                return decode_in_blocks(args, &progress, host, block, cap, out, start, timings);
+                let read_s = t.elapsed().as_secs_f64();
+                let out = Output { folder, target, container, start, open_s, read_s };
+                return decode_in_blocks(args, &progress, host, block, cap, out);
             }
             LoadedAffinities::Host(host)
         }
@@ -201,14 +201,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
     }
     let read_s = t.elapsed().as_secs_f64();
 
-    let spatial = spatial_attributes(
-        &VolumeSource::parse(&args.affinities).attributes(),
-        args.resolution.as_deref(),
-        args.offset.as_deref(),
-        args.units.as_deref(),
-    );
-    let mut writer =
-        ContainerWriter::new(container, folder.path(), args.label_type, spatial.clone(), args.zarr_format)?;
+    let (mut writer, spatial) = writer_for(args, container, &folder)?;
     let scoring = args.scoring.parse::<ScoringFunction>()?;
     let t = Instant::now();
     let mut run = progress.stage("watershed and region graph", || affinities.start(config))?;
@@ -398,18 +391,38 @@ fn blocking(affinities: &Affinities, cap: u64) -> Result<Option<[u64; 3]>> {
     }
 }
 
-/// Where a run writes: its staging folder, the final path, the container.
+/// Where a run writes (its staging folder, the final path, the
+/// container), when it started, and the seconds it spent opening and
+/// reading.
 struct Output<'a> {
     folder: OutputFolder,
     target: &'a PathBuf,
     container: Container,
+    start: Instant,
+    open_s: f64,
+    read_s: f64,
+}
+
+/// The writer of the outputs into `folder`, and their spatial attributes
+/// (the input's, or the arguments').
+fn writer_for(
+    args: &SegmentArgs,
+    container: Container,
+    folder: &OutputFolder,
+) -> Result<(ContainerWriter, serde_json::Map<String, serde_json::Value>)> {
+    let spatial = spatial_attributes(
+        &VolumeSource::parse(&args.affinities).attributes(),
+        args.resolution.as_deref(),
+        args.offset.as_deref(),
+        args.units.as_deref(),
+    );
+    let writer = ContainerWriter::new(container, folder.path(), args.label_type, spatial.clone(), args.zarr_format)?;
+    Ok((writer, spatial))
 }
 
 /// `segment` with `--max-gpu-bytes` below the volume's need: the volume
 /// decoded in blocks of `block` ([`gpu_waterz_blockwise::decode`], on the
-/// CPU), written as `segment` writes; `timings` are the seconds spent
-/// opening and reading.
-#[allow(clippy::too_many_arguments)]
+/// CPU), written as `segment` writes.
 fn decode_in_blocks(
     args: &SegmentArgs,
     progress: &Progress,
@@ -417,8 +430,6 @@ fn decode_in_blocks(
     block: [u64; 3],
     cap: u64,
     out: Output<'_>,
-    start: Instant,
-    timings: (f64, f64),
 ) -> Result<()> {
     // What the blockwise decode does not compute: say so rather than
     // dropping it.
@@ -445,15 +456,7 @@ fn decode_in_blocks(
     }
     let mut distinct = args.thresholds.clone();
     distinct.dedup();
-    let (open_s, read_s) = timings;
-    let spatial = spatial_attributes(
-        &VolumeSource::parse(&args.affinities).attributes(),
-        args.resolution.as_deref(),
-        args.offset.as_deref(),
-        args.units.as_deref(),
-    );
-    let mut writer =
-        ContainerWriter::new(out.container, out.folder.path(), args.label_type, spatial.clone(), args.zarr_format)?;
+    let (mut writer, spatial) = writer_for(args, out.container, &out.folder)?;
     progress.note(&format!(
         "the decode needs more than --max-gpu-bytes {cap}: decoding in blocks of {block:?} (on the CPU)"
     ));
@@ -524,7 +527,7 @@ fn decode_in_blocks(
             "open_voxels": decoded.open_voxels,
             "n_edges": decoded.n_edges,
         },
-        "timings_s": { "open": open_s, "read": read_s, "decode": decode_s, "write": write_s },
+        "timings_s": { "open": out.open_s, "read": out.read_s, "decode": decode_s, "write": write_s },
     });
     if let Some(entry) = fragments_entry {
         summary["fragments"] = entry;
@@ -534,7 +537,7 @@ fn decode_in_blocks(
         "container": format!("{:?}", out.container),
         "attributes": spatial,
     });
-    summary["timings_s"]["total"] = start.elapsed().as_secs_f64().into();
+    summary["timings_s"]["total"] = out.start.elapsed().as_secs_f64().into();
     progress.stage("finishing the output", || {
         writer.finish(&summary)?;
         out.folder.commit(args.fsync)
