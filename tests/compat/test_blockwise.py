@@ -233,3 +233,18 @@ def test_a_memory_cap_rejects_what_blocks_cannot_do():
     ]:
         with pytest.raises(ValueError, match=message):
             gpu_waterz.agglomerate(affs, [0.5], backend=kwargs.pop("backend", "cpu"), **kwargs)
+
+
+def test_blockwise_blocks_from_a_memory_cap(tmp_path):
+    affs = cell_volume(6, shape=(16, 20, 18))
+    # 30 bytes per voxel: a cap of 30 kB gives blocks of 7 per axis.
+    capped = blockwise.agglomerate(affs, tmp_path / "capped", THRESHOLDS, max_gpu_bytes=30_000)
+    given = blockwise.agglomerate(affs, tmp_path / "given", THRESHOLDS, (7, 7, 7))
+    assert capped.open_voxels == given.open_voxels > 0
+    for a, b in zip(read(tmp_path / "capped")[:2], read(tmp_path / "given")[:2]):
+        assert np.array_equal(a, b)
+    for kwargs, message in [(dict(), "one of them"), (dict(block_shape=(4, 4, 4), max_gpu_bytes=30_000), "one of them"),
+                            (dict(max_gpu_bytes=10), "not even a block"), (dict(max_gpu_bytes=-5), "max_gpu_bytes must")]:
+        with pytest.raises(ValueError, match=message):
+            blockwise.agglomerate(affs, tmp_path / "bad", THRESHOLDS, **kwargs)
+        assert not (tmp_path / "bad").exists()

@@ -61,7 +61,7 @@ mod stages;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{
     block_edges, decode, decode_blocks, fragment_ids, local_basins, merge, relabel, AffinitySource, BasinFaces,
-    BasinSummary, BlockSink, BlockwiseSummary, Decoded, EdgeList, FragmentIds, LocalBasins,
+    BasinSummary, BlockSink, BlockwiseSummary, Decoded, EdgeList, FragmentIds, LocalBasins, StepSeconds,
 };
 
 /// Errors of the blockwise decode.

@@ -13,6 +13,7 @@ use ndarray::{Array3, Array4, ArrayView3, ArrayView4, Axis, Slice};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 /// The components and directions on a block's six faces, in direction
 /// order (`-z, -y, -x, +z, +y, +x`): face `d` is the layer of the block
@@ -412,12 +413,15 @@ pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Resul
 
 /// Step 7: a block's segmentation: `table[ids[component]]` per voxel.
 pub fn relabel(components: ArrayView3<'_, u32>, ids: &[u64], table: &[u64]) -> Result<Array3<u64>> {
-    let mut out = Array3::zeros(components.dim());
-    for (o, &c) in out.iter_mut().zip(components.iter()) {
-        let f = *ids.get(c as usize).ok_or_else(|| invalid("a component has no fragment id"))?;
-        *o = *table.get(f as usize).ok_or_else(|| invalid(format!("fragment {f} is not in the table")))?;
+    // Each component's segment once, then one lookup per voxel.
+    let segment_of = ids
+        .iter()
+        .map(|&f| table.get(f as usize).copied().ok_or_else(|| invalid(format!("fragment {f} is not in the table"))))
+        .collect::<Result<Vec<u64>>>()?;
+    if components.iter().any(|&c| c as usize >= segment_of.len()) {
+        return Err(invalid("a component has no fragment id"));
     }
-    Ok(out)
+    Ok(components.mapv(|c| segment_of[c as usize]))
 }
 
 /// Everything [`decode`] gives.
@@ -435,6 +439,8 @@ pub struct Decoded {
     pub open_voxels: u64,
     /// Fragment pairs of the region graph.
     pub n_edges: u64,
+    /// Seconds per step.
+    pub seconds: StepSeconds,
 }
 
 /// Where [`decode_blocks`] reads the affinities: any region of the volume
@@ -485,6 +491,29 @@ pub struct BlockwiseSummary {
     pub open_voxels: u64,
     /// Fragment pairs of the region graph.
     pub n_edges: u64,
+    /// Seconds per step, in order.
+    pub seconds: StepSeconds,
+}
+
+/// Wall seconds of [`decode_blocks`]'s steps (reading the affinities
+/// included in the steps that read them).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepSeconds {
+    /// Step 1 on every block: reading each block's halo, its masks and its
+    /// plateaus.
+    pub local_plateaus: f64,
+    /// Step 2: the open plateaus divided together.
+    pub settle_open_plateaus: f64,
+    /// Step 3 on every block: its basins.
+    pub local_basins: f64,
+    /// Step 4: the basins joined and numbered.
+    pub fragment_ids: f64,
+    /// Step 5 on every block: reading it again, its region-graph pairs.
+    pub block_edges: f64,
+    /// Step 6: the whole graph merged, and its pairs counted.
+    pub merge: f64,
+    /// Step 7 on every block: relabelled and handed to the sink.
+    pub relabel_and_write: f64,
 }
 
 /// Every step in this process, blocks in parallel, streaming: the
@@ -516,19 +545,28 @@ pub fn decode_blocks(
         Ok(values)
     };
     let blocks: Vec<Block> = (0..grid.len()).map(|b| grid.block(b)).collect();
+    let mut seconds = StepSeconds::default();
+    let mut clock = Instant::now();
+    let mut lap = |step: &mut f64| {
+        *step = clock.elapsed().as_secs_f64();
+        clock = Instant::now();
+    };
     let plateaus = blocks
         .par_iter()
         .map(|&b| local_plateaus(dims, b, read(b.halo(dims))?.view(), params))
         .collect::<Result<Vec<_>>>()?;
+    lap(&mut seconds.local_plateaus);
     let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
     let settled = settle_open_plateaus(dims, &open)?;
+    lap(&mut seconds.settle_open_plateaus);
     let basins = plateaus
         .into_par_iter()
         .zip(settled)
         .zip(&blocks)
         .map(|((p, settled), &b)| local_basins(dims, b, p.bits, &p.open, &settled))
         .collect::<Result<Vec<_>>>()?;
+    lap(&mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(LocalBasins::summary).collect();
     let fragments = fragment_ids(&grid, &summaries)?;
     let lower_layers: Vec<[Option<Vec<u64>>; 3]> = (0..grid.len())
@@ -545,6 +583,7 @@ pub fn decode_blocks(
             })
         })
         .collect();
+    lap(&mut seconds.fragment_ids);
     let edges = (0..grid.len())
         .into_par_iter()
         .map(|b| {
@@ -553,6 +592,7 @@ pub fn decode_blocks(
             block_edges(dims, block, basins[b].components.view(), &fragments.ids[b], lower, read(block)?.view())
         })
         .collect::<Result<Vec<_>>>()?;
+    lap(&mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
     let (thresholds, tables) = merge(fragments.n_fragments, &edge_refs, thresholds)?;
     let n_edges = {
@@ -563,6 +603,7 @@ pub fn decode_blocks(
         pairs.len() as u64
     };
     drop(edges);
+    lap(&mut seconds.merge);
     let identity: Vec<u64> = (0..=fragments.n_fragments).collect();
     (0..grid.len()).into_par_iter().try_for_each(|b| {
         let components = basins[b].components.view();
@@ -571,7 +612,8 @@ pub fn decode_blocks(
         let segmentations = tables.iter().map(|t| relabel(components, ids, t)).collect::<Result<Vec<_>>>()?;
         sink.write(blocks[b], labels.view(), &segmentations)
     })?;
-    Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges })
+    lap(&mut seconds.relabel_and_write);
+    Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
 }
 
 /// The [`BlockSink`] of [`decode`]: whole arrays in memory.
@@ -626,5 +668,6 @@ pub fn decode(
         thresholds: summary.thresholds,
         open_voxels: summary.open_voxels,
         n_edges: summary.n_edges,
+        seconds: summary.seconds,
     })
 }

@@ -227,9 +227,23 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         "open_voxels": summary.open_voxels,
         "n_edges": summary.n_edges,
         "seconds": start.elapsed().as_secs_f64(),
+        "step_seconds": step_seconds(&summary.seconds),
     });
     writer.finish(&report)?;
     folder.commit(args.fsync)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
+}
+
+/// The blockwise steps' seconds as a JSON object, in the steps' order.
+pub fn step_seconds(s: &gpu_waterz_blockwise::StepSeconds) -> serde_json::Value {
+    json!({
+        "local_plateaus": s.local_plateaus,
+        "settle_open_plateaus": s.settle_open_plateaus,
+        "local_basins": s.local_basins,
+        "fragment_ids": s.fragment_ids,
+        "block_edges": s.block_edges,
+        "merge": s.merge,
+        "relabel_and_write": s.relabel_and_write,
+    })
 }

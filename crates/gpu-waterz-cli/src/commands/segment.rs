@@ -526,6 +526,7 @@ fn decode_in_blocks(
             "n_fragments": decoded.n_fragments,
             "open_voxels": decoded.open_voxels,
             "n_edges": decoded.n_edges,
+            "step_seconds": super::blockwise::step_seconds(&decoded.seconds),
         },
         "timings_s": { "open": out.open_s, "read": out.read_s, "decode": decode_s, "write": write_s },
     });

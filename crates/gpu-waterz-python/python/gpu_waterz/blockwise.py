@@ -307,9 +307,9 @@ def _nbytes(value):
     return 8
 
 
-def agglomerate(affinities, output, thresholds, block_shape, client=None, *, shape=None,
+def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *, shape=None,
                 aff_threshold_low=0.0001, aff_threshold_high=0.9999, write_fragments=True,
-                overwrite=False, workers=None, spill=None):
+                overwrite=False, workers=None, spill=None, max_gpu_bytes=None):
     """Decodes ``affinities`` block by block into the zarr group ``output``.
 
     ``affinities``: the ``(3, z, y, x)`` affinities (float32, other floats
@@ -324,7 +324,10 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
     ``write_fragments`` is false). It is written under a temporary name and
     renamed once complete, so a failed run leaves no partial output; an
     existing ``output`` is an error unless ``overwrite``. ``thresholds``:
-    ascending, as waterz's. ``block_shape``: ``(z, y, x)`` voxels per task.
+    ascending, as waterz's. ``block_shape``: ``(z, y, x)`` voxels per task;
+    or, instead, ``max_gpu_bytes``: a device memory cap in bytes, which
+    picks the largest cubic blocks whose decode (float32 affinities, halo
+    included) fits it, as ``gpu_waterz.agglomerate``'s does.
     ``client``: a ``dask.distributed.Client`` (its workers run the steps on
     their CPUs: the per-block steps have no GPU version yet),
     or None to run on a thread pool here (``workers`` threads, default
@@ -347,6 +350,14 @@ def agglomerate(affinities, output, thresholds, block_shape, client=None, *, sha
     _native.blockwise_check_parameters(thresholds, low, high)
     source = _Source(affinities, shape)
     dims = tuple(int(s) for s in source.shape[1:])
+    if (block_shape is None) == (max_gpu_bytes is None):
+        raise ValueError("give block_shape or max_gpu_bytes (one of them)")
+    if max_gpu_bytes is not None:
+        if isinstance(max_gpu_bytes, bool) or not isinstance(max_gpu_bytes, (int, np.integer)) or max_gpu_bytes < 0:
+            raise ValueError(f"max_gpu_bytes must be a number of bytes (an int >= 0), not {max_gpu_bytes!r}")
+        _, block_shape = _native.decode_bytes(list(dims), 12, min(int(max_gpu_bytes), 2**64 - 1))
+        if block_shape is None:
+            raise ValueError(f"max_gpu_bytes={max_gpu_bytes}: not even a block of one voxel (with its halo) fits")
     block_shape = tuple(int(b) for b in block_shape)
     if len(block_shape) != 3 or min(block_shape) < 1:
         raise ValueError(f"block_shape must be three positive extents, not {block_shape}")
