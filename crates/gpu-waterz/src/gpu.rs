@@ -64,7 +64,12 @@ pub fn block_shape_within(dims: [u64; 3], max_bytes: u64, affinity_bytes_per_vox
 /// be put there (0 when they are on the device already).
 pub fn check_fits(gpu: &Gpu, n_voxels: u64, affinity_bytes: u64) -> Result<()> {
     let needed = bytes_needed(n_voxels, affinity_bytes);
-    Ok(gpu.check_free_memory(needed, &format!("decoding {n_voxels} voxels on the GPU"))?)
+    // The error names the way to decode such a volume: in blocks.
+    let what = format!(
+        "decoding {n_voxels} voxels whole on the GPU (a device-memory cap, `--max-gpu-bytes` or \
+         `max_gpu_bytes=`, decodes it in blocks)"
+    );
+    Ok(gpu.check_free_memory(needed, &what)?)
 }
 
 /// The merge history and the region graph of one threshold, when asked for.
