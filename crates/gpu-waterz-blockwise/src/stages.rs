@@ -9,7 +9,7 @@ use crate::{
 use gpu_waterz_abi::watershed::DIRECTION_BITS;
 use gpu_waterz_core::{ContactStats, Thresholds, WatershedParams};
 use gpu_waterz_parhac::IterativeMerging;
-use ndarray::{Array3, Array4, ArrayView3, ArrayView4, Axis, Slice};
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4, ArrayViewMut3, Axis, Slice};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::sync::Mutex;
@@ -478,6 +478,24 @@ pub trait BlockSink: Sync {
     /// The fragments of `block` (waterz's labels) and its segmentation at
     /// each threshold (ascending), each `block.shape()`.
     fn write(&self, block: Block, fragments: ArrayView3<'_, u64>, segmentations: &[Array3<u64>]) -> Result<()>;
+
+    /// The same from the block's components: voxel `v`'s fragment is
+    /// `ids[components[v]]`, its segment at threshold `t` `tables[t]` of
+    /// that. The default relabels ([`relabel`]) and calls
+    /// [`BlockSink::write`]; a sink that holds the arrays can relabel into
+    /// them.
+    fn write_components(
+        &self,
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        tables: &[Vec<u64>],
+    ) -> Result<()> {
+        let identity: Vec<u64> = (0..=ids.iter().copied().max().unwrap_or(0)).collect();
+        let labels = relabel(components, ids, &identity)?;
+        let segmentations = tables.iter().map(|t| relabel(components, ids, t)).collect::<Result<Vec<_>>>()?;
+        self.write(block, labels.view(), &segmentations)
+    }
 }
 
 /// What [`decode_blocks`] found, besides what it wrote.
@@ -604,37 +622,94 @@ pub fn decode_blocks(
     };
     drop(edges);
     lap(&mut seconds.merge);
-    let identity: Vec<u64> = (0..=fragments.n_fragments).collect();
-    (0..grid.len()).into_par_iter().try_for_each(|b| {
-        let components = basins[b].components.view();
-        let ids = &fragments.ids[b];
-        let labels = relabel(components, ids, &identity)?;
-        let segmentations = tables.iter().map(|t| relabel(components, ids, t)).collect::<Result<Vec<_>>>()?;
-        sink.write(blocks[b], labels.view(), &segmentations)
-    })?;
+    (0..grid.len())
+        .into_par_iter()
+        .try_for_each(|b| sink.write_components(blocks[b], basins[b].components.view(), &fragments.ids[b], &tables))?;
     lap(&mut seconds.relabel_and_write);
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
 }
 
-/// The [`BlockSink`] of [`decode`]: whole arrays in memory.
-struct Assembled {
-    fragments: Mutex<Array3<u64>>,
-    segmentations: Mutex<Vec<Array3<u64>>>,
+/// The [`BlockSink`] of [`decode`]: each block's parts of the whole
+/// arrays (its fragments, then its segmentations), cut up front, so that
+/// blocks are written at once, each under its own lock.
+struct Assembled<'a> {
+    grid: BlockGrid,
+    parts: Vec<Mutex<Vec<ArrayViewMut3<'a, u64>>>>,
 }
 
-impl BlockSink for Assembled {
+/// `view` cut along `axis` into pieces of `step` (the last one shorter).
+fn cut<'a>(view: ArrayViewMut3<'a, u64>, axis: usize, step: usize) -> Vec<ArrayViewMut3<'a, u64>> {
+    let mut pieces = Vec::new();
+    let mut rest = view;
+    while rest.len_of(Axis(axis)) > step {
+        let (piece, tail) = rest.split_at(Axis(axis), step);
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces.push(rest);
+    pieces
+}
+
+impl<'a> Assembled<'a> {
+    /// The blocks of `grid` over `arrays` (each of the grid's extent).
+    fn new(grid: BlockGrid, arrays: impl Iterator<Item = ArrayViewMut3<'a, u64>>) -> Self {
+        let step = grid.block_shape().map(|n| n as usize);
+        let mut parts: Vec<Vec<ArrayViewMut3<'a, u64>>> = (0..grid.len()).map(|_| Vec::new()).collect();
+        for array in arrays {
+            // Slabs along z, rows along y, blocks along x: the grid's order.
+            let blocks = cut(array, 0, step[0])
+                .into_iter()
+                .flat_map(|slab| cut(slab, 1, step[1]))
+                .flat_map(|row| cut(row, 2, step[2]));
+            for (b, block) in blocks.enumerate() {
+                parts[b].push(block);
+            }
+        }
+        Self { grid, parts: parts.into_iter().map(Mutex::new).collect() }
+    }
+}
+
+impl<'a> Assembled<'a> {
+    /// The parts of `block`, locked.
+    fn parts_of(&self, block: Block) -> std::sync::MutexGuard<'_, Vec<ArrayViewMut3<'a, u64>>> {
+        let at = std::array::from_fn(|a| block.lo[a] / self.grid.block_shape()[a]);
+        self.parts[self.grid.index(at)].lock().expect("no writer panicked")
+    }
+}
+
+impl BlockSink for Assembled<'_> {
     fn write(&self, block: Block, fragments: ArrayView3<'_, u64>, segmentations: &[Array3<u64>]) -> Result<()> {
-        let place = |out: &mut Array3<u64>, part: ArrayView3<'_, u64>| {
-            out.slice_each_axis_mut(|axis| {
-                let a = axis.axis.index();
-                Slice::from(block.lo[a] as usize..block.hi[a] as usize)
-            })
-            .assign(&part);
-        };
-        place(&mut self.fragments.lock().expect("no writer panicked"), fragments);
-        let mut outs = self.segmentations.lock().expect("no writer panicked");
-        for (out, part) in outs.iter_mut().zip(segmentations) {
-            place(out, part.view());
+        let mut parts = self.parts_of(block);
+        let (first, rest) = parts.split_first_mut().expect("the fragments' part");
+        first.assign(&fragments);
+        for (part, values) in rest.iter_mut().zip(segmentations) {
+            part.assign(values);
+        }
+        Ok(())
+    }
+
+    /// Relabels straight into the whole arrays' parts (no array per block).
+    fn write_components(
+        &self,
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        tables: &[Vec<u64>],
+    ) -> Result<()> {
+        if components.iter().any(|&c| c as usize >= ids.len()) {
+            return Err(invalid("a component has no fragment id"));
+        }
+        let mut parts = self.parts_of(block);
+        let (first, rest) = parts.split_first_mut().expect("the fragments' part");
+        first.zip_mut_with(&components, |out, &c| *out = ids[c as usize]);
+        for (part, table) in rest.iter_mut().zip(tables) {
+            let segment_of = ids
+                .iter()
+                .map(|&f| {
+                    table.get(f as usize).copied().ok_or_else(|| invalid(format!("fragment {f} is not in the table")))
+                })
+                .collect::<Result<Vec<u64>>>()?;
+            part.zip_mut_with(&components, |out, &c| *out = segment_of[c as usize]);
         }
         Ok(())
     }
@@ -656,15 +731,18 @@ pub fn decode(
         return Err(invalid(format!("affinities must be (3, z, y, x), not {s:?}")));
     }
     let shape = (s[1], s[2], s[3]);
-    let sink = Assembled {
-        fragments: Mutex::new(Array3::zeros(shape)),
-        segmentations: Mutex::new(vec![Array3::zeros(shape); thresholds.len()]),
+    let grid = BlockGrid::new([s[1] as u64, s[2] as u64, s[3] as u64], block_shape)?;
+    let mut fragments = Array3::zeros(shape);
+    let mut segmentations = vec![Array3::zeros(shape); thresholds.len()];
+    let summary = {
+        let arrays = std::iter::once(fragments.view_mut()).chain(segmentations.iter_mut().map(|s| s.view_mut()));
+        let sink = Assembled::new(grid, arrays);
+        decode_blocks(&affinities, block_shape, params, thresholds, &sink)?
     };
-    let summary = decode_blocks(&affinities, block_shape, params, thresholds, &sink)?;
     Ok(Decoded {
-        fragments: sink.fragments.into_inner().expect("no writer panicked"),
+        fragments,
         n_fragments: summary.n_fragments,
-        segmentations: sink.segmentations.into_inner().expect("no writer panicked"),
+        segmentations,
         thresholds: summary.thresholds,
         open_voxels: summary.open_voxels,
         n_edges: summary.n_edges,
