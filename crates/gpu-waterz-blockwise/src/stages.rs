@@ -413,15 +413,26 @@ pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Resul
 
 /// Step 7: a block's segmentation: `table[ids[component]]` per voxel.
 pub fn relabel(components: ArrayView3<'_, u32>, ids: &[u64], table: &[u64]) -> Result<Array3<u64>> {
-    // Each component's segment once, then one lookup per voxel.
-    let segment_of = ids
-        .iter()
-        .map(|&f| table.get(f as usize).copied().ok_or_else(|| invalid(format!("fragment {f} is not in the table"))))
-        .collect::<Result<Vec<u64>>>()?;
-    if components.iter().any(|&c| c as usize >= segment_of.len()) {
+    check_components(components, ids)?;
+    let label_of = component_labels(ids, table)?;
+    Ok(components.mapv(|c| label_of[c as usize]))
+}
+
+/// Fails unless every component of `components` has an id in `ids` (so
+/// that lists indexed by component can then be indexed without failing).
+fn check_components(components: ArrayView3<'_, u32>, ids: &[u64]) -> Result<()> {
+    if components.iter().any(|&c| c as usize >= ids.len()) {
         return Err(invalid("a component has no fragment id"));
     }
-    Ok(components.mapv(|c| segment_of[c as usize]))
+    Ok(())
+}
+
+/// Each component's label in `table` (`table[ids[component]]`), looked up
+/// once per component rather than per voxel.
+fn component_labels(ids: &[u64], table: &[u64]) -> Result<Vec<u64>> {
+    ids.iter()
+        .map(|&f| table.get(f as usize).copied().ok_or_else(|| invalid(format!("fragment {f} is not in the table"))))
+        .collect()
 }
 
 /// Everything [`decode`] gives.
@@ -481,7 +492,7 @@ pub trait BlockSink: Sync {
 
     /// The same from the block's components: voxel `v`'s fragment is
     /// `ids[components[v]]`, its segment at threshold `t` `tables[t]` of
-    /// that. The default relabels ([`relabel`]) and calls
+    /// that. The default relabels into new arrays and calls
     /// [`BlockSink::write`]; a sink that holds the arrays can relabel into
     /// them.
     fn write_components(
@@ -491,10 +502,13 @@ pub trait BlockSink: Sync {
         ids: &[u64],
         tables: &[Vec<u64>],
     ) -> Result<()> {
-        let identity: Vec<u64> = (0..=ids.iter().copied().max().unwrap_or(0)).collect();
-        let labels = relabel(components, ids, &identity)?;
-        let segmentations = tables.iter().map(|t| relabel(components, ids, t)).collect::<Result<Vec<_>>>()?;
-        self.write(block, labels.view(), &segmentations)
+        check_components(components, ids)?;
+        let fragments = components.mapv(|c| ids[c as usize]);
+        let segmentations = tables
+            .iter()
+            .map(|t| component_labels(ids, t).map(|label_of| components.mapv(|c| label_of[c as usize])))
+            .collect::<Result<Vec<_>>>()?;
+        self.write(block, fragments.view(), &segmentations)
     }
 }
 
@@ -696,20 +710,13 @@ impl BlockSink for Assembled<'_> {
         ids: &[u64],
         tables: &[Vec<u64>],
     ) -> Result<()> {
-        if components.iter().any(|&c| c as usize >= ids.len()) {
-            return Err(invalid("a component has no fragment id"));
-        }
+        check_components(components, ids)?;
         let mut parts = self.parts_of(block);
         let (first, rest) = parts.split_first_mut().expect("the fragments' part");
         first.zip_mut_with(&components, |out, &c| *out = ids[c as usize]);
         for (part, table) in rest.iter_mut().zip(tables) {
-            let segment_of = ids
-                .iter()
-                .map(|&f| {
-                    table.get(f as usize).copied().ok_or_else(|| invalid(format!("fragment {f} is not in the table")))
-                })
-                .collect::<Result<Vec<u64>>>()?;
-            part.zip_mut_with(&components, |out, &c| *out = segment_of[c as usize]);
+            let label_of = component_labels(ids, table)?;
+            part.zip_mut_with(&components, |out, &c| *out = label_of[c as usize]);
         }
         Ok(())
     }

@@ -267,19 +267,16 @@ def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, ma
     """agglomerate's results decoded in blocks when the whole volume's
     decode would need more than ``max_gpu_bytes`` of device memory, else
     None (the volume is decoded whole)."""
-    if isinstance(max_gpu_bytes, bool) or not isinstance(max_gpu_bytes, (int, np.integer)) or max_gpu_bytes < 0:
-        raise ValueError(f"max_gpu_bytes must be a number of bytes (an int >= 0), not {max_gpu_bytes!r}")
-    cap = int(max_gpu_bytes)
+    from .blockwise import _blocks_within
+
     if cuda is not None:
         value_bytes = 4 if cuda["dtype"] == "f4" else 1
     else:
         value_bytes = 4 if affs_f32 is not None else 1
-    dims = [int(d) for d in shape]
-    needed, block = _native.decode_bytes(dims, 3 * value_bytes, min(cap, 2**64 - 1))
+    needed, block = _blocks_within(shape, 3 * value_bytes, max_gpu_bytes)
+    cap = int(max_gpu_bytes)
     if needed <= cap:
         return None
-    if block is None:
-        raise ValueError(f"max_gpu_bytes={cap}: not even a block of one voxel (with its halo) fits")
     given = [name for name, value in extras.items()
              if value is not None and value is not False and not (name == "discretize_queue" and value == 0)]
     if given:
@@ -289,7 +286,7 @@ def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, ma
         raise ValueError(f"scoring_function={scoring_function!r}: decoding in blocks (max_gpu_bytes) scores by the "
                          "mean affinity only")
     if backend == "gpu":
-        warnings.warn(f"gpu_waterz: decoding in blocks of {tuple(block)} on the CPU (max_gpu_bytes={cap}): the "
+        warnings.warn(f"gpu_waterz: decoding in blocks of {block} on the CPU (max_gpu_bytes={cap}): the "
                       "blocks' GPU steps are not written yet", UserWarning, stacklevel=3)
     if cuda is not None:
         cuda["synchronize"]()

@@ -307,6 +307,21 @@ def _nbytes(value):
     return 8
 
 
+def _blocks_within(dims, affinity_bytes_per_voxel, max_gpu_bytes):
+    """The device bytes that decoding the volume of ``dims`` whole needs
+    (affinities of ``affinity_bytes_per_voxel``), and the largest cubic
+    block whose decode, halo included, fits ``max_gpu_bytes``
+    (``gpu_waterz::block_shape_within``); ValueError for a cap that is no
+    byte count or that not even one voxel fits."""
+    if isinstance(max_gpu_bytes, bool) or not isinstance(max_gpu_bytes, (int, np.integer)) or max_gpu_bytes < 0:
+        raise ValueError(f"max_gpu_bytes must be a number of bytes (an int >= 0), not {max_gpu_bytes!r}")
+    cap = min(int(max_gpu_bytes), 2**64 - 1)
+    needed, block = _native.decode_bytes([int(d) for d in dims], affinity_bytes_per_voxel, cap)
+    if block is None:
+        raise ValueError(f"max_gpu_bytes={max_gpu_bytes}: not even a block of one voxel (with its halo) fits")
+    return needed, tuple(block)
+
+
 def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *, shape=None,
                 aff_threshold_low=0.0001, aff_threshold_high=0.9999, write_fragments=True,
                 overwrite=False, workers=None, spill=None, max_gpu_bytes=None):
@@ -353,11 +368,7 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
     if (block_shape is None) == (max_gpu_bytes is None):
         raise ValueError("give block_shape or max_gpu_bytes (one of them)")
     if max_gpu_bytes is not None:
-        if isinstance(max_gpu_bytes, bool) or not isinstance(max_gpu_bytes, (int, np.integer)) or max_gpu_bytes < 0:
-            raise ValueError(f"max_gpu_bytes must be a number of bytes (an int >= 0), not {max_gpu_bytes!r}")
-        _, block_shape = _native.decode_bytes(list(dims), 12, min(int(max_gpu_bytes), 2**64 - 1))
-        if block_shape is None:
-            raise ValueError(f"max_gpu_bytes={max_gpu_bytes}: not even a block of one voxel (with its halo) fits")
+        _, block_shape = _blocks_within(dims, 12, max_gpu_bytes)
     block_shape = tuple(int(b) for b in block_shape)
     if len(block_shape) != 3 or min(block_shape) < 1:
         raise ValueError(f"block_shape must be three positive extents, not {block_shape}")
