@@ -106,6 +106,11 @@ def main():
     forward_s = timed(forward)
 
     def backward():
+        # As a training loop between steps (optimizer.zero_grad() sets the
+        # gradients to None): each backward writes fresh gradients rather
+        # than adding to the last step's.
+        a.grad = None
+        b.grad = None
         loss = forward()
         torch.cuda.synchronize()
         start = time.perf_counter()

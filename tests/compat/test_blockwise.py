@@ -192,7 +192,7 @@ def test_npy_hdf5_and_zarr_group_paths(tmp_path):
 @pytest.mark.parametrize("volume", ["cells", "plateaus", "uint8"])
 def test_agglomerate_under_a_memory_cap_decodes_in_blocks_as_whole(tmp_path, volume):
     # 30 bytes per voxel of device memory in float32 (21 in uint8): a cap
-    # of 30 kB gives blocks of 7 voxels per axis, and the volumes need more.
+    # of 30 kB gives blocks of 6 voxels per axis (7 in uint8), and the volumes need more.
     affs = {"cells": lambda: cell_volume(2), "plateaus": lambda: plateau_volume(3, shape=(20, 22, 18)),
             "uint8": lambda: np.round(cell_volume(4) * 255).astype(np.uint8)}[volume]()
     thresholds = [0.5, 0.1, 0.8, 0.5]
@@ -237,9 +237,10 @@ def test_a_memory_cap_rejects_what_blocks_cannot_do():
 
 def test_blockwise_blocks_from_a_memory_cap(tmp_path):
     affs = cell_volume(6, shape=(16, 20, 18))
-    # 30 bytes per voxel: a cap of 30 kB gives blocks of 7 per axis.
+    # 30 bytes per voxel: a cap of 30 kB gives blocks of 6 per axis (10
+    # with the halo, two voxels on each side).
     capped = blockwise.agglomerate(affs, tmp_path / "capped", THRESHOLDS, max_gpu_bytes=30_000)
-    given = blockwise.agglomerate(affs, tmp_path / "given", THRESHOLDS, (7, 7, 7))
+    given = blockwise.agglomerate(affs, tmp_path / "given", THRESHOLDS, (6, 6, 6))
     assert capped.open_voxels == given.open_voxels > 0
     for a, b in zip(read(tmp_path / "capped")[:2], read(tmp_path / "given")[:2]):
         assert np.array_equal(a, b)

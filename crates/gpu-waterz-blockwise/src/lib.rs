@@ -55,13 +55,16 @@
 // faces, opposites), as in the whole-volume watershed.
 #![allow(clippy::needless_range_loop)]
 
+mod gpu;
 mod plateaus;
 mod stages;
 
+pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{
-    block_edges, decode, decode_blocks, fragment_ids, local_basins, merge, relabel, AffinitySource, BasinFaces,
-    BasinSummary, BlockSink, BlockwiseSummary, Decoded, EdgeList, FragmentIds, LocalBasins, StepSeconds,
+    block_edges, decode, decode_blocks, decode_blocks_with, decode_with, fragment_ids, local_basins, merge, relabel,
+    AffinitySource, BasinFaces, BasinSummary, BlockSink, BlockwiseSummary, CpuSteps, DecodeSteps, Decoded, EdgeList,
+    FragmentIds, LocalBasins, StepSeconds,
 };
 
 /// Errors of the blockwise decode.
@@ -81,6 +84,12 @@ pub enum BlockwiseError {
     /// write.
     #[error("blockwise decode: {0}")]
     Io(String),
+    /// A per-block step on the GPU failed ([`GpuSteps`]).
+    #[error("blockwise decode on the GPU: {0}")]
+    Gpu(#[from] gpu_waterz_watershed::WatershedError),
+    /// The region graph could not go to the GPU for the merge ([`GpuSteps`]).
+    #[error("blockwise decode on the GPU: {0}")]
+    GpuGraph(#[from] gpu_waterz_graph::GraphError),
 }
 
 /// The kind of a [`BlockwiseError`].
@@ -94,6 +103,8 @@ pub enum ErrorKind {
     Merge,
     /// Reading the affinities or writing the results failed.
     Io,
+    /// The GPU failed, or a block does not fit its limits.
+    Gpu,
 }
 
 impl BlockwiseError {
@@ -104,6 +115,7 @@ impl BlockwiseError {
             Self::Input(_) => ErrorKind::Input,
             Self::Merge(_) => ErrorKind::Merge,
             Self::Io(_) => ErrorKind::Io,
+            Self::Gpu(_) | Self::GpuGraph(_) => ErrorKind::Gpu,
         }
     }
 }
@@ -171,12 +183,18 @@ impl Block {
     /// grown by one voxel below and two above along each axis, clipped
     /// to the volume.
     pub fn halo(&self, dims: [u64; 3]) -> Block {
-        let mut halo = *self;
+        self.grown(dims, 1, 2)
+    }
+
+    /// The block grown by `below` voxels below and `above` voxels above
+    /// along each axis, clipped to a volume of `dims`.
+    pub fn grown(&self, dims: [u64; 3], below: u64, above: u64) -> Block {
+        let mut grown = *self;
         for a in 0..3 {
-            halo.lo[a] = self.lo[a].saturating_sub(1);
-            halo.hi[a] = (self.hi[a] + 2).min(dims[a]);
+            grown.lo[a] = self.lo[a].saturating_sub(below);
+            grown.hi[a] = self.hi[a].saturating_add(above).min(dims[a]);
         }
-        halo
+        grown
     }
 }
 

@@ -77,6 +77,46 @@ fn divide(bits: &mut [u8], corners: Vec<usize>, neighbour: impl Fn(usize, usize)
     }
 }
 
+/// Checks step 1's input for `block` of a volume of `dims`: `affinities`
+/// must be the `(3, z, y, x)` affinities of `region`, finite, and the
+/// watershed's thresholds waterz's (finite, in `[0, 1]`, low < high: no
+/// marked face leaves the volume), as the whole-volume decode checks them.
+pub(crate) fn check_plateau_input(
+    dims: [u64; 3],
+    block: Block,
+    region: Block,
+    affinities: ArrayView4<'_, f32>,
+    params: WatershedParams,
+) -> Result<()> {
+    block.check(dims)?;
+    let hs = region.shape();
+    let expected = [3usize, hs[0] as usize, hs[1] as usize, hs[2] as usize];
+    if affinities.shape() != expected {
+        return Err(invalid(format!(
+            "the affinities of block {:?}..{:?} must cover the region {:?}..{:?}, shape {expected:?}, not {:?}",
+            block.lo,
+            block.hi,
+            region.lo,
+            region.hi,
+            affinities.shape()
+        )));
+    }
+    check_watershed_thresholds(params.aff_threshold_low as f64, params.aff_threshold_high as f64)?;
+    if let Some((k, &value)) = affinities.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        let (c, rest) = (k / (hs[0] * hs[1] * hs[2]) as usize, k as u64 % (hs[0] * hs[1] * hs[2]));
+        return Err(CoreError::AffinityValue {
+            value,
+            what: if value.is_nan() { "NaN" } else { "infinite" },
+            channel: c,
+            z: (region.lo[0] + rest / (hs[1] * hs[2])) as usize,
+            y: (region.lo[1] + (rest / hs[2]) % hs[1]) as usize,
+            x: (region.lo[2] + rest % hs[2]) as usize,
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// Step 1 for `block` of a volume of `dims`: `affinities` are the
 /// `(3, z, y, x)` affinities of [`Block::halo`] (faces outside the volume
 /// count as `low`, as in the whole-volume watershed).
@@ -86,34 +126,8 @@ pub fn local_plateaus(
     affinities: ArrayView4<'_, f32>,
     params: WatershedParams,
 ) -> Result<LocalPlateaus> {
-    block.check(dims)?;
     let halo = block.halo(dims);
-    let hs = halo.shape();
-    let expected = [3usize, hs[0] as usize, hs[1] as usize, hs[2] as usize];
-    if affinities.shape() != expected {
-        return Err(invalid(format!(
-            "the affinities of block {:?}..{:?} must cover its halo, shape {expected:?}, not {:?}",
-            block.lo,
-            block.hi,
-            affinities.shape()
-        )));
-    }
-    // waterz's thresholds (finite, in [0, 1], low < high: no marked face
-    // leaves the volume) and finite affinities, as the whole-volume decode
-    // checks them.
-    check_watershed_thresholds(params.aff_threshold_low as f64, params.aff_threshold_high as f64)?;
-    if let Some((k, &value)) = affinities.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-        let (c, rest) = (k / (hs[0] * hs[1] * hs[2]) as usize, k as u64 % (hs[0] * hs[1] * hs[2]));
-        return Err(CoreError::AffinityValue {
-            value,
-            what: if value.is_nan() { "NaN" } else { "infinite" },
-            channel: c,
-            z: (halo.lo[0] + rest / (hs[1] * hs[2])) as usize,
-            y: (halo.lo[1] + (rest / hs[2]) % hs[1]) as usize,
-            x: (halo.lo[2] + rest % hs[2]) as usize,
-        }
-        .into());
-    }
+    check_plateau_input(dims, block, halo, affinities, params)?;
     let (low, high) = (params.aff_threshold_low, params.aff_threshold_high);
     // The masks of the block and one voxel around it (inside the volume).
     let mut ring = block;

@@ -2,7 +2,7 @@
 //! relabelling; and [`decode_blocks`] (and [`decode`] on it), every step in
 //! this process.
 
-use crate::plateaus::{local_plateaus, settle_open_plateaus, OpenVoxels};
+use crate::plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels};
 use crate::{
     find, invalid, neighbour_inside, neighbour_offsets, union, voxel_at, voxel_index, Block, BlockGrid, Result,
 };
@@ -68,6 +68,55 @@ pub fn local_basins(
     open: &OpenVoxels,
     settled: &[u8],
 ) -> Result<LocalBasins> {
+    apply_settled(dims, block, &mut bits, open, settled)?;
+    let bs = block.shape();
+    let n = block.len() as usize;
+    // In C order whatever the array's layout (a copy only when it is not).
+    let standard = bits.as_standard_layout();
+    let flat = standard.as_slice().expect("a standard layout is contiguous");
+    let step = neighbour_offsets(bs);
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    for (i, &b) in flat.iter().enumerate() {
+        if b == 0 {
+            continue;
+        }
+        let at = voxel_at(bs, i as u64);
+        for (d, &bit) in DIRECTION_BITS.iter().enumerate() {
+            if b & bit != 0 && neighbour_inside(at, d, bs) {
+                union(&mut parent, i as u32, (i as i64 + step[d]) as u32);
+            }
+        }
+    }
+    // Components in scan order of their first voxel: a root is the
+    // smallest voxel of its component (unions keep the smaller root).
+    let mut component = vec![0u32; n];
+    let mut n_components = 0u32;
+    for i in 0..n {
+        if flat[i] == 0 {
+            continue;
+        }
+        let root = find(&mut parent, i as u32) as usize;
+        if root == i {
+            n_components += 1;
+            component[i] = n_components;
+        } else {
+            component[i] = component[root];
+        }
+    }
+    drop(standard);
+    basins_from_components(dims, block, component, bits)
+}
+
+/// Checks step 3's input for `block` (its directions `bits`, its open
+/// voxels and their settled directions) and writes the settled directions
+/// into `bits`.
+pub(crate) fn apply_settled(
+    dims: [u64; 3],
+    block: Block,
+    bits: &mut Array3<u8>,
+    open: &OpenVoxels,
+    settled: &[u8],
+) -> Result<()> {
     block.check(dims)?;
     let bs = block.shape();
     let shape = (bs[0] as usize, bs[1] as usize, bs[2] as usize);
@@ -91,43 +140,45 @@ pub fn local_basins(
         }
         bits[[(at[0] - block.lo[0]) as usize, (at[1] - block.lo[1]) as usize, (at[2] - block.lo[2]) as usize]] = b;
     }
-    let n = block.len() as usize;
-    // In C order whatever the array's layout (a copy only when it is not).
-    let standard = bits.as_standard_layout();
-    let flat = standard.as_slice().expect("a standard layout is contiguous");
-    let step = neighbour_offsets(bs);
-    let mut parent: Vec<u32> = (0..n as u32).collect();
-    for (i, &b) in flat.iter().enumerate() {
-        if b == 0 {
-            continue;
-        }
-        let at = voxel_at(bs, i as u64);
-        for (d, &bit) in DIRECTION_BITS.iter().enumerate() {
-            if b & bit != 0 && neighbour_inside(at, d, bs) {
-                union(&mut parent, i as u32, (i as i64 + step[d]) as u32);
-            }
-        }
+    Ok(())
+}
+
+/// Step 3's result from the block's components (`component`, one per
+/// voxel in C order: `1..=n` in scan order of their first voxel, 0 for
+/// background) and its directions: each component's smallest voxel and
+/// size, the background count and the faces.
+pub(crate) fn basins_from_components(
+    dims: [u64; 3],
+    block: Block,
+    component: Vec<u32>,
+    bits: Array3<u8>,
+) -> Result<LocalBasins> {
+    let bs = block.shape();
+    let shape = (bs[0] as usize, bs[1] as usize, bs[2] as usize);
+    if component.len() != block.len() as usize || bits.dim() != shape {
+        return Err(invalid(format!(
+            "block {:?}..{:?}: {} components for its voxels",
+            block.lo,
+            block.hi,
+            component.len()
+        )));
     }
-    // Components in scan order of their first voxel: a root is the
-    // smallest voxel of its component (unions keep the smaller root).
-    let mut component = vec![0u32; n];
     let mut component_min = Vec::new();
-    let mut component_sizes = Vec::new();
+    let mut component_sizes: Vec<u64> = Vec::new();
     let mut background = 0;
-    for i in 0..n {
-        if flat[i] == 0 {
+    for (i, &c) in component.iter().enumerate() {
+        if c == 0 {
             background += 1;
             continue;
         }
-        let root = find(&mut parent, i as u32) as usize;
-        if root == i {
+        let c = c as usize;
+        if c == component_min.len() + 1 {
             component_min.push(voxel_index(dims, block.global(voxel_at(bs, i as u64))));
             component_sizes.push(0);
-            component[i] = component_min.len() as u32;
-        } else {
-            component[i] = component[root];
+        } else if c > component_min.len() {
+            return Err(invalid(format!("component {c} appears before component {}", component_min.len() + 1)));
         }
-        component_sizes[component[i] as usize - 1] += 1;
+        component_sizes[c - 1] += 1;
     }
     let components = Array3::from_shape_vec(shape, component).expect("the block's shape holds its voxels");
     let faces = BasinFaces {
@@ -365,18 +416,10 @@ pub fn block_edges(
     Ok(edges)
 }
 
-/// Step 6: the region graph of `n_fragments` fragments, the sum of every
-/// block's [`EdgeList`], merged in waterz's serial order in exact
-/// arithmetic ([`IterativeMerging::from_contact_stats`], the reference the
-/// GPU's ParHAC equals at ε = 0 on tie-free input) up to each of
-/// `thresholds` (strictly ascending; compared in float32 as waterz).
-/// Returns the thresholds and, for each, the segment of every fragment
-/// (index 0, background, is 0; a segment is named by its smallest
-/// fragment, as waterz merges into the smaller id).
-pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
-    // Finite, strictly ascending (also in float32), at least one.
-    Thresholds::new(thresholds)?;
-    let sorted = thresholds.to_vec();
+/// The whole region graph from every block's pairs: the statistics summed
+/// per pair (order-free: integers), in waterz's edge order (sorted by
+/// endpoints); checks the pairs and that fragment ids fit u32.
+pub(crate) fn summed_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 2]>, Vec<ContactStats>)> {
     if n_fragments >= u32::MAX as u64 {
         return Err(invalid(format!("{n_fragments} fragments: fewer than 2^32 are taken")));
     }
@@ -401,7 +444,22 @@ pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Resul
     // waterz's edge order: sorted by endpoints.
     let mut graph: Vec<([u64; 2], ContactStats)> = stats.into_iter().map(|((u, v), s)| ([u, v], s)).collect();
     graph.sort_unstable_by_key(|&(e, _)| e);
-    let (edges, stats): (Vec<[u64; 2]>, Vec<ContactStats>) = graph.into_iter().unzip();
+    Ok(graph.into_iter().unzip())
+}
+
+/// Step 6: the region graph of `n_fragments` fragments, the sum of every
+/// block's [`EdgeList`], merged in waterz's serial order in exact
+/// arithmetic ([`IterativeMerging::from_contact_stats`], the reference the
+/// GPU's ParHAC equals at ε = 0 on tie-free input) up to each of
+/// `thresholds` (strictly ascending; compared in float32 as waterz).
+/// Returns the thresholds and, for each, the segment of every fragment
+/// (index 0, background, is 0; a segment is named by its smallest
+/// fragment, as waterz merges into the smaller id).
+pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
+    // Finite, strictly ascending (also in float32), at least one.
+    Thresholds::new(thresholds)?;
+    let sorted = thresholds.to_vec();
+    let (edges, stats) = summed_graph(n_fragments, edges)?;
     let mut merging = IterativeMerging::from_contact_stats(n_fragments + 1, edges, stats);
     let mut tables = Vec::with_capacity(sorted.len());
     for &t in &sorted {
@@ -548,6 +606,75 @@ pub struct StepSeconds {
     pub relabel_and_write: f64,
 }
 
+/// The steps of the decode that run on the CPU ([`CpuSteps`]) or on the
+/// GPU ([`crate::GpuSteps`]): the per-block watershed steps 1 and 3 (both
+/// give the same results) and the merge of step 6 (the CPU's serial
+/// merging in exact arithmetic, or the GPU's ParHAC, which the GPU's
+/// whole-volume decode runs; the two agree on tie-free graphs).
+pub trait DecodeSteps: Sync {
+    /// The region whose affinities step 1 reads for `block` of a volume of
+    /// `dims` (the block and a margin, clipped to the volume).
+    fn plateau_region(&self, dims: [u64; 3], block: Block) -> Block;
+
+    /// Step 1 ([`local_plateaus`]): `affinities` are the `(3, z, y, x)`
+    /// affinities of [`DecodeSteps::plateau_region`].
+    fn local_plateaus(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        affinities: ArrayView4<'_, f32>,
+        params: WatershedParams,
+    ) -> Result<LocalPlateaus>;
+
+    /// Step 3 ([`local_basins`]).
+    fn local_basins(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        bits: Array3<u8>,
+        open: &OpenVoxels,
+        settled: &[u8],
+    ) -> Result<LocalBasins>;
+
+    /// Step 6: the whole region graph merged up to each threshold; by
+    /// default [`merge`], waterz's serial merging in exact arithmetic.
+    fn merge(&self, n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
+        merge(n_fragments, edges, thresholds)
+    }
+}
+
+/// Steps 1, 3 and 6 on the CPU: [`local_plateaus`], [`local_basins`] and
+/// [`merge`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuSteps;
+
+impl DecodeSteps for CpuSteps {
+    fn plateau_region(&self, dims: [u64; 3], block: Block) -> Block {
+        block.halo(dims)
+    }
+
+    fn local_plateaus(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        affinities: ArrayView4<'_, f32>,
+        params: WatershedParams,
+    ) -> Result<LocalPlateaus> {
+        local_plateaus(dims, block, affinities, params)
+    }
+
+    fn local_basins(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        bits: Array3<u8>,
+        open: &OpenVoxels,
+        settled: &[u8],
+    ) -> Result<LocalBasins> {
+        local_basins(dims, block, bits, open, settled)
+    }
+}
+
 /// Every step in this process, blocks in parallel, streaming: the
 /// affinities of `source` decoded in blocks of `block_shape`, each block
 /// read from `source` when its steps need it (twice) and written to `sink`
@@ -562,6 +689,18 @@ pub fn decode_blocks(
     params: WatershedParams,
     thresholds: &[f64],
     sink: &impl BlockSink,
+) -> Result<BlockwiseSummary> {
+    decode_blocks_with(source, block_shape, params, thresholds, sink, &CpuSteps)
+}
+
+/// [`decode_blocks`] with steps 1 and 3 of each block run by `steps`.
+pub fn decode_blocks_with(
+    source: &impl AffinitySource,
+    block_shape: [u64; 3],
+    params: WatershedParams,
+    thresholds: &[f64],
+    sink: &impl BlockSink,
+    steps: &impl DecodeSteps,
 ) -> Result<BlockwiseSummary> {
     let dims = source.dims();
     let grid = BlockGrid::new(dims, block_shape)?;
@@ -579,26 +718,27 @@ pub fn decode_blocks(
     let blocks: Vec<Block> = (0..grid.len()).map(|b| grid.block(b)).collect();
     let mut seconds = StepSeconds::default();
     let mut clock = Instant::now();
-    let mut lap = |step: &mut f64| {
+    let mut lap = |name: &str, step: &mut f64| {
         *step = clock.elapsed().as_secs_f64();
         clock = Instant::now();
+        tracing::info!(step = name, seconds = *step, "blockwise step done");
     };
     let plateaus = blocks
         .par_iter()
-        .map(|&b| local_plateaus(dims, b, read(b.halo(dims))?.view(), params))
+        .map(|&b| steps.local_plateaus(dims, b, read(steps.plateau_region(dims, b))?.view(), params))
         .collect::<Result<Vec<_>>>()?;
-    lap(&mut seconds.local_plateaus);
+    lap("local_plateaus", &mut seconds.local_plateaus);
     let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
     let settled = settle_open_plateaus(dims, &open)?;
-    lap(&mut seconds.settle_open_plateaus);
+    lap("settle_open_plateaus", &mut seconds.settle_open_plateaus);
     let basins = plateaus
         .into_par_iter()
         .zip(settled)
         .zip(&blocks)
-        .map(|((p, settled), &b)| local_basins(dims, b, p.bits, &p.open, &settled))
+        .map(|((p, settled), &b)| steps.local_basins(dims, b, p.bits, &p.open, &settled))
         .collect::<Result<Vec<_>>>()?;
-    lap(&mut seconds.local_basins);
+    lap("local_basins", &mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(LocalBasins::summary).collect();
     let fragments = fragment_ids(&grid, &summaries)?;
     let lower_layers: Vec<[Option<Vec<u64>>; 3]> = (0..grid.len())
@@ -615,7 +755,7 @@ pub fn decode_blocks(
             })
         })
         .collect();
-    lap(&mut seconds.fragment_ids);
+    lap("fragment_ids", &mut seconds.fragment_ids);
     let edges = (0..grid.len())
         .into_par_iter()
         .map(|b| {
@@ -624,9 +764,9 @@ pub fn decode_blocks(
             block_edges(dims, block, basins[b].components.view(), &fragments.ids[b], lower, read(block)?.view())
         })
         .collect::<Result<Vec<_>>>()?;
-    lap(&mut seconds.block_edges);
+    lap("block_edges", &mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
-    let (thresholds, tables) = merge(fragments.n_fragments, &edge_refs, thresholds)?;
+    let (thresholds, tables) = steps.merge(fragments.n_fragments, &edge_refs, thresholds)?;
     let n_edges = {
         let mut pairs: Vec<(u64, u64)> =
             edges.iter().flat_map(|e| e.u.iter().copied().zip(e.v.iter().copied())).collect();
@@ -635,11 +775,11 @@ pub fn decode_blocks(
         pairs.len() as u64
     };
     drop(edges);
-    lap(&mut seconds.merge);
+    lap("merge", &mut seconds.merge);
     (0..grid.len())
         .into_par_iter()
         .try_for_each(|b| sink.write_components(blocks[b], basins[b].components.view(), &fragments.ids[b], &tables))?;
-    lap(&mut seconds.relabel_and_write);
+    lap("relabel_and_write", &mut seconds.relabel_and_write);
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
 }
 
@@ -733,6 +873,17 @@ pub fn decode(
     params: WatershedParams,
     thresholds: &[f64],
 ) -> Result<Decoded> {
+    decode_with(affinities, block_shape, params, thresholds, &CpuSteps)
+}
+
+/// [`decode`] with steps 1 and 3 of each block run by `steps`.
+pub fn decode_with(
+    affinities: ArrayView4<'_, f32>,
+    block_shape: [u64; 3],
+    params: WatershedParams,
+    thresholds: &[f64],
+    steps: &impl DecodeSteps,
+) -> Result<Decoded> {
     let s = affinities.shape();
     if s[0] != 3 {
         return Err(invalid(format!("affinities must be (3, z, y, x), not {s:?}")));
@@ -744,7 +895,7 @@ pub fn decode(
     let summary = {
         let arrays = std::iter::once(fragments.view_mut()).chain(segmentations.iter_mut().map(|s| s.view_mut()));
         let sink = Assembled::new(grid, arrays);
-        decode_blocks(&affinities, block_shape, params, thresholds, &sink)?
+        decode_blocks_with(&affinities, block_shape, params, thresholds, &sink, steps)?
     };
     Ok(Decoded {
         fragments,

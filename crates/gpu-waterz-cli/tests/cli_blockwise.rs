@@ -219,9 +219,10 @@ fn segment_under_a_memory_cap_decodes_in_blocks_and_equals_the_whole_volume() {
     let seg_u8 = dir.join("seg-u8.zarr");
     segment(&u8_path, &seg_u8);
     // 30 bytes per voxel in float32 (12 of affinities, 18 of work), 21 in
-    // uint8: blocks of 7 (with the halo 10 per axis) and of 8.
+    // uint8: blocks of 6 (with the halo, two voxels on each side, 10 per
+    // axis) and of 7.
     for (affs, cap, whole, block) in
-        [(dir.join("affs.npy"), "30k", &seg, [7, 7, 7]), (u8_path.clone(), "28Ki", &seg_u8, [8, 8, 8])]
+        [(dir.join("affs.npy"), "30k", &seg, [6, 6, 6]), (u8_path.clone(), "28Ki", &seg_u8, [7, 7, 7])]
     {
         let out = dir.join(format!("capped-{cap}.zarr"));
         let settings = ["--thresholds", "0.2,0.5", "--backend", "cpu", "--write-fragments", "--label-type", "uint64"];

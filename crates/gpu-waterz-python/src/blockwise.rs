@@ -4,8 +4,8 @@
 //! once. Every call releases the GIL while it computes.
 
 use gpu_waterz_blockwise::{
-    block_edges, decode, fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus, BasinFaces,
-    BasinSummary, Block, BlockGrid, BlockwiseError, EdgeList, ErrorKind, OpenVoxels,
+    block_edges, decode, decode_with, fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus,
+    BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, EdgeList, ErrorKind, GpuSteps, OpenVoxels,
 };
 use gpu_waterz_core::WatershedParams;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
@@ -220,12 +220,28 @@ pub(crate) fn blockwise_merge<'py>(
 /// graph's pairs.
 type DecodedVolume<'py> = (Bound<'py, PyArray3<u64>>, Vec<Bound<'py, PyArray3<u64>>>, u64, u64, u64);
 
-/// Every step in this process (`gpu_waterz_blockwise::decode`): the
+/// The GPU that `backend` (`"cpu"`, `"gpu"`, `"auto"`) names for the
+/// blocks' steps: none for the CPU, CUDA device `ordinal` for the GPU (an
+/// error without one), and for `"auto"` the GPU the whole-volume decode
+/// would choose, if any.
+fn steps_gpu(backend: &str, ordinal: usize, thresholds: &[f64]) -> PyResult<Option<gpu_waterz::Gpu>> {
+    let gpu_err = |e: gpu_waterz::Error| crate::to_py_err(e);
+    match backend {
+        "cpu" => Ok(None),
+        "gpu" => Ok(Some(gpu_waterz::Gpu::new(ordinal).map_err(|e| gpu_err(e.into()))?)),
+        "auto" => gpu_waterz::Agglomeration::gpu_for(&gpu_waterz::Config::new(thresholds)).map_err(gpu_err),
+        other => Err(PyValueError::new_err(format!("backend must be 'auto', 'cpu' or 'gpu', not {other:?}"))),
+    }
+}
+
+/// Every step in this process (`gpu_waterz_blockwise::decode_with`): the
 /// `(3, z, y, x)` float32 `affinities` decoded in blocks of `block_shape`
 /// at the `thresholds` (strictly ascending), for `agglomerate`'s
-/// `max_gpu_bytes`.
+/// `max_gpu_bytes`; steps 1 and 3 of each block on the GPU that `backend`
+/// and `ordinal` name ([`steps_gpu`]). Returns also whether they ran there.
 #[pyfunction]
-#[pyo3(signature = (affinities, block_shape, thresholds, aff_threshold_low, aff_threshold_high))]
+#[pyo3(signature = (affinities, block_shape, thresholds, aff_threshold_low, aff_threshold_high, backend="cpu", ordinal=0))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn blockwise_decode<'py>(
     py: Python<'py>,
     affinities: PyReadonlyArray4<'py, f32>,
@@ -233,12 +249,21 @@ pub(crate) fn blockwise_decode<'py>(
     thresholds: Vec<f64>,
     aff_threshold_low: f32,
     aff_threshold_high: f32,
-) -> PyResult<DecodedVolume<'py>> {
+    backend: &str,
+    ordinal: usize,
+) -> PyResult<(DecodedVolume<'py>, bool)> {
     let view = affinities.as_array();
     let params = WatershedParams { aff_threshold_low, aff_threshold_high };
-    let out = py.detach(|| decode(view, block_shape, params, &thresholds)).map_err(err)?;
+    let gpu = steps_gpu(backend, ordinal, &thresholds)?;
+    let on_gpu = gpu.is_some();
+    let out = py
+        .detach(|| match gpu {
+            Some(gpu) => decode_with(view, block_shape, params, &thresholds, &GpuSteps::new(gpu)?),
+            None => decode(view, block_shape, params, &thresholds),
+        })
+        .map_err(err)?;
     let segmentations = out.segmentations.into_iter().map(|s| s.into_pyarray(py)).collect();
-    Ok((out.fragments.into_pyarray(py), segmentations, out.n_fragments, out.open_voxels, out.n_edges))
+    Ok(((out.fragments.into_pyarray(py), segmentations, out.n_fragments, out.open_voxels, out.n_edges), on_gpu))
 }
 
 /// The device bytes a decode of a volume of `dims` needs with affinities

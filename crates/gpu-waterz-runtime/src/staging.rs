@@ -7,7 +7,8 @@
 //! page-locked buffers of [`STAGING_CHUNK_BYTES`] that the device handle
 //! keeps: while the device copies one piece into (or out of) one buffer,
 //! the host's threads copy the other piece between the second buffer and
-//! the caller's memory. Copies below [`STAGING_MIN_BYTES`] go directly.
+//! the caller's memory. Copies below [`STAGING_MIN_BYTES`] go directly, as
+//! do copies that find the staging buffers in use by another copy.
 
 use crate::device::Gpu;
 use crate::{DeviceBuffer, DeviceElement, DriverContext, Result};
@@ -93,6 +94,14 @@ fn parallel_copy<T: Copy + Send + Sync>(src: &[T], dst: &mut [MaybeUninit<T>]) {
 }
 
 impl Gpu {
+    /// Whether another copy holds the staging buffers now. A copy that finds
+    /// them busy goes directly instead of waiting: the holder may be this
+    /// very thread, lower on its stack, when the holder's parallel copy let
+    /// rayon run another task here (waiting would never end).
+    fn staging_busy(&self) -> bool {
+        matches!(self.staging.try_lock(), Err(std::sync::TryLockError::WouldBlock))
+    }
+
     /// Runs `f` with the device's staging buffers, made on first use.
     fn with_staging<R>(&self, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
         let mut guard = self.staging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -122,7 +131,7 @@ impl Gpu {
         self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
         let (base, _sync) = buffer.slice().device_ptr(&self.stream);
         let stream = self.stream.cu_stream();
-        if n * size_of::<T>() < STAGING_MIN_BYTES {
+        if n * size_of::<T>() < STAGING_MIN_BYTES || self.staging_busy() {
             // SAFETY: `dst` holds `n` writable elements and the device range
             // [base, base + n elements) lies in `buffer`; the copy is waited
             // for below before `dst` is given back.
@@ -209,7 +218,7 @@ impl Gpu {
         let stream = self.stream.clone();
         let (base, _sync) = buffer.slice_mut().device_ptr_mut(&stream);
         let base = base + (offset * size_of::<T>()) as u64;
-        if std::mem::size_of_val(host) < STAGING_MIN_BYTES {
+        if std::mem::size_of_val(host) < STAGING_MIN_BYTES || self.staging_busy() {
             // SAFETY: [base, base + n elements) lies in `buffer` (checked
             // above); `host` is read before the synchronize returns.
             unsafe { driver::memcpy_htod_async(base, host, stream.cu_stream()) }

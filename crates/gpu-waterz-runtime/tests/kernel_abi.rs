@@ -126,6 +126,10 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<WsFragmentCountArgs>(c);
     check::<WsFragmentNumberArgs>(c);
     check::<WsLabelsArgs>(c);
+    check::<WsBlockPlateauInfoArgs>(c);
+    check::<WsBlockOpenRootsArgs>(c);
+    check::<WsBlockDirectionsArgs>(c);
+    check::<WsBlockInsideEdgesArgs>(c);
     check::<RgTileEntriesArgs>(c);
     check::<PhResetEndpointsArgs>(c);
     check::<PhBestScoreArgs>(c);

@@ -193,6 +193,14 @@ impl Config {
         self
     }
 
+    /// The GPU this configuration names ([`Backend::Gpu`]), if any.
+    pub fn gpu(&self) -> Option<&Gpu> {
+        match &self.backend {
+            Backend::Gpu(gpu) => Some(gpu),
+            _ => None,
+        }
+    }
+
     /// Why the GPU backend cannot honour this configuration, if it cannot.
     pub(crate) fn gpu_unsupported(&self) -> Option<String> {
         if self.scoring != ScoringFunction::MeanAffinity {

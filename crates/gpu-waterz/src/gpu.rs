@@ -33,13 +33,14 @@ pub fn bytes_needed(n_voxels: u64, affinity_bytes: u64) -> u64 {
 
 /// The block shape `(z, y, x)` for decoding a volume of `dims` in blocks
 /// whose decode each needs at most `max_bytes` of device memory
-/// ([`bytes_needed`] of the block grown by the blockwise halo, 1 voxel below
-/// and 2 above, with affinities of `affinity_bytes_per_voxel`): the largest
+/// ([`bytes_needed`] of the block grown by the region that the GPU's
+/// blockwise steps read, 2 voxels on each side, with affinities of
+/// `affinity_bytes_per_voxel`): the largest
 /// cube, clipped to the volume, that fits; `None` when not even a block of
 /// one voxel does.
 pub fn block_shape_within(dims: [u64; 3], max_bytes: u64, affinity_bytes_per_voxel: u64) -> Option<[u64; 3]> {
     let need = |side: u64| {
-        let voxels: u64 = dims.iter().map(|&d| (side.min(d) + 3).min(d.max(1))).product();
+        let voxels: u64 = dims.iter().map(|&d| (side.min(d) + 4).min(d.max(1))).product();
         bytes_needed(voxels, voxels.saturating_mul(affinity_bytes_per_voxel))
     };
     let largest = dims.iter().copied().max().unwrap_or(0).max(1);
@@ -486,7 +487,7 @@ mod tests {
     fn block_shapes_fit_the_cap() {
         let dims = [100, 200, 300];
         let grown_need = |block: [u64; 3]| {
-            let grown: u64 = (0..3).map(|a| (block[a] + 3).min(dims[a])).product();
+            let grown: u64 = (0..3).map(|a| (block[a] + 4).min(dims[a])).product();
             bytes_needed(grown, grown * 12)
         };
         for cap in [1_000, 30_000, 1 << 20, 1 << 24, 1 << 40] {

@@ -20,6 +20,7 @@
 
 use gpu_waterz_abi::Dims3;
 
+pub mod block;
 pub mod components;
 pub mod directions;
 pub mod labels;

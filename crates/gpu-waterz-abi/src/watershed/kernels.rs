@@ -262,6 +262,76 @@ pub struct WsLabelsArgs {
     pub labels: *mut u32,
 }
 
+/// `ws_block_plateau_info`: a block's plateau edges and voxel flags, from
+/// the masks of a region that holds the block and one voxel around it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WsBlockPlateauInfoArgs {
+    /// One mask per voxel of `region`; no mask marks a face out of it.
+    pub masks: *const u8,
+    /// The region's extent.
+    pub region: Dims3,
+    /// The block's first voxel in the region.
+    pub offset: Dims3,
+    /// The block's extent.
+    pub block: Dims3,
+    /// One u8 per block voxel: the faces both voxels mark, inside the block.
+    pub mutual: *mut u8,
+    /// One u8 per block voxel: `block_plateau_info`'s flags.
+    pub info: *mut u8,
+}
+
+/// `ws_block_open_roots`: flags the roots of the plateaus that reach
+/// outside the block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WsBlockOpenRootsArgs {
+    /// `n` bytes of `ws_block_plateau_info`.
+    pub info: *const u8,
+    /// `n` u32s: the complete forest of the plateau edges.
+    pub parent: *const u32,
+    /// The block's voxel count.
+    pub n: u64,
+    /// `n` zeroed u8s: 1 at the roots of open plateaus.
+    pub flags: *mut u8,
+}
+
+/// `ws_block_directions`: each block voxel's directions, or its mask and
+/// flags when its plateau is open.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WsBlockDirectionsArgs {
+    /// One byte per block voxel from `ws_block_plateau_info`.
+    pub info: *const u8,
+    /// The forest of `ws_block_open_roots`.
+    pub parent: *const u32,
+    /// Its flags.
+    pub flags: *const u8,
+    /// The region's directions after plateau division.
+    pub divided: *const u8,
+    /// The region's extent.
+    pub region: Dims3,
+    /// The block's first voxel in the region.
+    pub offset: Dims3,
+    /// The block's extent.
+    pub block: Dims3,
+    /// One u8 per block voxel.
+    pub out: *mut u8,
+}
+
+/// `ws_block_inside_edges`: a block's directions reduced to the faces
+/// inside it, for its basins.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WsBlockInsideEdgesArgs {
+    /// One direction mask per block voxel.
+    pub bits: *const u8,
+    /// The block's extent.
+    pub block: Dims3,
+    /// One u8 per block voxel.
+    pub edges: *mut u8,
+}
+
 impl_kernel_args!(
     WsMaskF32Args => WsMaskF32 { affs, dims, params, bits },
     WsMaskU8Args => WsMaskU8 { affs, dims, params, bits },
@@ -278,6 +348,10 @@ impl_kernel_args!(
     WsFragmentCountArgs => WsFragmentCount { edges, parent, n, tile_sums },
     WsFragmentNumberArgs => WsFragmentNumber { edges, parent, n, tile_offsets, labels },
     WsLabelsArgs => WsLabels { edges, parent, n, labels },
+    WsBlockPlateauInfoArgs => WsBlockPlateauInfo { masks, region, offset, block, mutual, info },
+    WsBlockOpenRootsArgs => WsBlockOpenRoots { info, parent, n, flags },
+    WsBlockDirectionsArgs => WsBlockDirections { info, parent, flags, divided, region, offset, block, out },
+    WsBlockInsideEdgesArgs => WsBlockInsideEdges { bits, block, edges },
 );
 
 #[cfg(test)]

@@ -210,6 +210,76 @@ pub fn steepest_mask(faces: [f32; 6], low: f32, high: f32) -> u8 {
     mask
 }
 
+/// Set in a block voxel's byte from `ws_block_plateau_info` when the voxel
+/// is a plateau corner (it marks a face its neighbour does not mark back);
+/// the blockwise decode's open voxels keep it.
+pub const BLOCK_CORNER: u8 = 0x80;
+
+/// Set in a block voxel's byte from `ws_block_plateau_info` when the voxel
+/// shares a face both mark with a voxel outside the block; in the bytes of
+/// `ws_block_directions`, set on the voxels of open plateaus (those that
+/// reach outside the block), whose division is left to the whole volume.
+pub const BLOCK_OPEN: u8 = 0x40;
+
+/// Set in an edge mask of `ws_block_inside_edges` on every voxel that is
+/// not background, so that a voxel whose directions all leave the block is
+/// still a component of its own (the components kernels read only the six
+/// direction bits; the labels kernels take a zero mask for background).
+pub const BLOCK_PRESENT: u8 = 0x40;
+
+/// One block voxel's plateau faces, from its mask and its neighbours'
+/// masks (`neighbour_masks[d]`, read only where `mask` marks `d`):
+/// `(mutual, info)`. `mutual` marks the faces both voxels mark whose
+/// neighbour lies inside the block (`inside[d]`), the plateau edges for the
+/// block's union-find; `info` is the mask with [`BLOCK_CORNER`] when some
+/// marked face is not marked back and [`BLOCK_OPEN`] when a face both mark
+/// leads outside the block.
+#[inline(always)]
+pub fn block_plateau_info(mask: u8, neighbour_masks: [u8; 6], inside: [bool; 6]) -> (u8, u8) {
+    let (mut mutual, mut info) = (0u8, mask);
+    let mut d = 0;
+    while d < 6 {
+        if mask & DIRECTION_BITS[d] != 0 {
+            if !is_mutual(neighbour_masks[d], d) {
+                info |= BLOCK_CORNER;
+            } else if inside[d] {
+                mutual |= DIRECTION_BITS[d];
+            } else {
+                info |= BLOCK_OPEN;
+            }
+        }
+        d += 1;
+    }
+    (mutual, info)
+}
+
+/// A block voxel's edges for the block's basins: its directions that lead
+/// to voxels inside the block (`inside[d]`), with [`BLOCK_PRESENT`] unless
+/// it has none at all (background).
+#[inline(always)]
+pub fn block_inside_edges(bits: u8, inside: [bool; 6]) -> u8 {
+    let mut edges = 0u8;
+    let mut d = 0;
+    while d < 6 {
+        if bits & DIRECTION_BITS[d] != 0 && inside[d] {
+            edges |= DIRECTION_BITS[d];
+        }
+        d += 1;
+    }
+    if bits & 0x3f != 0 {
+        edges | BLOCK_PRESENT
+    } else {
+        0
+    }
+}
+
+/// Which neighbours of voxel `(z, y, x)` of a volume of `dims` lie inside
+/// it, in direction order.
+#[inline(always)]
+pub fn neighbours_inside(dims: crate::Dims3, z: u64, y: u64, x: u64) -> [bool; 6] {
+    [z > 0, y > 0, x > 0, z + 1 < dims.z, y + 1 < dims.y, x + 1 < dims.x]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +363,33 @@ mod tests {
             let mask = steepest_mask(face_affinities(&affs, dims, 0, 0, 0, low), low, high);
             assert_ne!(mask & !POS_X, 0, "{low} {high}: an outside face is marked");
         }
+    }
+
+    #[test]
+    fn block_plateau_info_sorts_marked_faces() {
+        // Marks -z (marked back, inside), +x (marked back, outside) and +y
+        // (not marked back): a corner with a plateau edge and an open face.
+        let mask = NEG_Z | POS_X | POS_Y;
+        let mut neighbours = [0u8; 6];
+        neighbours[0] = POS_Z;
+        neighbours[5] = NEG_X;
+        neighbours[4] = POS_Y;
+        let inside = [true, true, true, true, true, false];
+        let (mutual, info) = block_plateau_info(mask, neighbours, inside);
+        assert_eq!(mutual, NEG_Z);
+        assert_eq!(info, mask | BLOCK_CORNER | BLOCK_OPEN);
+        let (mutual, info) = block_plateau_info(NEG_Z, neighbours, inside);
+        assert_eq!((mutual, info), (NEG_Z, NEG_Z));
+        assert_eq!(block_plateau_info(0, neighbours, inside), (0, 0));
+    }
+
+    #[test]
+    fn block_inside_edges_keep_present_voxels() {
+        let inside = [false, true, true, true, true, true];
+        assert_eq!(block_inside_edges(NEG_Z, inside), BLOCK_PRESENT);
+        assert_eq!(block_inside_edges(NEG_Z | POS_X, inside), POS_X | BLOCK_PRESENT);
+        assert_eq!(block_inside_edges(0, inside), 0);
+        assert_eq!(neighbours_inside(crate::Dims3::new(1, 2, 3), 0, 1, 2), [false, true, true, false, false, false]);
     }
 
     #[test]

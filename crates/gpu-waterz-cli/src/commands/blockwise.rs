@@ -1,5 +1,6 @@
 //! `gpu-waterz blockwise`: a volume decoded block by block
-//! ([`gpu_waterz_blockwise::decode_blocks`], on the CPU), read from a zarr
+//! ([`gpu_waterz_blockwise::decode_blocks_with`]: steps 1 and 3 of each
+//! block on the GPU when one is usable, the rest on the CPU), read from a zarr
 //! array, a `.npy` file or a chunked HDF5 dataset by regions, or generated per block, written into a zarr group one chunk per
 //! block: the whole volume's fragments and segmentations without holding
 //! its affinities.
@@ -7,8 +8,9 @@
 use super::containers::{Container, ContainerWriter, LabelType};
 use super::input::sizes_zyx;
 use super::outputs::OutputFolder;
+use super::segment::Backend;
 use anyhow::{bail, Context, Result};
-use gpu_waterz_blockwise::{decode_blocks, AffinitySource, Block, BlockSink, BlockwiseError};
+use gpu_waterz_blockwise::{decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps, GpuSteps};
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
 use gpu_waterz_core::WatershedParams;
@@ -56,6 +58,11 @@ pub struct BlockwiseArgs {
     /// Flush the result to the disk before moving it into place.
     #[arg(long)]
     fsync: bool,
+    /// Where steps 1 and 3 of each block (the watershed's masks, plateaus
+    /// and basins) run: on the GPU (`gpu`), on the CPU (`cpu`), or on the
+    /// GPU when one is usable (`auto`). The results are the same.
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: Backend,
     /// Watershed: affinities at or below this never connect voxels.
     #[arg(long, default_value_t = 0.0001)]
     aff_threshold_low: f64,
@@ -203,6 +210,11 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     // Refuse bad settings before the output is touched.
     gpu_waterz_blockwise::BlockGrid::new(dims, block)?;
     gpu_waterz_core::Thresholds::new(&args.thresholds)?;
+    let gpu = match args.backend {
+        Backend::Cpu => None,
+        Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("--backend gpu needs a CUDA GPU")?),
+        Backend::Auto => gpu_waterz::Agglomeration::gpu_for(&gpu_waterz::Config::new(&args.thresholds))?,
+    };
     let folder = OutputFolder::begin(&args.out, args.overwrite, false)?;
     let writer = ContainerWriter::new(Container::Zarr, folder.path(), LabelType::Uint64, Map::new(), 3)?;
     let sink = ZarrSink {
@@ -218,8 +230,17 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
             })
             .collect::<Result<Vec<_>>>()?,
     };
-    let summary = decode_blocks(&source, block, params, &args.thresholds, &sink)?;
+    let (summary, peak_device_bytes) = match &gpu {
+        Some(gpu) => {
+            let steps = GpuSteps::new(gpu.clone())?;
+            let summary = decode_blocks_with(&source, block, params, &args.thresholds, &sink, &steps)?;
+            (summary, steps.peak_device_bytes())
+        }
+        None => (decode_blocks_with(&source, block, params, &args.thresholds, &sink, &CpuSteps)?, None),
+    };
     let report = json!({
+        "backend": if gpu.is_some() { "gpu" } else { "cpu" },
+        "peak_device_bytes": peak_device_bytes,
         "shape": dims,
         "block": block,
         "n_fragments": summary.n_fragments,

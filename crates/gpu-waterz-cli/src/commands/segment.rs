@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Backend {
+pub(crate) enum Backend {
     /// The serial CPU reference, identical to stock waterz.
     Cpu,
     /// The GPU pipeline.
@@ -185,10 +185,12 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
         None => progress.stage("reading the affinities", || LoadedAffinities::load(&args.affinities, &config))?,
         Some(cap) => {
             let host = progress.stage("reading the affinities", || Affinities::read(&args.affinities))?;
-            if let Some(block) = blocking(&host, cap)? {
+            // The GPU's blockwise steps take float32 affinities.
+            let gpu = config.gpu().cloned();
+            if let Some(block) = blocking(&host, cap, gpu.is_some())? {
                 let read_s = t.elapsed().as_secs_f64();
                 let out = Output { folder, target, container, start, open_s, read_s };
-                return decode_in_blocks(args, &progress, host, block, cap, out);
+                return decode_in_blocks(args, &progress, host, block, cap, gpu, out);
             }
             LoadedAffinities::Host(host)
         }
@@ -368,7 +370,7 @@ pub fn run(args: &SegmentArgs) -> Result<()> {
 
 /// The block shape for affinities whose decode would need more device
 /// memory than `cap`, or `None` when it fits.
-fn blocking(affinities: &Affinities, cap: u64) -> Result<Option<[u64; 3]>> {
+fn blocking(affinities: &Affinities, cap: u64, float_blocks: bool) -> Result<Option<[u64; 3]>> {
     let (shape, value_bytes) = match affinities {
         Affinities::F32(a) => (a.shape(), 4),
         Affinities::U8(a) => (a.shape(), 1),
@@ -382,11 +384,13 @@ fn blocking(affinities: &Affinities, cap: u64) -> Result<Option<[u64; 3]>> {
     if gpu_waterz::bytes_needed(n, 3 * n * value_bytes) <= cap {
         return Ok(None);
     }
-    match gpu_waterz::block_shape_within(dims, cap, 3 * value_bytes) {
+    // Blocks decoded on the GPU upload float32 affinities.
+    let block_value_bytes = if float_blocks { 4 } else { value_bytes };
+    match gpu_waterz::block_shape_within(dims, cap, 3 * block_value_bytes) {
         Some(block) => Ok(Some(block)),
         None => bail!(
             "--max-gpu-bytes {cap}: not even a block of one voxel (with its halo) fits; the decode needs {} bytes per voxel",
-            gpu_waterz::bytes_needed(1, 3 * value_bytes)
+            gpu_waterz::bytes_needed(1, 3 * block_value_bytes)
         ),
     }
 }
@@ -429,6 +433,7 @@ fn decode_in_blocks(
     affinities: Affinities,
     block: [u64; 3],
     cap: u64,
+    gpu: Option<gpu_waterz::Gpu>,
     out: Output<'_>,
 ) -> Result<()> {
     // What the blockwise decode does not compute: say so rather than
@@ -457,9 +462,9 @@ fn decode_in_blocks(
     let mut distinct = args.thresholds.clone();
     distinct.dedup();
     let (mut writer, spatial) = writer_for(args, out.container, &out.folder)?;
-    progress.note(&format!(
-        "the decode needs more than --max-gpu-bytes {cap}: decoding in blocks of {block:?} (on the CPU)"
-    ));
+    let backend = if gpu.is_some() { "gpu" } else { "cpu" };
+    let on = if gpu.is_some() { "steps 1 and 3 of each block on the GPU, the rest on the CPU" } else { "on the CPU" };
+    progress.note(&format!("the decode needs more than --max-gpu-bytes {cap}: decoding in blocks of {block:?} ({on})"));
     let t = Instant::now();
     let (values, channels) = match affinities {
         Affinities::F32(a) => {
@@ -480,8 +485,16 @@ fn decode_in_blocks(
         aff_threshold_low: args.aff_threshold_low as f32,
         aff_threshold_high: args.aff_threshold_high as f32,
     };
-    let decoded = progress.stage("decoding in blocks", || {
-        gpu_waterz_blockwise::decode(values.view(), block, params, &distinct).map_err(anyhow::Error::from)
+    let (decoded, peak_device_bytes) = progress.stage("decoding in blocks", || {
+        match gpu {
+            Some(gpu) => {
+                let steps = gpu_waterz_blockwise::GpuSteps::new(gpu)?;
+                gpu_waterz_blockwise::decode_with(values.view(), block, params, &distinct, &steps)
+                    .map(|decoded| (decoded, steps.peak_device_bytes()))
+            }
+            None => gpu_waterz_blockwise::decode(values.view(), block, params, &distinct).map(|d| (d, None)),
+        }
+        .map_err(anyhow::Error::from)
     })?;
     drop(values);
     let decode_s = t.elapsed().as_secs_f64();
@@ -510,7 +523,7 @@ fn decode_in_blocks(
     let write_s = t.elapsed().as_secs_f64();
     let shape = decoded.fragments.shape().to_vec();
     let mut summary = serde_json::json!({
-        "backend": "cpu",
+        "backend": backend,
         "warnings": Vec::<String>::new(),
         "affinities": args.affinities,
         "shape": shape,
@@ -522,6 +535,7 @@ fn decode_in_blocks(
         "thresholds": entries,
         "blockwise": {
             "max_gpu_bytes": cap,
+            "peak_device_bytes": peak_device_bytes,
             "block_shape": block,
             "n_fragments": decoded.n_fragments,
             "open_voxels": decoded.open_voxels,

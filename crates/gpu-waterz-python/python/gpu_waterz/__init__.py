@@ -238,7 +238,7 @@ def agglomerate(
         cuda_affs, ordinal, convert = None, 0, None
     if max_gpu_bytes is not None:
         blocked = _decode_in_blocks(
-            affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, max_gpu_bytes, backend,
+            affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, max_gpu_bytes, backend, ordinal,
             dict(gt=gt, fragments=given_fragments, return_merge_history=return_merge_history,
                  return_region_graph=return_region_graph, discretize_queue=bins, epsilon=epsilon),
             scoring_function, float(aff_threshold_low), float(aff_threshold_high))
@@ -262,8 +262,8 @@ def agglomerate(
     return _results(run, wanted, gt is not None, return_merge_history, return_region_graph, convert, buffer)
 
 
-def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, max_gpu_bytes, backend, extras,
-                      scoring_function, low, high):
+def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, max_gpu_bytes, backend, ordinal,
+                      extras, scoring_function, low, high):
     """agglomerate's results decoded in blocks when the whole volume's
     decode would need more than ``max_gpu_bytes`` of device memory, else
     None (the volume is decoded whole)."""
@@ -277,6 +277,9 @@ def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, ma
     cap = int(max_gpu_bytes)
     if needed <= cap:
         return None
+    if backend != "cpu" and value_bytes != 4:
+        # The blocks' steps on the GPU upload float32 affinities.
+        _, block = _blocks_within(shape, 12, max_gpu_bytes)
     given = [name for name, value in extras.items()
              if value is not None and value is not False and not (name == "discretize_queue" and value == 0)]
     if given:
@@ -285,9 +288,6 @@ def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, ma
     if scoring_function.replace(" ", "") != _DEFAULT_SCORING.replace(" ", ""):
         raise ValueError(f"scoring_function={scoring_function!r}: decoding in blocks (max_gpu_bytes) scores by the "
                          "mean affinity only")
-    if backend == "gpu":
-        warnings.warn(f"gpu_waterz: decoding in blocks of {block} on the CPU (max_gpu_bytes={cap}): the "
-                      "blocks' GPU steps are not written yet", UserWarning, stacklevel=3)
     if cuda is not None:
         cuda["synchronize"]()
         host = _host(affs)
@@ -297,8 +297,8 @@ def _decode_in_blocks(affs, affs_f32, affs_u8, cuda, shape, wanted, distinct, ma
     else:
         values = affs_u8[:3].astype(np.float32) / np.float32(255)
     values = np.ascontiguousarray(values, dtype=np.float32)
-    fragments, segmentations, _n, _open, _edges = _native.blockwise_decode(
-        values, list(block), [float(t) for t in distinct], low, high)
+    (fragments, segmentations, _n, _open, _edges), _on_gpu = _native.blockwise_decode(
+        values, list(block), [float(t) for t in distinct], low, high, backend, ordinal)
     del fragments, values
     by_threshold = dict(zip(distinct, segmentations))
     if cuda is not None:

@@ -19,9 +19,9 @@
 use super::affinities::{AffinityBuffer, DeviceAffinities};
 use gpu_waterz_abi::watershed::{
     uf_tile_grid, UfTileFacesArgs, UfTileLocalArgs, WatershedParams, WsBfsClaimArgs, WsBfsEmitArgs, WsBfsInitArgs,
-    WsBfsProposeArgs, WsCheckF32Args, WsCornerCompactArgs, WsCornerCountArgs, WsFragmentCountArgs,
-    WsFragmentNumberArgs, WsLabelsArgs, WsMaskF32Args, WsMaskU8Args, WsPlateauDirectionArgs, UF_SHARED_BYTES,
-    UF_THREADS,
+    WsBfsProposeArgs, WsBlockDirectionsArgs, WsBlockInsideEdgesArgs, WsBlockOpenRootsArgs, WsBlockPlateauInfoArgs,
+    WsCheckF32Args, WsCornerCompactArgs, WsCornerCountArgs, WsFragmentCountArgs, WsFragmentNumberArgs, WsLabelsArgs,
+    WsMaskF32Args, WsMaskU8Args, WsPlateauDirectionArgs, UF_SHARED_BYTES, UF_THREADS,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::primitives::{exclusive_scan, tile_compaction};
@@ -406,4 +406,102 @@ pub(crate) fn labels(gpu: &Gpu, components: &Components) -> Result<(DeviceBuffer
     // whose roots' labels were written above.
     unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
     Ok((labels, n_fragments))
+}
+
+/// Checks that a block of `block` voxels at `offset` lies in `region` and
+/// has between one and `MAX_VOXELS` voxels; returns its voxel count.
+fn check_block_in(kernel: &'static str, region: Dims3, offset: Dims3, block: Dims3) -> Result<u64> {
+    let n = super::affinities::check_dims(block)?;
+    let fits = |o: u64, b: u64, r: u64| o.checked_add(b).is_some_and(|end| end <= r);
+    if !(fits(offset.z, block.z, region.z) && fits(offset.y, block.y, region.y) && fits(offset.x, block.x, region.x)) {
+        return Err(invalid(
+            kernel,
+            format!("a block of {block:?} at {offset:?} does not lie in a region of {region:?}"),
+        ));
+    }
+    Ok(n)
+}
+
+/// A block's plateau edges (an [`EdgeMasks`] over the block: the faces both
+/// voxels mark, inside it) and each block voxel's mask with its corner and
+/// open-face flags (`ws_block_plateau_info`), from the masks of a region
+/// in which the block lies at `offset`.
+pub(crate) fn block_plateau_info(
+    gpu: &Gpu,
+    masks: &EdgeMasks,
+    offset: Dims3,
+    block: Dims3,
+) -> Result<(EdgeMasks, DeviceBuffer<u8>)> {
+    let n = check_block_in("ws_block_plateau_info", masks.dims, offset, block)?;
+    let mut mutual = gpu.uninit::<u8>(n as usize)?;
+    let mut info = gpu.uninit::<u8>(n as usize)?;
+    let args = WsBlockPlateauInfoArgs {
+        masks: masks.bits.as_ptr(),
+        region: masks.dims,
+        offset,
+        block,
+        mutual: mutual.as_mut_ptr(),
+        info: info.as_mut_ptr(),
+    };
+    // SAFETY: the masks cover their region (an `EdgeMasks` invariant) and
+    // mark no face out of it; the block lies in the region (checked above);
+    // `mutual` and `info` hold one byte per block voxel.
+    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    // The plateau edges mark only faces whose neighbour is in the block.
+    Ok((EdgeMasks { bits: mutual, dims: block, n }, info))
+}
+
+/// Each block voxel's directions from the region's plateau division
+/// `divided`, or, for the voxels of plateaus that reach outside the block
+/// (the trees of `plateaus` with a voxel whose `info` has `BLOCK_OPEN`),
+/// its mask with `BLOCK_CORNER` and `BLOCK_OPEN` (`ws_block_open_roots`,
+/// `ws_block_directions`).
+pub(crate) fn block_directions(
+    gpu: &Gpu,
+    info: &DeviceBuffer<u8>,
+    plateaus: &Components,
+    divided: &EdgeMasks,
+    offset: Dims3,
+) -> Result<DeviceBuffer<u8>> {
+    let block = plateaus.edges.dims;
+    let n = check_block_in("ws_block_directions", divided.dims, offset, block)?;
+    check_len("ws_block_open_roots", "info", info, n)?;
+    let mut flags = gpu.zeros::<u8>(n as usize)?;
+    let cfg = gpu.grid_stride_config(n);
+    let args =
+        WsBlockOpenRootsArgs { info: info.as_ptr(), parent: plateaus.parent.as_ptr(), n, flags: flags.as_mut_ptr() };
+    // SAFETY: `info` (checked) and `flags` hold n bytes, `flags` zeroed;
+    // `parent` is a complete forest over the block's n voxels (a
+    // `Components` invariant).
+    unsafe { gpu.launch(cfg, args) }?;
+    let mut out = gpu.uninit::<u8>(n as usize)?;
+    let args = WsBlockDirectionsArgs {
+        info: info.as_ptr(),
+        parent: plateaus.parent.as_ptr(),
+        flags: flags.as_ptr(),
+        divided: divided.bits.as_ptr(),
+        region: divided.dims,
+        offset,
+        block,
+        out: out.as_mut_ptr(),
+    };
+    // SAFETY: as above, and `divided` covers its region, in which the block
+    // lies (checked above); `out` holds n bytes.
+    unsafe { gpu.launch(cfg, args) }?;
+    Ok(out)
+}
+
+/// A block's directions `bits` (one byte per voxel of `block`) reduced to
+/// the faces inside the block, with `BLOCK_PRESENT` on every voxel that is
+/// not background (`ws_block_inside_edges`): edges for the components and
+/// labels kernels.
+pub(crate) fn block_inside_edges(gpu: &Gpu, bits: &DeviceBuffer<u8>, block: Dims3) -> Result<EdgeMasks> {
+    let n = super::affinities::check_dims(block)?;
+    check_len("ws_block_inside_edges", "bits", bits, n)?;
+    let mut edges = gpu.uninit::<u8>(n as usize)?;
+    let args = WsBlockInsideEdgesArgs { bits: bits.as_ptr(), block, edges: edges.as_mut_ptr() };
+    // SAFETY: `bits` (checked) and `edges` hold one byte per block voxel.
+    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    // Only faces whose neighbour is in the block are kept.
+    Ok(EdgeMasks { bits: edges, dims: block, n })
 }

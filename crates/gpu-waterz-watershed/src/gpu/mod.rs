@@ -11,11 +11,13 @@
 //! module, whose safe functions check what the kernels assume.
 
 mod affinities;
+mod block;
 #[allow(unsafe_code)]
 mod launch;
 mod plateau;
 
 pub use affinities::{check_dims, AffinityBuffer, DeviceAffinities, MAX_VOXELS};
+pub use block::{block_basins, block_plateaus, BlockInRegion, CORNER, OPEN};
 
 use crate::WatershedError;
 use gpu_waterz_core::{CoreError, Dims3, WatershedParams};
@@ -148,13 +150,7 @@ pub fn watershed(
     params: WatershedParams,
 ) -> Result<DeviceFragments, WatershedError> {
     affs.check_device(gpu)?;
-    if !params.keeps_masks_inside() {
-        return Err(WatershedError::Input(CoreError::WatershedThresholds {
-            low: params.aff_threshold_low as f64,
-            high: params.aff_threshold_high as f64,
-            reason: "aff_threshold_low must be smaller than aff_threshold_high",
-        }));
-    }
+    check_thresholds(params)?;
     let dims = affs.dims();
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
     let bits = launch::mask(gpu, affs, params)?;
@@ -169,6 +165,19 @@ pub fn watershed(
     timer.mark("labels")?;
     tracing::debug!(n_fragments, plateau_levels, queued, stages_ms = ?timer.stages(), max_used_bytes = timer.max_used_bytes(), "GPU watershed");
     Ok(DeviceFragments { labels, n_fragments, dims, plateau_levels })
+}
+
+/// Fails unless `aff_threshold_low < aff_threshold_high` (else a face
+/// outside the volume could be marked, and the kernels follow marks).
+pub(crate) fn check_thresholds(params: WatershedParams) -> Result<(), WatershedError> {
+    if !params.keeps_masks_inside() {
+        return Err(WatershedError::Input(CoreError::WatershedThresholds {
+            low: params.aff_threshold_low as f64,
+            high: params.aff_threshold_high as f64,
+            reason: "aff_threshold_low must be smaller than aff_threshold_high",
+        }));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,162 @@
+//! Steps 1 and 3 of each block and the merge on the GPU ([`GpuSteps`]):
+//! the watershed's masks, the division of the plateaus inside the block
+//! and the block's basins run by the GPU watershed's kernels
+//! (`gpu_waterz_watershed::gpu::{block_plateaus, block_basins}`), the
+//! host keeping the bookkeeping (open voxels, components' smallest voxels
+//! and sizes, faces); the whole region graph merged by the GPU's ParHAC.
+
+use crate::plateaus::check_plateau_input;
+use crate::stages::{apply_settled, basins_from_components, summed_graph};
+use crate::{
+    invalid, voxel_at, voxel_index, Block, DecodeSteps, EdgeList, LocalBasins, LocalPlateaus, OpenVoxels, Result,
+};
+use gpu_waterz_core::Thresholds;
+use gpu_waterz_core::{Dims3, WatershedParams};
+use gpu_waterz_graph::gpu::DeviceEdges;
+use gpu_waterz_parhac::gpu::GpuParhac;
+use gpu_waterz_runtime::Gpu;
+use gpu_waterz_watershed::gpu::{block_basins, block_plateaus, BlockInRegion, DeviceAffinities, CORNER, OPEN};
+use ndarray::{Array3, ArrayView4};
+use std::sync::Mutex;
+
+const _: () = assert!(CORNER == crate::CORNER_FLAG, "the GPU's corner flag is the open voxels' corner flag");
+
+/// Steps 1 and 3 of each block on one GPU, one block at a time (the
+/// blocks' reading and bookkeeping overlap on the host's threads), equal
+/// to [`crate::CpuSteps`]'s; and step 6 by the GPU's ParHAC at ε = 0, so
+/// that the segmentations equal the whole-volume GPU decode's (and the
+/// CPU's serial merging on tie-free graphs).
+///
+/// Step 1 reads each block grown by two voxels along every axis (one more
+/// below than the CPU's halo): the region's masks are then the volume's on
+/// the block and one voxel around it, which is all the block's plateau
+/// division reads. Device memory per block is about that of the
+/// whole-volume watershed of the grown block.
+pub struct GpuSteps {
+    gpu: Gpu,
+    /// The one thread that runs the GPU's work: blocks take the GPU one at
+    /// a time, in the order they ask. (Not a lock held by the asking
+    /// thread: work on the GPU uses rayon, which may run another block's
+    /// task on a waiting thread, and that task would wait for the lock its
+    /// own thread holds.)
+    turn: rayon::ThreadPool,
+    /// The most device memory a block's step has held, when the device
+    /// reports it.
+    peak: Mutex<Option<u64>>,
+}
+
+impl GpuSteps {
+    /// The steps on `gpu`; fails only when the thread that takes the GPU's
+    /// work cannot be started.
+    pub fn new(gpu: Gpu) -> Result<Self> {
+        let turn = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "gpu-waterz-blockwise-gpu".into())
+            .build()
+            .map_err(|e| invalid(format!("starting the GPU's thread: {e}")))?;
+        Ok(Self { gpu, turn, peak: Mutex::new(None) })
+    }
+
+    /// The most device memory (of the stream-ordered allocator, which
+    /// every buffer of the steps comes from) held during one block's step
+    /// so far, memory held before the step included; `None` before any
+    /// step, or where the device has no memory pools.
+    pub fn peak_device_bytes(&self) -> Option<u64> {
+        *self.peak.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `work` on the GPU alone (on the GPU's thread), and notes its
+    /// peak device memory.
+    fn exclusive<T: Send>(&self, work: impl FnOnce(&Gpu) -> Result<T> + Send) -> Result<T> {
+        let gpu = &self.gpu;
+        let (out, bytes) = self.turn.install(|| -> Result<(T, Option<u64>)> {
+            gpu.reset_peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?;
+            let out = work(gpu)?;
+            Ok((out, gpu.peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?))
+        })?;
+        if let Some(bytes) = bytes {
+            let mut peak = self.peak.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            *peak = Some(peak.map_or(bytes, |p| p.max(bytes)));
+        }
+        Ok(out)
+    }
+}
+
+fn dims3(shape: [u64; 3]) -> Dims3 {
+    Dims3::new(shape[0], shape[1], shape[2])
+}
+
+impl DecodeSteps for GpuSteps {
+    fn plateau_region(&self, dims: [u64; 3], block: Block) -> Block {
+        block.grown(dims, 2, 2)
+    }
+
+    fn local_plateaus(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        affinities: ArrayView4<'_, f32>,
+        params: WatershedParams,
+    ) -> Result<LocalPlateaus> {
+        let region = self.plateau_region(dims, block);
+        check_plateau_input(dims, block, region, affinities, params)?;
+        let values = affinities.as_standard_layout();
+        let values = values.as_slice().expect("a standard layout is contiguous");
+        let at = BlockInRegion {
+            offset: dims3(std::array::from_fn(|a| block.lo[a] - region.lo[a])),
+            block: dims3(block.shape()),
+        };
+        let mut bytes = self.exclusive(|gpu| {
+            let affs = DeviceAffinities::upload_f32(gpu, values, dims3(region.shape()))
+                .map_err(gpu_waterz_watershed::WatershedError::from)?;
+            Ok(block_plateaus(gpu, affs, at, params)?)
+        })?;
+        let bs = block.shape();
+        let mut open = OpenVoxels::default();
+        for (i, b) in bytes.iter_mut().enumerate() {
+            if *b & OPEN != 0 {
+                open.index.push(voxel_index(dims, block.global(voxel_at(bs, i as u64))));
+                open.mask.push(*b & !OPEN);
+                *b &= 0x3f;
+            }
+        }
+        let bits = Array3::from_shape_vec((bs[0] as usize, bs[1] as usize, bs[2] as usize), bytes)
+            .expect("one byte per block voxel");
+        Ok(LocalPlateaus { bits, open })
+    }
+
+    fn local_basins(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        mut bits: Array3<u8>,
+        open: &OpenVoxels,
+        settled: &[u8],
+    ) -> Result<LocalBasins> {
+        apply_settled(dims, block, &mut bits, open, settled)?;
+        let standard = bits.as_standard_layout();
+        let flat = standard.as_slice().expect("a standard layout is contiguous");
+        let (components, _) = self.exclusive(|gpu| Ok(block_basins(gpu, flat, dims3(block.shape()))?))?;
+        drop(standard);
+        basins_from_components(dims, block, components, bits)
+    }
+
+    /// The GPU's ParHAC at ε = 0, as the whole-volume GPU decode merges
+    /// (the same region graph gives the same segments, labelled by each
+    /// region's smallest fragment).
+    fn merge(&self, n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
+        Thresholds::new(thresholds)?;
+        let (edges, stats) = summed_graph(n_fragments, edges)?;
+        self.exclusive(|gpu| {
+            let device = DeviceEdges::upload(gpu, &edges, &stats, n_fragments + 1)?;
+            let mut parhac = GpuParhac::new(gpu, device, 0.0, false)?;
+            let mut tables = Vec::with_capacity(thresholds.len());
+            for &t in thresholds {
+                parhac.merge_until(t as f32)?;
+                let roots = gpu.download(&parhac.roots()?).map_err(gpu_waterz_parhac::ParhacError::from)?;
+                tables.push(roots.into_iter().map(u64::from).collect());
+            }
+            Ok((thresholds.to_vec(), tables))
+        })
+    }
+}

@@ -1,0 +1,91 @@
+//! The blockwise decode's per-block watershed steps on the GPU
+//! (`gpu_waterz_blockwise` runs them on each block of a larger volume):
+//! the plateaus of one block, divided where they lie inside it, and the
+//! block's basins.
+
+use super::{launch, plateau, DeviceAffinities};
+use crate::WatershedError;
+use gpu_waterz_abi::watershed::{BLOCK_CORNER, BLOCK_OPEN};
+use gpu_waterz_core::{Dims3, WatershedParams};
+use gpu_waterz_runtime::{Gpu, StageTimer};
+
+/// Where a block lies in the region whose affinities are on the device:
+/// its first voxel in the region and its extent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockInRegion {
+    /// The block's first voxel `(z, y, x)` in the region.
+    pub offset: Dims3,
+    /// The block's extent.
+    pub block: Dims3,
+}
+
+/// Set in a byte of [`block_plateaus`] on the voxels of open plateaus.
+pub const OPEN: u8 = BLOCK_OPEN;
+
+/// Set in a byte of [`block_plateaus`] on open plateau corners.
+pub const CORNER: u8 = BLOCK_CORNER;
+
+/// The watershed's masks and plateau division for one block of a larger
+/// volume, on the GPU: one byte per block voxel (C order).
+///
+/// `affs` (taken, and freed once the masks are made) are the affinities of a region of the volume that holds the
+/// block grown by two voxels along every axis (clipped to the volume), so
+/// that the masks of the block and of one voxel around it are the
+/// volume's: the region's faces are the volume's faces or at least two
+/// voxels from the block. The caller keeps that geometry; the function
+/// checks only that the block lies in the region.
+///
+/// A voxel whose plateau (the voxels joined by faces both mark) lies
+/// inside the block gets the directions the whole volume's watershed
+/// gives it: plateaus are divided alone, from their corners. A voxel of a
+/// plateau that reaches outside the block (an *open* plateau, divided over
+/// the whole volume later) gets its mask with [`OPEN`], and [`CORNER`] when
+/// it is a plateau corner. This equals `gpu_waterz_blockwise`'s
+/// `local_plateaus` on the same block.
+pub fn block_plateaus(
+    gpu: &Gpu,
+    affs: DeviceAffinities,
+    at: BlockInRegion,
+    params: WatershedParams,
+) -> Result<Vec<u8>, WatershedError> {
+    affs.check_device(gpu)?;
+    super::check_thresholds(params)?;
+    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
+    let masks = launch::mask(gpu, &affs, params)?;
+    // The affinities are read once: their memory goes back before the search.
+    drop(affs);
+    let (mutual, info) = launch::block_plateau_info(gpu, &masks, at.offset, at.block)?;
+    timer.mark("edge masks")?;
+    let divided = plateau::divide(gpu, masks, &mut timer)?;
+    let forest = launch::tile_components(gpu, mutual)?;
+    let plateaus = launch::join_tile_faces(gpu, forest)?;
+    timer.mark("block plateaus")?;
+    let out = launch::block_directions(gpu, &info, &plateaus, &divided.edges, at.offset)?;
+    let bytes = gpu.download(&out)?;
+    timer.mark("download")?;
+    tracing::debug!(levels = divided.levels, stages_ms = ?timer.stages(), "GPU block plateaus");
+    Ok(bytes)
+}
+
+/// A block's basins on the GPU: the components of its directions `bits`
+/// (one byte per voxel of `block`, C order) joined by the faces inside the
+/// block, numbered `1..=n` in scan order of their first voxel, 0 for
+/// background (no direction); returns the labels and `n`. This equals the
+/// components of `gpu_waterz_blockwise`'s `local_basins`.
+pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3) -> Result<(Vec<u32>, u64), WatershedError> {
+    let n = super::check_dims(block)?;
+    if bits.len() as u64 != n {
+        return Err(WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
+            kernel: "ws_block_inside_edges",
+            reason: format!("{} direction bytes for a block of {n} voxels ({block:?})", bits.len()),
+        }));
+    }
+    let bits = gpu.upload(bits)?;
+    let edges = launch::block_inside_edges(gpu, &bits, block)?;
+    drop(bits);
+    let forest = launch::tile_components(gpu, edges)?;
+    let components = launch::join_tile_faces(gpu, forest)?;
+    let (labels, n_components) = launch::labels(gpu, &components)?;
+    drop(components);
+    Ok((gpu.download(&labels)?, n_components))
+}
