@@ -249,3 +249,48 @@ def test_blockwise_blocks_from_a_memory_cap(tmp_path):
         with pytest.raises(ValueError, match=message):
             blockwise.agglomerate(affs, tmp_path / "bad", THRESHOLDS, **kwargs)
         assert not (tmp_path / "bad").exists()
+
+
+REQUIRE_GPU = os.environ.get("GPU_WATERZ_REQUIRE_GPU") == "1"
+
+
+def gpu_usable():
+    try:
+        next(gpu_waterz.agglomerate(np.zeros((3, 2, 2, 2), np.float32), [0.5], backend="gpu"))
+        return True
+    except RuntimeError:
+        if REQUIRE_GPU:
+            raise
+        return False
+
+
+def test_backends_are_named_and_the_cpu_merges_serially(tmp_path):
+    affs = plateau_volume(4)
+    result = blockwise.agglomerate(affs, tmp_path / "cpu", THRESHOLDS, (5, 6, 7), backend="cpu")
+    assert result.merged_on == "cpu"
+    with pytest.raises(ValueError, match="backend must be"):
+        blockwise.agglomerate(affs, tmp_path / "bad", THRESHOLDS, (5, 6, 7), backend="cuda")
+    assert not (tmp_path / "bad").exists()
+    if not gpu_usable():
+        # Without a GPU, "auto" runs on the CPU, and "gpu" says there is none.
+        auto = blockwise.agglomerate(affs, tmp_path / "auto", THRESHOLDS, (5, 6, 7))
+        assert auto.merged_on == "cpu"
+        for a, b in zip(read(tmp_path / "cpu")[:2], read(tmp_path / "auto")[:2]):
+            assert np.array_equal(a, b)
+        with pytest.raises(RuntimeError):
+            blockwise.agglomerate(affs, tmp_path / "gpu", THRESHOLDS, (5, 6, 7), backend="gpu")
+        assert not (tmp_path / "gpu").exists()
+
+
+@pytest.mark.skipif(not REQUIRE_GPU and not gpu_usable(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("volume", ["cells", "plateaus"])
+def test_gpu_blocks_equal_the_whole_volume_on_the_gpu(tmp_path, volume):
+    affs = {"cells": lambda: cell_volume(7), "plateaus": lambda: plateau_volume(5, shape=(20, 22, 18))}[volume]()
+    result = blockwise.agglomerate(affs, tmp_path / "gpu", THRESHOLDS, (6, 7, 5), backend="gpu")
+    assert result.merged_on == "gpu" and result.open_voxels > 0
+    fragments, segmentations, _ = read(tmp_path / "gpu")
+    want_fragments = next(gpu_waterz.agglomerate(affs, [0.0], backend="gpu")).copy()
+    assert same_partition(fragments, want_fragments)
+    want = [s.copy() for s in gpu_waterz.agglomerate(affs, THRESHOLDS, backend="gpu")]
+    for k, t in enumerate(THRESHOLDS):
+        assert np.array_equal(segmentations[k], want[k]), f"{volume} at {t}"

@@ -5,7 +5,7 @@
 
 use gpu_waterz_blockwise::{
     block_edges, decode, decode_with, fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus,
-    BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, EdgeList, ErrorKind, GpuSteps, OpenVoxels,
+    BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, DecodeSteps, EdgeList, ErrorKind, GpuSteps, OpenVoxels,
 };
 use gpu_waterz_core::WatershedParams;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
@@ -37,7 +37,8 @@ type EdgeColumns<'py> =
 /// above, clipped). Returns the directions (uint8, the block's shape), the
 /// open voxels' indices (uint64) and masks (uint8).
 #[pyfunction]
-#[pyo3(signature = (affinities, dims, lo, hi, aff_threshold_low, aff_threshold_high))]
+#[pyo3(signature = (affinities, dims, lo, hi, aff_threshold_low, aff_threshold_high, backend="cpu", ordinal=0))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn blockwise_local_plateaus<'py>(
     py: Python<'py>,
     affinities: PyReadonlyArray4<'py, f32>,
@@ -46,10 +47,18 @@ pub(crate) fn blockwise_local_plateaus<'py>(
     hi: [u64; 3],
     aff_threshold_low: f32,
     aff_threshold_high: f32,
+    backend: &str,
+    ordinal: usize,
 ) -> PyResult<Plateaus<'py>> {
     let view = affinities.as_array();
     let params = WatershedParams { aff_threshold_low, aff_threshold_high };
-    let out = py.detach(|| local_plateaus(dims, block(lo, hi), view, params)).map_err(err)?;
+    let steps = Steps::new(backend, ordinal)?;
+    let out = py
+        .detach(|| match &steps {
+            Steps::Cpu => local_plateaus(dims, block(lo, hi), view, params),
+            Steps::Gpu(gpu) => gpu.local_plateaus(dims, block(lo, hi), view, params),
+        })
+        .map_err(err)?;
     Ok((out.bits.into_pyarray(py), out.open.index.into_pyarray(py), out.open.mask.into_pyarray(py)))
 }
 
@@ -85,6 +94,7 @@ type Basins<'py> =
 /// (uint32), their smallest voxel indices and sizes, the background count,
 /// and the six faces' components and directions.
 #[pyfunction]
+#[pyo3(signature = (dims, lo, hi, bits, open_index, open_mask, settled, backend="cpu", ordinal=0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn blockwise_basins<'py>(
     py: Python<'py>,
@@ -95,11 +105,19 @@ pub(crate) fn blockwise_basins<'py>(
     open_index: PyReadonlyArray1<'py, u64>,
     open_mask: PyReadonlyArray1<'py, u8>,
     settled: PyReadonlyArray1<'py, u8>,
+    backend: &str,
+    ordinal: usize,
 ) -> PyResult<Basins<'py>> {
     let bits = bits.as_array().to_owned();
     let open = OpenVoxels { index: open_index.as_slice()?.to_vec(), mask: open_mask.as_slice()?.to_vec() };
     let settled = settled.as_slice()?;
-    let out = py.detach(|| local_basins(dims, block(lo, hi), bits, &open, settled)).map_err(err)?;
+    let steps = Steps::new(backend, ordinal)?;
+    let out = py
+        .detach(|| match &steps {
+            Steps::Cpu => local_basins(dims, block(lo, hi), bits, &open, settled),
+            Steps::Gpu(gpu) => gpu.local_basins(dims, block(lo, hi), bits, &open, settled),
+        })
+        .map_err(err)?;
     let BasinFaces { components, bits } = out.faces;
     Ok((
         out.components.into_pyarray(py),
@@ -185,15 +203,21 @@ pub(crate) fn blockwise_edges<'py>(
     Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
 }
 
-/// Step 6: every block's edges merged up to each threshold (ascending).
-/// Returns a `(thresholds, n_fragments + 1)` uint64 table: the segment of
-/// each fragment per threshold.
+/// Step 6: every block's edges merged up to each threshold (ascending),
+/// by waterz's serial merging in exact arithmetic (`backend="cpu"`) or by
+/// the GPU's ParHAC (`"gpu"`, on CUDA device `ordinal`), as the
+/// whole-volume decode on that backend merges. Returns a `(thresholds,
+/// n_fragments + 1)` uint64 table: the segment of each fragment per
+/// threshold.
 #[pyfunction]
+#[pyo3(signature = (n_fragments, edges, thresholds, backend="cpu", ordinal=0))]
 pub(crate) fn blockwise_merge<'py>(
     py: Python<'py>,
     n_fragments: u64,
     edges: Vec<EdgeColumns<'py>>,
     thresholds: Vec<f64>,
+    backend: &str,
+    ordinal: usize,
 ) -> PyResult<Bound<'py, PyArray2<u64>>> {
     let lists: Vec<EdgeList> = edges
         .iter()
@@ -207,7 +231,13 @@ pub(crate) fn blockwise_merge<'py>(
         })
         .collect::<PyResult<_>>()?;
     let refs: Vec<&EdgeList> = lists.iter().collect();
-    let (_, tables) = py.detach(|| merge(n_fragments, &refs, &thresholds)).map_err(err)?;
+    let steps = Steps::new(backend, ordinal)?;
+    let (_, tables) = py
+        .detach(|| match &steps {
+            Steps::Cpu => merge(n_fragments, &refs, &thresholds),
+            Steps::Gpu(gpu) => gpu.merge(n_fragments, &refs, &thresholds),
+        })
+        .map_err(err)?;
     let width = n_fragments as usize + 1;
     let flat: Vec<u64> = tables.into_iter().flatten().collect();
     let table = ndarray::Array2::from_shape_vec((thresholds.len(), width), flat)
@@ -232,6 +262,33 @@ fn steps_gpu(backend: &str, ordinal: usize, thresholds: &[f64]) -> PyResult<Opti
         "auto" => gpu_waterz::Agglomeration::gpu_for(&gpu_waterz::Config::new(thresholds)).map_err(gpu_err),
         other => Err(PyValueError::new_err(format!("backend must be 'auto', 'cpu' or 'gpu', not {other:?}"))),
     }
+}
+
+/// The steps of one call: the CPU's, or the GPU's on a device.
+enum Steps {
+    Cpu,
+    Gpu(GpuSteps),
+}
+
+impl Steps {
+    /// The steps `backend` names (`"cpu"`, `"gpu"`, `"auto"`) on this
+    /// machine ([`steps_gpu`]).
+    fn new(backend: &str, ordinal: usize) -> PyResult<Self> {
+        Ok(match steps_gpu(backend, ordinal, &[])? {
+            Some(gpu) => Steps::Gpu(GpuSteps::new(gpu).map_err(err)?),
+            None => Steps::Cpu,
+        })
+    }
+}
+
+/// Where `backend` (`"cpu"`, `"gpu"`, `"auto"`) runs the blockwise steps on
+/// this machine: `"cpu"` or `"gpu"` (CUDA device `ordinal`; `"gpu"`
+/// without one is an error). Workers ask before reading a block, since the
+/// GPU's step 1 reads a larger region.
+#[pyfunction]
+#[pyo3(signature = (backend, ordinal=0))]
+pub(crate) fn blockwise_steps(backend: &str, ordinal: usize) -> PyResult<&'static str> {
+    Ok(if steps_gpu(backend, ordinal, &[])?.is_some() { "gpu" } else { "cpu" })
 }
 
 /// Every step in this process (`gpu_waterz_blockwise::decode_with`): the

@@ -87,6 +87,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(blockwise::blockwise_fragment_ids, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_edges, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_merge, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_steps, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_check_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::implicit_cell_affinities, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_decode, m)?)?;

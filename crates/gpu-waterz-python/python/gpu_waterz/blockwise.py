@@ -49,7 +49,8 @@ class BlockwiseResult(dict):
     ``n_blocks``, ``open_voxels`` (voxels of plateaus that crossed a block
     face), ``n_edges`` (region-graph pairs summed over blocks, counting a
     pair once per block that holds it), ``gathered_bytes`` (what the global
-    steps read from the workers), ``seconds`` (per step) and ``output``."""
+    steps read from the workers), ``seconds`` (per step), ``output`` and
+    ``merged_on`` (``"cpu"`` or ``"gpu"``: where the merge ran)."""
 
     __getattr__ = dict.__getitem__
 
@@ -184,11 +185,14 @@ def _load(value):
     return np.load(value.path) if isinstance(value, _Spilled) else value
 
 
-def _plateaus(source, dims, lo, hi, low, high, spill=None):
-    halo_lo = tuple(max(l - 1, 0) for l in lo)
+def _plateaus(source, dims, lo, hi, low, high, spill=None, backend="cpu"):
+    # Where this worker runs the step: the GPU's reads one more voxel below.
+    steps = _native.blockwise_steps(backend)
+    below = 2 if steps == "gpu" else 1
+    halo_lo = tuple(max(l - below, 0) for l in lo)
     halo_hi = tuple(min(h + 2, d) for h, d in zip(hi, dims))
     affs = source.read(halo_lo, halo_hi)
-    bits, index, mask = _native.blockwise_local_plateaus(affs, list(dims), list(lo), list(hi), low, high)
+    bits, index, mask = _native.blockwise_local_plateaus(affs, list(dims), list(lo), list(hi), low, high, steps)
     return _kept(bits, spill), index, mask
 
 
@@ -196,10 +200,11 @@ def _open_part(plateaus):
     return plateaus[1], plateaus[2]
 
 
-def _basins(dims, lo, hi, plateaus, settled, spill=None):
+def _basins(dims, lo, hi, plateaus, settled, spill=None, backend="cpu"):
     bits, index, mask = plateaus
     out = _native.blockwise_basins(list(dims), list(lo), list(hi), _c(_load(bits), np.uint8),
-                                   _c(index, np.uint64), _c(mask, np.uint8), _c(settled, np.uint8))
+                                   _c(index, np.uint64), _c(mask, np.uint8), _c(settled, np.uint8),
+                                   _native.blockwise_steps(backend))
     if isinstance(bits, _Spilled):
         os.remove(bits.path)
     return _kept(out[0], spill), out[1:]
@@ -324,7 +329,7 @@ def _blocks_within(dims, affinity_bytes_per_voxel, max_gpu_bytes):
 
 def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *, shape=None,
                 aff_threshold_low=0.0001, aff_threshold_high=0.9999, write_fragments=True,
-                overwrite=False, workers=None, spill=None, max_gpu_bytes=None):
+                overwrite=False, workers=None, spill=None, max_gpu_bytes=None, backend="auto"):
     """Decodes ``affinities`` block by block into the zarr group ``output``.
 
     ``affinities``: the ``(3, z, y, x)`` affinities (float32, other floats
@@ -343,10 +348,18 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
     or, instead, ``max_gpu_bytes``: a device memory cap in bytes, which
     picks the largest cubic blocks whose decode (float32 affinities, halo
     included) fits it, as ``gpu_waterz.agglomerate``'s does.
-    ``client``: a ``dask.distributed.Client`` (its workers run the steps on
-    their CPUs: the per-block steps have no GPU version yet),
-    or None to run on a thread pool here (``workers`` threads, default
-    every core). Between steps each block keeps one byte per voxel (after
+    ``client``: a ``dask.distributed.Client`` (one worker per GPU, as
+    dask-cuda's ``LocalCUDACluster`` starts them, or CPU workers), or None
+    to run on a thread pool here (``workers`` threads, default every core).
+    ``backend``: where the blocks' watershed steps and the merge run:
+    ``"cpu"``; ``"gpu"`` (each worker's first visible GPU, and the merge on
+    this process's, an error where there is none); or ``"auto"`` (each
+    worker's GPU when it has a usable one, else its CPU: the same results;
+    the merge on this process's GPU when it has one). The merge decides
+    the segmentations: on the CPU, waterz's serial merging in exact
+    arithmetic (the CPU reference's ``arithmetic="exact"`` on the whole
+    volume); on the GPU, ParHAC, as ``gpu_waterz.agglomerate`` on the GPU
+    merges the whole volume (the two agree on tie-free graphs). Between steps each block keeps one byte per voxel (after
     step 1), then four (after step 3), where its tasks ran: in the
     workers' memory with a client (Dask spills it to disk under memory
     pressure); without one, in ``.npy`` files in the staging folder
@@ -363,6 +376,10 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
     low, high = float(aff_threshold_low), float(aff_threshold_high)
     # The rules every step applies, checked before any work.
     _native.blockwise_check_parameters(thresholds, low, high)
+    if backend not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"backend must be 'auto', 'cpu' or 'gpu', not {backend!r}")
+    # The merge's side is this process's, settled before any work.
+    merge_on = _native.blockwise_steps(backend)
     source = _Source(affinities, shape)
     dims = tuple(int(s) for s in source.shape[1:])
     if (block_shape is None) == (max_gpu_bytes is None):
@@ -403,7 +420,7 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
                             dtype=np.uint64, fill_value=0)
 
         started = time.perf_counter()
-        plateaus = runner.map(_plateaus, [(source, dims, lo, hi, low, high, spill_to(k, "directions"))
+        plateaus = runner.map(_plateaus, [(source, dims, lo, hi, low, high, spill_to(k, "directions"), backend)
                                           for k, (_, lo, hi) in enumerate(blocks)])
         open_parts = runner.gather(runner.map(_open_part, [(p,) for p in plateaus]))
         gathered += _nbytes(open_parts)
@@ -417,7 +434,7 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         seconds["settle"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        basins = runner.map(_basins, [(dims, lo, hi, p, s, spill_to(k, "components"))
+        basins = runner.map(_basins, [(dims, lo, hi, p, s, spill_to(k, "components"), backend)
                                       for k, ((_, lo, hi), p, s) in enumerate(zip(blocks, plateaus, settled))])
         summaries = runner.gather(runner.map(_summary, [(b,) for b in basins]))
         runner.release(plateaus)
@@ -455,7 +472,7 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
 
         started = time.perf_counter()
         tables = _native.blockwise_merge(int(n_fragments), [tuple(_c(c, np.uint64) for c in e) for e in edges],
-                                         thresholds)
+                                         thresholds, merge_on)
         del edges
         seconds["merge"] = time.perf_counter() - started
 
@@ -485,4 +502,4 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         runner.close()
     return BlockwiseResult(n_fragments=int(n_fragments), thresholds=thresholds, n_blocks=len(blocks),
                            open_voxels=open_voxels, n_edges=n_edges, gathered_bytes=int(gathered),
-                           seconds=seconds, output=output)
+                           seconds=seconds, output=output, merged_on=merge_on)
