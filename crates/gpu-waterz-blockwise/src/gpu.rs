@@ -6,11 +6,9 @@
 //! and sizes, faces); the whole region graph merged by the GPU's ParHAC.
 
 use crate::plateaus::check_plateau_input;
-use crate::stages::{apply_settled, basins_from_components, summed_graph};
-use crate::{
-    invalid, voxel_at, voxel_index, Block, DecodeSteps, EdgeList, LocalBasins, LocalPlateaus, OpenVoxels, Result,
-};
-use gpu_waterz_core::Thresholds;
+use crate::stages::{apply_settled, basins_from_components};
+use crate::{invalid, voxel_at, voxel_index, Block, DecodeSteps, LocalBasins, LocalPlateaus, OpenVoxels, Result};
+use gpu_waterz_core::{ContactStats, Thresholds};
 use gpu_waterz_core::{Dims3, WatershedParams};
 use gpu_waterz_graph::gpu::DeviceEdges;
 use gpu_waterz_parhac::gpu::GpuParhac;
@@ -144,9 +142,14 @@ impl DecodeSteps for GpuSteps {
     /// The GPU's ParHAC at ε = 0, as the whole-volume GPU decode merges
     /// (the same region graph gives the same segments, labelled by each
     /// region's smallest fragment).
-    fn merge(&self, n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
+    fn merge(
+        &self,
+        n_fragments: u64,
+        edges: Vec<[u64; 2]>,
+        stats: Vec<ContactStats>,
+        thresholds: &[f64],
+    ) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
         Thresholds::new(thresholds)?;
-        let (edges, stats) = summed_graph(n_fragments, edges)?;
         self.exclusive(|gpu| {
             let device = DeviceEdges::upload(gpu, &edges, &stats, n_fragments + 1)?;
             let mut parhac = GpuParhac::new(gpu, device, 0.0, false)?;

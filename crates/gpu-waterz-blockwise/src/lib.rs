@@ -62,9 +62,9 @@ mod stages;
 pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{
-    block_edges, decode, decode_blocks, decode_blocks_with, decode_with, fragment_ids, local_basins, merge, relabel,
-    AffinitySource, BasinFaces, BasinSummary, BlockSink, BlockwiseSummary, CpuSteps, DecodeSteps, Decoded, EdgeList,
-    FragmentIds, LocalBasins, StepSeconds,
+    block_edges, decode, decode_blocks, decode_blocks_with, decode_with, fragment_ids, local_basins, merge,
+    region_graph, relabel, AffinitySource, BasinFaces, BasinSummary, BlockSink, BlockwiseSummary, CpuSteps,
+    DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasins, StepSeconds,
 };
 
 /// Errors of the blockwise decode.

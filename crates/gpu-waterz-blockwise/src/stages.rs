@@ -378,29 +378,53 @@ pub fn block_edges(
             }
         }
     }
+    // In C order whatever the arrays' layouts (copies only when they are not).
+    let components = components.as_standard_layout();
+    let comps = components.as_slice().expect("a standard layout is contiguous");
+    let affinities = affinities.as_standard_layout();
+    let affs = affinities.as_slice().expect("a standard layout is contiguous");
+    let n = comps.len();
+    let (sy, sz) = (shape[2], shape[1] * shape[2]);
     let mut stats: FxHashMap<(u64, u64), ContactStats> = FxHashMap::default();
-    for ((z, y, x), &c) in components.indexed_iter() {
-        let f = ids[c as usize];
-        let at = [z, y, x];
-        for axis in 0..3 {
-            let g = if at[axis] > 0 {
-                let mut before = at;
-                before[axis] -= 1;
-                ids[components[before] as usize]
-            } else if let Some(layer) = lower[axis] {
-                let (p, q) = ((axis + 1) % 3, (axis + 2) % 3);
-                let (p, q) = (p.min(q), p.max(q));
-                layer[at[p] * shape[q] + at[q]]
-            } else {
-                continue;
-            };
-            if f != g {
-                let (u, v) = (f.min(g), f.max(g));
-                if u != 0 {
-                    let face = ContactStats::of_face(affinities[[axis, z, y, x]]);
-                    let entry = stats.entry((u, v)).or_default();
-                    *entry = entry.merged(face);
+    let mut add = |f: u64, g: u64, affinity: f32| {
+        if f != g {
+            let (u, v) = (f.min(g), f.max(g));
+            if u != 0 {
+                let entry = stats.entry((u, v)).or_default();
+                *entry = entry.merged(ContactStats::of_face(affinity));
+            }
+        }
+    };
+    // The faces inside the block: between a voxel and the one before it
+    // along each axis (channel `axis` at the voxel). Voxels of one
+    // component are one fragment, so only differing components are looked
+    // up.
+    for (axis, step) in [(0usize, sz), (1, sy), (2, 1)] {
+        let channel = &affs[axis * n..(axis + 1) * n];
+        let first = |a: usize| usize::from(a == axis);
+        for z in first(0)..shape[0] {
+            for y in first(1)..shape[1] {
+                let row = z * sz + y * sy;
+                for i in row + first(2)..row + shape[2] {
+                    let (c, b) = (comps[i], comps[i - step]);
+                    if c != b {
+                        add(ids[c as usize], ids[b as usize], channel[i]);
+                    }
                 }
+            }
+        }
+    }
+    // The faces across the block's lower faces, against the layer before.
+    for (axis, layer) in lower.iter().enumerate() {
+        let Some(layer) = layer else { continue };
+        let channel = &affs[axis * n..(axis + 1) * n];
+        let (p, q) = ((axis + 1) % 3, (axis + 2) % 3);
+        let (p, q) = (p.min(q), p.max(q));
+        let strides = [sz, sy, 1];
+        for a in 0..shape[p] {
+            for b in 0..shape[q] {
+                let i = a * strides[p] + b * strides[q];
+                add(ids[comps[i] as usize], layer[a * shape[q] + b], channel[i]);
             }
         }
     }
@@ -418,33 +442,46 @@ pub fn block_edges(
 
 /// The whole region graph from every block's pairs: the statistics summed
 /// per pair (order-free: integers), in waterz's edge order (sorted by
-/// endpoints); checks the pairs and that fragment ids fit u32.
-pub(crate) fn summed_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 2]>, Vec<ContactStats>)> {
+/// endpoints); checks the pairs and that fragment ids fit u32. Sorts the
+/// pairs on all threads, then sums each run.
+pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 2]>, Vec<ContactStats>)> {
     if n_fragments >= u32::MAX as u64 {
         return Err(invalid(format!("{n_fragments} fragments: fewer than 2^32 are taken")));
     }
-    let mut stats: FxHashMap<(u64, u64), ContactStats> = FxHashMap::default();
+    let mut total = 0;
     for list in edges {
         let n = list.u.len();
         if list.v.len() != n || list.count.len() != n || list.sum.len() != n {
             return Err(invalid("an edge list's columns differ in length"));
         }
-        for k in 0..n {
-            let (u, v) = (list.u[k], list.v[k]);
-            if u == 0 || u >= v || v > n_fragments {
-                return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
-            }
-            let entry = stats.entry((u, v)).or_default();
-            match (entry.contact_count.checked_add(list.count[k]), entry.affinity_sum.checked_add(list.sum[k])) {
-                (Some(contact_count), Some(affinity_sum)) => *entry = ContactStats { contact_count, affinity_sum },
-                _ => return Err(invalid(format!("the statistics of edge ({u}, {v}) overflow"))),
-            }
+        total += n;
+    }
+    let mut all: Vec<([u64; 2], ContactStats)> = Vec::with_capacity(total);
+    for list in edges {
+        for k in 0..list.u.len() {
+            let stats = ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] };
+            all.push(([list.u[k], list.v[k]], stats));
         }
     }
-    // waterz's edge order: sorted by endpoints.
-    let mut graph: Vec<([u64; 2], ContactStats)> = stats.into_iter().map(|((u, v), s)| ([u, v], s)).collect();
-    graph.sort_unstable_by_key(|&(e, _)| e);
-    Ok(graph.into_iter().unzip())
+    if let Some(([u, v], _)) = all.par_iter().find_first(|([u, v], _)| *u == 0 || u >= v || *v > n_fragments) {
+        return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
+    }
+    all.par_sort_unstable_by_key(|&(e, _)| e);
+    let mut graph: Vec<[u64; 2]> = Vec::new();
+    let mut stats: Vec<ContactStats> = Vec::new();
+    for (e, s) in all {
+        if graph.last() == Some(&e) {
+            let last = stats.last_mut().expect("one statistic per edge");
+            match (last.contact_count.checked_add(s.contact_count), last.affinity_sum.checked_add(s.affinity_sum)) {
+                (Some(contact_count), Some(affinity_sum)) => *last = ContactStats { contact_count, affinity_sum },
+                _ => return Err(invalid(format!("the statistics of edge ({}, {}) overflow", e[0], e[1]))),
+            }
+        } else {
+            graph.push(e);
+            stats.push(s);
+        }
+    }
+    Ok((graph, stats))
 }
 
 /// Step 6: the region graph of `n_fragments` fragments, the sum of every
@@ -459,14 +496,27 @@ pub fn merge(n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Resul
     // Finite, strictly ascending (also in float32), at least one.
     Thresholds::new(thresholds)?;
     let sorted = thresholds.to_vec();
-    let (edges, stats) = summed_graph(n_fragments, edges)?;
+    let (edges, stats) = region_graph(n_fragments, edges)?;
+    merge_graph(n_fragments, edges, stats, &sorted)
+}
+
+/// Step 6 on the summed region graph ([`region_graph`]): waterz's serial
+/// merging in exact arithmetic up to each of `thresholds` (checked
+/// ascending by the caller); a table from fragment to segment per
+/// threshold.
+fn merge_graph(
+    n_fragments: u64,
+    edges: Vec<[u64; 2]>,
+    stats: Vec<ContactStats>,
+    sorted: &[f64],
+) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
     let mut merging = IterativeMerging::from_contact_stats(n_fragments + 1, edges, stats);
     let mut tables = Vec::with_capacity(sorted.len());
-    for &t in &sorted {
+    for &t in sorted {
         merging.merge_until(t as f32, None);
         tables.push((0..=n_fragments).map(|f| merging.region_of(f)).collect());
     }
-    Ok((sorted, tables))
+    Ok((sorted.to_vec(), tables))
 }
 
 /// Step 7: a block's segmentation: `table[ids[component]]` per voxel.
@@ -636,10 +686,18 @@ pub trait DecodeSteps: Sync {
         settled: &[u8],
     ) -> Result<LocalBasins>;
 
-    /// Step 6: the whole region graph merged up to each threshold; by
-    /// default [`merge`], waterz's serial merging in exact arithmetic.
-    fn merge(&self, n_fragments: u64, edges: &[&EdgeList], thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
-        merge(n_fragments, edges, thresholds)
+    /// Step 6: the whole region graph ([`region_graph`]) merged up to
+    /// each threshold (ascending); by default waterz's serial merging in
+    /// exact arithmetic, as [`merge`].
+    fn merge(
+        &self,
+        n_fragments: u64,
+        edges: Vec<[u64; 2]>,
+        stats: Vec<ContactStats>,
+        thresholds: &[f64],
+    ) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
+        Thresholds::new(thresholds)?;
+        merge_graph(n_fragments, edges, stats, thresholds)
     }
 }
 
@@ -766,15 +824,11 @@ pub fn decode_blocks_with(
         .collect::<Result<Vec<_>>>()?;
     lap("block_edges", &mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
-    let (thresholds, tables) = steps.merge(fragments.n_fragments, &edge_refs, thresholds)?;
-    let n_edges = {
-        let mut pairs: Vec<(u64, u64)> =
-            edges.iter().flat_map(|e| e.u.iter().copied().zip(e.v.iter().copied())).collect();
-        pairs.sort_unstable();
-        pairs.dedup();
-        pairs.len() as u64
-    };
+    let (graph, stats) = region_graph(fragments.n_fragments, &edge_refs)?;
+    drop(edge_refs);
     drop(edges);
+    let n_edges = graph.len() as u64;
+    let (thresholds, tables) = steps.merge(fragments.n_fragments, graph, stats, thresholds)?;
     lap("merge", &mut seconds.merge);
     (0..grid.len())
         .into_par_iter()

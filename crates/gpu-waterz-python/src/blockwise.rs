@@ -4,8 +4,9 @@
 //! once. Every call releases the GIL while it computes.
 
 use gpu_waterz_blockwise::{
-    block_edges, decode, decode_with, fragment_ids, local_basins, local_plateaus, merge, settle_open_plateaus,
-    BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, DecodeSteps, EdgeList, ErrorKind, GpuSteps, OpenVoxels,
+    block_edges, decode, decode_with, fragment_ids, local_basins, local_plateaus, merge, region_graph,
+    settle_open_plateaus, BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, DecodeSteps, EdgeList, ErrorKind,
+    GpuSteps, OpenVoxels,
 };
 use gpu_waterz_core::WatershedParams;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
@@ -235,7 +236,10 @@ pub(crate) fn blockwise_merge<'py>(
     let (_, tables) = py
         .detach(|| match &steps {
             Steps::Cpu => merge(n_fragments, &refs, &thresholds),
-            Steps::Gpu(gpu) => gpu.merge(n_fragments, &refs, &thresholds),
+            Steps::Gpu(gpu) => {
+                let (graph, stats) = region_graph(n_fragments, &refs)?;
+                gpu.merge(n_fragments, graph, stats, &thresholds)
+            }
         })
         .map_err(err)?;
     let width = n_fragments as usize + 1;
