@@ -6,6 +6,7 @@ use gpu_waterz_abi::watershed::{steepest_mask, DIRECTION_BITS, OPPOSITE};
 use gpu_waterz_core::params::check_watershed_thresholds;
 use gpu_waterz_core::{CoreError, WatershedParams};
 use ndarray::{Array3, ArrayView4};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 /// Set in an open voxel's mask when it is a plateau corner (it marks a
@@ -227,9 +228,55 @@ pub fn local_plateaus(
     Ok(LocalPlateaus { bits, open: open_voxels })
 }
 
+/// Voxel index to slot (position in the sorted open voxels): the slots of
+/// each row of the volume (a row is contiguous in the sorted voxels), from
+/// a table of each row's first slot when the volume has few enough rows
+/// for one (at most four per open voxel, or 2^20), else from a hash map.
+enum SlotIndex<'a> {
+    Rows { all: &'a [(u64, u32, u32)], row_length: u64, first: Vec<u32> },
+    Hashed(FxHashMap<u64, u32>),
+}
+
+impl<'a> SlotIndex<'a> {
+    /// The index of `all`'s voxels (sorted, distinct, fewer than 2^32) in
+    /// a volume of `dims`.
+    fn new(all: &'a [(u64, u32, u32)], dims: [u64; 3]) -> Self {
+        let rows = dims[0] * dims[1];
+        if rows <= (4 * all.len() as u64).max(1 << 20) {
+            // first[r]: the slots before row r; row r is first[r]..first[r + 1].
+            let mut first = vec![0u32; rows as usize + 1];
+            for &(v, _, _) in all {
+                first[(v / dims[2]) as usize + 1] += 1;
+            }
+            for r in 0..rows as usize {
+                first[r + 1] += first[r];
+            }
+            Self::Rows { all, row_length: dims[2], first }
+        } else {
+            Self::Hashed(all.iter().enumerate().map(|(s, &(v, _, _))| (v, s as u32)).collect())
+        }
+    }
+
+    fn get(&self, v: u64) -> Option<usize> {
+        match self {
+            Self::Rows { all, row_length, first } => {
+                let r = (v / row_length) as usize;
+                let (start, end) = (first[r] as usize, first[r + 1] as usize);
+                all[start..end].binary_search_by_key(&v, |e| e.0).ok().map(|k| start + k)
+            }
+            Self::Hashed(map) => map.get(&v).map(|&s| s as usize),
+        }
+    }
+}
+
 /// Step 2: the division of the open plateaus of every block of a volume of
 /// `dims`; `open[b]` is block `b`'s [`LocalPlateaus::open`]. Returns each
 /// block's open voxels' directions, in the order given.
+///
+/// The open voxels are sorted (on every thread) and divided by one
+/// breadth-first search from their corners in scan order, each voxel's
+/// neighbours found in its row of the sorted voxels (a table of each row's
+/// first slot) or, along x, next to it.
 pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<Vec<u8>>> {
     crate::check_dims(dims)?;
     let total: usize = open.iter().map(|o| o.index.len()).sum();
@@ -251,29 +298,59 @@ pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<
             all.push((v, b as u32, k as u32));
         }
     }
-    all.sort_unstable();
+    all.par_sort_unstable();
     let n_voxels: u64 = dims.iter().product();
     if all.windows(2).any(|w| w[0].0 == w[1].0) || all.last().is_some_and(|v| v.0 >= n_voxels) {
         return Err(invalid("open voxels must be distinct voxels of the volume"));
     }
-    let mut slot: FxHashMap<u64, usize> = FxHashMap::default();
-    slot.reserve(all.len());
-    for (s, &(v, _, _)) in all.iter().enumerate() {
-        slot.insert(v, s);
-    }
-    let mut bits: Vec<u8> = all.iter().map(|&(_, b, k)| open[b as usize].mask[k as usize]).collect();
-    let corners: Vec<usize> = (0..all.len()).filter(|&s| bits[s] & CORNER_FLAG != 0).collect();
+    let index = SlotIndex::new(&all, dims);
+    let mut bits: Vec<u8> = all.par_iter().map(|&(_, b, k)| open[b as usize].mask[k as usize]).collect();
     let volume_offsets = neighbour_offsets(dims);
-    divide(&mut bits, corners, |s, d| {
+    // The open voxel across face `d` of slot `s`, if any: along x the
+    // next or previous slot (slots are in voxel order, so the voxel after
+    // `v` is open exactly when it is the next slot), else looked up.
+    let neighbour = |s: usize, d: usize| -> Option<usize> {
         let v = all[s].0;
         if !neighbour_inside(voxel_at(dims, v), d, dims) {
             return None;
         }
-        slot.get(&((v as i64 + volume_offsets[d]) as u64)).copied()
-    });
+        let w = (v as i64 + volume_offsets[d]) as u64;
+        match d {
+            2 => (s > 0 && all[s - 1].0 == w).then(|| s - 1),
+            5 => (s + 1 < all.len() && all[s + 1].0 == w).then_some(s + 1),
+            _ => index.get(w),
+        }
+    };
+    let corners: Vec<usize> = (0..all.len()).filter(|&s| bits[s] & CORNER_FLAG != 0).collect();
+    divide(&mut bits, corners, neighbour);
     let mut out: Vec<Vec<u8>> = open.iter().map(|o| vec![0u8; o.index.len()]).collect();
     for (s, &(_, b, k)) in all.iter().enumerate() {
         out[b as usize][k as usize] = bits[s] & DIRECTIONS;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SlotIndex;
+
+    #[test]
+    fn slots_are_found_by_rows_or_by_hash() {
+        // Rows: a table when the volume has few rows; a hash map when it has
+        // more than four per voxel and 2^20.
+        for dims in [[3, 4, 5], [1 << 11, 1 << 10, 1]] {
+            let voxels = [0u64, 4, 5, 19, 20, 59, (1 << 20) + 7];
+            let n: u64 = dims.iter().product();
+            let all: Vec<(u64, u32, u32)> =
+                voxels.iter().filter(|&&v| v < n).enumerate().map(|(k, &v)| (v, 0, k as u32)).collect();
+            let index = SlotIndex::new(&all, dims);
+            assert_eq!(matches!(index, SlotIndex::Rows { .. }), dims[2] == 5, "{dims:?}");
+            for (s, &(v, _, _)) in all.iter().enumerate() {
+                assert_eq!(index.get(v), Some(s), "{dims:?} {v}");
+            }
+            for v in [1u64, 3, 6, 18, 21, 58] {
+                assert_eq!(index.get(v), None, "{dims:?} {v}");
+            }
+        }
+    }
 }
