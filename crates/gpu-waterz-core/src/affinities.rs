@@ -108,15 +108,23 @@ impl<'a> AffinityGraph<'a> {
 /// faces at index 0 along their axis. For a boundary map `p`, pass `1 - p`.
 pub fn from_inside_probability(q: &ndarray::Array3<f32>) -> ndarray::Array4<f32> {
     let (zd, yd, xd) = q.dim();
-    let mut out = ndarray::Array4::zeros((3, zd, yd, xd));
-    // Voxels in parallel: each value depends only on `q`.
-    ndarray::Zip::indexed(&mut out).par_for_each(|(c, z, y, x), v| {
-        let p = [z, y, x];
-        if p[c] != 0 {
-            *v = q[[z, y, x]].min(q[[z - (c == 0) as usize, y - (c == 1) as usize, x - (c == 2) as usize]]);
+    let q = q.as_standard_layout();
+    let q = q.as_slice().expect("a standard layout");
+    let (section, strides) = (yd * xd, [yd * xd, xd, 1]);
+    let mut out = vec![0f32; 3 * zd * section];
+    // One section of one channel per task: each value depends only on `q`.
+    out.par_chunks_mut(section.max(1)).enumerate().for_each(|(k, out)| {
+        let (c, z) = (k / zd, k % zd);
+        for y in 0..yd {
+            for x in 0..xd {
+                if [z, y, x][c] != 0 {
+                    let i = z * section + y * xd + x;
+                    out[y * xd + x] = q[i].min(q[i - strides[c]]);
+                }
+            }
         }
     });
-    out
+    ndarray::Array4::from_shape_vec((3, zd, yd, xd), out).expect("the values fill the shape")
 }
 
 /// A section's check: its first value that is not finite (y, x, value),

@@ -9,7 +9,7 @@
 //! membranes (merge bait) and a few false walls inside cells (split bait);
 //! then waterz's layout, `aff[c][v] = min(q[v], q[v - e_c])`.
 
-use crate::synthetic::{value_noise, SplitMix64};
+use crate::synthetic::{interpolate_lattice, lattice_value, SplitMix64};
 use ndarray::{Array3, Array4, Axis, Zip};
 use rayon::prelude::*;
 
@@ -89,54 +89,117 @@ fn par_from_shape_fn<T: Copy + Default + Send + Sync>(
     out
 }
 
-fn boundary_mask(labels: &Array3<u32>) -> Array3<bool> {
-    let (zd, yd, xd) = labels.dim();
-    par_from_shape_fn((zd, yd, xd), |(z, y, x)| {
-        let l = labels[[z, y, x]];
-        (z + 1 < zd && labels[[z + 1, y, x]] != l)
-            || (y + 1 < yd && labels[[z, y + 1, x]] != l)
-            || (x + 1 < xd && labels[[z, y, x + 1]] != l)
-            || (z > 0 && labels[[z - 1, y, x]] != l)
-            || (y > 0 && labels[[z, y - 1, x]] != l)
-            || (x > 0 && labels[[z, y, x - 1]] != l)
+/// A C-order array of `shape` whose sections (one z each) are filled in
+/// parallel by `fill(z, section)`.
+fn par_by_section<T: Copy + Default + Send + Sync>(
+    shape: (usize, usize, usize),
+    fill: impl Fn(usize, &mut [T]) + Sync + Send,
+) -> Array3<T> {
+    let mut values = vec![T::default(); shape.0 * shape.1 * shape.2];
+    values.par_chunks_mut((shape.1 * shape.2).max(1)).enumerate().for_each(|(z, section)| fill(z, section));
+    Array3::from_shape_vec(shape, values).expect("the values fill the shape")
+}
+
+/// Whether any face neighbour of each voxel passes `differs(voxel,
+/// neighbour)` (flat indices into an array of `shape`).
+fn any_face_neighbour(shape: (usize, usize, usize), differs: impl Fn(usize, usize) -> bool + Sync) -> Array3<bool> {
+    let (zd, yd, xd) = shape;
+    let section = yd * xd;
+    par_by_section(shape, |z, out| {
+        for y in 0..yd {
+            for x in 0..xd {
+                let i = z * section + y * xd + x;
+                out[y * xd + x] = (z + 1 < zd && differs(i, i + section))
+                    || (y + 1 < yd && differs(i, i + xd))
+                    || (x + 1 < xd && differs(i, i + 1))
+                    || (z > 0 && differs(i, i - section))
+                    || (y > 0 && differs(i, i - xd))
+                    || (x > 0 && differs(i, i - 1));
+            }
+        }
     })
+}
+
+fn boundary_mask(labels: &Array3<u32>) -> Array3<bool> {
+    let labels = labels.as_standard_layout();
+    let flat = labels.as_slice().expect("a standard layout");
+    any_face_neighbour(labels.dim(), |i, j| flat[j] != flat[i])
 }
 
 fn dilate(mask: &Array3<bool>) -> Array3<bool> {
-    let (zd, yd, xd) = mask.dim();
-    par_from_shape_fn((zd, yd, xd), |(z, y, x)| {
-        mask[[z, y, x]]
-            || (z + 1 < zd && mask[[z + 1, y, x]])
-            || (y + 1 < yd && mask[[z, y + 1, x]])
-            || (x + 1 < xd && mask[[z, y, x + 1]])
-            || (z > 0 && mask[[z - 1, y, x]])
-            || (y > 0 && mask[[z, y - 1, x]])
-            || (x > 0 && mask[[z, y, x - 1]])
-    })
+    let mask = mask.as_standard_layout();
+    let flat = mask.as_slice().expect("a standard layout");
+    any_face_neighbour(mask.dim(), |i, j| flat[i] || flat[j])
 }
 
+/// Three passes of a 3-wide box along z, y and x, each value the mean of
+/// the neighbours inside the array.
 fn box_blur(q: &Array3<f32>) -> Array3<f32> {
-    let mut out = q.clone();
+    let (zd, yd, xd) = q.dim();
+    let (lens, strides) = ([zd, yd, xd], [yd * xd, xd, 1]);
+    let mut out = q.as_standard_layout().into_owned();
     for axis in 0..3 {
-        let src = out.clone();
-        let len = src.len_of(Axis(axis));
-        Zip::indexed(&mut out).par_for_each(|(z, y, x), v| {
-            let p = [z, y, x];
-            let mut sum = 0.0;
-            let mut n = 0.0;
-            for off in [-1i64, 0, 1] {
-                let i = p[axis] as i64 + off;
-                if i >= 0 && (i as usize) < len {
-                    let mut q = p;
-                    q[axis] = i as usize;
-                    sum += src[[q[0], q[1], q[2]]];
+        let src = out;
+        let flat = src.as_slice().expect("a standard layout");
+        out = par_by_section((zd, yd, xd), |z, section| {
+            for y in 0..yd {
+                for x in 0..xd {
+                    let (p, i) = ([z, y, x][axis], z * strides[0] + y * xd + x);
+                    // Summed in the order -1, 0, +1, as a plain loop over
+                    // the offsets would.
+                    let mut sum = 0.0;
+                    let mut n = 0.0;
+                    if p > 0 {
+                        sum += flat[i - strides[axis]];
+                        n += 1.0;
+                    }
+                    sum += flat[i];
                     n += 1.0;
+                    if p + 1 < lens[axis] {
+                        sum += flat[i + strides[axis]];
+                        n += 1.0;
+                    }
+                    section[y * xd + x] = sum / n;
                 }
             }
-            *v = sum / n;
         });
     }
     out
+}
+
+/// Adds smooth noise of amplitude `amplitude` ([`value_noise`] of `seed`,
+/// spacing 3, at the volume's coordinates: `q` stands at `origin`) to `q`
+/// and clamps to `[0, 1]`. The lattice's values are hashed once each
+/// instead of eight times per voxel; the interpolation is
+/// [`value_noise`]'s own.
+fn add_value_noise(q: &mut Array3<f32>, seed: u64, amplitude: f32, origin: (usize, usize, usize)) {
+    const SPACING: usize = 3;
+    let (zd, yd, xd) = q.dim();
+    if zd * yd * xd == 0 {
+        return;
+    }
+    let (o, s) = ([origin.0, origin.1, origin.2], [zd, yd, xd]);
+    let lo: [usize; 3] = std::array::from_fn(|a| o[a] / SPACING);
+    let n: [usize; 3] = std::array::from_fn(|a| (o[a] + s[a] - 1) / SPACING + 2 - lo[a]);
+    let lattice: Vec<f32> = (0..n[0] * n[1] * n[2])
+        .into_par_iter()
+        .map(|i| lattice_value(seed, lo[0] + i / (n[1] * n[2]), lo[1] + (i / n[2]) % n[1], lo[2] + i % n[2]))
+        .collect();
+    let corner = |a: usize, b: usize, c: usize| lattice[((a - lo[0]) * n[1] + (b - lo[1])) * n[2] + (c - lo[2])];
+    if !q.is_standard_layout() {
+        *q = q.as_standard_layout().into_owned();
+    }
+    q.as_slice_mut().expect("a standard layout").par_chunks_mut((yd * xd).max(1)).enumerate().for_each(
+        |(z, section)| {
+            for y in 0..yd {
+                for x in 0..xd {
+                    let noise = interpolate_lattice(SPACING, [o[0] + z, o[1] + y, o[2] + x], corner);
+                    let v = &mut section[y * xd + x];
+                    *v = (*v + amplitude * (noise - 0.5)).clamp(0.0, 1.0);
+                }
+            }
+        },
+    );
 }
 
 /// A centred crop of `source` to `(zd, yd, xd)`; mirrored where the shape
@@ -176,8 +239,10 @@ fn affinities_at(labels: &Array3<u32>, params: &GeneratorParams, origin: (usize,
     let mut q = Zip::from(&membrane).par_map_collect(|&m| if m { 0.05f32 } else { 0.95 });
     let mut rng = SplitMix64::new(params.seed ^ 0x5EED);
     // Merge bait: weak membrane spots of radius 2 at random boundary voxels.
-    let boundary: Vec<(usize, usize, usize)> =
-        membrane.indexed_iter().filter(|(_, &m)| m).map(|(p, _)| p).step_by(97).collect();
+    let boundary: Vec<(usize, usize, usize)> = match params.weak_spots {
+        0 => Vec::new(),
+        _ => membrane.indexed_iter().filter(|(_, &m)| m).map(|(p, _)| p).step_by(97).collect(),
+    };
     for _ in 0..params.weak_spots.min(boundary.len()) {
         let (cz, cy, cx) = boundary[rng.below(boundary.len() as u64) as usize];
         for z in cz.saturating_sub(2)..(cz + 3).min(zd) {
@@ -213,11 +278,7 @@ fn affinities_at(labels: &Array3<u32>, params: &GeneratorParams, origin: (usize,
     for _ in 0..params.blur_passes {
         q = box_blur(&q);
     }
-    let seed = params.seed;
-    Zip::indexed(&mut q).par_for_each(|(z, y, x), v| {
-        let noise = value_noise(seed, z + origin.0, y + origin.1, x + origin.2, 3);
-        *v = (*v + params.noise * (noise - 0.5)).clamp(0.0, 1.0);
-    });
+    add_value_noise(&mut q, params.seed, params.noise, origin);
     crate::affinities::from_inside_probability(&q)
 }
 
@@ -281,7 +342,7 @@ impl ImplicitCells {
                     let c = [own[0] + dz, own[1] + dy, own[2] + dx];
                     let s = self.seed_of(c);
                     let d: f32 = (0..3).map(|a| (p[a] - s[a]) * (p[a] - s[a])).sum();
-                    let label = 1 + (((c[0] + 1) as u32) << 20) + (((c[1] + 1) as u32) << 10) + (c[2] + 1) as u32;
+                    let label = Self::label_number(c);
                     if d < best.0 || (d == best.0 && label < best.1) {
                         best = (d, label);
                     }
@@ -292,8 +353,73 @@ impl ImplicitCells {
     }
 
     /// The labels of the block of `shape` at `origin`.
+    ///
+    /// The same values as [`ImplicitCells::label`] voxel by voxel, with
+    /// the seeds of the grid cells around the block computed once each and,
+    /// per row, the z and y terms of each distance once per grid cell.
     pub fn labels(&self, origin: (usize, usize, usize), shape: (usize, usize, usize)) -> Array3<u32> {
-        par_from_shape_fn(shape, |(z, y, x)| self.label(origin.0 + z, origin.1 + y, origin.2 + x))
+        let (zd, yd, xd) = shape;
+        if zd * yd * xd == 0 {
+            return Array3::zeros(shape);
+        }
+        let (o, s, cell) = ([origin.0, origin.1, origin.2], [zd, yd, xd], [self.cell.0, self.cell.1, self.cell.2]);
+        let size = cell.map(|c| c as f32);
+        // The grid cells from one before the first voxel's to one after
+        // the last's, along each axis.
+        let lo: [i64; 3] = std::array::from_fn(|a| (o[a] / cell[a]) as i64 - 1);
+        let n: [usize; 3] = std::array::from_fn(|a| (o[a] + s[a] - 1) / cell[a] + 3 - o[a] / cell[a]);
+        let seeds: Vec<[f32; 3]> = (0..n[0] * n[1] * n[2])
+            .into_par_iter()
+            .map(|i| {
+                self.seed_of([
+                    lo[0] + (i / (n[1] * n[2])) as i64,
+                    lo[1] + ((i / n[2]) % n[1]) as i64,
+                    lo[2] + (i % n[2]) as i64,
+                ])
+            })
+            .collect();
+        let slot =
+            |c: [i64; 3]| (((c[0] - lo[0]) as usize * n[1]) + (c[1] - lo[1]) as usize) * n[2] + (c[2] - lo[2]) as usize;
+        let mut labels = vec![0u32; zd * yd * xd];
+        // Per row, each grid cell along x with its nine (dz, dy)
+        // neighbours: the z and y terms of the distance to their seeds
+        // (summed first, as label() sums them), the seeds' x and their
+        // labels. The nearest seed is the smallest (distance, label) pair,
+        // whatever the order the candidates are visited in.
+        labels.par_chunks_mut(xd).enumerate().for_each_init(
+            || vec![(0f32, 0f32, 0u32); 9 * n[2]],
+            |candidates, (row, out)| {
+                let at = [o[0] + row / yd, o[1] + row % yd];
+                let p = [0, 1].map(|a| (at[a] as f32 + 0.5) / size[a]);
+                let own = [0, 1].map(|a| (at[a] / cell[a]) as i64);
+                for (k, candidate) in candidates.iter_mut().enumerate() {
+                    let c = [own[0] + (k % 9 / 3) as i64 - 1, own[1] + (k % 3) as i64 - 1, lo[2] + (k / 9) as i64];
+                    let seed = seeds[slot(c)];
+                    let zy = (p[0] - seed[0]) * (p[0] - seed[0]) + (p[1] - seed[1]) * (p[1] - seed[1]);
+                    *candidate = (zy, seed[2], Self::label_number(c));
+                }
+                for (x, label) in out.iter_mut().enumerate() {
+                    let gx = o[2] + x;
+                    let px = (gx as f32 + 0.5) / size[2];
+                    // The grid cells own_x - 1 ..= own_x + 1, from lo[2].
+                    let first = ((gx / cell[2]) as i64 - 1 - lo[2]) as usize;
+                    let mut best = (f32::INFINITY, u32::MAX);
+                    for &(zy, sx, l) in &candidates[first * 9..(first + 3) * 9] {
+                        let d = zy + (px - sx) * (px - sx);
+                        if d < best.0 || (d == best.0 && l < best.1) {
+                            best = (d, l);
+                        }
+                    }
+                    *label = best.1;
+                }
+            },
+        );
+        Array3::from_shape_vec(shape, labels).expect("the labels fill the shape")
+    }
+
+    /// The label of grid cell `c`.
+    fn label_number(c: [i64; 3]) -> u32 {
+        1 + (((c[0] + 1) as u32) << 20) + (((c[1] + 1) as u32) << 10) + (c[2] + 1) as u32
     }
 
     /// CNN-like affinities and labels of the block of `shape` at `origin`
@@ -324,6 +450,10 @@ impl ImplicitCells {
         let hi: [usize; 3] = [0, 1, 2].map(|a| (o[a] + s[a] + halo).min(v[a]));
         let extended = self.labels((lo[0], lo[1], lo[2]), (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]));
         let affs = affinities_at(&extended, params, (lo[0], lo[1], lo[2]));
+        if lo == o && (0..3).all(|a| hi[a] == o[a] + s[a]) {
+            // The whole volume, or a block on no halo: nothing to crop.
+            return Ok((affs, extended));
+        }
         let at = [0, 1, 2].map(|a| o[a] - lo[a]);
         let crop = |a: usize| ndarray::Slice::from(at[a]..at[a] + s[a]);
         let labels =
@@ -337,7 +467,7 @@ impl ImplicitCells {
 /// Quantizes affinities to uint8, `round(a * 255)` with halves rounded away
 /// from zero; `k` stands for `k / 255`.
 pub fn quantize(affs: &Array4<f32>) -> Array4<u8> {
-    affs.mapv(|a| (a * 255.0).round().clamp(0.0, 255.0) as u8)
+    Zip::from(affs).par_map_collect(|&a| (a * 255.0).round().clamp(0.0, 255.0) as u8)
 }
 
 #[cfg(test)]
@@ -387,6 +517,78 @@ mod tests {
         assert!(cells.block(&GeneratorParams::default(), volume, (0, 0, 0), volume).is_err());
         assert!(cells.block(&params, volume, (25, 0, 0), (10, 1, 1)).is_err());
         assert!(ImplicitCells { seed: 1, cell: (1, 1, 1) }.check((2000, 1, 1)).is_err());
+    }
+
+    /// The labels of blocks equal [`ImplicitCells::label`] voxel by voxel,
+    /// for small and large cells and blocks away from the origin.
+    #[test]
+    fn tabled_labels_equal_the_per_voxel_labels() {
+        for (cell, origin, shape) in [
+            ((12, 6, 6), (0, 0, 0), (30, 25, 27)),
+            ((1, 1, 1), (3, 5, 7), (4, 6, 9)),
+            ((5, 7, 3), (11, 0, 29), (9, 13, 17)),
+            ((48, 24, 24), (40, 100, 1000), (20, 30, 60)),
+        ] {
+            let field = ImplicitCells { seed: 9, cell };
+            let labels = field.labels(origin, shape);
+            for ((z, y, x), &l) in labels.indexed_iter() {
+                assert_eq!(l, field.label(origin.0 + z, origin.1 + y, origin.2 + x), "{cell:?} {origin:?} {z} {y} {x}");
+            }
+        }
+        assert_eq!(ImplicitCells::new(1).labels((5, 5, 5), (0, 3, 3)).dim(), (0, 3, 3));
+    }
+
+    /// The section-parallel steps of the affinities equal plain per-voxel
+    /// versions of the same arithmetic, bit for bit.
+    #[test]
+    fn affinity_steps_equal_per_voxel_references() {
+        let labels = neurite_labels(5, (7, 19, 23), 9);
+        let (zd, yd, xd) = labels.dim();
+        let inside = |p: [i64; 3]| {
+            p[0] >= 0 && p[1] >= 0 && p[2] >= 0 && p[0] < zd as i64 && p[1] < yd as i64 && p[2] < xd as i64
+        };
+        let faces = |z: usize, y: usize, x: usize| {
+            (0..6).map(move |d| {
+                let mut p = [z as i64, y as i64, x as i64];
+                p[d % 3] += if d < 3 { -1 } else { 1 };
+                p
+            })
+        };
+        let boundary = boundary_mask(&labels);
+        let dilated = dilate(&boundary);
+        for ((z, y, x), &b) in boundary.indexed_iter() {
+            let at = |p: [i64; 3]| [p[0] as usize, p[1] as usize, p[2] as usize];
+            let differs = faces(z, y, x).filter(|&p| inside(p)).any(|p| labels[at(p)] != labels[[z, y, x]]);
+            assert_eq!(b, differs, "{z} {y} {x}");
+            let near = b || faces(z, y, x).filter(|&p| inside(p)).any(|p| boundary[at(p)]);
+            assert_eq!(dilated[[z, y, x]], near, "{z} {y} {x}");
+        }
+        let mut rng = SplitMix64::new(3);
+        let q = Array3::from_shape_simple_fn((zd, yd, xd), || rng.next_f32());
+        let mut blurred = q.clone();
+        for axis in 0..3 {
+            let src = blurred.clone();
+            for ((z, y, x), v) in blurred.indexed_iter_mut() {
+                let (mut sum, mut n) = (0.0, 0.0);
+                for off in [-1i64, 0, 1] {
+                    let mut p = [z as i64, y as i64, x as i64];
+                    p[axis] += off;
+                    if inside(p) {
+                        sum += src[[p[0] as usize, p[1] as usize, p[2] as usize]];
+                        n += 1.0;
+                    }
+                }
+                *v = sum / n;
+            }
+        }
+        assert_eq!(box_blur(&q), blurred);
+        let origin = (4, 10, 2);
+        let mut noisy = q.clone();
+        add_value_noise(&mut noisy, 11, 0.45, origin);
+        for ((z, y, x), &v) in noisy.indexed_iter() {
+            let noise = crate::synthetic::value_noise(11, origin.0 + z, origin.1 + y, origin.2 + x, 3);
+            assert_eq!(v, (q[[z, y, x]] + 0.45 * (noise - 0.5)).clamp(0.0, 1.0), "{z} {y} {x}");
+        }
     }
 
     #[test]

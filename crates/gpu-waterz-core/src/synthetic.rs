@@ -68,22 +68,34 @@ pub fn cell_labels(seed: u64, shape: (usize, usize, usize), n_cells: usize) -> A
 /// Smooth value noise in `[0, 1)`: hashed values on a lattice of spacing
 /// `spacing`, interpolated trilinearly.
 pub fn value_noise(seed: u64, z: usize, y: usize, x: usize, spacing: usize) -> f32 {
-    let hash = |a: usize, b: usize, c: usize| {
-        let mut r = SplitMix64::new(
-            seed ^ (a as u64).wrapping_mul(0x9E37_79B9)
-                ^ (b as u64).wrapping_mul(0x85EB_CA6B) << 1
-                ^ (c as u64).wrapping_mul(0xC2B2_AE35) << 2,
-        );
-        r.next_f32()
-    };
+    interpolate_lattice(spacing, [z, y, x], |a, b, c| lattice_value(seed, a, b, c))
+}
+
+/// The hashed value in `[0, 1)` at lattice point `(a, b, c)` of
+/// [`value_noise`].
+pub(crate) fn lattice_value(seed: u64, a: usize, b: usize, c: usize) -> f32 {
+    SplitMix64::new(
+        seed ^ (a as u64).wrapping_mul(0x9E37_79B9)
+            ^ (b as u64).wrapping_mul(0x85EB_CA6B) << 1
+            ^ (c as u64).wrapping_mul(0xC2B2_AE35) << 2,
+    )
+    .next_f32()
+}
+
+/// The trilinear interpolation at voxel `at` of the values `corner(a, b,
+/// c)` on a lattice of `spacing` (at least 1): the arithmetic of
+/// [`value_noise`], shared by the generator's tabled lattice so that both
+/// give the same bits.
+pub(crate) fn interpolate_lattice(spacing: usize, at: [usize; 3], corner: impl Fn(usize, usize, usize) -> f32) -> f32 {
     let s = spacing.max(1);
+    let [z, y, x] = at;
     let (fz, fy, fx) = ((z % s) as f32 / s as f32, (y % s) as f32 / s as f32, (x % s) as f32 / s as f32);
     let (lz, ly, lx) = (z / s, y / s, x / s);
     let mut v = 0.0;
     for (dz, wz) in [(0, 1.0 - fz), (1, fz)] {
         for (dy, wy) in [(0, 1.0 - fy), (1, fy)] {
             for (dx, wx) in [(0, 1.0 - fx), (1, fx)] {
-                v += wz * wy * wx * hash(lz + dz, ly + dy, lx + dx);
+                v += wz * wy * wx * corner(lz + dz, ly + dy, lx + dx);
             }
         }
     }

@@ -67,7 +67,7 @@ pub fn run(args: &GenerateArgs) -> Result<()> {
         write_npy(&args.out_affinities, &affs.view())?;
     }
     written.push(args.out_affinities.clone());
-    write_npy(&args.out_ground_truth, &labels.mapv(u64::from).view())?;
+    write_npy(&args.out_ground_truth, &ndarray::Zip::from(&labels).par_map_collect(|&l| u64::from(l)).view())?;
     written.keep();
     Ok(())
 }
