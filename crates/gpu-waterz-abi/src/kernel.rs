@@ -165,6 +165,13 @@ kernels! {
     FillHolesEdges => "fill_holes_edges",
     FillHolesReach => "fill_holes_reach",
     FillHolesOutput => "fill_holes_output",
+    GenImplicitLabels => "gen_implicit_labels",
+    GenBoundary => "gen_boundary",
+    GenDilate => "gen_dilate",
+    GenInside => "gen_inside",
+    GenBoxBlur => "gen_box_blur",
+    GenAddNoise => "gen_add_noise",
+    GenAffinities => "gen_affinities",
 }
 
 /// The most parameters a kernel takes.

@@ -14,6 +14,7 @@
 #[macro_use]
 pub mod kernel;
 pub mod distance;
+pub mod generate;
 pub mod greyscale;
 pub mod morphology;
 pub mod primitives;

@@ -6,15 +6,20 @@
 //! and sizes, faces); the whole region graph merged by the GPU's ParHAC.
 
 use crate::plateaus::check_plateau_input;
-use crate::stages::{apply_settled, basins_from_components};
-use crate::{invalid, voxel_at, voxel_index, Block, DecodeSteps, LocalBasins, LocalPlateaus, OpenVoxels, Result};
+use crate::stages::{apply_settled, basins_from_components, read_region};
+use crate::{
+    invalid, voxel_at, voxel_index, AffinitySource, Block, DecodeSteps, LocalBasins, LocalPlateaus, OpenVoxels, Result,
+};
 use gpu_waterz_core::{ContactStats, Thresholds};
 use gpu_waterz_core::{Dims3, WatershedParams};
 use gpu_waterz_graph::gpu::DeviceEdges;
 use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::Gpu;
-use gpu_waterz_watershed::gpu::{block_basins, block_plateaus, BlockInRegion, DeviceAffinities, CORNER, OPEN};
-use ndarray::{Array3, ArrayView4};
+use gpu_waterz_watershed::gpu::{
+    block_basins, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, CORNER, OPEN,
+};
+use gpu_waterz_watershed::WatershedError;
+use ndarray::{Array3, Array4, ArrayView4};
 use std::sync::Mutex;
 
 const _: () = assert!(CORNER == crate::CORNER_FLAG, "the GPU's corner flag is the open voxels' corner flag");
@@ -84,6 +89,29 @@ fn dims3(shape: [u64; 3]) -> Dims3 {
     Dims3::new(shape[0], shape[1], shape[2])
 }
 
+/// Where `block` lies in `region`.
+fn block_in_region(block: Block, region: Block) -> BlockInRegion {
+    BlockInRegion { offset: dims3(std::array::from_fn(|a| block.lo[a] - region.lo[a])), block: dims3(block.shape()) }
+}
+
+/// Step 1's result from the bytes of `block_plateaus`: each block voxel's
+/// directions, or, for the voxels of open plateaus, its mask (with the
+/// corner flag) gathered with its voxel index.
+fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> LocalPlateaus {
+    let bs = block.shape();
+    let mut open = OpenVoxels::default();
+    for (i, b) in bytes.iter_mut().enumerate() {
+        if *b & OPEN != 0 {
+            open.index.push(voxel_index(dims, block.global(voxel_at(bs, i as u64))));
+            open.mask.push(*b & !OPEN);
+            *b &= 0x3f;
+        }
+    }
+    let bits = Array3::from_shape_vec((bs[0] as usize, bs[1] as usize, bs[2] as usize), bytes)
+        .expect("one byte per block voxel");
+    LocalPlateaus { bits, open }
+}
+
 impl DecodeSteps for GpuSteps {
     fn plateau_region(&self, dims: [u64; 3], block: Block) -> Block {
         block.grown(dims, 2, 2)
@@ -100,27 +128,55 @@ impl DecodeSteps for GpuSteps {
         check_plateau_input(dims, block, region, affinities, params)?;
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let at = BlockInRegion {
-            offset: dims3(std::array::from_fn(|a| block.lo[a] - region.lo[a])),
-            block: dims3(block.shape()),
-        };
-        let mut bytes = self.exclusive(|gpu| {
+        let at = block_in_region(block, region);
+        let bytes = self.exclusive(|gpu| {
             let affs = DeviceAffinities::upload_f32(gpu, values, dims3(region.shape()))
                 .map_err(gpu_waterz_watershed::WatershedError::from)?;
             Ok(block_plateaus(gpu, affs, at, params)?)
         })?;
-        let bs = block.shape();
-        let mut open = OpenVoxels::default();
-        for (i, b) in bytes.iter_mut().enumerate() {
-            if *b & OPEN != 0 {
-                open.index.push(voxel_index(dims, block.global(voxel_at(bs, i as u64))));
-                open.mask.push(*b & !OPEN);
-                *b &= 0x3f;
-            }
+        Ok(plateaus_from_bytes(dims, block, bytes))
+    }
+
+    /// Step 1 on affinities the source makes on the GPU
+    /// ([`AffinitySource::read_on_gpu`]), else read on the host and
+    /// uploaded.
+    fn local_plateaus_from(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        params: WatershedParams,
+    ) -> Result<LocalPlateaus> {
+        let region = self.plateau_region(dims, block);
+        let at = block_in_region(block, region);
+        let made = self.exclusive(|gpu| match source.read_on_gpu(gpu, region)? {
+            Some(affs) => Ok(Some(block_plateaus(gpu, affs, at, params)?)),
+            None => Ok(None),
+        })?;
+        match made {
+            Some(bytes) => Ok(plateaus_from_bytes(dims, block, bytes)),
+            None => self.local_plateaus(dims, block, read_region(source, region)?.view(), params),
         }
-        let bits = Array3::from_shape_vec((bs[0] as usize, bs[1] as usize, bs[2] as usize), bytes)
-            .expect("one byte per block voxel");
-        Ok(LocalPlateaus { bits, open })
+    }
+
+    /// Step 5's affinities made on the GPU and downloaded, where the source
+    /// makes them there; else read on the host.
+    fn read_affinities(&self, source: &dyn AffinitySource, region: Block) -> Result<Array4<f32>> {
+        let made = self.exclusive(|gpu| match source.read_on_gpu(gpu, region)? {
+            Some(affs) => match affs.data() {
+                AffinityBuffer::F32(values) => Ok(Some(gpu.download(values).map_err(WatershedError::from)?)),
+                AffinityBuffer::U8(codes) => {
+                    let codes = gpu.download(codes).map_err(WatershedError::from)?;
+                    Ok(Some(codes.into_iter().map(gpu_waterz_core::affinities::u8_affinity).collect()))
+                }
+                _ => Err(invalid("the source made affinities of a type that step 5 does not read")),
+            },
+            None => Ok(None),
+        })?;
+        let Some(values) = made else { return read_region(source, region) };
+        let (s, len) = (region.shape(), values.len());
+        Array4::from_shape_vec((3, s[0] as usize, s[1] as usize, s[2] as usize), values)
+            .map_err(|_| invalid(format!("the source made {len} values on the GPU for a region of {s:?}")))
     }
 
     fn local_basins(

@@ -50,15 +50,20 @@
 //! region graph (32 bytes per fragment pair per block that holds it) and
 //! the tables (8 bytes per fragment per threshold).
 
-#![forbid(unsafe_code)]
+// The one exception: the generated volume's kernels launched in
+// `generate`.
+#![deny(unsafe_code)]
 // Axis and direction indices are the algorithm's vocabulary (offsets,
 // faces, opposites), as in the whole-volume watershed.
 #![allow(clippy::needless_range_loop)]
 
+#[allow(unsafe_code)]
+mod generate;
 mod gpu;
 mod plateaus;
 mod stages;
 
+pub use generate::implicit_affinities;
 pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{

@@ -9,6 +9,8 @@ use crate::{
 use gpu_waterz_abi::watershed::DIRECTION_BITS;
 use gpu_waterz_core::{ContactStats, Thresholds, WatershedParams};
 use gpu_waterz_parhac::IterativeMerging;
+use gpu_waterz_runtime::Gpu;
+use gpu_waterz_watershed::gpu::DeviceAffinities;
 use ndarray::{Array3, Array4, ArrayView3, ArrayView4, ArrayViewMut3, Axis, Slice};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -571,6 +573,25 @@ pub trait AffinitySource: Sync {
     fn dims(&self) -> [u64; 3];
     /// The affinities of `region` (inside the volume), `(3, z, y, x)`.
     fn read(&self, region: Block) -> Result<Array4<f32>>;
+    /// The affinities of `region` made on `gpu`, by a source that makes
+    /// them there (a generated volume, [`crate::implicit_affinities`]):
+    /// the same values as [`AffinitySource::read`]. `None`, the default:
+    /// the source reads on the host, and [`crate::GpuSteps`] uploads.
+    fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> Result<Option<DeviceAffinities>> {
+        let _ = (gpu, region);
+        Ok(None)
+    }
+}
+
+/// `source`'s affinities of `region`, checked to be `(3, region)`.
+pub(crate) fn read_region(source: &dyn AffinitySource, region: Block) -> Result<Array4<f32>> {
+    let values = source.read(region)?;
+    let s = region.shape();
+    let want = [3, s[0] as usize, s[1] as usize, s[2] as usize];
+    if values.shape() != want {
+        return Err(invalid(format!("the source gave {:?} values for a region of {want:?}", values.shape())));
+    }
+    Ok(values)
 }
 
 /// A `(3, z, y, x)` array in memory as an [`AffinitySource`].
@@ -676,6 +697,26 @@ pub trait DecodeSteps: Sync {
         params: WatershedParams,
     ) -> Result<LocalPlateaus>;
 
+    /// Step 1 on `block`, its affinities (of
+    /// [`DecodeSteps::plateau_region`]) taken from `source`: by default
+    /// read on the host and handed to [`DecodeSteps::local_plateaus`].
+    fn local_plateaus_from(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        params: WatershedParams,
+    ) -> Result<LocalPlateaus> {
+        let region = self.plateau_region(dims, block);
+        self.local_plateaus(dims, block, read_region(source, region)?.view(), params)
+    }
+
+    /// The affinities of `region` on the host, for step 5: by default
+    /// [`AffinitySource::read`].
+    fn read_affinities(&self, source: &dyn AffinitySource, region: Block) -> Result<Array4<f32>> {
+        read_region(source, region)
+    }
+
     /// Step 3 ([`local_basins`]).
     fn local_basins(
         &self,
@@ -764,15 +805,7 @@ pub fn decode_blocks_with(
     let grid = BlockGrid::new(dims, block_shape)?;
     // Before any work: the thresholds (the watershed's are checked per block).
     Thresholds::new(thresholds)?;
-    let read = |region: Block| -> Result<Array4<f32>> {
-        let values = source.read(region)?;
-        let s = region.shape();
-        let want = [3, s[0] as usize, s[1] as usize, s[2] as usize];
-        if values.shape() != want {
-            return Err(invalid(format!("the source gave {:?} values for a region of {want:?}", values.shape())));
-        }
-        Ok(values)
-    };
+    let source: &dyn AffinitySource = source;
     let blocks: Vec<Block> = (0..grid.len()).map(|b| grid.block(b)).collect();
     let mut seconds = StepSeconds::default();
     let mut clock = Instant::now();
@@ -781,10 +814,8 @@ pub fn decode_blocks_with(
         clock = Instant::now();
         tracing::info!(step = name, seconds = *step, "blockwise step done");
     };
-    let plateaus = blocks
-        .par_iter()
-        .map(|&b| steps.local_plateaus(dims, b, read(steps.plateau_region(dims, b))?.view(), params))
-        .collect::<Result<Vec<_>>>()?;
+    let plateaus =
+        blocks.par_iter().map(|&b| steps.local_plateaus_from(source, dims, b, params)).collect::<Result<Vec<_>>>()?;
     lap("local_plateaus", &mut seconds.local_plateaus);
     let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
@@ -819,7 +850,8 @@ pub fn decode_blocks_with(
         .map(|b| {
             let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
             let block = blocks[b];
-            block_edges(dims, block, basins[b].components.view(), &fragments.ids[b], lower, read(block)?.view())
+            let affinities = steps.read_affinities(source, block)?;
+            block_edges(dims, block, basins[b].components.view(), &fragments.ids[b], lower, affinities.view())
         })
         .collect::<Result<Vec<_>>>()?;
     lap("block_edges", &mut seconds.block_edges);

@@ -6,12 +6,18 @@
 //! many blocks, ties, cells and random values.
 
 use gpu_waterz_blockwise::{
-    decode, decode_with, settle_open_plateaus, BlockGrid, CpuSteps, DecodeSteps, GpuSteps, OpenVoxels,
+    decode, decode_blocks_with, decode_with, implicit_affinities, settle_open_plateaus, AffinitySource, Block,
+    BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, OpenVoxels,
 };
+use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
 use gpu_waterz_core::{AffinityGraph, WatershedParams};
 use gpu_waterz_runtime::testing::gpu;
-use ndarray::{Array4, Slice};
+use gpu_waterz_runtime::Gpu;
+use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};
+use ndarray::{Array3, Array4, ArrayView3, Slice};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 const PARAMS: WatershedParams = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
 const THRESHOLDS: [f64; 3] = [0.1, 0.4, 0.7];
@@ -130,4 +136,125 @@ fn more_large_blocks_than_threads_take_the_gpu_in_turn() {
     assert_eq!(got.fragments, fragments);
     assert_eq!(got.segmentations, segmentations);
     assert!(steps.peak_device_bytes().is_some_and(|b| b > 0));
+}
+
+/// A generated volume as the CLI's `--implicit` source: made on the host
+/// by `read` (counted), on the GPU by `read_on_gpu`.
+struct Generated {
+    cells: ImplicitCells,
+    params: GeneratorParams,
+    volume: (usize, usize, usize),
+    host_reads: AtomicUsize,
+}
+
+impl AffinitySource for Generated {
+    fn dims(&self) -> [u64; 3] {
+        [self.volume.0 as u64, self.volume.1 as u64, self.volume.2 as u64]
+    }
+
+    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
+        self.host_reads.fetch_add(1, Ordering::Relaxed);
+        let [z, y, x] = region.lo.map(|v| v as usize);
+        let [sz, sy, sx] = region.shape().map(|v| v as usize);
+        let (affs, _) = self.cells.block(&self.params, self.volume, (z, y, x), (sz, sy, sx)).unwrap();
+        Ok(affs)
+    }
+
+    fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> gpu_waterz_blockwise::Result<Option<DeviceAffinities>> {
+        implicit_affinities(gpu, &self.cells, &self.params, self.dims(), region).map(Some)
+    }
+}
+
+/// A block's fragments and segmentations, as written.
+type Written = (Block, Array3<u64>, Vec<Array3<u64>>);
+
+/// Every block's arrays, as written.
+#[derive(Default)]
+struct Collected(Mutex<Vec<Written>>);
+
+impl BlockSink for Collected {
+    fn write(
+        &self,
+        block: Block,
+        fragments: ArrayView3<'_, u64>,
+        segmentations: &[Array3<u64>],
+    ) -> gpu_waterz_blockwise::Result<()> {
+        self.0.lock().unwrap().push((block, fragments.to_owned(), segmentations.to_vec()));
+        Ok(())
+    }
+}
+
+fn download(gpu: &Gpu, affs: &DeviceAffinities) -> Vec<f32> {
+    match affs.data() {
+        AffinityBuffer::F32(values) => gpu.download(values).unwrap(),
+        _ => panic!("the generator makes float32"),
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn generated_volumes_made_on_the_gpu_equal_the_hosts() {
+    let gpu = gpu();
+    let plain = GeneratorParams { weak_spots: 0, false_walls: 0, ..Default::default() };
+    let wide = GeneratorParams { seed: 7, membrane_half_width: 3, blur_passes: 2, noise: 0.8, ..plain.clone() };
+    for (cells, params, volume) in [
+        (ImplicitCells { seed: 4, cell: (12, 6, 6) }, plain.clone(), (30, 25, 27)),
+        (ImplicitCells { seed: 5, cell: (5, 9, 7) }, wide, (23, 31, 40)),
+        (ImplicitCells::new(2), plain.clone(), (70, 90, 110)),
+    ] {
+        let dims = [volume.0 as u64, volume.1 as u64, volume.2 as u64];
+        let grid = BlockGrid::new(dims, [11, 13, 17]).unwrap();
+        let whole = Block { lo: [0; 3], hi: dims };
+        let mut blocks: Vec<Block> = (0..grid.len()).map(|b| grid.block(b)).collect();
+        blocks.extend([
+            whole,
+            Block { lo: [1, 2, 3], hi: [2, 3, 4] },
+            Block { lo: [3, 0, 5], hi: [dims[0], 7, dims[2]] },
+        ]);
+        for block in blocks {
+            let made = implicit_affinities(&gpu, &cells, &params, dims, block).unwrap();
+            let [z, y, x] = block.lo.map(|v| v as usize);
+            let [sz, sy, sx] = block.shape().map(|v| v as usize);
+            let (want, _) = cells.block(&params, volume, (z, y, x), (sz, sy, sx)).unwrap();
+            assert_eq!(made.dims(), gpu_waterz_abi::Dims3::new(sz as u64, sy as u64, sx as u64));
+            let got = download(&gpu, &made);
+            // Bit for bit: the same float32 values, not merely close ones.
+            let differing = got.iter().zip(want.iter()).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(got.len(), want.len());
+            assert_eq!(differing, 0, "{cells:?} {volume:?}: block {block:?}");
+        }
+    }
+    let bait = GeneratorParams::default();
+    let e = implicit_affinities(&gpu, &ImplicitCells::new(1), &bait, [8, 8, 8], Block { lo: [0; 3], hi: [8; 3] });
+    assert!(e.unwrap_err().to_string().contains("bait"));
+
+    // The decode of a generated source with the GPU steps makes it on the
+    // GPU (never on the host) and equals the decode of the same volume in
+    // memory.
+    let volume = (48, 72, 80);
+    let source =
+        Generated { cells: ImplicitCells { seed: 6, cell: (16, 12, 12) }, params: plain, volume, host_reads: 0.into() };
+    let (affs, _) = source.cells.block(&source.params, volume, (0, 0, 0), volume).unwrap();
+    source.host_reads.store(0, Ordering::Relaxed);
+    let steps = GpuSteps::new(gpu).unwrap();
+    let sink = Collected::default();
+    let summary = decode_blocks_with(&source, [16, 32, 32], PARAMS, &THRESHOLDS, &sink, &steps).unwrap();
+    assert_eq!(source.host_reads.load(Ordering::Relaxed), 0, "every block made on the GPU");
+    let want = decode_with(affs.view(), [16, 32, 32], PARAMS, &THRESHOLDS, &steps).unwrap();
+    assert_eq!(summary.n_fragments, want.n_fragments);
+    let written = sink.0.into_inner().unwrap();
+    assert_eq!(written.len(), BlockGrid::new(source.dims(), [16, 32, 32]).unwrap().len());
+    for (block, fragments, segmentations) in written {
+        let cut = |a: &Array3<u64>| {
+            a.slice_each_axis(|axis| {
+                let i = axis.axis.index();
+                Slice::from(block.lo[i] as usize..block.hi[i] as usize)
+            })
+            .to_owned()
+        };
+        assert_eq!(fragments, cut(&want.fragments), "block {block:?}");
+        for (got, whole) in segmentations.iter().zip(&want.segmentations) {
+            assert_eq!(got, &cut(whole), "block {block:?}");
+        }
+    }
 }

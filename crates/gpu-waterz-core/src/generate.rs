@@ -10,6 +10,7 @@
 //! then waterz's layout, `aff[c][v] = min(q[v], q[v - e_c])`.
 
 use crate::synthetic::{interpolate_lattice, lattice_value, SplitMix64};
+use gpu_waterz_abi::generate::{cell_coordinate, cell_label, nearer, seed_distance};
 use ndarray::{Array3, Array4, Axis, Zip};
 use rayon::prelude::*;
 
@@ -319,8 +320,9 @@ impl ImplicitCells {
         Ok(())
     }
 
-    /// The seed of grid cell `c`, in cell units.
-    fn seed_of(&self, c: [i64; 3]) -> [f32; 3] {
+    /// The seed of grid cell `c` (each coordinate at least -1), in cell
+    /// units.
+    pub fn seed_of(&self, c: [i64; 3]) -> [f32; 3] {
         let mut rng = SplitMix64::new(
             self.seed
                 ^ (c[0] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -330,21 +332,22 @@ impl ImplicitCells {
         [0, 1, 2].map(|a| c[a] as f32 + 0.3 + 0.4 * rng.next_f32())
     }
 
-    /// The label of voxel `(z, y, x)`.
+    /// The label of voxel `(z, y, x)`: the reference that the tabled
+    /// [`ImplicitCells::labels`] and the GPU generator are tested against,
+    /// with their arithmetic (`gpu_waterz_abi::generate`).
     pub fn label(&self, z: usize, y: usize, x: usize) -> u32 {
-        let size = [self.cell.0 as f32, self.cell.1 as f32, self.cell.2 as f32];
-        let p = [(z as f32 + 0.5) / size[0], (y as f32 + 0.5) / size[1], (x as f32 + 0.5) / size[2]];
-        let own = [z / self.cell.0, y / self.cell.1, x / self.cell.2].map(|c| c as i64);
+        let cell = [self.cell.0, self.cell.1, self.cell.2];
+        let g = [z, y, x];
+        let p = [0, 1, 2].map(|a| cell_coordinate(g[a] as u64, cell[a] as u64));
+        let own = [0, 1, 2].map(|a| (g[a] / cell[a]) as i64);
         let mut best = (f32::INFINITY, u32::MAX);
         for dz in -1..=1 {
             for dy in -1..=1 {
                 for dx in -1..=1 {
                     let c = [own[0] + dz, own[1] + dy, own[2] + dx];
-                    let s = self.seed_of(c);
-                    let d: f32 = (0..3).map(|a| (p[a] - s[a]) * (p[a] - s[a])).sum();
-                    let label = Self::label_number(c);
-                    if d < best.0 || (d == best.0 && label < best.1) {
-                        best = (d, label);
+                    let candidate = (seed_distance(p, self.seed_of(c)), cell_label(c));
+                    if nearer(candidate, best) {
+                        best = candidate;
                     }
                 }
             }
@@ -363,7 +366,6 @@ impl ImplicitCells {
             return Array3::zeros(shape);
         }
         let (o, s, cell) = ([origin.0, origin.1, origin.2], [zd, yd, xd], [self.cell.0, self.cell.1, self.cell.2]);
-        let size = cell.map(|c| c as f32);
         // The grid cells from one before the first voxel's to one after
         // the last's, along each axis.
         let lo: [i64; 3] = std::array::from_fn(|a| (o[a] / cell[a]) as i64 - 1);
@@ -390,24 +392,25 @@ impl ImplicitCells {
             || vec![(0f32, 0f32, 0u32); 9 * n[2]],
             |candidates, (row, out)| {
                 let at = [o[0] + row / yd, o[1] + row % yd];
-                let p = [0, 1].map(|a| (at[a] as f32 + 0.5) / size[a]);
+                let p = [0, 1].map(|a| cell_coordinate(at[a] as u64, cell[a] as u64));
                 let own = [0, 1].map(|a| (at[a] / cell[a]) as i64);
                 for (k, candidate) in candidates.iter_mut().enumerate() {
                     let c = [own[0] + (k % 9 / 3) as i64 - 1, own[1] + (k % 3) as i64 - 1, lo[2] + (k / 9) as i64];
                     let seed = seeds[slot(c)];
                     let zy = (p[0] - seed[0]) * (p[0] - seed[0]) + (p[1] - seed[1]) * (p[1] - seed[1]);
-                    *candidate = (zy, seed[2], Self::label_number(c));
+                    *candidate = (zy, seed[2], cell_label(c));
                 }
                 for (x, label) in out.iter_mut().enumerate() {
                     let gx = o[2] + x;
-                    let px = (gx as f32 + 0.5) / size[2];
+                    let px = cell_coordinate(gx as u64, cell[2] as u64);
                     // The grid cells own_x - 1 ..= own_x + 1, from lo[2].
                     let first = ((gx / cell[2]) as i64 - 1 - lo[2]) as usize;
                     let mut best = (f32::INFINITY, u32::MAX);
                     for &(zy, sx, l) in &candidates[first * 9..(first + 3) * 9] {
-                        let d = zy + (px - sx) * (px - sx);
-                        if d < best.0 || (d == best.0 && l < best.1) {
-                            best = (d, l);
+                        // seed_distance's sum, its z and y terms tabled.
+                        let candidate = (zy + (px - sx) * (px - sx), l);
+                        if nearer(candidate, best) {
+                            best = candidate;
                         }
                     }
                     *label = best.1;
@@ -415,11 +418,6 @@ impl ImplicitCells {
             },
         );
         Array3::from_shape_vec(shape, labels).expect("the labels fill the shape")
-    }
-
-    /// The label of grid cell `c`.
-    fn label_number(c: [i64; 3]) -> u32 {
-        1 + (((c[0] + 1) as u32) << 20) + (((c[1] + 1) as u32) << 10) + (c[2] + 1) as u32
     }
 
     /// CNN-like affinities and labels of the block of `shape` at `origin`

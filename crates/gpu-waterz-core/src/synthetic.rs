@@ -72,8 +72,8 @@ pub fn value_noise(seed: u64, z: usize, y: usize, x: usize, spacing: usize) -> f
 }
 
 /// The hashed value in `[0, 1)` at lattice point `(a, b, c)` of
-/// [`value_noise`].
-pub(crate) fn lattice_value(seed: u64, a: usize, b: usize, c: usize) -> f32 {
+/// [`value_noise`] (the GPU generator's lattice table holds these).
+pub fn lattice_value(seed: u64, a: usize, b: usize, c: usize) -> f32 {
     SplitMix64::new(
         seed ^ (a as u64).wrapping_mul(0x9E37_79B9)
             ^ (b as u64).wrapping_mul(0x85EB_CA6B) << 1
@@ -84,22 +84,13 @@ pub(crate) fn lattice_value(seed: u64, a: usize, b: usize, c: usize) -> f32 {
 
 /// The trilinear interpolation at voxel `at` of the values `corner(a, b,
 /// c)` on a lattice of `spacing` (at least 1): the arithmetic of
-/// [`value_noise`], shared by the generator's tabled lattice so that both
-/// give the same bits.
+/// [`value_noise`] ([`gpu_waterz_abi::generate::trilinear`], which the GPU
+/// generator runs too), shared by the generator's tabled lattice so that
+/// both give the same bits.
 pub(crate) fn interpolate_lattice(spacing: usize, at: [usize; 3], corner: impl Fn(usize, usize, usize) -> f32) -> f32 {
-    let s = spacing.max(1);
-    let [z, y, x] = at;
-    let (fz, fy, fx) = ((z % s) as f32 / s as f32, (y % s) as f32 / s as f32, (x % s) as f32 / s as f32);
-    let (lz, ly, lx) = (z / s, y / s, x / s);
-    let mut v = 0.0;
-    for (dz, wz) in [(0, 1.0 - fz), (1, fz)] {
-        for (dy, wy) in [(0, 1.0 - fy), (1, fy)] {
-            for (dx, wx) in [(0, 1.0 - fx), (1, fx)] {
-                v += wz * wy * wx * corner(lz + dz, ly + dy, lx + dx);
-            }
-        }
-    }
-    v
+    gpu_waterz_abi::generate::trilinear(spacing as u64, at.map(|a| a as u64), |a, b, c| {
+        corner(a as usize, b as usize, c as usize)
+    })
 }
 
 /// CNN-like affinities for `labels`: a membrane two voxels wide on each

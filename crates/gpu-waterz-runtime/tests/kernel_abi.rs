@@ -5,6 +5,7 @@
 //! `gpu_waterz_abi::kernel_params!`).
 
 use gpu_waterz_abi::distance::*;
+use gpu_waterz_abi::generate::*;
 use gpu_waterz_abi::graph::*;
 use gpu_waterz_abi::greyscale::*;
 use gpu_waterz_abi::kernel::MAX_PARAMS;
@@ -192,6 +193,13 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<OtPersistentScalingF64Args>(c);
     check::<OtResidentScalingF32Args>(c);
     check::<OtResidentScalingF64Args>(c);
+    check::<GenImplicitLabelsArgs>(c);
+    check::<GenBoundaryArgs>(c);
+    check::<GenDilateArgs>(c);
+    check::<GenInsideArgs>(c);
+    check::<GenBoxBlurArgs>(c);
+    check::<GenAddNoiseArgs>(c);
+    check::<GenAffinitiesArgs>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }

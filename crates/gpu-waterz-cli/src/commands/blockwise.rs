@@ -10,10 +10,14 @@ use super::input::sizes_zyx;
 use super::outputs::OutputFolder;
 use super::segment::Backend;
 use anyhow::{bail, Context, Result};
-use gpu_waterz_blockwise::{decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps, GpuSteps};
+use gpu_waterz_blockwise::{
+    decode_blocks_with, implicit_affinities, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps, GpuSteps,
+};
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
 use gpu_waterz_core::WatershedParams;
+use gpu_waterz_runtime::Gpu;
+use gpu_waterz_watershed::gpu::DeviceAffinities;
 use ndarray::{Array3, Array4, ArrayView3};
 use serde_json::{json, Map};
 use std::path::PathBuf;
@@ -110,6 +114,16 @@ impl AffinitySource for Source {
         };
         let values = values.map_err(|e| BlockwiseError::Io(e.to_string()))?;
         Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
+    }
+
+    /// A generated volume is made on the GPU when the steps run there.
+    fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> gpu_waterz_blockwise::Result<Option<DeviceAffinities>> {
+        match self {
+            Source::Implicit { field, params, .. } => {
+                implicit_affinities(gpu, field, params, self.dims(), region).map(Some)
+            }
+            _ => Ok(None),
+        }
     }
 }
 

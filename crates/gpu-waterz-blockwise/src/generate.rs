@@ -1,0 +1,154 @@
+//! The scale tests' generated volume (`ImplicitCells`) made on the GPU:
+//! [`implicit_affinities`] gives any region's affinities on the device,
+//! the same bits as the host generator's ([`ImplicitCells::block`]), so
+//! that [`crate::GpuSteps`] reads a generated volume without making it on
+//! the host and uploading it. The only `unsafe` code of this crate: the
+//! launches of the generator's kernels (`kernels-rs/src/generate.rs`).
+
+use crate::{invalid, Block, Result};
+use gpu_waterz_abi::generate::{
+    GenAddNoiseArgs, GenAffinitiesArgs, GenBoundaryArgs, GenBoxBlurArgs, GenDilateArgs, GenImplicitLabelsArgs,
+    GenInsideArgs, NOISE_SPACING,
+};
+use gpu_waterz_abi::Dims3;
+use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
+use gpu_waterz_core::synthetic::lattice_value;
+use gpu_waterz_runtime::{DeviceBuffer, Gpu, RuntimeError};
+use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};
+use gpu_waterz_watershed::WatershedError;
+use rayon::prelude::*;
+
+fn dims3(shape: [u64; 3]) -> Dims3 {
+    Dims3::new(shape[0], shape[1], shape[2])
+}
+
+fn gpu_err(e: RuntimeError) -> crate::BlockwiseError {
+    WatershedError::from(e).into()
+}
+
+/// The affinities `(3, z, y, x)` of `block` of the `field`'s volume of
+/// `dims`, made on `gpu`: bit for bit [`ImplicitCells::block`]'s (its
+/// labels from a table of the seeds around the block, the membrane, the
+/// blurs, the noise from a table of the lattice around it, and the
+/// affinities, each step a kernel over the block grown by the generator's
+/// halo). Like the host generator it leaves out merge and split bait:
+/// `params.weak_spots` and `params.false_walls` must be 0.
+pub fn implicit_affinities(
+    gpu: &Gpu,
+    field: &ImplicitCells,
+    params: &GeneratorParams,
+    dims: [u64; 3],
+    block: Block,
+) -> Result<DeviceAffinities> {
+    block.check(dims)?;
+    field.check((dims[0] as usize, dims[1] as usize, dims[2] as usize)).map_err(invalid)?;
+    if params.weak_spots != 0 || params.false_walls != 0 {
+        return Err(invalid("generated blocks leave out merge and split bait: set weak_spots and false_walls to 0"));
+    }
+    let halo = (params.membrane_half_width as u64).saturating_add(params.blur_passes as u64).saturating_add(2);
+    let region = block.grown(dims, halo, halo);
+    let n = region.len();
+    if n >= u32::MAX as u64 {
+        return Err(invalid(format!(
+            "block {:?}..{:?} grown by the generator's halo of {halo} holds {n} voxels: fewer than 2^32 are taken",
+            block.lo, block.hi
+        )));
+    }
+    let (lo, hi) = (region.lo, region.hi);
+    // The seeds of the grid cells from one before the region's first
+    // voxel's to one after its last voxel's.
+    let cell = [field.cell.0 as u64, field.cell.1 as u64, field.cell.2 as u64];
+    let first_cell: [i64; 3] = std::array::from_fn(|a| (lo[a] / cell[a]) as i64 - 1);
+    let cells: [u64; 3] = std::array::from_fn(|a| (hi[a] - 1) / cell[a] + 3 - lo[a] / cell[a]);
+    let seeds: Vec<f32> = (0..cells.iter().product::<u64>())
+        .into_par_iter()
+        .flat_map_iter(|t| {
+            let c = [t / (cells[1] * cells[2]), (t / cells[2]) % cells[1], t % cells[2]];
+            field.seed_of(std::array::from_fn(|a| first_cell[a] + c[a] as i64))
+        })
+        .collect();
+    // The noise lattice's values at every corner of the region's voxels.
+    let first_point: [u64; 3] = std::array::from_fn(|a| lo[a] / NOISE_SPACING);
+    let points: [u64; 3] = std::array::from_fn(|a| (hi[a] - 1) / NOISE_SPACING + 2 - first_point[a]);
+    let lattice: Vec<f32> = (0..points.iter().product::<u64>())
+        .into_par_iter()
+        .map(|t| {
+            let p = [t / (points[1] * points[2]), (t / points[2]) % points[1], t % points[2]];
+            let at = |a: usize| (first_point[a] + p[a]) as usize;
+            lattice_value(params.seed, at(0), at(1), at(2))
+        })
+        .collect();
+    let (region_dims, origin) = (dims3(region.shape()), dims3(lo));
+    let config = gpu.grid_stride_config(n);
+    let seeds = gpu.upload(&seeds).map_err(gpu_err)?;
+    let mut labels = gpu.uninit::<u32>(n as usize).map_err(gpu_err)?;
+    let args = GenImplicitLabelsArgs {
+        seeds: seeds.as_ptr(),
+        table: dims3(cells),
+        cell: dims3(cell),
+        origin,
+        dims: region_dims,
+        labels: labels.as_mut_ptr(),
+    };
+    // SAFETY: `seeds` holds three f32 per cell of the table, which spans one
+    // cell before the region's first voxel's to one after its last's; the
+    // cells are positive (`ImplicitCells::check`); the region has fewer
+    // than 2^32 voxels (checked above), one label each.
+    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    let mut mask = gpu.uninit::<u8>(n as usize).map_err(gpu_err)?;
+    let args = GenBoundaryArgs { labels: labels.as_ptr(), dims: region_dims, mask: mask.as_mut_ptr() };
+    // SAFETY: one label and one mask byte per region voxel.
+    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    drop(labels);
+    for _ in 1..params.membrane_half_width {
+        let mut out = gpu.uninit::<u8>(n as usize).map_err(gpu_err)?;
+        let args = GenDilateArgs { mask: mask.as_ptr(), dims: region_dims, out: out.as_mut_ptr() };
+        // SAFETY: two distinct buffers of one byte per region voxel.
+        unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+        mask = out;
+    }
+    let mut q: DeviceBuffer<f32> = gpu.uninit(n as usize).map_err(gpu_err)?;
+    let args = GenInsideArgs { mask: mask.as_ptr(), n, q: q.as_mut_ptr() };
+    // SAFETY: `n` mask bytes and `n` f32s.
+    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    drop(mask);
+    for _ in 0..params.blur_passes {
+        for axis in 0..3 {
+            let mut out = gpu.uninit::<f32>(n as usize).map_err(gpu_err)?;
+            let args = GenBoxBlurArgs { q: q.as_ptr(), dims: region_dims, axis, out: out.as_mut_ptr() };
+            // SAFETY: two distinct buffers of one f32 per region voxel; the
+            // axis is 0, 1 or 2.
+            unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+            q = out;
+        }
+    }
+    let lattice = gpu.upload(&lattice).map_err(gpu_err)?;
+    let args = GenAddNoiseArgs {
+        q: q.as_mut_ptr(),
+        dims: region_dims,
+        origin,
+        lattice: lattice.as_ptr(),
+        first: dims3(first_point),
+        table: dims3(points),
+        amplitude: params.noise,
+    };
+    // SAFETY: one f32 per region voxel; the table spans lattice points
+    // `lo / NOISE_SPACING` to `(hi - 1) / NOISE_SPACING + 1`, every corner
+    // of the region's voxels.
+    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    let voxels = block.len();
+    let mut affinities = gpu.uninit::<f32>(3 * voxels as usize).map_err(gpu_err)?;
+    let args = GenAffinitiesArgs {
+        q: q.as_ptr(),
+        dims: region_dims,
+        origin,
+        offset: dims3(std::array::from_fn(|a| block.lo[a] - lo[a])),
+        block: dims3(block.shape()),
+        affinities: affinities.as_mut_ptr(),
+    };
+    // SAFETY: the block lies in the region, `halo` (at least 2) voxels in
+    // from its lower faces except where the volume starts; three f32s per
+    // block voxel.
+    unsafe { gpu.launch(gpu.grid_stride_config(3 * voxels), args) }.map_err(gpu_err)?;
+    DeviceAffinities::from_buffer(AffinityBuffer::F32(affinities), dims3(block.shape())).map_err(gpu_err)
+}

@@ -1,0 +1,291 @@
+//! The blockwise scale tests' generated volume (`ImplicitCells`) made on
+//! the GPU, step by step as the host generator makes it
+//! (`gpu_waterz_core::generate`), with the per-voxel arithmetic of
+//! `gpu_waterz_abi::generate` that both share.
+
+use crate::device::*;
+use crate::watershed::coords;
+use gpu_waterz_abi::generate::{
+    cell_coordinate, cell_label, nearer, seed_distance, trilinear, GenAddNoiseArgs, GenAffinitiesArgs, GenBoundaryArgs,
+    GenBoxBlurArgs, GenDilateArgs, GenImplicitLabelsArgs, GenInsideArgs, CELL_INSIDE, MEMBRANE_INSIDE, NOISE_SPACING,
+};
+use gpu_waterz_abi::Dims3;
+
+/// The linear offsets of the face neighbours inside `dims` of voxel
+/// `(z, y, x)` at `i`, in the order +z, +y, +x, -z, -y, -x (`None` where
+/// the neighbour leaves the volume).
+#[inline(always)]
+fn face_neighbours(i: u64, (z, y, x): (u64, u64, u64), dims: Dims3) -> [Option<u64>; 6] {
+    let [sz, sy, _] = dims.strides();
+    [
+        (z + 1 < dims.z).then_some(i + sz),
+        (y + 1 < dims.y).then_some(i + sy),
+        (x + 1 < dims.x).then_some(i + 1),
+        (z > 0).then(|| i - sz),
+        (y > 0).then(|| i - sy),
+        (x > 0).then(|| i - 1),
+    ]
+}
+
+kernel! {
+    /// Each region voxel's label: the nearest seed (then the smallest
+    /// label) among those of the 27 grid cells around the voxel's own.
+    ///
+    /// # Safety
+    /// `seeds` holds three f32 per cell of `table`, which spans one cell
+    /// before the region's first voxel's to one after its last voxel's
+    /// along each axis; `cell` is positive; the region has fewer than 2^32
+    /// voxels; `labels` holds one u32 per region voxel.
+    ///
+    /// # Parameters
+    /// - `seeds`, `table`: the seeds' table; `cell`: the grid cell in
+    ///   voxels; `origin`, `dims`: the region in the volume; `labels`: the
+    ///   output, C order.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one voxel per iteration.
+    pub unsafe extern "ptx-kernel" fn gen_implicit_labels(
+        seeds: *const f32,
+        table: Dims3,
+        cell: Dims3,
+        origin: Dims3,
+        dims: Dims3,
+        labels: *mut u32,
+    ) as GenImplicitLabelsArgs {
+        let n = dims.z * dims.y * dims.x;
+        let (cells, o) = ([cell.z, cell.y, cell.x], [origin.z, origin.y, origin.x]);
+        // The table's first cell, one before the region's first voxel's.
+        let first: [i64; 3] = core::array::from_fn(|a| (o[a] / cells[a]) as i64 - 1);
+        grid_stride(n, |i| {
+            let (z, y, x) = coords(i, dims);
+            let g = [o[0] + z, o[1] + y, o[2] + x];
+            let p = [0, 1, 2].map(|a| cell_coordinate(g[a], cells[a]));
+            let own: [i64; 3] = core::array::from_fn(|a| (g[a] / cells[a]) as i64);
+            let mut best = (f32::INFINITY, u32::MAX);
+            for dz in -1..=1i64 {
+                for dy in -1..=1i64 {
+                    for dx in -1..=1i64 {
+                        let c = [own[0] + dz, own[1] + dy, own[2] + dx];
+                        let t = table.index((c[0] - first[0]) as u64, (c[1] - first[1]) as u64, (c[2] - first[2]) as u64);
+                        // SAFETY: `c` is within one cell of a region voxel's
+                        // own, so inside the table.
+                        let s = unsafe {
+                            [*seeds.add(3 * t as usize), *seeds.add(3 * t as usize + 1), *seeds.add(3 * t as usize + 2)]
+                        };
+                        let candidate = (seed_distance(p, s), cell_label(c));
+                        if nearer(candidate, best) {
+                            best = candidate;
+                        }
+                    }
+                }
+            }
+            // SAFETY: `i` is a region voxel.
+            unsafe { *labels.add(i as usize) = best.1 };
+        });
+    }
+}
+
+kernel! {
+    /// The boundary mask: 1 where a face neighbour inside the region has
+    /// another label.
+    ///
+    /// # Safety
+    /// `labels` and `mask` hold one element per voxel of `dims` (fewer than
+    /// 2^32).
+    ///
+    /// # Parameters
+    /// - `labels`, `dims`: the labels; `mask`: the output.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one voxel per iteration.
+    pub unsafe extern "ptx-kernel" fn gen_boundary(labels: *const u32, dims: Dims3, mask: *mut u8) as GenBoundaryArgs {
+        let n = dims.z * dims.y * dims.x;
+        grid_stride(n, |i| {
+            // SAFETY: `i` and its neighbours inside the region are voxels.
+            unsafe {
+                let l = *labels.add(i as usize);
+                let differs =
+                    face_neighbours(i, coords(i, dims), dims).iter().flatten().any(|&j| *labels.add(j as usize) != l);
+                *mask.add(i as usize) = differs as u8;
+            }
+        });
+    }
+}
+
+kernel! {
+    /// The mask dilated by one face: 1 where the voxel or a face neighbour
+    /// inside the region is set.
+    ///
+    /// # Safety
+    /// `mask` and `out` hold one u8 per voxel of `dims` (fewer than 2^32),
+    /// and are not the same buffer.
+    ///
+    /// # Parameters
+    /// - `mask`, `dims`: the mask; `out`: the dilated mask.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one voxel per iteration.
+    pub unsafe extern "ptx-kernel" fn gen_dilate(mask: *const u8, dims: Dims3, out: *mut u8) as GenDilateArgs {
+        let n = dims.z * dims.y * dims.x;
+        grid_stride(n, |i| {
+            // SAFETY: `i` and its neighbours inside the region are voxels.
+            unsafe {
+                let set = *mask.add(i as usize) != 0
+                    || face_neighbours(i, coords(i, dims), dims).iter().flatten().any(|&j| *mask.add(j as usize) != 0);
+                *out.add(i as usize) = set as u8;
+            }
+        });
+    }
+}
+
+kernel! {
+    /// The inside map: `MEMBRANE_INSIDE` on the mask, `CELL_INSIDE` off it.
+    ///
+    /// # Safety
+    /// `mask` and `q` hold `n` elements.
+    ///
+    /// # Parameters
+    /// - `mask`, `n`: the membrane; `q`: the output.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one voxel per iteration.
+    pub unsafe extern "ptx-kernel" fn gen_inside(mask: *const u8, n: u64, q: *mut f32) as GenInsideArgs {
+        grid_stride(n, |i| {
+            // SAFETY: `i < n`.
+            unsafe { *q.add(i as usize) = if *mask.add(i as usize) != 0 { MEMBRANE_INSIDE } else { CELL_INSIDE } };
+        });
+    }
+}
+
+kernel! {
+    /// One box-blur pass along `axis`: the mean of the voxel and its
+    /// neighbours along the axis inside the region, summed in the order
+    /// -1, 0, +1 (the host generator's order).
+    ///
+    /// # Safety
+    /// `q` and `out` hold one f32 per voxel of `dims` (fewer than 2^32) and
+    /// are not the same buffer; `axis` is 0, 1 or 2.
+    ///
+    /// # Parameters
+    /// - `q`, `dims`: the map; `axis`: z, y or x; `out`: the blurred map.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one voxel per iteration.
+    pub unsafe extern "ptx-kernel" fn gen_box_blur(q: *const f32, dims: Dims3, axis: u64, out: *mut f32) as GenBoxBlurArgs {
+        let n = dims.z * dims.y * dims.x;
+        let a = axis as usize;
+        let (stride, len) = (dims.strides()[a], [dims.z, dims.y, dims.x][a]);
+        grid_stride(n, |i| {
+            let (z, y, x) = coords(i, dims);
+            let p = [z, y, x][a];
+            // SAFETY: `i` is a voxel, and so are its neighbours along the
+            // axis inside the region.
+            unsafe {
+                let mut sum = 0.0f32;
+                let mut count = 0.0f32;
+                if p > 0 {
+                    sum += *q.add((i - stride) as usize);
+                    count += 1.0;
+                }
+                sum += *q.add(i as usize);
+                count += 1.0;
+                if p + 1 < len {
+                    sum += *q.add((i + stride) as usize);
+                    count += 1.0;
+                }
+                *out.add(i as usize) = sum / count;
+            }
+        });
+    }
+}
+
+kernel! {
+    /// Adds the smooth noise: `q = clamp(q + amplitude * (noise - 0.5), 0,
+    /// 1)`, the noise interpolated at the volume's coordinates from the
+    /// lattice table.
+    ///
+    /// # Safety
+    /// `q` holds one f32 per voxel of `dims` (fewer than 2^32); `lattice`
+    /// holds one f32 per point of `table`, whose first point `first` and
+    /// extent cover every corner (`g / NOISE_SPACING` and one more along
+    /// each axis) of the voxels `origin + (z, y, x)`.
+    ///
+    /// # Parameters
+    /// - `q`, `dims`, `origin`: the map and where it lies in the volume;
+    ///   `lattice`, `first`, `table`: the lattice's values; `amplitude`:
+    ///   the noise's amplitude.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one voxel per iteration.
+    pub unsafe extern "ptx-kernel" fn gen_add_noise(
+        q: *mut f32,
+        dims: Dims3,
+        origin: Dims3,
+        lattice: *const f32,
+        first: Dims3,
+        table: Dims3,
+        amplitude: f32,
+    ) as GenAddNoiseArgs {
+        let n = dims.z * dims.y * dims.x;
+        grid_stride(n, |i| {
+            let (z, y, x) = coords(i, dims);
+            let g = [origin.z + z, origin.y + y, origin.x + x];
+            let noise = trilinear(NOISE_SPACING, g, |a, b, c| {
+                // SAFETY: every corner of the region's voxels is in the table.
+                unsafe { *lattice.add(table.index(a - first.z, b - first.y, c - first.x) as usize) }
+            });
+            // SAFETY: `i` is a voxel.
+            unsafe {
+                let v = q.add(i as usize);
+                *v = (*v + amplitude * (noise - 0.5)).clamp(0.0, 1.0);
+            }
+        });
+    }
+}
+
+kernel! {
+    /// The affinities of a block inside the region: channel `c` at voxel
+    /// `v` is 0 where `v`'s volume coordinate along `c` is 0, else
+    /// `min(q[v], q[v - e_c])`.
+    ///
+    /// # Safety
+    /// `q` holds one f32 per voxel of `dims` (fewer than 2^32); the block
+    /// (`offset + block`) lies in the region, at least one voxel from the
+    /// region's lower faces along each axis where its volume coordinate is
+    /// not 0; `affinities` holds `3 * block voxels` f32s.
+    ///
+    /// # Parameters
+    /// - `q`, `dims`, `origin`: the inside map and where it lies in the
+    ///   volume; `offset`, `block`: the block in the region;
+    ///   `affinities`: the output, `(3, z, y, x)` over the block.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop over the block's voxels and the three channels.
+    pub unsafe extern "ptx-kernel" fn gen_affinities(
+        q: *const f32,
+        dims: Dims3,
+        origin: Dims3,
+        offset: Dims3,
+        block: Dims3,
+        affinities: *mut f32,
+    ) as GenAffinitiesArgs {
+        let voxels = block.z * block.y * block.x;
+        let o = [origin.z, origin.y, origin.x];
+        grid_stride(3 * voxels, |k| {
+            let (c, i) = ((k / voxels) as usize, k % voxels);
+            let (z, y, x) = coords(i, block);
+            let at = [z + offset.z, y + offset.y, x + offset.x];
+            let h = dims.index(at[0], at[1], at[2]);
+            let value = if o[c] + at[c] == 0 {
+                0.0
+            } else {
+                // SAFETY: `h` is a region voxel, and so is the one before it
+                // along `c` (the block lies one voxel in from the region's
+                // lower face unless the volume starts there).
+                unsafe { (*q.add(h as usize)).min(*q.add((h - dims.strides()[c]) as usize)) }
+            };
+            // SAFETY: `k < 3 * voxels`.
+            unsafe { *affinities.add(k as usize) = value };
+        });
+    }
+}
