@@ -19,8 +19,10 @@ use gpu_waterz_core::WatershedParams;
 use gpu_waterz_runtime::Gpu;
 use gpu_waterz_watershed::gpu::DeviceAffinities;
 use ndarray::{Array3, Array4, ArrayView3};
+use rayon::prelude::*;
 use serde_json::{json, Map};
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Instant;
 use zarrs::array::{Array, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
@@ -131,20 +133,83 @@ impl AffinitySource for Source {
 struct ZarrSink {
     fragments: Array<FilesystemStore>,
     segmentations: Vec<Array<FilesystemStore>>,
+    /// Label buffers that blocks relabel into, taken and given back from
+    /// block to block: pages written once cost less than fresh ones (the
+    /// kernel clears each new page), which cost more than the relabelling.
+    buffers: Mutex<Vec<Vec<u64>>>,
+}
+
+impl ZarrSink {
+    fn store(&self, array: &Array<FilesystemStore>, block: Block, values: &[u64]) -> gpu_waterz_blockwise::Result<()> {
+        let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 3, _>(|a| block.lo[a]..block.hi[a]));
+        array.store_array_subset(&subset, values).map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
+    }
+}
+
+/// `out[v] = label_of[components[v]]`, in parallel pieces; every component
+/// must index `label_of`.
+fn relabel_into(out: &mut [u64], components: &[u32], label_of: &[u64]) {
+    const PIECE: usize = 1 << 16;
+    out.par_chunks_mut(PIECE).zip(components.par_chunks(PIECE)).for_each(|(out, components)| {
+        for (o, &c) in out.iter_mut().zip(components) {
+            *o = label_of[c as usize];
+        }
+    });
 }
 
 impl BlockSink for ZarrSink {
+    /// Relabels into a reused buffer, one array at a time, each stored as
+    /// soon as it is made.
+    fn write_components(
+        &self,
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        tables: &[Vec<u64>],
+    ) -> gpu_waterz_blockwise::Result<()> {
+        let components = components.as_standard_layout();
+        let components = components.as_slice().expect("a standard layout is contiguous");
+        if components.par_iter().any(|&c| c as usize >= ids.len()) {
+            return Err(BlockwiseError::Invalid("a component has no fragment id".into()));
+        }
+        let labels_of = tables
+            .iter()
+            .map(|table| {
+                ids.iter()
+                    .map(|&f| {
+                        table
+                            .get(f as usize)
+                            .copied()
+                            .ok_or_else(|| BlockwiseError::Invalid(format!("fragment {f} is not in the merge's table")))
+                    })
+                    .collect::<gpu_waterz_blockwise::Result<Vec<u64>>>()
+            })
+            .collect::<gpu_waterz_blockwise::Result<Vec<_>>>()?;
+        let taken = self.buffers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        let mut buffer = taken.unwrap_or_default();
+        buffer.resize(components.len(), 0);
+        let written = (|| {
+            relabel_into(&mut buffer, components, ids);
+            self.store(&self.fragments, block, &buffer)?;
+            for (array, label_of) in self.segmentations.iter().zip(&labels_of) {
+                relabel_into(&mut buffer, components, label_of);
+                self.store(array, block, &buffer)?;
+            }
+            Ok(())
+        })();
+        self.buffers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(buffer);
+        written
+    }
+
     fn write(
         &self,
         block: Block,
         fragments: ArrayView3<'_, u64>,
         segmentations: &[Array3<u64>],
     ) -> gpu_waterz_blockwise::Result<()> {
-        let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 3, _>(|a| block.lo[a]..block.hi[a]));
         let store = |array: &Array<FilesystemStore>, values: ArrayView3<'_, u64>| {
             let values = values.as_standard_layout();
-            let values = values.as_slice().expect("a standard layout");
-            array.store_array_subset(&subset, values).map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
+            self.store(array, block, values.as_slice().expect("a standard layout"))
         };
         store(&self.fragments, fragments)?;
         for (array, values) in self.segmentations.iter().zip(segmentations) {
@@ -232,6 +297,7 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     let folder = OutputFolder::begin(&args.out, args.overwrite, false)?;
     let writer = ContainerWriter::new(Container::Zarr, folder.path(), LabelType::Uint64, Map::new(), 3)?;
     let sink = ZarrSink {
+        buffers: Mutex::new(Vec::new()),
         fragments: writer.zarr_labels("fragments", dims, block, Map::new())?,
         segmentations: args
             .thresholds
