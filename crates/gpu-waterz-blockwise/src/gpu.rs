@@ -6,20 +6,22 @@
 //! and sizes, faces); the whole region graph merged by the GPU's ParHAC.
 
 use crate::plateaus::check_plateau_input;
-use crate::stages::{apply_settled, basins_from_components, read_region};
+use crate::stages::{apply_settled, basins_from_components, check_block_edges, lower_faces, read_region, PairStats};
 use crate::{
-    invalid, voxel_at, voxel_index, AffinitySource, Block, DecodeSteps, LocalBasins, LocalPlateaus, OpenVoxels, Result,
+    invalid, voxel_at, voxel_index, AffinitySource, Block, DecodeSteps, EdgeList, LocalBasins, LocalPlateaus,
+    OpenVoxels, Result,
 };
 use gpu_waterz_core::{ContactStats, Thresholds};
 use gpu_waterz_core::{Dims3, WatershedParams};
-use gpu_waterz_graph::gpu::DeviceEdges;
+use gpu_waterz_graph::gpu::{DeviceEdges, HostRegionGraph};
 use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::Gpu;
 use gpu_waterz_watershed::gpu::{
-    block_basins, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, CORNER, OPEN,
+    block_basins, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, DeviceFragments, CORNER, OPEN,
 };
 use gpu_waterz_watershed::WatershedError;
-use ndarray::{Array3, Array4, ArrayView4};
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
+use rayon::prelude::*;
 use std::sync::Mutex;
 
 const _: () = assert!(CORNER == crate::CORNER_FLAG, "the GPU's corner flag is the open voxels' corner flag");
@@ -157,6 +159,75 @@ impl DecodeSteps for GpuSteps {
             Some(bytes) => Ok(plateaus_from_bytes(dims, block, bytes)),
             None => self.local_plateaus(dims, block, read_region(source, region)?.view(), params),
         }
+    }
+
+    /// Step 5 with the faces inside the block counted by the GPU's region
+    /// graph (`gpu_waterz_graph::gpu::region_graph`) over the block's
+    /// fragments: the faces between a voxel and the one before it inside
+    /// the block, exactly [`crate::block_edges`]'s, in the same integer
+    /// statistics. The faces across the block's lower faces (against the
+    /// layers of the blocks before) are counted on the host from those
+    /// faces' affinities (one-voxel slabs).
+    fn block_edges_from(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+    ) -> Result<EdgeList> {
+        let shape = check_block_edges(dims, block, components, ids, lower)?;
+        let n_fragments = ids.iter().copied().max().unwrap_or(0);
+        if n_fragments >= u32::MAX as u64 {
+            return Err(invalid(format!("fragment ids up to {n_fragments}: fewer than 2^32 are taken")));
+        }
+        let components = components.as_standard_layout();
+        let comps = components.as_slice().expect("a standard layout is contiguous");
+        // The lower faces, on the host.
+        let mut pairs = PairStats::default();
+        let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
+        for axis in 0..3 {
+            if lower[axis].is_some() {
+                let mut slab = block;
+                slab.hi[axis] = slab.lo[axis] + 1;
+                slabs[axis] = Some(self.read_affinities(source, slab)?);
+            }
+        }
+        let strides = [shape[1] * shape[2], shape[2], 1];
+        lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| {
+            // Voxel `i` lies on the lower face along `axis` (its coordinate
+            // there is 0), so at the same place in the one-voxel slab.
+            let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
+            slab[[axis, i / strides[0], (i / strides[1]) % shape[1], i % shape[2]]]
+        });
+        // The faces inside, on the GPU.
+        let labels: Vec<u32> = comps.par_iter().map(|&c| ids[c as usize] as u32).collect();
+        let block_dims = dims3(block.shape());
+        let count = |gpu: &Gpu, affs: DeviceAffinities| -> Result<HostRegionGraph> {
+            let fragments = DeviceFragments::upload(gpu, &labels, block_dims, n_fragments)?;
+            Ok(gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?.download(gpu)?)
+        };
+        let made = self.exclusive(|gpu| match source.read_on_gpu(gpu, block)? {
+            Some(affs) => Ok(Some(count(gpu, affs)?)),
+            None => Ok(None),
+        })?;
+        let inside = match made {
+            Some(graph) => graph,
+            None => {
+                let values = read_region(source, block)?;
+                let values = values.as_standard_layout();
+                let values = values.as_slice().expect("a standard layout is contiguous");
+                self.exclusive(|gpu| {
+                    let affs = DeviceAffinities::upload_f32(gpu, values, block_dims).map_err(WatershedError::from)?;
+                    count(gpu, affs)
+                })?
+            }
+        };
+        for (&[u, v], &stats) in inside.edges.iter().zip(&inside.stats) {
+            pairs.add(u, v, stats);
+        }
+        Ok(pairs.into_edges())
     }
 
     /// Step 5's affinities made on the GPU and downloaded, where the source

@@ -352,16 +352,65 @@ pub fn block_edges(
     lower: [Option<&[u64]>; 3],
     affinities: ArrayView4<'_, f32>,
 ) -> Result<EdgeList> {
+    let shape = check_block_edges(dims, block, components, ids, lower)?;
+    if affinities.shape() != [3, shape[0], shape[1], shape[2]] {
+        return Err(invalid(format!(
+            "block {:?}..{:?}: affinities {:?} must be 3 channels of {shape:?}",
+            block.lo,
+            block.hi,
+            affinities.shape()
+        )));
+    }
+    // In C order whatever the arrays' layouts (copies only when they are not).
+    let components = components.as_standard_layout();
+    let comps = components.as_slice().expect("a standard layout is contiguous");
+    let affinities = affinities.as_standard_layout();
+    let affs = affinities.as_slice().expect("a standard layout is contiguous");
+    let n = comps.len();
+    let (sy, sz) = (shape[2], shape[1] * shape[2]);
+    let mut pairs = PairStats::default();
+    // The faces inside the block: between a voxel and the one before it
+    // along each axis (channel `axis` at the voxel). Voxels of one
+    // component are one fragment, so only differing components are looked
+    // up.
+    for (axis, step) in [(0usize, sz), (1, sy), (2, 1)] {
+        let channel = &affs[axis * n..(axis + 1) * n];
+        let first = |a: usize| usize::from(a == axis);
+        for z in first(0)..shape[0] {
+            for y in first(1)..shape[1] {
+                let row = z * sz + y * sy;
+                for i in row + first(2)..row + shape[2] {
+                    let (c, b) = (comps[i], comps[i - step]);
+                    if c != b {
+                        pairs.add(ids[c as usize], ids[b as usize], ContactStats::of_face(channel[i]));
+                    }
+                }
+            }
+        }
+    }
+    lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| affs[axis * n + i]);
+    Ok(pairs.into_edges())
+}
+
+/// Checks step 5's inputs for `block` of a volume of `dims` (the block,
+/// the components' extent and ids, the layers before its lower faces);
+/// returns the block's extent.
+pub(crate) fn check_block_edges(
+    dims: [u64; 3],
+    block: Block,
+    components: ArrayView3<'_, u32>,
+    ids: &[u64],
+    lower: [Option<&[u64]>; 3],
+) -> Result<[usize; 3]> {
     block.check(dims)?;
     let bs = block.shape();
     let shape = [bs[0] as usize, bs[1] as usize, bs[2] as usize];
-    if components.shape() != shape || affinities.shape() != [3, shape[0], shape[1], shape[2]] {
+    if components.shape() != shape {
         return Err(invalid(format!(
-            "block {:?}..{:?}: components {:?} and affinities {:?} must be {shape:?} and 3 channels of it",
+            "block {:?}..{:?}: components {:?} must be {shape:?}",
             block.lo,
             block.hi,
-            components.shape(),
-            affinities.shape()
+            components.shape()
         )));
     }
     if components.iter().any(|&c| c as usize >= ids.len()) {
@@ -380,66 +429,65 @@ pub fn block_edges(
             }
         }
     }
-    // In C order whatever the arrays' layouts (copies only when they are not).
-    let components = components.as_standard_layout();
-    let comps = components.as_slice().expect("a standard layout is contiguous");
-    let affinities = affinities.as_standard_layout();
-    let affs = affinities.as_slice().expect("a standard layout is contiguous");
-    let n = comps.len();
-    let (sy, sz) = (shape[2], shape[1] * shape[2]);
-    let mut stats: FxHashMap<(u64, u64), ContactStats> = FxHashMap::default();
-    let mut add = |f: u64, g: u64, affinity: f32| {
+    Ok(shape)
+}
+
+/// Fragment pairs `u < v` (`u > 0`) with their summed statistics.
+#[derive(Default)]
+pub(crate) struct PairStats(FxHashMap<(u64, u64), ContactStats>);
+
+impl PairStats {
+    /// Adds `faces` between fragments `f` and `g` (nothing when they are
+    /// one fragment or one is background).
+    pub(crate) fn add(&mut self, f: u64, g: u64, faces: ContactStats) {
         if f != g {
             let (u, v) = (f.min(g), f.max(g));
             if u != 0 {
-                let entry = stats.entry((u, v)).or_default();
-                *entry = entry.merged(ContactStats::of_face(affinity));
-            }
-        }
-    };
-    // The faces inside the block: between a voxel and the one before it
-    // along each axis (channel `axis` at the voxel). Voxels of one
-    // component are one fragment, so only differing components are looked
-    // up.
-    for (axis, step) in [(0usize, sz), (1, sy), (2, 1)] {
-        let channel = &affs[axis * n..(axis + 1) * n];
-        let first = |a: usize| usize::from(a == axis);
-        for z in first(0)..shape[0] {
-            for y in first(1)..shape[1] {
-                let row = z * sz + y * sy;
-                for i in row + first(2)..row + shape[2] {
-                    let (c, b) = (comps[i], comps[i - step]);
-                    if c != b {
-                        add(ids[c as usize], ids[b as usize], channel[i]);
-                    }
-                }
+                let entry = self.0.entry((u, v)).or_default();
+                *entry = entry.merged(faces);
             }
         }
     }
-    // The faces across the block's lower faces, against the layer before.
+
+    /// The pairs, sorted.
+    pub(crate) fn into_edges(self) -> EdgeList {
+        let mut pairs: Vec<((u64, u64), ContactStats)> = self.0.into_iter().collect();
+        pairs.sort_unstable_by_key(|&(k, _)| k);
+        let mut edges = EdgeList::default();
+        for ((u, v), s) in pairs {
+            edges.u.push(u);
+            edges.v.push(v);
+            edges.count.push(s.contact_count);
+            edges.sum.push(s.affinity_sum);
+        }
+        edges
+    }
+}
+
+/// The faces across a block's lower faces, between each voxel on the face
+/// and the layer before it (`lower[axis]`, in face order), added to
+/// `pairs`; `affinity(axis, i)` is channel `axis` at block voxel `i` (C
+/// order). `comps` are the block's components (C order, `shape`).
+pub(crate) fn lower_faces(
+    shape: [usize; 3],
+    comps: &[u32],
+    ids: &[u64],
+    lower: [Option<&[u64]>; 3],
+    pairs: &mut PairStats,
+    affinity: impl Fn(usize, usize) -> f32,
+) {
+    let strides = [shape[1] * shape[2], shape[2], 1];
     for (axis, layer) in lower.iter().enumerate() {
         let Some(layer) = layer else { continue };
-        let channel = &affs[axis * n..(axis + 1) * n];
         let (p, q) = ((axis + 1) % 3, (axis + 2) % 3);
         let (p, q) = (p.min(q), p.max(q));
-        let strides = [sz, sy, 1];
         for a in 0..shape[p] {
             for b in 0..shape[q] {
                 let i = a * strides[p] + b * strides[q];
-                add(ids[comps[i] as usize], layer[a * shape[q] + b], channel[i]);
+                pairs.add(ids[comps[i] as usize], layer[a * shape[q] + b], ContactStats::of_face(affinity(axis, i)));
             }
         }
     }
-    let mut pairs: Vec<((u64, u64), ContactStats)> = stats.into_iter().collect();
-    pairs.sort_unstable_by_key(|&(k, _)| k);
-    let mut edges = EdgeList::default();
-    for ((u, v), s) in pairs {
-        edges.u.push(u);
-        edges.v.push(v);
-        edges.count.push(s.contact_count);
-        edges.sum.push(s.affinity_sum);
-    }
-    Ok(edges)
 }
 
 /// The whole region graph from every block's pairs: the statistics summed
@@ -717,6 +765,22 @@ pub trait DecodeSteps: Sync {
         read_region(source, region)
     }
 
+    /// Step 5 ([`block_edges`]) on `block`, its affinities taken from
+    /// `source`: by default read on the host
+    /// ([`DecodeSteps::read_affinities`]) and counted there.
+    fn block_edges_from(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+    ) -> Result<EdgeList> {
+        let affinities = self.read_affinities(source, block)?;
+        block_edges(dims, block, components, ids, lower, affinities.view())
+    }
+
     /// Step 3 ([`local_basins`]).
     fn local_basins(
         &self,
@@ -850,8 +914,7 @@ pub fn decode_blocks_with(
         .map(|b| {
             let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
             let block = blocks[b];
-            let affinities = steps.read_affinities(source, block)?;
-            block_edges(dims, block, basins[b].components.view(), &fragments.ids[b], lower, affinities.view())
+            steps.block_edges_from(source, dims, block, basins[b].components.view(), &fragments.ids[b], lower)
         })
         .collect::<Result<Vec<_>>>()?;
     lap("block_edges", &mut seconds.block_edges);

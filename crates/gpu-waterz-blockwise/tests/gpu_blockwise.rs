@@ -6,8 +6,8 @@
 //! many blocks, ties, cells and random values.
 
 use gpu_waterz_blockwise::{
-    decode, decode_blocks_with, decode_with, implicit_affinities, settle_open_plateaus, AffinitySource, Block,
-    BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, OpenVoxels,
+    decode, decode_blocks_with, decode_with, fragment_ids, implicit_affinities, settle_open_plateaus, AffinitySource,
+    Block, BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, OpenVoxels,
 };
 use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
@@ -50,11 +50,38 @@ fn check(steps: &GpuSteps, affs: &Array4<f32>, block_shape: [u64; 3], what: &str
     }
     let open: Vec<&OpenVoxels> = cpu_plateaus.iter().map(|p| &p.open).collect();
     let settled = settle_open_plateaus(dims, &open).unwrap();
+    let mut basins = Vec::new();
     for (b, (p, settled)) in gpu_plateaus.into_iter().zip(&settled).enumerate() {
         let block = grid.block(b);
         let want = CpuSteps.local_basins(dims, block, p.bits.clone(), &p.open, settled).unwrap();
         let got = steps.local_basins(dims, block, p.bits, &p.open, settled).unwrap();
         assert_eq!(got, want, "{what}: block {b} {block:?}: basins");
+        basins.push(got);
+    }
+    // Step 5 block by block: the faces inside counted by the GPU's region
+    // graph, those across the lower faces on the host.
+    let summaries: Vec<_> = basins.iter().map(|b| b.summary()).collect();
+    let fragments = fragment_ids(&grid, &summaries).unwrap();
+    let source = affs.view();
+    for b in 0..grid.len() {
+        let at = grid.position(b);
+        let lower: Vec<Option<Vec<u64>>> = (0..3)
+            .map(|axis| {
+                (at[axis] > 0).then(|| {
+                    let mut before = at;
+                    before[axis] -= 1;
+                    let before = grid.index(before);
+                    let ids = &fragments.ids[before];
+                    basins[before].faces.components[3 + axis].iter().map(|&c| ids[c as usize]).collect()
+                })
+            })
+            .collect();
+        let lower: [Option<&[u64]>; 3] = std::array::from_fn(|a| lower[a].as_deref());
+        let block = grid.block(b);
+        let components = basins[b].components.view();
+        let want = CpuSteps.block_edges_from(&source, dims, block, components, &fragments.ids[b], lower).unwrap();
+        let got = steps.block_edges_from(&source, dims, block, components, &fragments.ids[b], lower).unwrap();
+        assert_eq!(got, want, "{what}: block {b} {block:?}: region-graph pairs");
     }
     let want = decode(affs.view(), block_shape, PARAMS, &THRESHOLDS).unwrap();
     let got = decode_with(affs.view(), block_shape, PARAMS, &THRESHOLDS, steps).unwrap();
