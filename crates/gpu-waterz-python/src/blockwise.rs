@@ -5,8 +5,8 @@
 
 use gpu_waterz_blockwise::{
     block_edges, decode, decode_with, fragment_ids, local_basins, local_plateaus, merge, region_graph,
-    settle_open_plateaus, BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, DecodeSteps, EdgeList, ErrorKind,
-    GpuSteps, OpenVoxels,
+    settle_open_plateaus, AffinitySource, BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, DecodeSteps,
+    EdgeList, ErrorKind, GpuSteps, OpenVoxels,
 };
 use gpu_waterz_core::WatershedParams;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
@@ -177,11 +177,47 @@ pub(crate) fn blockwise_fragment_ids<'py>(
 /// fixed-point sums.
 type Edges<'py> = (Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>);
 
+/// A block's own affinities as the source of a volume of `dims`: regions
+/// inside the block, in the volume's coordinates.
+struct BlockAffinities<'a> {
+    values: ndarray::ArrayView4<'a, f32>,
+    block: Block,
+    dims: [u64; 3],
+}
+
+impl AffinitySource for BlockAffinities<'_> {
+    fn dims(&self) -> [u64; 3] {
+        self.dims
+    }
+
+    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<ndarray::Array4<f32>> {
+        if (0..3).any(|a| region.lo[a] < self.block.lo[a] || region.hi[a] > self.block.hi[a]) {
+            return Err(BlockwiseError::Invalid(format!(
+                "region {:?}..{:?} outside the block {:?}..{:?} whose affinities were given",
+                region.lo, region.hi, self.block.lo, self.block.hi
+            )));
+        }
+        Ok(self
+            .values
+            .slice_each_axis(|axis| match axis.axis.index() {
+                0 => ndarray::Slice::from(..),
+                a => ndarray::Slice::from(
+                    (region.lo[a - 1] - self.block.lo[a - 1]) as usize
+                        ..(region.hi[a - 1] - self.block.lo[a - 1]) as usize,
+                ),
+            })
+            .to_owned())
+    }
+}
+
 /// Step 5 for the block `lo..hi`: its components and table from steps 3
 /// and 4, the fragments of the layer before it along each axis (None at
-/// the volume's start), and its own `(3, z, y, x)` affinities.
+/// the volume's start), and its own `(3, z, y, x)` affinities; the faces
+/// inside the block counted on the CPU (`backend="cpu"`) or on the GPU
+/// (`"gpu"`, CUDA device `ordinal`), the same pairs.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (dims, lo, hi, components, ids, lower, affinities, backend="cpu", ordinal=0))]
 pub(crate) fn blockwise_edges<'py>(
     py: Python<'py>,
     dims: [u64; 3],
@@ -191,6 +227,8 @@ pub(crate) fn blockwise_edges<'py>(
     ids: PyReadonlyArray1<'py, u64>,
     lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
     affinities: PyReadonlyArray4<'py, f32>,
+    backend: &str,
+    ordinal: usize,
 ) -> PyResult<Edges<'py>> {
     let components = components.as_array();
     let ids = ids.as_slice()?;
@@ -200,7 +238,16 @@ pub(crate) fn blockwise_edges<'py>(
         lower[2].as_ref().map(|l| l.as_slice()).transpose()?,
     ];
     let affinities = affinities.as_array();
-    let out = py.detach(|| block_edges(dims, block(lo, hi), components, ids, lower, affinities)).map_err(err)?;
+    let steps = Steps::new(backend, ordinal)?;
+    let out = py
+        .detach(|| match &steps {
+            Steps::Cpu => block_edges(dims, block(lo, hi), components, ids, lower, affinities),
+            Steps::Gpu(gpu) => {
+                let source = BlockAffinities { values: affinities, block: block(lo, hi), dims };
+                gpu.block_edges_from(&source, dims, block(lo, hi), components, ids, lower)
+            }
+        })
+        .map_err(err)?;
     Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
 }
 

@@ -214,10 +214,11 @@ def _summary(basins):
     return basins[1]
 
 
-def _edges(source, dims, lo, hi, basins, ids, lower):
+def _edges(source, dims, lo, hi, basins, ids, lower, backend="cpu"):
     affs = source.read(lo, hi)
     return _native.blockwise_edges(list(dims), list(lo), list(hi), _c(_load(basins[0]), np.uint32),
-                                   _c(ids, np.uint64), [_c(layer, np.uint64) for layer in lower], affs)
+                                   _c(ids, np.uint64), [_c(layer, np.uint64) for layer in lower], affs,
+                                   _native.blockwise_steps(backend))
 
 
 def _write(output, lo, hi, basins, ids, segments, write_fragments):
@@ -351,7 +352,8 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
     ``client``: a ``dask.distributed.Client`` (one worker per GPU, as
     dask-cuda's ``LocalCUDACluster`` starts them, or CPU workers), or None
     to run on a thread pool here (``workers`` threads, default every core).
-    ``backend``: where the blocks' watershed steps and the merge run:
+    ``backend``: where the blocks' watershed steps, the faces of their
+    region graphs and the merge run:
     ``"cpu"``; ``"gpu"`` (each worker's first visible GPU, and the merge on
     this process's, an error where there is none); or ``"auto"`` (each
     worker's GPU when it has a usable one, else its CPU: the same results;
@@ -465,7 +467,8 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
 
         started = time.perf_counter()
         edges = runner.gather(runner.map(
-            _edges, [(source, dims, lo, hi, b, i, l) for (_, lo, hi), b, i, l in zip(blocks, basins, ids, lower)]))
+            _edges, [(source, dims, lo, hi, b, i, l, backend)
+                     for (_, lo, hi), b, i, l in zip(blocks, basins, ids, lower)]))
         gathered += _nbytes(edges)
         n_edges = int(sum(len(e[0]) for e in edges))
         seconds["edges"] = time.perf_counter() - started
