@@ -50,14 +50,13 @@
 //! region graph (32 bytes per fragment pair per block that holds it) and
 //! the tables (8 bytes per fragment per threshold).
 
-// The one exception: the generated volume's kernels launched in
-// `generate`.
+// The one exception: the generated volume's kernels, launched in
+// `generate::launch`.
 #![deny(unsafe_code)]
 // Axis and direction indices are the algorithm's vocabulary (offsets,
 // faces, opposites), as in the whole-volume watershed.
 #![allow(clippy::needless_range_loop)]
 
-#[allow(unsafe_code)]
 mod generate;
 mod gpu;
 mod plateaus;

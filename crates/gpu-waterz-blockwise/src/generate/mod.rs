@@ -2,18 +2,18 @@
 //! [`implicit_affinities`] gives any region's affinities on the device,
 //! the same bits as the host generator's ([`ImplicitCells::block`]), so
 //! that [`crate::GpuSteps`] reads a generated volume without making it on
-//! the host and uploading it. The only `unsafe` code of this crate: the
-//! launches of the generator's kernels (`kernels-rs/src/generate.rs`).
+//! the host and uploading it. The kernels (`kernels-rs/src/generate.rs`)
+//! are launched in `launch`, this crate's only `unsafe` code.
+
+#[allow(unsafe_code)]
+mod launch;
 
 use crate::{invalid, Block, Result};
-use gpu_waterz_abi::generate::{
-    GenAddNoiseArgs, GenAffinitiesArgs, GenBoundaryArgs, GenBoxBlurArgs, GenDilateArgs, GenImplicitLabelsArgs,
-    GenInsideArgs, NOISE_SPACING,
-};
+use gpu_waterz_abi::generate::NOISE_SPACING;
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_core::synthetic::lattice_value;
-use gpu_waterz_runtime::{DeviceBuffer, Gpu, RuntimeError};
+use gpu_waterz_runtime::{Gpu, RuntimeError};
 use gpu_waterz_watershed::gpu::{AffinityBuffer, DeviceAffinities};
 use gpu_waterz_watershed::WatershedError;
 use rayon::prelude::*;
@@ -79,76 +79,24 @@ pub fn implicit_affinities(
         })
         .collect();
     let (region_dims, origin) = (dims3(region.shape()), dims3(lo));
-    let config = gpu.grid_stride_config(n);
     let seeds = gpu.upload(&seeds).map_err(gpu_err)?;
-    let mut labels = gpu.uninit::<u32>(n as usize).map_err(gpu_err)?;
-    let args = GenImplicitLabelsArgs {
-        seeds: seeds.as_ptr(),
-        table: dims3(cells),
-        cell: dims3(cell),
-        origin,
-        dims: region_dims,
-        labels: labels.as_mut_ptr(),
-    };
-    // SAFETY: `seeds` holds three f32 per cell of the table, which spans one
-    // cell before the region's first voxel's to one after its last's; the
-    // cells are positive (`ImplicitCells::check`); the region has fewer
-    // than 2^32 voxels (checked above), one label each.
-    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
-    let mut mask = gpu.uninit::<u8>(n as usize).map_err(gpu_err)?;
-    let args = GenBoundaryArgs { labels: labels.as_ptr(), dims: region_dims, mask: mask.as_mut_ptr() };
-    // SAFETY: one label and one mask byte per region voxel.
-    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    let labels = launch::labels(gpu, &seeds, dims3(cells), dims3(cell), origin, region_dims).map_err(gpu_err)?;
+    let mut mask = launch::boundary(gpu, &labels, region_dims).map_err(gpu_err)?;
     drop(labels);
     for _ in 1..params.membrane_half_width {
-        let mut out = gpu.uninit::<u8>(n as usize).map_err(gpu_err)?;
-        let args = GenDilateArgs { mask: mask.as_ptr(), dims: region_dims, out: out.as_mut_ptr() };
-        // SAFETY: two distinct buffers of one byte per region voxel.
-        unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
-        mask = out;
+        mask = launch::dilate(gpu, &mask, region_dims).map_err(gpu_err)?;
     }
-    let mut q: DeviceBuffer<f32> = gpu.uninit(n as usize).map_err(gpu_err)?;
-    let args = GenInsideArgs { mask: mask.as_ptr(), n, q: q.as_mut_ptr() };
-    // SAFETY: `n` mask bytes and `n` f32s.
-    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    let mut q = launch::inside(gpu, &mask).map_err(gpu_err)?;
     drop(mask);
     for _ in 0..params.blur_passes {
         for axis in 0..3 {
-            let mut out = gpu.uninit::<f32>(n as usize).map_err(gpu_err)?;
-            let args = GenBoxBlurArgs { q: q.as_ptr(), dims: region_dims, axis, out: out.as_mut_ptr() };
-            // SAFETY: two distinct buffers of one f32 per region voxel; the
-            // axis is 0, 1 or 2.
-            unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
-            q = out;
+            q = launch::box_blur(gpu, &q, region_dims, axis).map_err(gpu_err)?;
         }
     }
     let lattice = gpu.upload(&lattice).map_err(gpu_err)?;
-    let args = GenAddNoiseArgs {
-        q: q.as_mut_ptr(),
-        dims: region_dims,
-        origin,
-        lattice: lattice.as_ptr(),
-        first: dims3(first_point),
-        table: dims3(points),
-        amplitude: params.noise,
-    };
-    // SAFETY: one f32 per region voxel; the table spans lattice points
-    // `lo / NOISE_SPACING` to `(hi - 1) / NOISE_SPACING + 1`, every corner
-    // of the region's voxels.
-    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
-    let voxels = block.len();
-    let mut affinities = gpu.uninit::<f32>(3 * voxels as usize).map_err(gpu_err)?;
-    let args = GenAffinitiesArgs {
-        q: q.as_ptr(),
-        dims: region_dims,
-        origin,
-        offset: dims3(std::array::from_fn(|a| block.lo[a] - lo[a])),
-        block: dims3(block.shape()),
-        affinities: affinities.as_mut_ptr(),
-    };
-    // SAFETY: the block lies in the region, `halo` (at least 2) voxels in
-    // from its lower faces except where the volume starts; three f32s per
-    // block voxel.
-    unsafe { gpu.launch(gpu.grid_stride_config(3 * voxels), args) }.map_err(gpu_err)?;
+    launch::add_noise(gpu, &mut q, region_dims, origin, &lattice, dims3(first_point), dims3(points), params.noise)
+        .map_err(gpu_err)?;
+    let offset = dims3(std::array::from_fn(|a| block.lo[a] - lo[a]));
+    let affinities = launch::affinities(gpu, &q, region_dims, origin, offset, dims3(block.shape())).map_err(gpu_err)?;
     DeviceAffinities::from_buffer(AffinityBuffer::F32(affinities), dims3(block.shape())).map_err(gpu_err)
 }
