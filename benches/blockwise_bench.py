@@ -13,7 +13,8 @@ waterz's arithmetic) from a numpy array in memory; by stock waterz with
 on a thread pool in this process, and with `--dask` on a
 `LocalCluster` of `--workers` single-threaded worker processes. Each
 blockwise row gives its steps' seconds, the bytes the global steps read
-from the tasks per voxel, the voxels of plateaus that crossed a block face
+from the tasks and sent with them per voxel, the bytes moved between
+workers, the voxels of plateaus that crossed a block face
 and the region-graph pairs per voxel; the fragments are checked equal to
 the whole volume's and the segmentations to partition the volume as it
 does. Medians of `--repeats` runs; peak RSS of this process (the
@@ -145,6 +146,8 @@ def main():
                    "seconds": result.seconds, "n_blocks": result.n_blocks, "n_fragments": result.n_fragments,
                    "open_voxels": result.open_voxels, "open_fraction": result.open_voxels / n,
                    "gathered_bytes_per_voxel": result.gathered_bytes / n,
+                   "sent_bytes_per_voxel": result.sent_bytes / n,
+                   "moved_bytes_between_workers": result.moved_bytes,
                    "edges_per_voxel": result.n_edges / n,
                    "fragments_equal": equal,
                    "segmentations_same_partition": [

@@ -94,6 +94,10 @@ def test_volumes_on_a_dask_cluster_equal_the_whole_volume(tmp_path, dask_client,
         blockwise.agglomerate(path, tmp_path / "spill", THRESHOLDS, block, client=dask_client, spill=True)
     assert whole.open_voxels == 0 and local.open_voxels > 0 and remote.open_voxels == local.open_voxels
     assert remote.n_fragments == local.n_fragments == whole.n_fragments == fragments.max()
+    # What travels: the same from this process either way; between workers
+    # only on the cluster (a block's later task on another worker).
+    assert remote.sent_bytes == local.sent_bytes > 0 and remote.gathered_bytes == local.gathered_bytes
+    assert local.moved_bytes == 0 and remote.moved_bytes >= 0
     w_frag, w_seg, _ = read(tmp_path / "whole")
     l_frag, l_seg, _ = read(tmp_path / "local")
     d_frag, d_seg, _ = read(tmp_path / "dask")

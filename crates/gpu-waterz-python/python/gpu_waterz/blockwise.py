@@ -49,8 +49,13 @@ class BlockwiseResult(dict):
     ``n_blocks``, ``open_voxels`` (voxels of plateaus that crossed a block
     face), ``n_edges`` (region-graph pairs summed over blocks, counting a
     pair once per block that holds it), ``gathered_bytes`` (what the global
-    steps read from the workers), ``seconds`` (per step), ``output`` and
-    ``merged_on`` (``"cpu"`` or ``"gpu"``: where the merge ran)."""
+    steps read from the workers), ``sent_bytes`` (what this process sent
+    with the tasks: settled directions, fragment ids, the layers before
+    blocks' faces, the rows of the segment tables), ``moved_bytes`` (a
+    block's results copied between workers because a later task of the
+    block ran on another worker: 0 without a client), ``seconds`` (per
+    step), ``output`` and ``merged_on`` (``"cpu"`` or ``"gpu"``: where the
+    merge ran)."""
 
     __getattr__ = dict.__getitem__
 
@@ -260,6 +265,9 @@ class _Local:
     def share(self, value):
         return value
 
+    def replicated_bytes(self, handles):
+        return 0
+
     def close(self):
         # Queued tasks are dropped, running ones finish: nothing writes
         # after this returns.
@@ -289,6 +297,19 @@ class _Dask:
     def share(self, value):
         """``value`` sent to the workers once, not with every task."""
         return self.client.scatter(value, broadcast=True, hash=False)
+
+    def replicated_bytes(self, handles):
+        """The bytes of the results of ``handles`` that were copied from the
+        worker that made them to others (each further worker that holds a
+        result counts its size once): what moved between workers because a
+        later task ran elsewhere. Asked of the scheduler before the results
+        are released."""
+        if not handles:
+            return 0
+        holders = self.client.who_has(handles)
+        sizes = self.client.nbytes([h.key for h in handles], summary=False)
+        return int(sum((len(holders.get(h.key, ())) - 1) * sizes.get(h.key, 0)
+                       for h in handles if len(holders.get(h.key, ())) > 1))
 
     def close(self):
         # Cancels what has not run and waits for what is running, so that
@@ -409,6 +430,8 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         return os.path.join(scratch, f"{what}-{k}.npy") if spill else None
     seconds = {}
     gathered = 0
+    sent = 0
+    moved = 0
     try:
         # The output's arrays first: a bad path fails before any work.
         zarr.open_group(partial, mode="w")
@@ -439,6 +462,8 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         basins = runner.map(_basins, [(dims, lo, hi, p, s, spill_to(k, "components"), backend)
                                       for k, ((_, lo, hi), p, s) in enumerate(zip(blocks, plateaus, settled))])
         summaries = runner.gather(runner.map(_summary, [(b,) for b in basins]))
+        sent += _nbytes(list(settled))
+        moved += runner.replicated_bytes(plateaus)
         runner.release(plateaus)
         del plateaus
         gathered += _nbytes(summaries)
@@ -470,6 +495,7 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
             _edges, [(source, dims, lo, hi, b, i, l, backend)
                      for (_, lo, hi), b, i, l in zip(blocks, basins, ids, lower)]))
         gathered += _nbytes(edges)
+        sent += _nbytes(list(ids)) + _nbytes([layer for layers in lower for layer in layers if layer is not None])
         n_edges = int(sum(len(e[0]) for e in edges))
         seconds["edges"] = time.perf_counter() - started
 
@@ -480,9 +506,12 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         seconds["merge"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        runner.gather(runner.map(_write, [(partial, lo, hi, b, i, np.ascontiguousarray(tables[:, i]), write_fragments)
-                                          for (_, lo, hi), b, i in zip(blocks, basins, ids)]))
-        del tables
+        rows = [np.ascontiguousarray(tables[:, i]) for i in ids]
+        sent += _nbytes(rows)
+        runner.gather(runner.map(_write, [(partial, lo, hi, b, i, r, write_fragments)
+                                          for (_, lo, hi), b, i, r in zip(blocks, basins, ids, rows)]))
+        del tables, rows
+        moved += runner.replicated_bytes(basins)
         runner.release(basins)
         zarr.open_group(partial, mode="r+").attrs.update(
             {"thresholds": thresholds, "n_fragments": int(n_fragments), "block_shape": list(block_shape),
@@ -505,4 +534,5 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         runner.close()
     return BlockwiseResult(n_fragments=int(n_fragments), thresholds=thresholds, n_blocks=len(blocks),
                            open_voxels=open_voxels, n_edges=n_edges, gathered_bytes=int(gathered),
+                           sent_bytes=int(sent), moved_bytes=int(moved),
                            seconds=seconds, output=output, merged_on=merge_on)
