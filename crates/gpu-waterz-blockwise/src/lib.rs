@@ -62,7 +62,7 @@ mod gpu;
 mod plateaus;
 mod stages;
 
-pub use generate::implicit_affinities;
+pub use generate::{implicit_affinities, ImplicitSource};
 pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{

@@ -5,8 +5,8 @@
 
 use gpu_waterz_blockwise::{
     block_edges, decode, decode_with, fragment_ids, local_basins, local_plateaus, merge, region_graph,
-    settle_open_plateaus, AffinitySource, BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, DecodeSteps,
-    EdgeList, ErrorKind, GpuSteps, OpenVoxels,
+    settle_open_plateaus, AffinitySource, BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, CpuSteps,
+    DecodeSteps, EdgeList, ErrorKind, GpuSteps, ImplicitSource, OpenVoxels,
 };
 use gpu_waterz_core::WatershedParams;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
@@ -58,6 +58,46 @@ pub(crate) fn blockwise_local_plateaus<'py>(
         .detach(|| match &steps {
             Steps::Cpu => local_plateaus(dims, block(lo, hi), view, params),
             Steps::Gpu(gpu) => gpu.local_plateaus(dims, block(lo, hi), view, params),
+        })
+        .map_err(err)?;
+    Ok((out.bits.into_pyarray(py), out.open.index.into_pyarray(py), out.open.mask.into_pyarray(py)))
+}
+
+/// The generated volume `ImplicitCells(dims, seed, cell)` (no bait) as a
+/// source.
+fn implicit_source(seed: u64, cell: [usize; 3], dims: [u64; 3]) -> PyResult<ImplicitSource> {
+    use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
+    let field = ImplicitCells { seed, cell: (cell[0], cell[1], cell[2]) };
+    let params = GeneratorParams { seed, weak_spots: 0, false_walls: 0, ..GeneratorParams::default() };
+    ImplicitSource::new(field, params, dims).map_err(err)
+}
+
+/// Step 1 for the block `lo..hi` of the generated volume
+/// `ImplicitCells(dims, seed, cell)`: its affinities made here, on the GPU
+/// when the steps run there (`backend="gpu"`, CUDA device `ordinal`), else
+/// on the host. Returns what `blockwise_local_plateaus` returns.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (seed, cell, dims, lo, hi, aff_threshold_low, aff_threshold_high, backend="cpu", ordinal=0))]
+pub(crate) fn blockwise_local_plateaus_implicit<'py>(
+    py: Python<'py>,
+    seed: u64,
+    cell: [usize; 3],
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    aff_threshold_low: f32,
+    aff_threshold_high: f32,
+    backend: &str,
+    ordinal: usize,
+) -> PyResult<Plateaus<'py>> {
+    let source = implicit_source(seed, cell, dims)?;
+    let params = WatershedParams { aff_threshold_low, aff_threshold_high };
+    let steps = Steps::new(backend, ordinal)?;
+    let out = py
+        .detach(|| match &steps {
+            Steps::Cpu => CpuSteps.local_plateaus_from(&source, dims, block(lo, hi), params),
+            Steps::Gpu(gpu) => gpu.local_plateaus_from(&source, dims, block(lo, hi), params),
         })
         .map_err(err)?;
     Ok((out.bits.into_pyarray(py), out.open.index.into_pyarray(py), out.open.mask.into_pyarray(py)))
@@ -246,6 +286,43 @@ pub(crate) fn blockwise_edges<'py>(
                 let source = BlockAffinities { values: affinities, block: block(lo, hi), dims };
                 gpu.block_edges_from(&source, dims, block(lo, hi), components, ids, lower)
             }
+        })
+        .map_err(err)?;
+    Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
+}
+
+/// Step 5 for the block `lo..hi` of the generated volume
+/// `ImplicitCells(dims, seed, cell)`, its affinities made here (on the GPU
+/// with `backend="gpu"`); otherwise as `blockwise_edges`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (seed, cell, dims, lo, hi, components, ids, lower, backend="cpu", ordinal=0))]
+pub(crate) fn blockwise_edges_implicit<'py>(
+    py: Python<'py>,
+    seed: u64,
+    cell: [usize; 3],
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    components: PyReadonlyArray3<'py, u32>,
+    ids: PyReadonlyArray1<'py, u64>,
+    lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
+    backend: &str,
+    ordinal: usize,
+) -> PyResult<Edges<'py>> {
+    let source = implicit_source(seed, cell, dims)?;
+    let components = components.as_array();
+    let ids = ids.as_slice()?;
+    let lower: [Option<&[u64]>; 3] = [
+        lower[0].as_ref().map(|l| l.as_slice()).transpose()?,
+        lower[1].as_ref().map(|l| l.as_slice()).transpose()?,
+        lower[2].as_ref().map(|l| l.as_slice()).transpose()?,
+    ];
+    let steps = Steps::new(backend, ordinal)?;
+    let out = py
+        .detach(|| match &steps {
+            Steps::Cpu => CpuSteps.block_edges_from(&source, dims, block(lo, hi), components, ids, lower),
+            Steps::Gpu(gpu) => gpu.block_edges_from(&source, dims, block(lo, hi), components, ids, lower),
         })
         .map_err(err)?;
     Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))

@@ -86,6 +86,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(blockwise::blockwise_basins, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_fragment_ids, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_edges, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_local_plateaus_implicit, m)?)?;
+    m.add_function(wrap_pyfunction!(blockwise::blockwise_edges_implicit, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_merge, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_steps, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_check_parameters, m)?)?;

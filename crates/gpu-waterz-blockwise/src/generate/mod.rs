@@ -100,3 +100,51 @@ pub fn implicit_affinities(
     let affinities = launch::affinities(gpu, &q, region_dims, origin, offset, dims3(block.shape())).map_err(gpu_err)?;
     DeviceAffinities::from_buffer(AffinityBuffer::F32(affinities), dims3(block.shape())).map_err(gpu_err)
 }
+
+/// A generated volume ([`ImplicitCells`] without bait) as an
+/// [`AffinitySource`]: any region made on the host by
+/// [`AffinitySource::read`] ([`ImplicitCells::block`]), or on the GPU by
+/// [`AffinitySource::read_on_gpu`] ([`implicit_affinities`]), the same
+/// values either way.
+#[derive(Clone, Debug)]
+pub struct ImplicitSource {
+    field: ImplicitCells,
+    params: GeneratorParams,
+    dims: [u64; 3],
+}
+
+impl ImplicitSource {
+    /// The volume of `dims` of `field`, made with `params`; fails for a
+    /// volume the field's numbering does not fit, or with merge or split
+    /// bait (`params.weak_spots`, `params.false_walls` not 0), which is
+    /// drawn over the whole volume.
+    pub fn new(field: ImplicitCells, params: GeneratorParams, dims: [u64; 3]) -> Result<Self> {
+        crate::check_dims(dims)?;
+        field.check((dims[0] as usize, dims[1] as usize, dims[2] as usize)).map_err(invalid)?;
+        if params.weak_spots != 0 || params.false_walls != 0 {
+            return Err(invalid(
+                "generated blocks leave out merge and split bait: set weak_spots and false_walls to 0",
+            ));
+        }
+        Ok(Self { field, params, dims })
+    }
+}
+
+impl crate::AffinitySource for ImplicitSource {
+    fn dims(&self) -> [u64; 3] {
+        self.dims
+    }
+
+    fn read(&self, region: Block) -> Result<ndarray::Array4<f32>> {
+        region.check(self.dims)?;
+        let volume = (self.dims[0] as usize, self.dims[1] as usize, self.dims[2] as usize);
+        let [z, y, x] = region.lo.map(|v| v as usize);
+        let [sz, sy, sx] = region.shape().map(|v| v as usize);
+        let (affinities, _labels) = self.field.block(&self.params, volume, (z, y, x), (sz, sy, sx)).map_err(invalid)?;
+        Ok(affinities)
+    }
+
+    fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> Result<Option<DeviceAffinities>> {
+        implicit_affinities(gpu, &self.field, &self.params, self.dims, region).map(Some)
+    }
+}

@@ -11,7 +11,7 @@ use super::outputs::OutputFolder;
 use super::segment::Backend;
 use anyhow::{bail, Context, Result};
 use gpu_waterz_blockwise::{
-    decode_blocks_with, implicit_affinities, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps, GpuSteps,
+    decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps, GpuSteps, ImplicitSource,
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
@@ -85,8 +85,9 @@ enum Source {
     Npy(NpyFile),
     /// A chunked HDF5 dataset of the same.
     Hdf5(ChunkedDataset),
-    /// The implicit cell field, generated per region.
-    Implicit { field: ImplicitCells, params: GeneratorParams, shape: (usize, usize, usize) },
+    /// The implicit cell field, generated per region (on the GPU when the
+    /// steps run there).
+    Implicit(ImplicitSource),
 }
 
 impl AffinitySource for Source {
@@ -95,7 +96,7 @@ impl AffinitySource for Source {
             Source::Zarr(array) => std::array::from_fn(|a| array.shape()[a + 1] as u64),
             Source::Npy(file) => std::array::from_fn(|a| file.shape()[a + 1] as u64),
             Source::Hdf5(dataset) => std::array::from_fn(|a| dataset.shape()[a + 1] as u64),
-            Source::Implicit { shape, .. } => [shape.0 as u64, shape.1 as u64, shape.2 as u64],
+            Source::Implicit(generated) => generated.dims(),
         }
     }
 
@@ -107,12 +108,7 @@ impl AffinitySource for Source {
             Source::Zarr(array) => array.read_region_f32(lo, hi),
             Source::Npy(file) => file.read_region_f32(lo, hi),
             Source::Hdf5(dataset) => dataset.read_region_f32(lo, hi),
-            Source::Implicit { field, params, shape } => {
-                return field
-                    .block(params, *shape, (lz, ly, lx), (z, y, x))
-                    .map(|(affinities, _labels)| affinities)
-                    .map_err(BlockwiseError::Io)
-            }
+            Source::Implicit(generated) => return generated.read(region),
         };
         let values = values.map_err(|e| BlockwiseError::Io(e.to_string()))?;
         Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
@@ -121,9 +117,7 @@ impl AffinitySource for Source {
     /// A generated volume is made on the GPU when the steps run there.
     fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> gpu_waterz_blockwise::Result<Option<DeviceAffinities>> {
         match self {
-            Source::Implicit { field, params, .. } => {
-                implicit_affinities(gpu, field, params, self.dims(), region).map(Some)
-            }
+            Source::Implicit(generated) => generated.read_on_gpu(gpu, region),
             _ => Ok(None),
         }
     }
@@ -279,9 +273,8 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         (None, Some(shape)) => {
             let shape = sizes_zyx("--implicit", shape)?;
             let field = ImplicitCells { seed: args.seed, cell: sizes_zyx("--cell", &args.cell)? };
-            field.check(shape).map_err(anyhow::Error::msg)?;
             let params = GeneratorParams { seed: args.seed, weak_spots: 0, false_walls: 0, ..Default::default() };
-            Source::Implicit { field, params, shape }
+            Source::Implicit(ImplicitSource::new(field, params, [shape.0 as u64, shape.1 as u64, shape.2 as u64])?)
         }
         (None, None) => bail!("give --affinities or --implicit"),
     };

@@ -66,7 +66,9 @@ class ImplicitCells:
     ``cell`` voxels (``gpu-waterz generate --implicit``'s field, without
     merge and split bait). Call it with ``(lo, hi)`` for the affinities of
     voxels ``lo..hi``; pass it as ``affinities`` to :func:`agglomerate`
-    (it pickles to its parameters)."""
+    (it pickles to its parameters), whose tasks then make each block
+    themselves: on the worker's GPU when the steps run there, the same
+    values as on the host."""
 
     def __init__(self, shape, seed=1, cell=(48, 24, 24)):
         shape = tuple(int(s) for s in shape)
@@ -190,9 +192,21 @@ def _load(value):
     return np.load(value.path) if isinstance(value, _Spilled) else value
 
 
+def _generated(source):
+    """The :class:`ImplicitCells` that ``source`` reads, or None: its blocks
+    are made by the native steps themselves (on the worker's GPU when the
+    steps run there), not read here."""
+    return source.function if isinstance(source.function, ImplicitCells) else None
+
+
 def _plateaus(source, dims, lo, hi, low, high, spill=None, backend="cpu"):
     # Where this worker runs the step: the GPU's reads one more voxel below.
     steps = _native.blockwise_steps(backend)
+    generated = _generated(source)
+    if generated is not None:
+        bits, index, mask = _native.blockwise_local_plateaus_implicit(
+            generated.seed, list(generated.cell), list(dims), list(lo), list(hi), low, high, steps)
+        return _kept(bits, spill), index, mask
     below = 2 if steps == "gpu" else 1
     halo_lo = tuple(max(l - below, 0) for l in lo)
     halo_hi = tuple(min(h + 2, d) for h, d in zip(hi, dims))
@@ -220,6 +234,11 @@ def _summary(basins):
 
 
 def _edges(source, dims, lo, hi, basins, ids, lower, backend="cpu"):
+    generated = _generated(source)
+    if generated is not None:
+        return _native.blockwise_edges_implicit(
+            generated.seed, list(generated.cell), list(dims), list(lo), list(hi), _c(_load(basins[0]), np.uint32),
+            _c(ids, np.uint64), [_c(layer, np.uint64) for layer in lower], _native.blockwise_steps(backend))
     affs = source.read(lo, hi)
     return _native.blockwise_edges(list(dims), list(lo), list(hi), _c(_load(basins[0]), np.uint32),
                                    _c(ids, np.uint64), [_c(layer, np.uint64) for layer in lower], affs,
