@@ -184,23 +184,6 @@ impl DecodeSteps for GpuSteps {
         }
         let components = components.as_standard_layout();
         let comps = components.as_slice().expect("a standard layout is contiguous");
-        // The lower faces, on the host.
-        let mut pairs = PairStats::default();
-        let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
-        for axis in 0..3 {
-            if lower[axis].is_some() {
-                let mut slab = block;
-                slab.hi[axis] = slab.lo[axis] + 1;
-                slabs[axis] = Some(self.read_affinities(source, slab)?);
-            }
-        }
-        let strides = [shape[1] * shape[2], shape[2], 1];
-        lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| {
-            // Voxel `i` lies on the lower face along `axis` (its coordinate
-            // there is 0), so at the same place in the one-voxel slab.
-            let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
-            slab[[axis, i / strides[0], (i / strides[1]) % shape[1], i % shape[2]]]
-        });
         // The faces inside, on the GPU.
         let labels: Vec<u32> = comps.par_iter().map(|&c| ids[c as usize] as u32).collect();
         let block_dims = dims3(block.shape());
@@ -212,12 +195,36 @@ impl DecodeSteps for GpuSteps {
             Some(affs) => Ok(Some(count(gpu, affs)?)),
             None => Ok(None),
         })?;
+        // The faces across the lower faces, on the host: from the block's
+        // affinities where they were read here, else from one-voxel slabs
+        // of them made by the source.
+        let mut pairs = PairStats::default();
+        let strides = [shape[1] * shape[2], shape[2], 1];
         let inside = match made {
-            Some(graph) => graph,
+            Some(graph) => {
+                let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
+                for axis in 0..3 {
+                    if lower[axis].is_some() {
+                        let mut slab = block;
+                        slab.hi[axis] = slab.lo[axis] + 1;
+                        slabs[axis] = Some(self.read_affinities(source, slab)?);
+                    }
+                }
+                lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| {
+                    // Voxel `i` lies on the lower face along `axis` (its
+                    // coordinate there is 0), so at the same place in the
+                    // one-voxel slab.
+                    let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
+                    slab[[axis, i / strides[0], (i / strides[1]) % shape[1], i % shape[2]]]
+                });
+                graph
+            }
             None => {
                 let values = read_region(source, block)?;
                 let values = values.as_standard_layout();
                 let values = values.as_slice().expect("a standard layout is contiguous");
+                let n = comps.len();
+                lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| values[axis * n + i]);
                 self.exclusive(|gpu| {
                     let affs = DeviceAffinities::upload_f32(gpu, values, block_dims).map_err(WatershedError::from)?;
                     count(gpu, affs)

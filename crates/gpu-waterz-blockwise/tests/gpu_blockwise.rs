@@ -50,19 +50,42 @@ fn check(steps: &GpuSteps, affs: &Array4<f32>, block_shape: [u64; 3], what: &str
     }
     let open: Vec<&OpenVoxels> = cpu_plateaus.iter().map(|p| &p.open).collect();
     let settled = settle_open_plateaus(dims, &open).unwrap();
-    let mut basins = Vec::new();
     for (b, (p, settled)) in gpu_plateaus.into_iter().zip(&settled).enumerate() {
         let block = grid.block(b);
         let want = CpuSteps.local_basins(dims, block, p.bits.clone(), &p.open, settled).unwrap();
         let got = steps.local_basins(dims, block, p.bits, &p.open, settled).unwrap();
         assert_eq!(got, want, "{what}: block {b} {block:?}: basins");
-        basins.push(got);
     }
-    // Step 5 block by block: the faces inside counted by the GPU's region
-    // graph, those across the lower faces on the host.
+    check_step5(steps, &affs.view(), block_shape, what);
+    let want = decode(affs.view(), block_shape, PARAMS, &THRESHOLDS).unwrap();
+    let got = decode_with(affs.view(), block_shape, PARAMS, &THRESHOLDS, steps).unwrap();
+    assert_eq!(got.fragments, want.fragments, "{what}: fragments");
+    assert_eq!(got.open_voxels, want.open_voxels, "{what}: open voxels");
+    let (fragments, segmentations) = in_core(affs);
+    assert_eq!(got.fragments, fragments, "{what}: fragments against the whole-volume GPU decode");
+    for (k, (got, want)) in got.segmentations.iter().zip(&segmentations).enumerate() {
+        assert_eq!(got, want, "{what}: threshold {} against the whole-volume GPU decode", THRESHOLDS[k]);
+    }
+}
+
+/// Step 5 of every block on the CPU and on `steps` (the faces inside
+/// counted by the GPU's region graph, those across the lower faces on the
+/// host), from the CPU's steps 1 to 4 over `source`: the same pairs.
+fn check_step5(steps: &GpuSteps, source: &dyn AffinitySource, block_shape: [u64; 3], what: &str) {
+    let dims = source.dims();
+    let grid = BlockGrid::new(dims, block_shape).unwrap();
+    let plateaus: Vec<_> =
+        (0..grid.len()).map(|b| CpuSteps.local_plateaus_from(source, dims, grid.block(b), PARAMS).unwrap()).collect();
+    let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
+    let settled = settle_open_plateaus(dims, &open).unwrap();
+    let basins: Vec<_> = plateaus
+        .iter()
+        .zip(&settled)
+        .enumerate()
+        .map(|(b, (p, s))| CpuSteps.local_basins(dims, grid.block(b), p.bits.clone(), &p.open, s).unwrap())
+        .collect();
     let summaries: Vec<_> = basins.iter().map(|b| b.summary()).collect();
     let fragments = fragment_ids(&grid, &summaries).unwrap();
-    let source = affs.view();
     for b in 0..grid.len() {
         let at = grid.position(b);
         let lower: Vec<Option<Vec<u64>>> = (0..3)
@@ -79,18 +102,9 @@ fn check(steps: &GpuSteps, affs: &Array4<f32>, block_shape: [u64; 3], what: &str
         let lower: [Option<&[u64]>; 3] = std::array::from_fn(|a| lower[a].as_deref());
         let block = grid.block(b);
         let components = basins[b].components.view();
-        let want = CpuSteps.block_edges_from(&source, dims, block, components, &fragments.ids[b], lower).unwrap();
-        let got = steps.block_edges_from(&source, dims, block, components, &fragments.ids[b], lower).unwrap();
+        let want = CpuSteps.block_edges_from(source, dims, block, components, &fragments.ids[b], lower).unwrap();
+        let got = steps.block_edges_from(source, dims, block, components, &fragments.ids[b], lower).unwrap();
         assert_eq!(got, want, "{what}: block {b} {block:?}: region-graph pairs");
-    }
-    let want = decode(affs.view(), block_shape, PARAMS, &THRESHOLDS).unwrap();
-    let got = decode_with(affs.view(), block_shape, PARAMS, &THRESHOLDS, steps).unwrap();
-    assert_eq!(got.fragments, want.fragments, "{what}: fragments");
-    assert_eq!(got.open_voxels, want.open_voxels, "{what}: open voxels");
-    let (fragments, segmentations) = in_core(affs);
-    assert_eq!(got.fragments, fragments, "{what}: fragments against the whole-volume GPU decode");
-    for (k, (got, want)) in got.segmentations.iter().zip(&segmentations).enumerate() {
-        assert_eq!(got, want, "{what}: threshold {} against the whole-volume GPU decode", THRESHOLDS[k]);
     }
 }
 
@@ -267,6 +281,8 @@ fn generated_volumes_made_on_the_gpu_equal_the_hosts() {
     let sink = Collected::default();
     let summary = decode_blocks_with(&source, [16, 32, 32], PARAMS, &THRESHOLDS, &sink, &steps).unwrap();
     assert_eq!(source.host_reads.load(Ordering::Relaxed), 0, "every block made on the GPU");
+    // Step 5 with the blocks made on the GPU against the CPU's count.
+    check_step5(&steps, &source, [16, 32, 32], "generated");
     let want = decode_with(affs.view(), [16, 32, 32], PARAMS, &THRESHOLDS, &steps).unwrap();
     assert_eq!(summary.n_fragments, want.n_fragments);
     let written = sink.0.into_inner().unwrap();
