@@ -102,9 +102,9 @@ pub fn implicit_affinities(
 }
 
 /// A generated volume ([`ImplicitCells`] without bait) as an
-/// [`AffinitySource`]: any region made on the host by
-/// [`AffinitySource::read`] ([`ImplicitCells::block`]), or on the GPU by
-/// [`AffinitySource::read_on_gpu`] ([`implicit_affinities`]), the same
+/// [`crate::AffinitySource`]: any region made on the host by
+/// [`crate::AffinitySource::read`] ([`ImplicitCells::block`]), or on the GPU by
+/// [`crate::AffinitySource::read_on_gpu`] ([`implicit_affinities`]), the same
 /// values either way.
 #[derive(Clone, Debug)]
 pub struct ImplicitSource {
