@@ -84,6 +84,15 @@ fn generated_blocks_equal_the_whole_volume() {
         assert!(ok, "blocks of {block}: {err}");
         assert_same(&out, &seg);
     }
+    // Without the fragments: the same segmentations, no fragments array.
+    let out = dir.join("bw-no-fragments.zarr");
+    let (ok, err) =
+        blockwise(&["--implicit", "20,34,30", "--cell", "12,10,10", "--seed", "3", "--no-fragments"], "7,9,11", &out);
+    assert!(ok, "{err}");
+    assert!(!out.join("fragments").exists() && out.join("segmentation_1").exists());
+    for array in ["/segmentation_0", "/segmentation_1"] {
+        assert_eq!(labels(&out, array), labels(&seg, array), "{array}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

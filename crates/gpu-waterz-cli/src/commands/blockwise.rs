@@ -53,20 +53,28 @@ pub struct BlockwiseArgs {
     /// Merge thresholds, comma-separated, strictly ascending.
     #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
     thresholds: Vec<f64>,
-    /// Output zarr v3 group (PATH.zarr): `fragments` and one
-    /// `segmentation_<i>` per threshold, uint64, one chunk per block;
+    /// Output zarr v3 group (PATH.zarr): `fragments` (unless
+    /// `--no-fragments`) and one `segmentation_<i>` per threshold, uint64,
+    /// one chunk per block;
     /// written whole or not at all (a run writes beside it, then renames).
     #[arg(long)]
     out: PathBuf,
+    /// Leave out the `fragments` array (the watershed's labels): only the
+    /// segmentations are relabelled and written.
+    #[arg(long)]
+    no_fragments: bool,
     /// Replace an existing --out (only once the new result is complete).
     #[arg(long)]
     overwrite: bool,
     /// Flush the result to the disk before moving it into place.
     #[arg(long)]
     fsync: bool,
-    /// Where steps 1 and 3 of each block (the watershed's masks, plateaus
-    /// and basins) run: on the GPU (`gpu`), on the CPU (`cpu`), or on the
-    /// GPU when one is usable (`auto`). The results are the same.
+    /// Where steps 1, 3 and 5 of each block (the watershed's masks,
+    /// plateaus and basins, and the region-graph faces inside it; a
+    /// generated volume is made there too) and the merge run: on the GPU
+    /// (`gpu`), on the CPU (`cpu`), or on the GPU when one is usable
+    /// (`auto`). The fragments are the same; the merges agree on tie-free
+    /// graphs (the GPU's ParHAC, the CPU's serial merging).
     #[arg(long, value_enum, default_value = "auto")]
     backend: Backend,
     /// Watershed: affinities at or below this never connect voxels.
@@ -125,7 +133,8 @@ impl AffinitySource for Source {
 
 /// The output arrays; each block is one chunk of each.
 struct ZarrSink {
-    fragments: Array<FilesystemStore>,
+    /// None with `--no-fragments`.
+    fragments: Option<Array<FilesystemStore>>,
     segmentations: Vec<Array<FilesystemStore>>,
     /// Label buffers that blocks relabel into, taken and given back from
     /// block to block: pages written once cost less than fresh ones (the
@@ -183,8 +192,10 @@ impl BlockSink for ZarrSink {
         let mut buffer = taken.unwrap_or_default();
         buffer.resize(components.len(), 0);
         let written = (|| {
-            relabel_into(&mut buffer, components, ids);
-            self.store(&self.fragments, block, &buffer)?;
+            if let Some(fragments) = &self.fragments {
+                relabel_into(&mut buffer, components, ids);
+                self.store(fragments, block, &buffer)?;
+            }
             for (array, label_of) in self.segmentations.iter().zip(&labels_of) {
                 relabel_into(&mut buffer, components, label_of);
                 self.store(array, block, &buffer)?;
@@ -205,7 +216,9 @@ impl BlockSink for ZarrSink {
             let values = values.as_standard_layout();
             self.store(array, block, values.as_slice().expect("a standard layout"))
         };
-        store(&self.fragments, fragments)?;
+        if let Some(array) = &self.fragments {
+            store(array, fragments)?;
+        }
         for (array, values) in self.segmentations.iter().zip(segmentations) {
             store(array, values.view())?;
         }
@@ -291,7 +304,11 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     let writer = ContainerWriter::new(Container::Zarr, folder.path(), LabelType::Uint64, Map::new(), 3)?;
     let sink = ZarrSink {
         buffers: Mutex::new(Vec::new()),
-        fragments: writer.zarr_labels("fragments", dims, block, Map::new())?,
+        fragments: if args.no_fragments {
+            None
+        } else {
+            Some(writer.zarr_labels("fragments", dims, block, Map::new())?)
+        },
         segmentations: args
             .thresholds
             .iter()
