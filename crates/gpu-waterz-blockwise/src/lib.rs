@@ -66,8 +66,8 @@ pub use generate::{implicit_affinities, ImplicitSource};
 pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{
-    block_edges, decode, decode_blocks, decode_blocks_with, decode_with, fragment_ids, local_basins, merge,
-    region_graph, relabel, AffinitySource, BasinFaces, BasinSummary, BlockSink, BlockwiseSummary, CpuSteps,
+    block_edges, decode, decode_blocks, decode_blocks_with, decode_with, fragment_ids, local_basins, lower_layers,
+    merge, region_graph, relabel, AffinitySource, BasinFaces, BasinSummary, BlockSink, BlockwiseSummary, CpuSteps,
     DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasins, StepSeconds,
 };
 

@@ -322,6 +322,28 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
     Ok(FragmentIds { n_fragments: roots.len() as u64, ids, sizes })
 }
 
+/// The fragments of the layer just before block `b` of `grid` along each
+/// axis (the `+axis` face of the block before it, in face order), `None`
+/// where the block starts the volume: step 5's `lower` ([`block_edges`]),
+/// from every block's step 3 and step 4.
+pub fn lower_layers(
+    grid: &BlockGrid,
+    b: usize,
+    basins: &[LocalBasins],
+    fragments: &FragmentIds,
+) -> [Option<Vec<u64>>; 3] {
+    let at = grid.position(b);
+    std::array::from_fn(|axis| {
+        (at[axis] > 0).then(|| {
+            let mut before = at;
+            before[axis] -= 1;
+            let before = grid.index(before);
+            let ids = &fragments.ids[before];
+            basins[before].faces.components[3 + axis].iter().map(|&c| ids[c as usize]).collect()
+        })
+    })
+}
+
 /// A block's part of the region graph: fragment pairs `u < v` (`u > 0`),
 /// sorted, with the exact statistics of their faces in the block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -894,20 +916,8 @@ pub fn decode_blocks_with(
     lap("local_basins", &mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(LocalBasins::summary).collect();
     let fragments = fragment_ids(&grid, &summaries)?;
-    let lower_layers: Vec<[Option<Vec<u64>>; 3]> = (0..grid.len())
-        .map(|b| {
-            let at = grid.position(b);
-            std::array::from_fn(|axis| {
-                (at[axis] > 0).then(|| {
-                    let mut before = at;
-                    before[axis] -= 1;
-                    let before = grid.index(before);
-                    let ids = &fragments.ids[before];
-                    basins[before].faces.components[3 + axis].iter().map(|&c| ids[c as usize]).collect()
-                })
-            })
-        })
-        .collect();
+    let lower_layers: Vec<[Option<Vec<u64>>; 3]> =
+        (0..grid.len()).map(|b| lower_layers(&grid, b, &basins, &fragments)).collect();
     lap("fragment_ids", &mut seconds.fragment_ids);
     let edges = (0..grid.len())
         .into_par_iter()

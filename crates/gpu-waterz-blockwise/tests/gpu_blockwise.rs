@@ -6,8 +6,8 @@
 //! many blocks, ties, cells and random values.
 
 use gpu_waterz_blockwise::{
-    decode, decode_blocks_with, decode_with, fragment_ids, implicit_affinities, settle_open_plateaus, AffinitySource,
-    Block, BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, OpenVoxels,
+    decode, decode_blocks_with, decode_with, fragment_ids, implicit_affinities, lower_layers, settle_open_plateaus,
+    AffinitySource, Block, BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, OpenVoxels,
 };
 use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
@@ -87,18 +87,7 @@ fn check_step5(steps: &GpuSteps, source: &dyn AffinitySource, block_shape: [u64;
     let summaries: Vec<_> = basins.iter().map(|b| b.summary()).collect();
     let fragments = fragment_ids(&grid, &summaries).unwrap();
     for b in 0..grid.len() {
-        let at = grid.position(b);
-        let lower: Vec<Option<Vec<u64>>> = (0..3)
-            .map(|axis| {
-                (at[axis] > 0).then(|| {
-                    let mut before = at;
-                    before[axis] -= 1;
-                    let before = grid.index(before);
-                    let ids = &fragments.ids[before];
-                    basins[before].faces.components[3 + axis].iter().map(|&c| ids[c as usize]).collect()
-                })
-            })
-            .collect();
+        let lower = lower_layers(&grid, b, &basins, &fragments);
         let lower: [Option<&[u64]>; 3] = std::array::from_fn(|a| lower[a].as_deref());
         let block = grid.block(b);
         let components = basins[b].components.view();
