@@ -1,9 +1,12 @@
-//! Steps 1 and 3 of each block and the merge on the GPU ([`GpuSteps`]):
-//! the watershed's masks, the division of the plateaus inside the block
-//! and the block's basins run by the GPU watershed's kernels
-//! (`gpu_waterz_watershed::gpu::{block_plateaus, block_basins}`), the
-//! host keeping the bookkeeping (open voxels, components' smallest voxels
-//! and sizes, faces); the whole region graph merged by the GPU's ParHAC.
+//! Steps 1, 3 and 5 of each block and the merge on the GPU
+//! ([`GpuSteps`]): the watershed's masks, the division of the plateaus
+//! inside the block and the block's basins run by the GPU watershed's
+//! kernels (`gpu_waterz_watershed::gpu::{block_plateaus, block_basins}`),
+//! the faces inside the block by the GPU's region graph, the host keeping
+//! the bookkeeping (open voxels, components' smallest voxels and sizes,
+//! faces, the faces across the block's lower faces); the whole region
+//! graph merged by the GPU's ParHAC. A source that makes its affinities on
+//! the GPU ([`AffinitySource::read_on_gpu`]) is read there.
 
 use crate::plateaus::check_plateau_input;
 use crate::stages::{apply_settled, basins_from_components, check_block_edges, lower_faces, read_region, PairStats};
@@ -20,13 +23,13 @@ use gpu_waterz_watershed::gpu::{
     block_basins, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, DeviceFragments, CORNER, OPEN,
 };
 use gpu_waterz_watershed::WatershedError;
-use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4, CowArray, Ix3};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
 const _: () = assert!(CORNER == crate::CORNER_FLAG, "the GPU's corner flag is the open voxels' corner flag");
 
-/// Steps 1 and 3 of each block on one GPU, one block at a time (the
+/// Steps 1, 3 and 5 of each block on one GPU, one block at a time (the
 /// blocks' reading and bookkeeping overlap on the host's threads), equal
 /// to [`crate::CpuSteps`]'s; and step 6 by the GPU's ParHAC at ε = 0, so
 /// that the segmentations equal the whole-volume GPU decode's (and the
@@ -114,6 +117,95 @@ fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> Loca
     LocalPlateaus { bits, open }
 }
 
+/// The region graph of the faces inside a block (the GPU's, over its
+/// fragment `labels`), downloaded.
+fn count_inside(gpu: &Gpu, affs: DeviceAffinities, labels: &BlockLabels<'_>) -> Result<HostRegionGraph> {
+    let fragments = DeviceFragments::upload(gpu, &labels.labels, labels.dims, labels.n_fragments)?;
+    Ok(gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?.download(gpu)?)
+}
+
+/// A checked block's components in C order and its fragment labels, for
+/// step 5 on the GPU.
+struct BlockLabels<'a> {
+    shape: [usize; 3],
+    dims: Dims3,
+    /// C order (a copy only where the given view is not).
+    components: CowArray<'a, u32, Ix3>,
+    labels: Vec<u32>,
+    n_fragments: u64,
+}
+
+impl<'a> BlockLabels<'a> {
+    fn new(
+        dims: [u64; 3],
+        block: Block,
+        components: ArrayView3<'a, u32>,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+    ) -> Result<Self> {
+        let shape = check_block_edges(dims, block, components, ids, lower)?;
+        let n_fragments = ids.iter().copied().max().unwrap_or(0);
+        if n_fragments >= u32::MAX as u64 {
+            return Err(invalid(format!(
+                "block {:?}..{:?}: fragment ids up to {n_fragments}: fewer than 2^32 are taken",
+                block.lo, block.hi
+            )));
+        }
+        let components: CowArray<'a, u32, Ix3> = if components.is_standard_layout() {
+            components.into()
+        } else {
+            components.as_standard_layout().into_owned().into()
+        };
+        let comps = components.as_slice().expect("a standard layout is contiguous");
+        let labels = comps.par_iter().map(|&c| ids[c as usize] as u32).collect();
+        Ok(Self { shape, dims: dims3(block.shape()), components, labels, n_fragments })
+    }
+
+    /// The pairs of the faces inside (`graph`) and of those across the
+    /// lower faces, counted here: `affinity(axis, i)` is channel `axis` at
+    /// block voxel `i` on them.
+    fn pairs(
+        &self,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        graph: HostRegionGraph,
+        affinity: impl Fn(usize, usize) -> f32,
+    ) -> EdgeList {
+        let mut pairs = PairStats::default();
+        let comps = self.components.as_slice().expect("a standard layout is contiguous");
+        lower_faces(self.shape, comps, ids, lower, &mut pairs, affinity);
+        for (&[u, v], &stats) in graph.edges.iter().zip(&graph.stats) {
+            pairs.add(u, v, stats);
+        }
+        pairs.into_edges()
+    }
+}
+
+impl GpuSteps {
+    /// Step 5 of a block whose affinities are on the host: uploaded and
+    /// counted inside on the GPU, the lower faces counted here.
+    fn edges_of_host_values(
+        &self,
+        labels: &BlockLabels<'_>,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        affinities: ArrayView4<'_, f32>,
+    ) -> Result<EdgeList> {
+        let s = labels.shape;
+        if affinities.shape() != [3, s[0], s[1], s[2]] {
+            return Err(invalid(format!("affinities {:?} must be 3 channels of {s:?}", affinities.shape())));
+        }
+        let values = affinities.as_standard_layout();
+        let values = values.as_slice().expect("a standard layout is contiguous");
+        let graph = self.exclusive(|gpu| {
+            let affs = DeviceAffinities::upload_f32(gpu, values, labels.dims).map_err(WatershedError::from)?;
+            count_inside(gpu, affs, labels)
+        })?;
+        let n = values.len() / 3;
+        Ok(labels.pairs(ids, lower, graph, |axis, i| values[axis * n + i]))
+    }
+}
+
 impl DecodeSteps for GpuSteps {
     fn plateau_region(&self, dims: [u64; 3], block: Block) -> Block {
         block.grown(dims, 2, 2)
@@ -166,8 +258,24 @@ impl DecodeSteps for GpuSteps {
     /// fragments: the faces between a voxel and the one before it inside
     /// the block, exactly [`crate::block_edges`]'s, in the same integer
     /// statistics. The faces across the block's lower faces (against the
-    /// layers of the blocks before) are counted on the host from those
-    /// faces' affinities (one-voxel slabs).
+    /// layers of the blocks before) are counted on the host.
+    fn block_edges(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        affinities: ArrayView4<'_, f32>,
+    ) -> Result<EdgeList> {
+        let labels = BlockLabels::new(dims, block, components, ids, lower)?;
+        self.edges_of_host_values(&labels, ids, lower, affinities)
+    }
+
+    /// Step 5 on affinities the source makes on the GPU
+    /// ([`AffinitySource::read_on_gpu`]), the lower faces' from one-voxel
+    /// slabs of them made by the source; else read on the host and
+    /// uploaded.
     fn block_edges_from(
         &self,
         source: &dyn AffinitySource,
@@ -177,64 +285,30 @@ impl DecodeSteps for GpuSteps {
         ids: &[u64],
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
-        let shape = check_block_edges(dims, block, components, ids, lower)?;
-        let n_fragments = ids.iter().copied().max().unwrap_or(0);
-        if n_fragments >= u32::MAX as u64 {
-            return Err(invalid(format!("fragment ids up to {n_fragments}: fewer than 2^32 are taken")));
-        }
-        let components = components.as_standard_layout();
-        let comps = components.as_slice().expect("a standard layout is contiguous");
-        // The faces inside, on the GPU.
-        let labels: Vec<u32> = comps.par_iter().map(|&c| ids[c as usize] as u32).collect();
-        let block_dims = dims3(block.shape());
-        let count = |gpu: &Gpu, affs: DeviceAffinities| -> Result<HostRegionGraph> {
-            let fragments = DeviceFragments::upload(gpu, &labels, block_dims, n_fragments)?;
-            Ok(gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?.download(gpu)?)
-        };
+        let labels = BlockLabels::new(dims, block, components, ids, lower)?;
         let made = self.exclusive(|gpu| match source.read_on_gpu(gpu, block)? {
-            Some(affs) => Ok(Some(count(gpu, affs)?)),
+            Some(affs) => Ok(Some(count_inside(gpu, affs, &labels)?)),
             None => Ok(None),
         })?;
-        // The faces across the lower faces, on the host: from the block's
-        // affinities where they were read here, else from one-voxel slabs
-        // of them made by the source.
-        let mut pairs = PairStats::default();
-        let strides = [shape[1] * shape[2], shape[2], 1];
-        let inside = match made {
-            Some(graph) => {
-                let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
-                for axis in 0..3 {
-                    if lower[axis].is_some() {
-                        let mut slab = block;
-                        slab.hi[axis] = slab.lo[axis] + 1;
-                        slabs[axis] = Some(self.read_affinities(source, slab)?);
-                    }
-                }
-                lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| {
-                    // Voxel `i` lies on the lower face along `axis` (its
-                    // coordinate there is 0), so at the same place in the
-                    // one-voxel slab.
-                    let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
-                    slab[[axis, i / strides[0], (i / strides[1]) % shape[1], i % shape[2]]]
-                });
-                graph
-            }
-            None => {
-                let values = read_region(source, block)?;
-                let values = values.as_standard_layout();
-                let values = values.as_slice().expect("a standard layout is contiguous");
-                let n = comps.len();
-                lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| values[axis * n + i]);
-                self.exclusive(|gpu| {
-                    let affs = DeviceAffinities::upload_f32(gpu, values, block_dims).map_err(WatershedError::from)?;
-                    count(gpu, affs)
-                })?
-            }
+        let Some(graph) = made else {
+            return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
-        for (&[u, v], &stats) in inside.edges.iter().zip(&inside.stats) {
-            pairs.add(u, v, stats);
+        let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
+        for axis in 0..3 {
+            if lower[axis].is_some() {
+                let mut slab = block;
+                slab.hi[axis] = slab.lo[axis] + 1;
+                slabs[axis] = Some(self.read_affinities(source, slab)?);
+            }
         }
-        Ok(pairs.into_edges())
+        let s = labels.shape;
+        let strides = [s[1] * s[2], s[2], 1];
+        Ok(labels.pairs(ids, lower, graph, |axis, i| {
+            // Voxel `i` lies on the lower face along `axis` (its coordinate
+            // there is 0), so at the same place in the one-voxel slab.
+            let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
+            slab[[axis, i / strides[0], (i / strides[1]) % s[1], i % s[2]]]
+        }))
     }
 
     /// Step 5's affinities made on the GPU and downloaded, where the source

@@ -62,13 +62,13 @@ mod gpu;
 mod plateaus;
 mod stages;
 
-pub use generate::{implicit_affinities, ImplicitSource};
+pub use generate::ImplicitSource;
 pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{
-    block_edges, decode, decode_blocks, decode_blocks_with, decode_with, fragment_ids, local_basins, lower_layers,
-    merge, region_graph, relabel, AffinitySource, BasinFaces, BasinSummary, BlockSink, BlockwiseSummary, CpuSteps,
-    DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasins, StepSeconds,
+    block_edges, check_components, component_labels, decode, decode_blocks, decode_blocks_with, decode_with,
+    fragment_ids, local_basins, lower_layers, merge, region_graph, relabel, AffinitySource, BasinFaces, BasinSummary,
+    BlockSink, BlockwiseSummary, CpuSteps, DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasins, StepSeconds,
 };
 
 /// Errors of the blockwise decode.

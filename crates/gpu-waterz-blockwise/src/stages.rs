@@ -600,7 +600,7 @@ pub fn relabel(components: ArrayView3<'_, u32>, ids: &[u64], table: &[u64]) -> R
 
 /// Fails unless every component of `components` has an id in `ids` (so
 /// that lists indexed by component can then be indexed without failing).
-fn check_components(components: ArrayView3<'_, u32>, ids: &[u64]) -> Result<()> {
+pub fn check_components(components: ArrayView3<'_, u32>, ids: &[u64]) -> Result<()> {
     if components.iter().any(|&c| c as usize >= ids.len()) {
         return Err(invalid("a component has no fragment id"));
     }
@@ -609,7 +609,7 @@ fn check_components(components: ArrayView3<'_, u32>, ids: &[u64]) -> Result<()> 
 
 /// Each component's label in `table` (`table[ids[component]]`), looked up
 /// once per component rather than per voxel.
-fn component_labels(ids: &[u64], table: &[u64]) -> Result<Vec<u64>> {
+pub fn component_labels(ids: &[u64], table: &[u64]) -> Result<Vec<u64>> {
     ids.iter()
         .map(|&f| table.get(f as usize).copied().ok_or_else(|| invalid(format!("fragment {f} is not in the table"))))
         .collect()
@@ -644,7 +644,7 @@ pub trait AffinitySource: Sync {
     /// The affinities of `region` (inside the volume), `(3, z, y, x)`.
     fn read(&self, region: Block) -> Result<Array4<f32>>;
     /// The affinities of `region` made on `gpu`, by a source that makes
-    /// them there (a generated volume, [`crate::implicit_affinities`]):
+    /// them there (a generated volume, [`crate::ImplicitSource`]):
     /// the same values as [`AffinitySource::read`]. `None`, the default:
     /// the source reads on the host, and [`crate::GpuSteps`] uploads.
     fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> Result<Option<DeviceAffinities>> {
@@ -748,8 +748,9 @@ pub struct StepSeconds {
 }
 
 /// The steps of the decode that run on the CPU ([`CpuSteps`]) or on the
-/// GPU ([`crate::GpuSteps`]): the per-block watershed steps 1 and 3 (both
-/// give the same results) and the merge of step 6 (the CPU's serial
+/// GPU ([`crate::GpuSteps`]): the per-block watershed steps 1 and 3 and the
+/// region-graph pairs of step 5 (both give the same results), and the
+/// merge of step 6 (the CPU's serial
 /// merging in exact arithmetic, or the GPU's ParHAC, which the GPU's
 /// whole-volume decode runs; the two agree on tie-free graphs).
 pub trait DecodeSteps: Sync {
@@ -787,9 +788,21 @@ pub trait DecodeSteps: Sync {
         read_region(source, region)
     }
 
-    /// Step 5 ([`block_edges`]) on `block`, its affinities taken from
-    /// `source`: by default read on the host
-    /// ([`DecodeSteps::read_affinities`]) and counted there.
+    /// Step 5 ([`block_edges`]): `affinities` are the block's own
+    /// `(3, z, y, x)` affinities.
+    fn block_edges(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        affinities: ArrayView4<'_, f32>,
+    ) -> Result<EdgeList>;
+
+    /// Step 5 on `block`, its affinities taken from `source`: by default
+    /// read on the host ([`DecodeSteps::read_affinities`]) and handed to
+    /// [`DecodeSteps::block_edges`].
     fn block_edges_from(
         &self,
         source: &dyn AffinitySource,
@@ -800,7 +813,7 @@ pub trait DecodeSteps: Sync {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let affinities = self.read_affinities(source, block)?;
-        block_edges(dims, block, components, ids, lower, affinities.view())
+        self.block_edges(dims, block, components, ids, lower, affinities.view())
     }
 
     /// Step 3 ([`local_basins`]).
@@ -828,8 +841,8 @@ pub trait DecodeSteps: Sync {
     }
 }
 
-/// Steps 1, 3 and 6 on the CPU: [`local_plateaus`], [`local_basins`] and
-/// [`merge`].
+/// Steps 1, 3, 5 and 6 on the CPU: [`local_plateaus`], [`local_basins`],
+/// [`block_edges`] and [`merge`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuSteps;
 
@@ -858,6 +871,18 @@ impl DecodeSteps for CpuSteps {
     ) -> Result<LocalBasins> {
         local_basins(dims, block, bits, open, settled)
     }
+
+    fn block_edges(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        components: ArrayView3<'_, u32>,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        affinities: ArrayView4<'_, f32>,
+    ) -> Result<EdgeList> {
+        block_edges(dims, block, components, ids, lower, affinities)
+    }
 }
 
 /// Every step in this process, blocks in parallel, streaming: the
@@ -878,7 +903,8 @@ pub fn decode_blocks(
     decode_blocks_with(source, block_shape, params, thresholds, sink, &CpuSteps)
 }
 
-/// [`decode_blocks`] with steps 1 and 3 of each block run by `steps`.
+/// [`decode_blocks`] with steps 1, 3 and 5 of each block and the merge
+/// run by `steps`.
 pub fn decode_blocks_with(
     source: &impl AffinitySource,
     block_shape: [u64; 3],
@@ -1035,7 +1061,8 @@ pub fn decode(
     decode_with(affinities, block_shape, params, thresholds, &CpuSteps)
 }
 
-/// [`decode`] with steps 1 and 3 of each block run by `steps`.
+/// [`decode`] with steps 1, 3 and 5 of each block and the merge run by
+/// `steps`.
 pub fn decode_with(
     affinities: ArrayView4<'_, f32>,
     block_shape: [u64; 3],

@@ -6,8 +6,8 @@
 //! many blocks, ties, cells and random values.
 
 use gpu_waterz_blockwise::{
-    decode, decode_blocks_with, decode_with, fragment_ids, implicit_affinities, lower_layers, settle_open_plateaus,
-    AffinitySource, Block, BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, OpenVoxels,
+    decode, decode_blocks_with, decode_with, fragment_ids, lower_layers, settle_open_plateaus, AffinitySource, Block,
+    BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, ImplicitSource, OpenVoxels,
 };
 use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
@@ -168,30 +168,25 @@ fn more_large_blocks_than_threads_take_the_gpu_in_turn() {
     assert!(steps.peak_device_bytes().is_some_and(|b| b > 0));
 }
 
-/// A generated volume as the CLI's `--implicit` source: made on the host
-/// by `read` (counted), on the GPU by `read_on_gpu`.
+/// A generated volume ([`ImplicitSource`], the CLI's `--implicit`) whose
+/// reads on the host are counted.
 struct Generated {
-    cells: ImplicitCells,
-    params: GeneratorParams,
-    volume: (usize, usize, usize),
+    source: ImplicitSource,
     host_reads: AtomicUsize,
 }
 
 impl AffinitySource for Generated {
     fn dims(&self) -> [u64; 3] {
-        [self.volume.0 as u64, self.volume.1 as u64, self.volume.2 as u64]
+        self.source.dims()
     }
 
     fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
         self.host_reads.fetch_add(1, Ordering::Relaxed);
-        let [z, y, x] = region.lo.map(|v| v as usize);
-        let [sz, sy, sx] = region.shape().map(|v| v as usize);
-        let (affs, _) = self.cells.block(&self.params, self.volume, (z, y, x), (sz, sy, sx)).unwrap();
-        Ok(affs)
+        self.source.read(region)
     }
 
     fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> gpu_waterz_blockwise::Result<Option<DeviceAffinities>> {
-        implicit_affinities(gpu, &self.cells, &self.params, self.dims(), region).map(Some)
+        self.source.read_on_gpu(gpu, region)
     }
 }
 
@@ -241,8 +236,9 @@ fn generated_volumes_made_on_the_gpu_equal_the_hosts() {
             Block { lo: [1, 2, 3], hi: [2, 3, 4] },
             Block { lo: [3, 0, 5], hi: [dims[0], 7, dims[2]] },
         ]);
+        let source = ImplicitSource::new(cells, params.clone(), dims).unwrap();
         for block in blocks {
-            let made = implicit_affinities(&gpu, &cells, &params, dims, block).unwrap();
+            let made = source.read_on_gpu(&gpu, block).unwrap().expect("made on the GPU");
             let [z, y, x] = block.lo.map(|v| v as usize);
             let [sz, sy, sx] = block.shape().map(|v| v as usize);
             let (want, _) = cells.block(&params, volume, (z, y, x), (sz, sy, sx)).unwrap();
@@ -255,17 +251,19 @@ fn generated_volumes_made_on_the_gpu_equal_the_hosts() {
         }
     }
     let bait = GeneratorParams::default();
-    let e = implicit_affinities(&gpu, &ImplicitCells::new(1), &bait, [8, 8, 8], Block { lo: [0; 3], hi: [8; 3] });
+    let e = ImplicitSource::new(ImplicitCells::new(1), bait, [8, 8, 8]);
     assert!(e.unwrap_err().to_string().contains("bait"));
 
     // The decode of a generated source with the GPU steps makes it on the
     // GPU (never on the host) and equals the decode of the same volume in
     // memory.
     let volume = (48, 72, 80);
-    let source =
-        Generated { cells: ImplicitCells { seed: 6, cell: (16, 12, 12) }, params: plain, volume, host_reads: 0.into() };
-    let (affs, _) = source.cells.block(&source.params, volume, (0, 0, 0), volume).unwrap();
-    source.host_reads.store(0, Ordering::Relaxed);
+    let cells = ImplicitCells { seed: 6, cell: (16, 12, 12) };
+    let (affs, _) = cells.block(&plain, volume, (0, 0, 0), volume).unwrap();
+    let source = Generated {
+        source: ImplicitSource::new(cells, plain, [volume.0 as u64, volume.1 as u64, volume.2 as u64]).unwrap(),
+        host_reads: 0.into(),
+    };
     let steps = GpuSteps::new(gpu).unwrap();
     let sink = Collected::default();
     let summary = decode_blocks_with(&source, [16, 32, 32], PARAMS, &THRESHOLDS, &sink, &steps).unwrap();

@@ -10,7 +10,7 @@
 //! then waterz's layout, `aff[c][v] = min(q[v], q[v - e_c])`.
 
 use crate::synthetic::{interpolate_lattice, lattice_value, SplitMix64};
-use gpu_waterz_abi::generate::{cell_coordinate, cell_label, nearer, seed_distance};
+use gpu_waterz_abi::generate::{cell_coordinate, cell_label, nearer, seed_distance, NOISE_SPACING};
 use ndarray::{Array3, Array4, Axis, Zip};
 use rayon::prelude::*;
 
@@ -168,24 +168,49 @@ fn box_blur(q: &Array3<f32>) -> Array3<f32> {
     out
 }
 
+/// The values of the smooth noise's lattice ([`value_noise`] of `seed`,
+/// spacing [`NOISE_SPACING`]) at every corner of the voxels of the block of
+/// `shape` at `origin`: the host generator's table, and the GPU
+/// generator's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NoiseLattice {
+    /// The first lattice point along each axis.
+    pub first: [usize; 3],
+    /// The number of lattice points along each axis.
+    pub extent: [usize; 3],
+    /// The values, C order.
+    pub values: Vec<f32>,
+}
+
+impl NoiseLattice {
+    /// The lattice around the (non-empty) block of `shape` at `origin`.
+    pub fn new(seed: u64, origin: [usize; 3], shape: [usize; 3]) -> Self {
+        let spacing = NOISE_SPACING as usize;
+        let first: [usize; 3] = std::array::from_fn(|a| origin[a] / spacing);
+        let extent: [usize; 3] = std::array::from_fn(|a| (origin[a] + shape[a] - 1) / spacing + 2 - first[a]);
+        let n = extent;
+        let values = (0..n[0] * n[1] * n[2])
+            .into_par_iter()
+            .map(|i| {
+                lattice_value(seed, first[0] + i / (n[1] * n[2]), first[1] + (i / n[2]) % n[1], first[2] + i % n[2])
+            })
+            .collect();
+        Self { first, extent, values }
+    }
+}
+
 /// Adds smooth noise of amplitude `amplitude` ([`value_noise`] of `seed`,
 /// spacing 3, at the volume's coordinates: `q` stands at `origin`) to `q`
 /// and clamps to `[0, 1]`. The lattice's values are hashed once each
 /// instead of eight times per voxel; the interpolation is
 /// [`value_noise`]'s own.
 fn add_value_noise(q: &mut Array3<f32>, seed: u64, amplitude: f32, origin: (usize, usize, usize)) {
-    const SPACING: usize = 3;
     let (zd, yd, xd) = q.dim();
     if zd * yd * xd == 0 {
         return;
     }
-    let (o, s) = ([origin.0, origin.1, origin.2], [zd, yd, xd]);
-    let lo: [usize; 3] = std::array::from_fn(|a| o[a] / SPACING);
-    let n: [usize; 3] = std::array::from_fn(|a| (o[a] + s[a] - 1) / SPACING + 2 - lo[a]);
-    let lattice: Vec<f32> = (0..n[0] * n[1] * n[2])
-        .into_par_iter()
-        .map(|i| lattice_value(seed, lo[0] + i / (n[1] * n[2]), lo[1] + (i / n[2]) % n[1], lo[2] + i % n[2]))
-        .collect();
+    let o = [origin.0, origin.1, origin.2];
+    let NoiseLattice { first: lo, extent: n, values: lattice } = NoiseLattice::new(seed, o, [zd, yd, xd]);
     let corner = |a: usize, b: usize, c: usize| lattice[((a - lo[0]) * n[1] + (b - lo[1])) * n[2] + (c - lo[2])];
     if !q.is_standard_layout() {
         *q = q.as_standard_layout().into_owned();
@@ -194,7 +219,7 @@ fn add_value_noise(q: &mut Array3<f32>, seed: u64, amplitude: f32, origin: (usiz
         |(z, section)| {
             for y in 0..yd {
                 for x in 0..xd {
-                    let noise = interpolate_lattice(SPACING, [o[0] + z, o[1] + y, o[2] + x], corner);
+                    let noise = interpolate_lattice(NOISE_SPACING as usize, [o[0] + z, o[1] + y, o[2] + x], corner);
                     let v = &mut section[y * xd + x];
                     *v = (*v + amplitude * (noise - 0.5)).clamp(0.0, 1.0);
                 }
@@ -283,6 +308,17 @@ fn affinities_at(labels: &Array3<u32>, params: &GeneratorParams, origin: (usize,
     crate::affinities::from_inside_probability(&q)
 }
 
+/// [`ImplicitCells::seed_table`]: the seeds of a box of grid cells.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedTable {
+    /// The first grid cell along each axis (may be -1).
+    pub first: [i64; 3],
+    /// The number of grid cells along each axis.
+    pub extent: [usize; 3],
+    /// Each cell's seed (z, y, x in cell units), C order.
+    pub seeds: Vec<[f32; 3]>,
+}
+
 /// A label field that any block of a volume computes alone, for volumes
 /// too large to generate (or hold) whole: cells seeded on a grid of
 /// `cell` voxels (elongated along z, like neurites), one seed per grid
@@ -332,6 +368,27 @@ impl ImplicitCells {
         [0, 1, 2].map(|a| c[a] as f32 + 0.3 + 0.4 * rng.next_f32())
     }
 
+    /// The seeds of the grid cells from one before the first voxel's to
+    /// one after the last voxel's, along each axis, of the (non-empty)
+    /// block of `shape` at `origin`: every seed a voxel of the block may
+    /// take ([`ImplicitCells::labels`]'s table, and the GPU generator's).
+    pub fn seed_table(&self, origin: [usize; 3], shape: [usize; 3]) -> SeedTable {
+        let cell = [self.cell.0, self.cell.1, self.cell.2];
+        let first: [i64; 3] = std::array::from_fn(|a| (origin[a] / cell[a]) as i64 - 1);
+        let n: [usize; 3] = std::array::from_fn(|a| (origin[a] + shape[a] - 1) / cell[a] + 3 - origin[a] / cell[a]);
+        let seeds = (0..n[0] * n[1] * n[2])
+            .into_par_iter()
+            .map(|i| {
+                self.seed_of([
+                    first[0] + (i / (n[1] * n[2])) as i64,
+                    first[1] + ((i / n[2]) % n[1]) as i64,
+                    first[2] + (i % n[2]) as i64,
+                ])
+            })
+            .collect();
+        SeedTable { first, extent: n, seeds }
+    }
+
     /// The label of voxel `(z, y, x)`: the reference that the tabled
     /// [`ImplicitCells::labels`] and the GPU generator are tested against,
     /// with their arithmetic (`gpu_waterz_abi::generate`).
@@ -366,20 +423,7 @@ impl ImplicitCells {
             return Array3::zeros(shape);
         }
         let (o, s, cell) = ([origin.0, origin.1, origin.2], [zd, yd, xd], [self.cell.0, self.cell.1, self.cell.2]);
-        // The grid cells from one before the first voxel's to one after
-        // the last's, along each axis.
-        let lo: [i64; 3] = std::array::from_fn(|a| (o[a] / cell[a]) as i64 - 1);
-        let n: [usize; 3] = std::array::from_fn(|a| (o[a] + s[a] - 1) / cell[a] + 3 - o[a] / cell[a]);
-        let seeds: Vec<[f32; 3]> = (0..n[0] * n[1] * n[2])
-            .into_par_iter()
-            .map(|i| {
-                self.seed_of([
-                    lo[0] + (i / (n[1] * n[2])) as i64,
-                    lo[1] + ((i / n[2]) % n[1]) as i64,
-                    lo[2] + (i % n[2]) as i64,
-                ])
-            })
-            .collect();
+        let SeedTable { first: lo, extent: n, seeds } = self.seed_table(o, s);
         let slot =
             |c: [i64; 3]| (((c[0] - lo[0]) as usize * n[1]) + (c[1] - lo[1]) as usize) * n[2] + (c[2] - lo[2]) as usize;
         let mut labels = vec![0u32; zd * yd * xd];

@@ -4,9 +4,8 @@
 //! once. Every call releases the GIL while it computes.
 
 use gpu_waterz_blockwise::{
-    block_edges, decode, decode_with, fragment_ids, local_basins, local_plateaus, merge, region_graph,
-    settle_open_plateaus, AffinitySource, BasinFaces, BasinSummary, Block, BlockGrid, BlockwiseError, CpuSteps,
-    DecodeSteps, EdgeList, ErrorKind, GpuSteps, ImplicitSource, OpenVoxels,
+    decode, decode_with, fragment_ids, region_graph, settle_open_plateaus, BasinFaces, BasinSummary, Block, BlockGrid,
+    BlockwiseError, CpuSteps, DecodeSteps, EdgeList, ErrorKind, GpuSteps, ImplicitSource, OpenVoxels,
 };
 use gpu_waterz_core::WatershedParams;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
@@ -54,12 +53,7 @@ pub(crate) fn blockwise_local_plateaus<'py>(
     let view = affinities.as_array();
     let params = WatershedParams { aff_threshold_low, aff_threshold_high };
     let steps = Steps::new(backend, ordinal)?;
-    let out = py
-        .detach(|| match &steps {
-            Steps::Cpu => local_plateaus(dims, block(lo, hi), view, params),
-            Steps::Gpu(gpu) => gpu.local_plateaus(dims, block(lo, hi), view, params),
-        })
-        .map_err(err)?;
+    let out = py.detach(|| steps.get().local_plateaus(dims, block(lo, hi), view, params)).map_err(err)?;
     Ok((out.bits.into_pyarray(py), out.open.index.into_pyarray(py), out.open.mask.into_pyarray(py)))
 }
 
@@ -94,12 +88,7 @@ pub(crate) fn blockwise_local_plateaus_implicit<'py>(
     let source = implicit_source(seed, cell, dims)?;
     let params = WatershedParams { aff_threshold_low, aff_threshold_high };
     let steps = Steps::new(backend, ordinal)?;
-    let out = py
-        .detach(|| match &steps {
-            Steps::Cpu => CpuSteps.local_plateaus_from(&source, dims, block(lo, hi), params),
-            Steps::Gpu(gpu) => gpu.local_plateaus_from(&source, dims, block(lo, hi), params),
-        })
-        .map_err(err)?;
+    let out = py.detach(|| steps.get().local_plateaus_from(&source, dims, block(lo, hi), params)).map_err(err)?;
     Ok((out.bits.into_pyarray(py), out.open.index.into_pyarray(py), out.open.mask.into_pyarray(py)))
 }
 
@@ -153,12 +142,7 @@ pub(crate) fn blockwise_basins<'py>(
     let open = OpenVoxels { index: open_index.as_slice()?.to_vec(), mask: open_mask.as_slice()?.to_vec() };
     let settled = settled.as_slice()?;
     let steps = Steps::new(backend, ordinal)?;
-    let out = py
-        .detach(|| match &steps {
-            Steps::Cpu => local_basins(dims, block(lo, hi), bits, &open, settled),
-            Steps::Gpu(gpu) => gpu.local_basins(dims, block(lo, hi), bits, &open, settled),
-        })
-        .map_err(err)?;
+    let out = py.detach(|| steps.get().local_basins(dims, block(lo, hi), bits, &open, settled)).map_err(err)?;
     let BasinFaces { components, bits } = out.faces;
     Ok((
         out.components.into_pyarray(py),
@@ -217,39 +201,6 @@ pub(crate) fn blockwise_fragment_ids<'py>(
 /// fixed-point sums.
 type Edges<'py> = (Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>);
 
-/// A block's own affinities as the source of a volume of `dims`: regions
-/// inside the block, in the volume's coordinates.
-struct BlockAffinities<'a> {
-    values: ndarray::ArrayView4<'a, f32>,
-    block: Block,
-    dims: [u64; 3],
-}
-
-impl AffinitySource for BlockAffinities<'_> {
-    fn dims(&self) -> [u64; 3] {
-        self.dims
-    }
-
-    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<ndarray::Array4<f32>> {
-        if (0..3).any(|a| region.lo[a] < self.block.lo[a] || region.hi[a] > self.block.hi[a]) {
-            return Err(BlockwiseError::Invalid(format!(
-                "region {:?}..{:?} outside the block {:?}..{:?} whose affinities were given",
-                region.lo, region.hi, self.block.lo, self.block.hi
-            )));
-        }
-        Ok(self
-            .values
-            .slice_each_axis(|axis| match axis.axis.index() {
-                0 => ndarray::Slice::from(..),
-                a => ndarray::Slice::from(
-                    (region.lo[a - 1] - self.block.lo[a - 1]) as usize
-                        ..(region.hi[a - 1] - self.block.lo[a - 1]) as usize,
-                ),
-            })
-            .to_owned())
-    }
-}
-
 /// Step 5 for the block `lo..hi`: its components and table from steps 3
 /// and 4, the fragments of the layer before it along each axis (None at
 /// the volume's start), and its own `(3, z, y, x)` affinities; the faces
@@ -272,22 +223,11 @@ pub(crate) fn blockwise_edges<'py>(
 ) -> PyResult<Edges<'py>> {
     let components = components.as_array();
     let ids = ids.as_slice()?;
-    let lower: [Option<&[u64]>; 3] = [
-        lower[0].as_ref().map(|l| l.as_slice()).transpose()?,
-        lower[1].as_ref().map(|l| l.as_slice()).transpose()?,
-        lower[2].as_ref().map(|l| l.as_slice()).transpose()?,
-    ];
+    let lower = layers(&lower)?;
     let affinities = affinities.as_array();
     let steps = Steps::new(backend, ordinal)?;
-    let out = py
-        .detach(|| match &steps {
-            Steps::Cpu => block_edges(dims, block(lo, hi), components, ids, lower, affinities),
-            Steps::Gpu(gpu) => {
-                let source = BlockAffinities { values: affinities, block: block(lo, hi), dims };
-                gpu.block_edges_from(&source, dims, block(lo, hi), components, ids, lower)
-            }
-        })
-        .map_err(err)?;
+    let out =
+        py.detach(|| steps.get().block_edges(dims, block(lo, hi), components, ids, lower, affinities)).map_err(err)?;
     Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
 }
 
@@ -313,17 +253,10 @@ pub(crate) fn blockwise_edges_implicit<'py>(
     let source = implicit_source(seed, cell, dims)?;
     let components = components.as_array();
     let ids = ids.as_slice()?;
-    let lower: [Option<&[u64]>; 3] = [
-        lower[0].as_ref().map(|l| l.as_slice()).transpose()?,
-        lower[1].as_ref().map(|l| l.as_slice()).transpose()?,
-        lower[2].as_ref().map(|l| l.as_slice()).transpose()?,
-    ];
+    let lower = layers(&lower)?;
     let steps = Steps::new(backend, ordinal)?;
     let out = py
-        .detach(|| match &steps {
-            Steps::Cpu => CpuSteps.block_edges_from(&source, dims, block(lo, hi), components, ids, lower),
-            Steps::Gpu(gpu) => gpu.block_edges_from(&source, dims, block(lo, hi), components, ids, lower),
-        })
+        .detach(|| steps.get().block_edges_from(&source, dims, block(lo, hi), components, ids, lower))
         .map_err(err)?;
     Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
 }
@@ -358,12 +291,9 @@ pub(crate) fn blockwise_merge<'py>(
     let refs: Vec<&EdgeList> = lists.iter().collect();
     let steps = Steps::new(backend, ordinal)?;
     let (_, tables) = py
-        .detach(|| match &steps {
-            Steps::Cpu => merge(n_fragments, &refs, &thresholds),
-            Steps::Gpu(gpu) => {
-                let (graph, stats) = region_graph(n_fragments, &refs)?;
-                gpu.merge(n_fragments, graph, stats, &thresholds)
-            }
+        .detach(|| {
+            let (graph, stats) = region_graph(n_fragments, &refs)?;
+            steps.get().merge(n_fragments, graph, stats, &thresholds)
         })
         .map_err(err)?;
     let width = n_fragments as usize + 1;
@@ -407,6 +337,22 @@ impl Steps {
             None => Steps::Cpu,
         })
     }
+
+    fn get(&self) -> &dyn DecodeSteps {
+        match self {
+            Steps::Cpu => &CpuSteps,
+            Steps::Gpu(gpu) => gpu,
+        }
+    }
+}
+
+/// The layers before a block's lower faces, as Python passes them.
+fn layers<'a>(lower: &'a [Option<PyReadonlyArray1<'_, u64>>; 3]) -> PyResult<[Option<&'a [u64]>; 3]> {
+    Ok([
+        lower[0].as_ref().map(|l| l.as_slice()).transpose()?,
+        lower[1].as_ref().map(|l| l.as_slice()).transpose()?,
+        lower[2].as_ref().map(|l| l.as_slice()).transpose()?,
+    ])
 }
 
 /// Where `backend` (`"cpu"`, `"gpu"`, `"auto"`) runs the blockwise steps on
@@ -422,7 +368,7 @@ pub(crate) fn blockwise_steps(backend: &str, ordinal: usize) -> PyResult<&'stati
 /// Every step in this process (`gpu_waterz_blockwise::decode_with`): the
 /// `(3, z, y, x)` float32 `affinities` decoded in blocks of `block_shape`
 /// at the `thresholds` (strictly ascending), for `agglomerate`'s
-/// `max_gpu_bytes`; steps 1 and 3 of each block on the GPU that `backend`
+/// `max_gpu_bytes`; steps 1, 3 and 5 of each block and the merge on the GPU that `backend`
 /// and `ordinal` name ([`steps_gpu`]). Returns also whether they ran there.
 #[pyfunction]
 #[pyo3(signature = (affinities, block_shape, thresholds, aff_threshold_low, aff_threshold_high, backend="cpu", ordinal=0))]

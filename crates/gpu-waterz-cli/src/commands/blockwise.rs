@@ -1,6 +1,7 @@
 //! `gpu-waterz blockwise`: a volume decoded block by block
-//! ([`gpu_waterz_blockwise::decode_blocks_with`]: steps 1 and 3 of each
-//! block on the GPU when one is usable, the rest on the CPU), read from a zarr
+//! ([`gpu_waterz_blockwise::decode_blocks_with`]: steps 1, 3 and 5 of
+//! each block and the merge on the GPU when one is usable, the rest on the
+//! CPU), read from a zarr
 //! array, a `.npy` file or a chunked HDF5 dataset by regions, or generated per block, written into a zarr group one chunk per
 //! block: the whole volume's fragments and segmentations without holding
 //! its affinities.
@@ -11,7 +12,8 @@ use super::outputs::OutputFolder;
 use super::segment::Backend;
 use anyhow::{bail, Context, Result};
 use gpu_waterz_blockwise::{
-    decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps, GpuSteps, ImplicitSource,
+    check_components, component_labels, decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps,
+    GpuSteps, ImplicitSource,
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
@@ -170,24 +172,10 @@ impl BlockSink for ZarrSink {
         ids: &[u64],
         tables: &[Vec<u64>],
     ) -> gpu_waterz_blockwise::Result<()> {
+        check_components(components, ids)?;
+        let labels_of = tables.iter().map(|table| component_labels(ids, table)).collect::<Result<Vec<_>, _>>()?;
         let components = components.as_standard_layout();
         let components = components.as_slice().expect("a standard layout is contiguous");
-        if components.par_iter().any(|&c| c as usize >= ids.len()) {
-            return Err(BlockwiseError::Invalid("a component has no fragment id".into()));
-        }
-        let labels_of = tables
-            .iter()
-            .map(|table| {
-                ids.iter()
-                    .map(|&f| {
-                        table
-                            .get(f as usize)
-                            .copied()
-                            .ok_or_else(|| BlockwiseError::Invalid(format!("fragment {f} is not in the merge's table")))
-                    })
-                    .collect::<gpu_waterz_blockwise::Result<Vec<u64>>>()
-            })
-            .collect::<gpu_waterz_blockwise::Result<Vec<_>>>()?;
         let taken = self.buffers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
         let mut buffer = taken.unwrap_or_default();
         buffer.resize(components.len(), 0);

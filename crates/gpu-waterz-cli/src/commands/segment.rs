@@ -463,7 +463,11 @@ fn decode_in_blocks(
     distinct.dedup();
     let (mut writer, spatial) = writer_for(args, out.container, &out.folder)?;
     let backend = if gpu.is_some() { "gpu" } else { "cpu" };
-    let on = if gpu.is_some() { "steps 1 and 3 of each block on the GPU, the rest on the CPU" } else { "on the CPU" };
+    let on = if gpu.is_some() {
+        "steps 1, 3 and 5 of each block and the merge on the GPU, the rest on the CPU"
+    } else {
+        "on the CPU"
+    };
     progress.note(&format!("the decode needs more than --max-gpu-bytes {cap}: decoding in blocks of {block:?} ({on})"));
     let t = Instant::now();
     let (values, channels) = match affinities {
