@@ -168,7 +168,7 @@ fn box_blur(q: &Array3<f32>) -> Array3<f32> {
     out
 }
 
-/// The values of the smooth noise's lattice ([`value_noise`] of `seed`,
+/// The values of the smooth noise's lattice ([`crate::synthetic::value_noise`] of `seed`,
 /// spacing [`NOISE_SPACING`]) at every corner of the voxels of the block of
 /// `shape` at `origin`: the host generator's table, and the GPU
 /// generator's.
