@@ -51,6 +51,9 @@ pub struct GpuSteps {
     /// The most device memory a block's step has held, when the device
     /// reports it.
     peak: Mutex<Option<u64>>,
+    /// Seconds the GPU's thread has spent on blocks' work (transfers and
+    /// kernels, and the host work inside the turn).
+    busy: Mutex<Vec<(&'static str, f64)>>,
 }
 
 impl GpuSteps {
@@ -62,7 +65,7 @@ impl GpuSteps {
             .thread_name(|_| "gpu-waterz-blockwise-gpu".into())
             .build()
             .map_err(|e| invalid(format!("starting the GPU's thread: {e}")))?;
-        Ok(Self { gpu, turn, peak: Mutex::new(None) })
+        Ok(Self { gpu, turn, peak: Mutex::new(None), busy: Mutex::new(Vec::new()) })
     }
 
     /// The most device memory (of the stream-ordered allocator, which
@@ -73,21 +76,55 @@ impl GpuSteps {
         *self.peak.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Seconds spent on the GPU's thread so far (each block's turn: its
+    /// transfers, kernels and the host work between them). Against a
+    /// step's wall time it says whether the GPU's turns or the host's work
+    /// around them bound the step.
+    /// Per step (`local_plateaus`, `local_basins`, `block_edges`,
+    /// `read_affinities`, `merge`), in the order they first ran.
+    pub fn busy_seconds(&self) -> Vec<(&'static str, f64)> {
+        self.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
     /// Runs `work` on the GPU alone (on the GPU's thread), and notes its
-    /// peak device memory.
-    fn exclusive<T: Send>(&self, work: impl FnOnce(&Gpu) -> Result<T> + Send) -> Result<T> {
+    /// peak device memory and time.
+    fn exclusive<T: Send>(&self, step: &'static str, work: impl FnOnce(&Gpu) -> Result<T> + Send) -> Result<T> {
         let gpu = &self.gpu;
-        let (out, bytes) = self.turn.install(|| -> Result<(T, Option<u64>)> {
+        let (out, bytes, seconds) = in_turn(&self.turn, || -> Result<(T, Option<u64>, f64)> {
+            let start = std::time::Instant::now();
             gpu.reset_peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?;
             let out = work(gpu)?;
-            Ok((out, gpu.peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?))
+            let bytes = gpu.peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?;
+            Ok((out, bytes, start.elapsed().as_secs_f64()))
         })?;
+        let mut busy = self.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match busy.iter_mut().find(|(name, _)| *name == step) {
+            Some((_, total)) => *total += seconds,
+            None => busy.push((step, seconds)),
+        }
         if let Some(bytes) = bytes {
             let mut peak = self.peak.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             *peak = Some(peak.map_or(bytes, |p| p.max(bytes)));
         }
         Ok(out)
     }
+}
+
+/// Runs `work` on `turn`'s thread and waits for it without taking other
+/// work meanwhile. A rayon worker that called `turn.install` itself would,
+/// while it waits, start other tasks of its own pool: other blocks, which
+/// then wait for the GPU in turn, one on top of the other, each holding
+/// its block's arrays, and a block whose turn is over resumes only once
+/// the blocks above it on its thread have. On a large volume every block
+/// was in flight at once (the host's memory ran out at 16 Gvoxel). Here
+/// the wait is a plain thread's (a scoped thread calls `install` and the
+/// caller joins it), so at most one block per worker is in flight; `work`
+/// still runs on `turn`'s thread, and the rayon calls inside it on `turn`.
+fn in_turn<T: Send>(turn: &rayon::ThreadPool, work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| match scope.spawn(|| turn.install(work)).join() {
+        Ok(out) => out,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 fn dims3(shape: [u64; 3]) -> Dims3 {
@@ -197,7 +234,7 @@ impl GpuSteps {
         }
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let graph = self.exclusive(|gpu| {
+        let graph = self.exclusive("block_edges", |gpu| {
             let affs = DeviceAffinities::upload_f32(gpu, values, labels.dims).map_err(WatershedError::from)?;
             count_inside(gpu, affs, labels)
         })?;
@@ -223,7 +260,7 @@ impl DecodeSteps for GpuSteps {
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
         let at = block_in_region(block, region);
-        let bytes = self.exclusive(|gpu| {
+        let bytes = self.exclusive("local_plateaus", |gpu| {
             let affs = DeviceAffinities::upload_f32(gpu, values, dims3(region.shape()))
                 .map_err(gpu_waterz_watershed::WatershedError::from)?;
             Ok(block_plateaus(gpu, affs, at, params)?)
@@ -243,7 +280,7 @@ impl DecodeSteps for GpuSteps {
     ) -> Result<LocalPlateaus> {
         let region = self.plateau_region(dims, block);
         let at = block_in_region(block, region);
-        let made = self.exclusive(|gpu| match source.read_on_gpu(gpu, region)? {
+        let made = self.exclusive("local_plateaus", |gpu| match source.read_on_gpu(gpu, region)? {
             Some(affs) => Ok(Some(block_plateaus(gpu, affs, at, params)?)),
             None => Ok(None),
         })?;
@@ -286,7 +323,7 @@ impl DecodeSteps for GpuSteps {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
-        let made = self.exclusive(|gpu| match source.read_on_gpu(gpu, block)? {
+        let made = self.exclusive("block_edges", |gpu| match source.read_on_gpu(gpu, block)? {
             Some(affs) => Ok(Some(count_inside(gpu, affs, &labels)?)),
             None => Ok(None),
         })?;
@@ -314,7 +351,7 @@ impl DecodeSteps for GpuSteps {
     /// Step 5's affinities made on the GPU and downloaded, where the source
     /// makes them there; else read on the host.
     fn read_affinities(&self, source: &dyn AffinitySource, region: Block) -> Result<Array4<f32>> {
-        let made = self.exclusive(|gpu| match source.read_on_gpu(gpu, region)? {
+        let made = self.exclusive("read_affinities", |gpu| match source.read_on_gpu(gpu, region)? {
             Some(affs) => match affs.data() {
                 AffinityBuffer::F32(values) => Ok(Some(gpu.download(values).map_err(WatershedError::from)?)),
                 AffinityBuffer::U8(codes) => {
@@ -342,7 +379,8 @@ impl DecodeSteps for GpuSteps {
         apply_settled(dims, block, &mut bits, open, settled)?;
         let standard = bits.as_standard_layout();
         let flat = standard.as_slice().expect("a standard layout is contiguous");
-        let (components, _) = self.exclusive(|gpu| Ok(block_basins(gpu, flat, dims3(block.shape()))?))?;
+        let (components, _) =
+            self.exclusive("local_basins", |gpu| Ok(block_basins(gpu, flat, dims3(block.shape()))?))?;
         drop(standard);
         basins_from_components(dims, block, components, bits)
     }
@@ -358,7 +396,7 @@ impl DecodeSteps for GpuSteps {
         thresholds: &[f64],
     ) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
         Thresholds::new(thresholds)?;
-        self.exclusive(|gpu| {
+        self.exclusive("merge", |gpu| {
             let device = DeviceEdges::upload(gpu, &edges, &stats, n_fragments + 1)?;
             let mut parhac = GpuParhac::new(gpu, device, 0.0, false)?;
             let mut tables = Vec::with_capacity(thresholds.len());
@@ -369,5 +407,50 @@ impl DecodeSteps for GpuSteps {
             }
             Ok((thresholds.to_vec(), tables))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_turn;
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Blocks that wait for the GPU's turn do not start other blocks: at
+    /// most one block per worker is in flight, and nested rayon work inside
+    /// the turn still runs.
+    #[test]
+    fn waiting_for_the_turn_starts_no_other_block() {
+        let workers = 4;
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(workers).build().unwrap();
+        let turn = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let (in_flight, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let sums: Vec<u64> = pool.install(|| {
+            (0..64u64)
+                .into_par_iter()
+                .map(|b| {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    let sum = in_turn(&turn, || {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        (0..1000u64).into_par_iter().map(|i| i * b).sum::<u64>()
+                    });
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    sum
+                })
+                .collect()
+        });
+        assert_eq!(sums, (0..64u64).map(|b| b * 499_500).collect::<Vec<_>>());
+        let most = most.load(Ordering::SeqCst);
+        assert!(most <= workers, "{most} blocks in flight on {workers} workers");
+    }
+
+    /// A panic inside the turn reaches the caller.
+    #[test]
+    fn a_panic_in_the_turn_reaches_the_caller() {
+        let turn = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_turn(&turn, || panic!("inside"))));
+        assert!(caught.is_err());
+        assert_eq!(in_turn(&turn, || 7), 7, "the turn's thread survives a panic");
     }
 }

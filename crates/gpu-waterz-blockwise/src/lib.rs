@@ -45,7 +45,8 @@
 //!
 //! What crosses between stages is small against the volume except the per
 //! block arrays that stay with their block (one byte per voxel after step
-//! 1, four after step 3): the open voxels (9 bytes each), one entry per
+//! 1, four after step 3, which [`decode_blocks`] holds compressed: about a
+//! fifth of a byte on basins): the open voxels (9 bytes each), one entry per
 //! basin per block (16 bytes), the faces (5 bytes per face voxel), the
 //! region graph (32 bytes per fragment pair per block that holds it) and
 //! the tables (8 bytes per fragment per threshold).

@@ -86,13 +86,13 @@ fn check_step5(steps: &GpuSteps, source: &dyn AffinitySource, block_shape: [u64;
         .collect();
     let summaries: Vec<_> = basins.iter().map(|b| b.summary()).collect();
     let fragments = fragment_ids(&grid, &summaries).unwrap();
-    for b in 0..grid.len() {
-        let lower = lower_layers(&grid, b, &basins, &fragments);
+    for (b, (basins, ids)) in basins.iter().zip(&fragments.ids).enumerate() {
+        let lower = lower_layers(&grid, b, &summaries, &fragments);
         let lower: [Option<&[u64]>; 3] = std::array::from_fn(|a| lower[a].as_deref());
         let block = grid.block(b);
-        let components = basins[b].components.view();
-        let want = CpuSteps.block_edges_from(source, dims, block, components, &fragments.ids[b], lower).unwrap();
-        let got = steps.block_edges_from(source, dims, block, components, &fragments.ids[b], lower).unwrap();
+        let components = basins.components.view();
+        let want = CpuSteps.block_edges_from(source, dims, block, components, ids, lower).unwrap();
+        let got = steps.block_edges_from(source, dims, block, components, ids, lower).unwrap();
         assert_eq!(got, want, "{what}: block {b} {block:?}: region-graph pairs");
     }
 }

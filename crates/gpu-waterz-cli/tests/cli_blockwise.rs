@@ -93,6 +93,25 @@ fn generated_blocks_equal_the_whole_volume() {
     for array in ["/segmentation_0", "/segmentation_1"] {
         assert_eq!(labels(&out, array), labels(&seg, array), "{array}");
     }
+    // uint32 where the labels fit (the default), uint64 on request: the
+    // same labels.
+    let data_type = |root: &Path, array: &str| {
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join(array).join("zarr.json")).unwrap()).unwrap();
+        metadata["data_type"].as_str().unwrap().to_string()
+    };
+    let default = dir.join("bw-7-9-11.zarr");
+    for array in ["fragments", "segmentation_0", "segmentation_1"] {
+        assert_eq!(data_type(&default, array), "uint32", "{array}");
+    }
+    let wide = dir.join("bw-uint64.zarr");
+    let source = ["--implicit", "20,34,30", "--cell", "12,10,10", "--seed", "3", "--label-type", "uint64"];
+    let (ok, err) = blockwise(&source, "7,9,11", &wide);
+    assert!(ok, "{err}");
+    for array in ["fragments", "segmentation_0", "segmentation_1"] {
+        assert_eq!(data_type(&wide, array), "uint64", "{array}");
+    }
+    assert_same(&wide, &seg);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

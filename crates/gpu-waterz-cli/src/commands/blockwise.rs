@@ -24,7 +24,7 @@ use ndarray::{Array3, Array4, ArrayView3};
 use rayon::prelude::*;
 use serde_json::{json, Map};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 use zarrs::array::{Array, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
@@ -56,11 +56,15 @@ pub struct BlockwiseArgs {
     #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
     thresholds: Vec<f64>,
     /// Output zarr v3 group (PATH.zarr): `fragments` (unless
-    /// `--no-fragments`) and one `segmentation_<i>` per threshold, uint64,
-    /// one chunk per block;
+    /// `--no-fragments`) and one `segmentation_<i>` per threshold (see
+    /// --label-type), one chunk per block;
     /// written whole or not at all (a run writes beside it, then renames).
     #[arg(long)]
     out: PathBuf,
+    /// Element type of the outputs: auto (uint32 when every label fits,
+    /// else uint64), uint32 or uint64 (waterz's).
+    #[arg(long, value_enum, default_value = "auto")]
+    label_type: LabelType,
     /// Leave out the `fragments` array (the watershed's labels): only the
     /// segmentations are relabelled and written.
     #[arg(long)]
@@ -133,27 +137,36 @@ impl AffinitySource for Source {
     }
 }
 
-/// The output arrays; each block is one chunk of each.
-struct ZarrSink {
-    /// None with `--no-fragments`.
-    fragments: Option<Array<FilesystemStore>>,
-    segmentations: Vec<Array<FilesystemStore>>,
+/// The output arrays, made once the number of fragments is known
+/// ([`BlockSink::begin`]: uint32 when every label fits and the label type
+/// allows it); each block is one chunk of each (blocks write apart, and
+/// the blocks in flight keep the cores busy compressing).
+struct ZarrSink<'w> {
+    writer: &'w ContainerWriter,
+    dims: [u64; 3],
+    chunks: [u64; 3],
+    thresholds: &'w [f64],
+    no_fragments: bool,
+    outputs: OnceLock<Outputs>,
     /// Label buffers that blocks relabel into, taken and given back from
     /// block to block: pages written once cost less than fresh ones (the
     /// kernel clears each new page), which cost more than the relabelling.
-    buffers: Mutex<Vec<Vec<u64>>>,
+    wide: Mutex<Vec<Vec<u64>>>,
+    narrow: Mutex<Vec<Vec<u32>>>,
 }
 
-impl ZarrSink {
-    fn store(&self, array: &Array<FilesystemStore>, block: Block, values: &[u64]) -> gpu_waterz_blockwise::Result<()> {
-        let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 3, _>(|a| block.lo[a]..block.hi[a]));
-        array.store_array_subset(&subset, values).map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
-    }
+/// The arrays of a [`ZarrSink`].
+struct Outputs {
+    /// None with `--no-fragments`.
+    fragments: Option<Array<FilesystemStore>>,
+    segmentations: Vec<Array<FilesystemStore>>,
+    /// Whether they are uint32.
+    narrow: bool,
 }
 
 /// `out[v] = label_of[components[v]]`, in parallel pieces; every component
 /// must index `label_of`.
-fn relabel_into(out: &mut [u64], components: &[u32], label_of: &[u64]) {
+fn relabel_into<T: Copy + Send + Sync>(out: &mut [T], components: &[u32], label_of: &[T]) {
     const PIECE: usize = 1 << 16;
     out.par_chunks_mut(PIECE).zip(components.par_chunks(PIECE)).for_each(|(out, components)| {
         for (o, &c) in out.iter_mut().zip(components) {
@@ -162,7 +175,72 @@ fn relabel_into(out: &mut [u64], components: &[u32], label_of: &[u64]) {
     });
 }
 
-impl BlockSink for ZarrSink {
+/// Stores `values` as `block` of `array`.
+fn store<T: zarrs::array::Element>(
+    array: &Array<FilesystemStore>,
+    block: Block,
+    values: &[T],
+) -> gpu_waterz_blockwise::Result<()> {
+    let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 3, _>(|a| block.lo[a]..block.hi[a]));
+    array.store_array_subset(&subset, values).map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
+}
+
+/// Relabels `components` by each of `labels_of` into a buffer of `pool`
+/// and stores it in the matching array, one array at a time.
+fn relabel_and_store<T: zarrs::array::Element + Copy + Default + Send + Sync>(
+    pool: &Mutex<Vec<Vec<T>>>,
+    block: Block,
+    components: &[u32],
+    arrays: &[&Array<FilesystemStore>],
+    labels_of: &[Vec<T>],
+) -> gpu_waterz_blockwise::Result<()> {
+    let taken = pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+    let mut buffer = taken.unwrap_or_default();
+    buffer.resize(components.len(), T::default());
+    let written = arrays.iter().zip(labels_of).try_for_each(|(array, label_of)| {
+        relabel_into(&mut buffer, components, label_of);
+        store(array, block, &buffer)
+    });
+    pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(buffer);
+    written
+}
+
+impl ZarrSink<'_> {
+    fn outputs(&self) -> gpu_waterz_blockwise::Result<&Outputs> {
+        self.outputs.get().ok_or_else(|| BlockwiseError::Io("a block came before the output arrays were made".into()))
+    }
+
+    fn arrays(outputs: &Outputs) -> Vec<&Array<FilesystemStore>> {
+        outputs.fragments.iter().chain(&outputs.segmentations).collect()
+    }
+}
+
+impl BlockSink for ZarrSink<'_> {
+    fn begin(&self, n_fragments: u64) -> gpu_waterz_blockwise::Result<()> {
+        let made = (|| -> Result<Outputs> {
+            let (dims, chunks) = (self.dims, self.chunks);
+            let fragments = if self.no_fragments {
+                None
+            } else {
+                Some(self.writer.zarr_labels("fragments", dims, chunks, n_fragments, Map::new())?)
+            };
+            let mut segmentations = Vec::new();
+            let mut narrow = None;
+            for (i, &t) in self.thresholds.iter().enumerate() {
+                let mut attributes = Map::new();
+                attributes.insert("threshold".into(), t.into());
+                let (array, n) =
+                    self.writer.zarr_labels(&format!("segmentation_{i}"), dims, chunks, n_fragments, attributes)?;
+                segmentations.push(array);
+                narrow = Some(n);
+            }
+            let narrow = fragments.as_ref().map(|f| f.1).or(narrow).unwrap_or(false);
+            Ok(Outputs { fragments: fragments.map(|f| f.0), segmentations, narrow })
+        })()
+        .map_err(|e| BlockwiseError::Io(format!("{e:#}")))?;
+        self.outputs.set(made).map_err(|_| BlockwiseError::Io("the output arrays were made twice".into()))
+    }
+
     /// Relabels into a reused buffer, one array at a time, each stored as
     /// soon as it is made.
     fn write_components(
@@ -173,25 +251,24 @@ impl BlockSink for ZarrSink {
         tables: &[Vec<u64>],
     ) -> gpu_waterz_blockwise::Result<()> {
         check_components(components, ids)?;
-        let labels_of = tables.iter().map(|table| component_labels(ids, table)).collect::<Result<Vec<_>, _>>()?;
+        let outputs = self.outputs()?;
+        let mut labels_of = Vec::with_capacity(tables.len() + 1);
+        if outputs.fragments.is_some() {
+            labels_of.push(ids.to_vec());
+        }
+        for table in tables {
+            labels_of.push(component_labels(ids, table)?);
+        }
         let components = components.as_standard_layout();
         let components = components.as_slice().expect("a standard layout is contiguous");
-        let taken = self.buffers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        let mut buffer = taken.unwrap_or_default();
-        buffer.resize(components.len(), 0);
-        let written = (|| {
-            if let Some(fragments) = &self.fragments {
-                relabel_into(&mut buffer, components, ids);
-                self.store(fragments, block, &buffer)?;
-            }
-            for (array, label_of) in self.segmentations.iter().zip(&labels_of) {
-                relabel_into(&mut buffer, components, label_of);
-                self.store(array, block, &buffer)?;
-            }
-            Ok(())
-        })();
-        self.buffers.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(buffer);
-        written
+        let arrays = Self::arrays(outputs);
+        if outputs.narrow {
+            // Every label is at most the number of fragments (`begin`).
+            let labels_of: Vec<Vec<u32>> = labels_of.iter().map(|l| l.iter().map(|&v| v as u32).collect()).collect();
+            relabel_and_store(&self.narrow, block, components, &arrays, &labels_of)
+        } else {
+            relabel_and_store(&self.wide, block, components, &arrays, &labels_of)
+        }
     }
 
     fn write(
@@ -200,15 +277,25 @@ impl BlockSink for ZarrSink {
         fragments: ArrayView3<'_, u64>,
         segmentations: &[Array3<u64>],
     ) -> gpu_waterz_blockwise::Result<()> {
-        let store = |array: &Array<FilesystemStore>, values: ArrayView3<'_, u64>| {
-            let values = values.as_standard_layout();
-            self.store(array, block, values.as_slice().expect("a standard layout"))
-        };
-        if let Some(array) = &self.fragments {
-            store(array, fragments)?;
+        let outputs = self.outputs()?;
+        let mut views: Vec<ArrayView3<'_, u64>> = Vec::with_capacity(segmentations.len() + 1);
+        if outputs.fragments.is_some() {
+            views.push(fragments.view());
         }
-        for (array, values) in self.segmentations.iter().zip(segmentations) {
-            store(array, values.view())?;
+        views.extend(segmentations.iter().map(|s| s.view()));
+        for (array, values) in Self::arrays(outputs).into_iter().zip(views) {
+            let values = values.as_standard_layout();
+            let values = values.as_slice().expect("a standard layout");
+            if outputs.narrow {
+                let narrow = values
+                    .iter()
+                    .map(|&v| u32::try_from(v))
+                    .collect::<Result<Vec<u32>, _>>()
+                    .map_err(|_| BlockwiseError::Io(format!("block {block:?}: a label does not fit uint32")))?;
+                store(array, block, &narrow)?;
+            } else {
+                store(array, block, values)?;
+            }
         }
         Ok(())
     }
@@ -289,36 +376,31 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         Backend::Auto => gpu_waterz::Agglomeration::gpu_for(&gpu_waterz::Config::new(&args.thresholds))?,
     };
     let folder = OutputFolder::begin(&args.out, args.overwrite, false)?;
-    let writer = ContainerWriter::new(Container::Zarr, folder.path(), LabelType::Uint64, Map::new(), 3)?;
+    let writer = ContainerWriter::new(Container::Zarr, folder.path(), args.label_type, Map::new(), 3)?;
     let sink = ZarrSink {
-        buffers: Mutex::new(Vec::new()),
-        fragments: if args.no_fragments {
-            None
-        } else {
-            Some(writer.zarr_labels("fragments", dims, block, Map::new())?)
-        },
-        segmentations: args
-            .thresholds
-            .iter()
-            .enumerate()
-            .map(|(i, &t)| {
-                let mut attributes = Map::new();
-                attributes.insert("threshold".into(), t.into());
-                writer.zarr_labels(&format!("segmentation_{i}"), dims, block, attributes)
-            })
-            .collect::<Result<Vec<_>>>()?,
+        writer: &writer,
+        dims,
+        chunks: block,
+        thresholds: &args.thresholds,
+        no_fragments: args.no_fragments,
+        outputs: OnceLock::new(),
+        wide: Mutex::new(Vec::new()),
+        narrow: Mutex::new(Vec::new()),
     };
-    let (summary, peak_device_bytes) = match &gpu {
+    let (summary, peak_device_bytes, gpu_busy) = match &gpu {
         Some(gpu) => {
             let steps = GpuSteps::new(gpu.clone())?;
             let summary = decode_blocks_with(&source, block, params, &args.thresholds, &sink, &steps)?;
-            (summary, steps.peak_device_bytes())
+            let busy: Map<String, serde_json::Value> =
+                steps.busy_seconds().into_iter().map(|(step, s)| (step.to_string(), s.into())).collect();
+            (summary, steps.peak_device_bytes(), Some(busy))
         }
-        None => (decode_blocks_with(&source, block, params, &args.thresholds, &sink, &CpuSteps)?, None),
+        None => (decode_blocks_with(&source, block, params, &args.thresholds, &sink, &CpuSteps)?, None, None),
     };
-    let report = json!({
+    let mut report = json!({
         "backend": if gpu.is_some() { "gpu" } else { "cpu" },
         "peak_device_bytes": peak_device_bytes,
+        "gpu_busy_seconds": gpu_busy,
         "shape": dims,
         "block": block,
         "n_fragments": summary.n_fragments,
@@ -328,6 +410,9 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         "seconds": start.elapsed().as_secs_f64(),
         "step_seconds": step_seconds(&summary.seconds),
     });
+    let narrow = sink.outputs.get().is_some_and(|o| o.narrow);
+    drop(sink);
+    report["dtype"] = (if narrow { "uint32" } else { "uint64" }).into();
     writer.finish(&report)?;
     folder.commit(args.fsync)?;
     println!("{}", serde_json::to_string(&report)?);

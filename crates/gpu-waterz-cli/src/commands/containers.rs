@@ -10,7 +10,7 @@
 //! `(n, 3)` uint64 `a, b, c`, `merge_scores_<i>`: float64;
 //! `region_graph_<i>`: `(n, 2)` uint64, `region_graph_scores_<i>`).
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use gpu_waterz::{Merge, ScoredEdge};
 use gpu_waterz_cli::io::{write_atomically, write_npy};
 use ndarray::{Array3, ArrayView3};
@@ -213,19 +213,31 @@ impl ContainerWriter {
         Ok(())
     }
 
-    /// Creates the `(z, y, x)` uint64 zarr array `name` of `shape` in
-    /// `chunks` (metadata written) with this writer's spatial attributes
-    /// and `attributes`, for a caller that writes its chunks itself.
+    /// Creates the `(z, y, x)` zarr array `name` of `shape` in `chunks`
+    /// (metadata written) with this writer's spatial attributes and
+    /// `attributes`, for a caller that writes its chunks itself: uint32
+    /// when this writer's label type allows it and every label is at most
+    /// `max_label`, else uint64 (an error where uint32 is asked and a label
+    /// does not fit). Returns the array and whether it is uint32.
     pub fn zarr_labels(
         &self,
         name: &str,
         shape: [u64; 3],
         chunks: [u64; 3],
+        max_label: u64,
         attributes: Map<String, Value>,
-    ) -> Result<zarrs::array::Array<zarrs::filesystem::FilesystemStore>> {
+    ) -> Result<(zarrs::array::Array<zarrs::filesystem::FilesystemStore>, bool)> {
+        let fits = max_label <= u64::from(u32::MAX);
+        let narrow = match self.label_type {
+            LabelType::Uint64 => false,
+            LabelType::Auto => fits,
+            LabelType::Uint32 if fits => true,
+            LabelType::Uint32 => bail!("{name}: labels up to {max_label} do not fit uint32 (--label-type)"),
+        };
         let mut all = self.spatial.clone();
         all.extend(attributes);
-        self.zarr_create(name, &shape, &chunks, "<u8", Some(["z", "y", "x"]), all)
+        let numpy = if narrow { "<u4" } else { "<u8" };
+        Ok((self.zarr_create(name, &shape, &chunks, numpy, Some(["z", "y", "x"]), all)?, narrow))
     }
 
     /// Creates the zarr array `name` (metadata written) in this writer's
