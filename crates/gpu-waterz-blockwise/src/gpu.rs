@@ -96,7 +96,7 @@ impl GpuSteps {
             let out = work(gpu)?;
             let bytes = gpu.peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?;
             Ok((out, bytes, start.elapsed().as_secs_f64()))
-        })?;
+        })??;
         let mut busy = self.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match busy.iter_mut().find(|(name, _)| *name == step) {
             Some((_, total)) => *total += seconds,
@@ -120,10 +120,17 @@ impl GpuSteps {
 /// the wait is a plain thread's (a scoped thread calls `install` and the
 /// caller joins it), so at most one block per worker is in flight; `work`
 /// still runs on `turn`'s thread, and the rayon calls inside it on `turn`.
-fn in_turn<T: Send>(turn: &rayon::ThreadPool, work: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|scope| match scope.spawn(|| turn.install(work)).join() {
-        Ok(out) => out,
-        Err(panic) => std::panic::resume_unwind(panic),
+/// Fails only when the waiting thread cannot be started.
+fn in_turn<T: Send>(turn: &rayon::ThreadPool, work: impl FnOnce() -> T + Send) -> Result<T> {
+    std::thread::scope(|scope| {
+        let waiting = std::thread::Builder::new()
+            .name("gpu-waterz-blockwise-wait".into())
+            .spawn_scoped(scope, || turn.install(work))
+            .map_err(|e| invalid(format!("starting a thread to wait for the GPU: {e}")))?;
+        match waiting.join() {
+            Ok(out) => Ok(out),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     })
 }
 
@@ -434,7 +441,8 @@ mod tests {
                     let sum = in_turn(&turn, || {
                         std::thread::sleep(std::time::Duration::from_millis(2));
                         (0..1000u64).into_par_iter().map(|i| i * b).sum::<u64>()
-                    });
+                    })
+                    .unwrap();
                     in_flight.fetch_sub(1, Ordering::SeqCst);
                     sum
                 })
@@ -451,6 +459,6 @@ mod tests {
         let turn = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_turn(&turn, || panic!("inside"))));
         assert!(caught.is_err());
-        assert_eq!(in_turn(&turn, || 7), 7, "the turn's thread survives a panic");
+        assert_eq!(in_turn(&turn, || 7).unwrap(), 7, "the turn's thread survives a panic");
     }
 }

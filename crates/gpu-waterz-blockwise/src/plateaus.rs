@@ -269,38 +269,84 @@ impl<'a> SlotIndex<'a> {
     }
 }
 
+/// Every open voxel of `open` (each block's ascending, `total` in all)
+/// once, in scan order: (voxel index, block, position). Each z-plane of
+/// the volume is gathered from the blocks' runs in it and sorted apart,
+/// the planes in parallel: a sort of the whole list would cost more and
+/// run out of the caches.
+fn scan_order(dims: [u64; 3], open: &[&OpenVoxels], total: usize) -> Vec<(u64, u32, u32)> {
+    let plane = dims[1] * dims[2];
+    // Each block's run in each plane it holds voxels of: (z, block, run).
+    let runs: Vec<(u64, u32, std::ops::Range<usize>)> = open
+        .par_iter()
+        .enumerate()
+        .flat_map_iter(|(b, o)| {
+            let mut runs = Vec::new();
+            let mut start = 0;
+            while start < o.index.len() {
+                let z = o.index[start] / plane;
+                let end = start + o.index[start..].partition_point(|&v| v < (z + 1) * plane);
+                runs.push((z, b as u32, start..end));
+                start = end;
+            }
+            runs.into_iter()
+        })
+        .collect();
+    let mut by_plane: Vec<Vec<(u32, std::ops::Range<usize>)>> = vec![Vec::new(); dims[0] as usize];
+    for (z, b, run) in runs {
+        by_plane[z as usize].push((b, run));
+    }
+    let mut all = vec![(0u64, 0u32, 0u32); total];
+    let mut planes: Vec<&mut [(u64, u32, u32)]> = Vec::with_capacity(by_plane.len());
+    let mut rest = all.as_mut_slice();
+    for runs in &by_plane {
+        let (this, tail) = rest.split_at_mut(runs.iter().map(|(_, run)| run.len()).sum());
+        planes.push(this);
+        rest = tail;
+    }
+    planes.into_par_iter().zip(&by_plane).for_each(|(out, runs)| {
+        let voxels = runs.iter().flat_map(|(b, run)| {
+            let o = open[*b as usize];
+            run.clone().map(move |k| (o.index[k], *b, k as u32))
+        });
+        for (slot, voxel) in out.iter_mut().zip(voxels) {
+            *slot = voxel;
+        }
+        out.sort_unstable_by_key(|e| e.0);
+    });
+    all
+}
+
 /// Step 2: the division of the open plateaus of every block of a volume of
 /// `dims`; `open[b]` is block `b`'s [`LocalPlateaus::open`]. Returns each
 /// block's open voxels' directions, in the order given.
 ///
-/// The open voxels are sorted (on every thread) and divided by one
-/// breadth-first search from their corners in scan order, each voxel's
-/// neighbours found in its row of the sorted voxels (a table of each row's
-/// first slot) or, along x, next to it.
+/// The open voxels are put in scan order (plane by plane, on every
+/// thread) and divided by one breadth-first search from their corners in
+/// scan order, each voxel's neighbours found in its row of the sorted
+/// voxels (a table of each row's first slot) or, along x, next to it.
 pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<Vec<u8>>> {
     crate::check_dims(dims)?;
     let total: usize = open.iter().map(|o| o.index.len()).sum();
     if open.len() >= u32::MAX as usize || total >= u32::MAX as usize {
         return Err(invalid(format!("{total} open voxels of {} blocks: fewer than 2^32 are taken", open.len())));
     }
-    // Every open voxel once, in scan order: (voxel index, block, position).
-    let mut all: Vec<(u64, u32, u32)> = Vec::with_capacity(total);
+    let n_voxels: u64 = dims.iter().product();
     for (b, o) in open.iter().enumerate() {
         if o.index.len() != o.mask.len() {
             return Err(invalid(format!("block {b}: {} open voxels with {} masks", o.index.len(), o.mask.len())));
         }
         // A mask holds directions and the corner flag, nothing else; an
         // open voxel has a face its neighbour marks back, so some direction.
-        if o.mask.iter().any(|&m| m & !(DIRECTIONS | CORNER_FLAG) != 0 || m & DIRECTIONS == 0) {
+        if o.mask.par_iter().any(|&m| m & !(DIRECTIONS | CORNER_FLAG) != 0 || m & DIRECTIONS == 0) {
             return Err(invalid(format!("block {b}: an open voxel's mask is not one local_plateaus gives")));
         }
-        for (k, &v) in o.index.iter().enumerate() {
-            all.push((v, b as u32, k as u32));
+        if o.index.windows(2).any(|w| w[0] >= w[1]) || o.index.last().is_some_and(|&v| v >= n_voxels) {
+            return Err(invalid(format!("block {b}: open voxels must be ascending voxels of the volume")));
         }
     }
-    all.par_sort_unstable();
-    let n_voxels: u64 = dims.iter().product();
-    if all.windows(2).any(|w| w[0].0 == w[1].0) || all.last().is_some_and(|v| v.0 >= n_voxels) {
+    let all = scan_order(dims, open, total);
+    if all.par_windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(invalid("open voxels must be distinct voxels of the volume"));
     }
     let index = SlotIndex::new(&all, dims);
@@ -321,7 +367,7 @@ pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<
             _ => index.get(w),
         }
     };
-    let corners: Vec<usize> = (0..all.len()).filter(|&s| bits[s] & CORNER_FLAG != 0).collect();
+    let corners: Vec<usize> = (0..all.len()).into_par_iter().filter(|&s| bits[s] & CORNER_FLAG != 0).collect();
     divide(&mut bits, corners, neighbour);
     let mut out: Vec<Vec<u8>> = open.iter().map(|o| vec![0u8; o.index.len()]).collect();
     for (s, &(_, b, k)) in all.iter().enumerate() {
@@ -332,7 +378,46 @@ pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<
 
 #[cfg(test)]
 mod tests {
-    use super::SlotIndex;
+    use super::{scan_order, settle_open_plateaus, OpenVoxels, SlotIndex, CORNER_FLAG};
+
+    /// Blocks' open voxels gathered plane by plane are all of them in scan
+    /// order, as one sort gives.
+    #[test]
+    fn open_voxels_come_in_scan_order() {
+        let dims = [9, 7, 11];
+        let n: u64 = dims.iter().product();
+        // Voxels dealt to five "blocks" by a hash, each block's ascending.
+        let mut blocks: Vec<OpenVoxels> = vec![OpenVoxels::default(); 5];
+        for v in (0..n).filter(|v| v % 3 != 1) {
+            let b = ((v * 2_654_435_761) >> 7) as usize % 5;
+            blocks[b].index.push(v);
+            blocks[b].mask.push(1);
+        }
+        let open: Vec<&OpenVoxels> = blocks.iter().collect();
+        let total = blocks.iter().map(|o| o.index.len()).sum();
+        let mut want: Vec<(u64, u32, u32)> = Vec::new();
+        for (b, o) in blocks.iter().enumerate() {
+            want.extend(o.index.iter().enumerate().map(|(k, &v)| (v, b as u32, k as u32)));
+        }
+        want.sort_unstable();
+        assert_eq!(scan_order(dims, &open, total), want);
+    }
+
+    #[test]
+    fn open_voxels_out_of_order_twice_or_outside_are_errors() {
+        let dims = [2, 3, 4];
+        let open = |index: Vec<u64>| OpenVoxels { mask: vec![1 | CORNER_FLAG; index.len()], index };
+        for (blocks, what) in [
+            (vec![open(vec![5, 3])], "ascending"),
+            (vec![open(vec![3, 3])], "ascending"),
+            (vec![open(vec![24])], "ascending"),
+            (vec![open(vec![1, 3]), open(vec![3])], "distinct"),
+        ] {
+            let refs: Vec<&OpenVoxels> = blocks.iter().collect();
+            let error = settle_open_plateaus(dims, &refs).unwrap_err().to_string();
+            assert!(error.contains(what), "{error}");
+        }
+    }
 
     #[test]
     fn slots_are_found_by_rows_or_by_hash() {
