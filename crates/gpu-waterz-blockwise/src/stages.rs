@@ -233,9 +233,7 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
     if basins.len() != grid.len() {
         return Err(invalid(format!("{} block summaries for a grid of {} blocks", basins.len(), grid.len())));
     }
-    let mut first = Vec::with_capacity(basins.len() + 1);
-    let mut total = 0usize;
-    for (b, basin) in basins.iter().enumerate() {
+    basins.par_iter().enumerate().try_for_each(|(b, basin)| {
         let shape = grid.block(b).shape();
         if basin.component_min.len() != basin.component_sizes.len() {
             return Err(invalid(format!("block {b}: component minima and sizes differ in number")));
@@ -256,25 +254,34 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
                 return Err(invalid(format!("block {b}: face {d} does not fit the block")));
             }
         }
+        Ok(())
+    })?;
+    let mut first = Vec::with_capacity(basins.len() + 1);
+    let mut total = 0usize;
+    for basin in basins {
         first.push(total);
         total += basin.component_min.len();
     }
     if total >= u32::MAX as usize {
         return Err(invalid(format!("{total} components: fewer than 2^32 are taken")));
     }
-    let mut parent: Vec<u32> = (0..total as u32).collect();
+    // The component pairs that a direction joins across each face between
+    // blocks, gathered face by face in parallel (a run of face voxels with
+    // the same pair gives it once), then joined here.
     let counts = grid.counts();
-    for (b, basin) in basins.iter().enumerate() {
-        let at = grid.position(b);
-        for axis in 0..3 {
-            if at[axis] + 1 >= counts[axis] {
-                continue;
-            }
-            let mut next_at = at;
+    let faces: Vec<(usize, usize)> = (0..basins.len())
+        .flat_map(|b| (0..3).map(move |axis| (b, axis)))
+        .filter(|&(b, axis)| grid.position(b)[axis] + 1 < counts[axis])
+        .collect();
+    let pairs: Vec<Vec<(u32, u32)>> = faces
+        .par_iter()
+        .map(|&(b, axis)| {
+            let mut next_at = grid.position(b);
             next_at[axis] += 1;
             let next = grid.index(next_at);
             let (mine, theirs) = (3 + axis, axis);
-            let (my_faces, their_faces) = (basin.faces, basins[next].faces);
+            let (my_faces, their_faces) = (basins[b].faces, basins[next].faces);
+            let mut pairs: Vec<(u32, u32)> = Vec::new();
             for k in 0..my_faces.components[mine].len() {
                 let crosses = my_faces.bits[mine][k] & DIRECTION_BITS[mine] != 0
                     || their_faces.bits[theirs][k] & DIRECTION_BITS[theirs] != 0;
@@ -285,10 +292,17 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
                 if c == 0 || e == 0 {
                     return Err(invalid(format!("blocks {b} and {next}: a direction leads to background")));
                 }
-                let (p, q) = (first[b] + c as usize - 1, first[next] + e as usize - 1);
-                union(&mut parent, p as u32, q as u32);
+                let pair = ((first[b] + c as usize - 1) as u32, (first[next] + e as usize - 1) as u32);
+                if pairs.last() != Some(&pair) {
+                    pairs.push(pair);
+                }
             }
-        }
+            Ok(pairs)
+        })
+        .collect::<Result<_>>()?;
+    let mut parent: Vec<u32> = (0..total as u32).collect();
+    for &(p, q) in pairs.iter().flatten() {
+        union(&mut parent, p, q);
     }
     // Each fragment's smallest voxel and size, at its root.
     let mut least = vec![u64::MAX; total];
@@ -309,7 +323,13 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
         label[r] = k as u64 + 1;
         sizes.push(size[r]);
     }
-    let node_label: Vec<u64> = (0..total).map(|p| label[find(&mut parent, p as u32) as usize]).collect();
+    // Every node pointed at its root: parents are smaller than their
+    // children, so in increasing order each parent already points at its
+    // root.
+    for p in 0..total {
+        parent[p] = parent[parent[p] as usize];
+    }
+    let node_label: Vec<u64> = parent.par_iter().map(|&root| label[root as usize]).collect();
     let ids = basins
         .iter()
         .enumerate()
@@ -953,7 +973,7 @@ pub fn decode_blocks_with(
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(HeldBasins::summary).collect();
     let fragments = fragment_ids(&grid, &summaries)?;
     let lower_layers: Vec<[Option<Vec<u64>>; 3]> =
-        (0..grid.len()).map(|b| lower_layers(&grid, b, &summaries, &fragments)).collect();
+        (0..grid.len()).into_par_iter().map(|b| lower_layers(&grid, b, &summaries, &fragments)).collect();
     drop(summaries);
     lap("fragment_ids", &mut seconds.fragment_ids);
     let edges = (0..grid.len())
