@@ -73,11 +73,24 @@ pub fn block_plateaus(
 /// background (no direction); returns the labels and `n`. This equals the
 /// components of `gpu_waterz_blockwise`'s `local_basins`.
 pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3) -> Result<(Vec<u32>, u64), WatershedError> {
+    let mut labels = vec![0u32; bits.len()];
+    let n_components = block_basins_into(gpu, bits, block, &mut labels)?;
+    Ok((labels, n_components))
+}
+
+/// [`block_basins`] into `labels` (one per voxel of `block`); returns `n`.
+/// A caller that wrote `labels` before (its pages touched) spares the
+/// download the first touch of every page.
+pub fn block_basins_into(gpu: &Gpu, bits: &[u8], block: Dims3, labels: &mut [u32]) -> Result<u64, WatershedError> {
     let n = super::check_dims(block)?;
-    if bits.len() as u64 != n {
+    if bits.len() as u64 != n || labels.len() as u64 != n {
         return Err(WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
             kernel: "ws_block_inside_edges",
-            reason: format!("{} direction bytes for a block of {n} voxels ({block:?})", bits.len()),
+            reason: format!(
+                "{} direction bytes and room for {} labels for a block of {n} voxels ({block:?})",
+                bits.len(),
+                labels.len()
+            ),
         }));
     }
     let bits = gpu.upload(bits)?;
@@ -85,7 +98,8 @@ pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3) -> Result<(Vec<u32>, u
     drop(bits);
     let forest = launch::tile_components(gpu, edges)?;
     let components = launch::join_tile_faces(gpu, forest)?;
-    let (labels, n_components) = launch::labels(gpu, &components)?;
+    let (device_labels, n_components) = launch::labels(gpu, &components)?;
     drop(components);
-    Ok((gpu.download(&labels)?, n_components))
+    gpu.download_to_slice(&device_labels, labels)?;
+    Ok(n_components)
 }
