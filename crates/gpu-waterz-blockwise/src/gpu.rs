@@ -118,9 +118,11 @@ impl GpuSteps {
 /// the blocks above it on its thread have. On a large volume every block
 /// was in flight at once (the host's memory ran out at 16 Gvoxel). Here
 /// the wait is a plain thread's (a scoped thread calls `install` and the
-/// caller joins it), so at most one block per worker is in flight; `work`
-/// still runs on `turn`'s thread, and the rayon calls inside it on `turn`.
-/// Fails only when the waiting thread cannot be started.
+/// caller joins it), so waiting for the GPU takes up nothing else (what a
+/// block's other nested rayon calls may take up, the driver's waves
+/// bound); `work` still runs on `turn`'s thread, and the rayon calls
+/// inside it on `turn`. `work` must not ask for the turn again: it would
+/// wait for itself. Fails only when the waiting thread cannot be started.
 fn in_turn<T: Send>(turn: &rayon::ThreadPool, work: impl FnOnce() -> T + Send) -> Result<T> {
     std::thread::scope(|scope| {
         let waiting = std::thread::Builder::new()

@@ -954,8 +954,7 @@ pub fn decode_blocks_with(
         clock = Instant::now();
         tracing::info!(step = name, seconds = *step, "blockwise step done");
     };
-    let plateaus =
-        blocks.par_iter().map(|&b| steps.local_plateaus_from(source, dims, b, params)).collect::<Result<Vec<_>>>()?;
+    let plateaus = in_waves(blocks.iter(), |&b| steps.local_plateaus_from(source, dims, b, params))?;
     lap("local_plateaus", &mut seconds.local_plateaus);
     let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
@@ -963,12 +962,9 @@ pub fn decode_blocks_with(
     lap("settle_open_plateaus", &mut seconds.settle_open_plateaus);
     // Each block's components are held packed until steps 5 and 7 unpack
     // them: four bytes per voxel of the whole volume would not fit.
-    let basins = plateaus
-        .into_par_iter()
-        .zip(settled)
-        .zip(&blocks)
-        .map(|((p, settled), &b)| steps.local_basins(dims, b, p.bits, &p.open, &settled).and_then(HeldBasins::pack))
-        .collect::<Result<Vec<_>>>()?;
+    let basins = in_waves(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
+        steps.local_basins(dims, b, p.bits, &p.open, &settled).and_then(HeldBasins::pack)
+    })?;
     lap("local_basins", &mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(HeldBasins::summary).collect();
     let fragments = fragment_ids(&grid, &summaries)?;
@@ -976,14 +972,11 @@ pub fn decode_blocks_with(
         (0..grid.len()).into_par_iter().map(|b| lower_layers(&grid, b, &summaries, &fragments)).collect();
     drop(summaries);
     lap("fragment_ids", &mut seconds.fragment_ids);
-    let edges = (0..grid.len())
-        .into_par_iter()
-        .map(|b| {
-            let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
-            let components = basins[b].components.unpack()?;
-            steps.block_edges_from(source, dims, blocks[b], components.view(), &fragments.ids[b], lower)
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let edges = in_waves(0..grid.len(), |b| {
+        let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
+        let components = basins[b].components.unpack()?;
+        steps.block_edges_from(source, dims, blocks[b], components.view(), &fragments.ids[b], lower)
+    })?;
     drop(lower_layers);
     lap("block_edges", &mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
@@ -994,12 +987,35 @@ pub fn decode_blocks_with(
     let (thresholds, tables) = steps.merge(fragments.n_fragments, graph, stats, thresholds)?;
     lap("merge", &mut seconds.merge);
     sink.begin(fragments.n_fragments)?;
-    (0..grid.len()).into_par_iter().try_for_each(|b| {
+    in_waves(0..grid.len(), |b| {
         let components = basins[b].components.unpack()?;
         sink.write_components(blocks[b], components.view(), &fragments.ids[b], &tables)
     })?;
     lap("relabel_and_write", &mut seconds.relabel_and_write);
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
+}
+
+/// `work` on every item, in parallel, in waves of twice as many items as
+/// the threads, the results in order. A block's step may wait inside a
+/// nested rayon call (the GPU's steps wait for their turn on a plain
+/// thread, but relabelling and counting split their loops), and a rayon
+/// worker that waits takes up other tasks meanwhile: blocks, each holding
+/// its arrays. In waves, the blocks of a step in flight are at most one
+/// wave's, whatever the nesting.
+fn in_waves<I: Send, T: Send>(
+    items: impl IntoIterator<Item = I>,
+    work: impl Fn(I) -> Result<T> + Sync + Send,
+) -> Result<Vec<T>> {
+    let wave = 2 * rayon::current_num_threads().max(1);
+    let mut items = items.into_iter();
+    let mut out = Vec::new();
+    loop {
+        let next: Vec<I> = items.by_ref().take(wave).collect();
+        if next.is_empty() {
+            return Ok(out);
+        }
+        out.extend(next.into_par_iter().map(&work).collect::<Result<Vec<T>>>()?);
+    }
 }
 
 /// A block's [`LocalBasins`] as [`decode_blocks_with`] holds them between
@@ -1205,7 +1221,17 @@ pub fn decode_with(
 
 #[cfg(test)]
 mod tests {
-    use super::PackedComponents;
+    use super::{in_waves, invalid, PackedComponents};
+
+    #[test]
+    fn waves_keep_the_order_and_stop_at_an_error() {
+        let n = 10 * rayon::current_num_threads() + 3;
+        let squares = in_waves(0..n, |i| Ok(i * i)).unwrap();
+        assert_eq!(squares, (0..n).map(|i| i * i).collect::<Vec<_>>());
+        assert!(in_waves(0..0, |i: usize| Ok(i)).unwrap().is_empty());
+        let failed = in_waves(0..n, |i| if i == n - 1 { Err(invalid("the last one")) } else { Ok(i) });
+        assert!(failed.unwrap_err().to_string().contains("the last one"));
+    }
     use ndarray::{Array3, ShapeBuilder};
 
     #[test]
