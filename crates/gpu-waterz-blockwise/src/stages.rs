@@ -1044,17 +1044,19 @@ impl HeldBasins {
     }
 }
 
-/// A block's components compressed (zstd at level 1, their little-endian
-/// bytes in C order): basins come out about 20 times smaller, at about
-/// 1 GB/s per core each way.
+/// A block's components compressed: their runs in C order (equal
+/// neighbours along the flattened block), each as its value and length
+/// (little-endian u32s), through zstd at level 1. Basins come out about 20
+/// times smaller; the runs (about ten voxels each) leave zstd a fifth of
+/// the bytes, and are quick to find and to fill.
 struct PackedComponents {
     shape: (usize, usize, usize),
     bytes: Vec<u8>,
 }
 
 impl PackedComponents {
-    /// Values per piece that goes through the (de)compressor.
-    const PIECE: usize = 1 << 14;
+    /// Runs per piece that goes through the (de)compressor.
+    const PIECE: usize = 1 << 13;
 
     fn pack(components: Array3<u32>) -> Result<Self> {
         use std::io::Write;
@@ -1063,31 +1065,58 @@ impl PackedComponents {
         let values = components.as_slice().expect("a standard layout is contiguous");
         let failed = |e: std::io::Error| invalid(format!("packing a block's components: {e}"));
         let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).map_err(failed)?;
-        let mut piece = Vec::with_capacity(4 * Self::PIECE);
-        for values in values.chunks(Self::PIECE) {
-            piece.clear();
-            piece.extend(values.iter().flat_map(|c| c.to_le_bytes()));
-            encoder.write_all(&piece).map_err(failed)?;
+        let mut piece: Vec<u8> = Vec::with_capacity(8 * Self::PIECE);
+        let mut rest = values;
+        while let Some(&value) = rest.first() {
+            // A longer run goes as several of at most 2^32 - 1.
+            let length = rest.iter().position(|&v| v != value).unwrap_or(rest.len()).min(u32::MAX as usize);
+            piece.extend(value.to_le_bytes());
+            piece.extend((length as u32).to_le_bytes());
+            if piece.len() == piece.capacity() {
+                encoder.write_all(&piece).map_err(failed)?;
+                piece.clear();
+            }
+            rest = &rest[length..];
         }
+        encoder.write_all(&piece).map_err(failed)?;
         Ok(Self { shape, bytes: encoder.finish().map_err(failed)? })
     }
 
     fn unpack(&self) -> Result<Array3<u32>> {
         use std::io::Read;
         let (z, y, x) = self.shape;
+        let n = z * y * x;
         let failed = |e: std::io::Error| invalid(format!("unpacking a block's components: {e}"));
         let mut decoder = zstd::stream::Decoder::new(self.bytes.as_slice()).map_err(failed)?;
-        let mut values = vec![0u32; z * y * x];
-        let mut piece = vec![0u8; 4 * Self::PIECE];
-        for values in values.chunks_mut(Self::PIECE) {
-            let piece = &mut piece[..4 * values.len()];
-            decoder.read_exact(piece).map_err(failed)?;
-            for (v, b) in values.iter_mut().zip(piece.chunks_exact(4)) {
-                *v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let mut values: Vec<u32> = Vec::with_capacity(n);
+        let mut piece = vec![0u8; 8 * Self::PIECE];
+        loop {
+            // Fill the piece (or what is left of the stream) with whole runs.
+            let mut filled = 0;
+            while filled < piece.len() {
+                let read = decoder.read(&mut piece[filled..]).map_err(failed)?;
+                if read == 0 {
+                    break;
+                }
+                filled += read;
+            }
+            if filled % 8 != 0 {
+                return Err(invalid("a block's packed components end inside a run"));
+            }
+            for run in piece[..filled].chunks_exact(8) {
+                let value = u32::from_le_bytes([run[0], run[1], run[2], run[3]]);
+                let length = u32::from_le_bytes([run[4], run[5], run[6], run[7]]) as usize;
+                if length > n - values.len() {
+                    return Err(invalid("a block's packed components hold more values than its voxels"));
+                }
+                values.resize(values.len() + length, value);
+            }
+            if filled < piece.len() {
+                break;
             }
         }
-        if decoder.read(&mut [0u8]).map_err(failed)? != 0 {
-            return Err(invalid("a block's packed components hold more values than its voxels"));
+        if values.len() != n {
+            return Err(invalid(format!("a block's packed components hold {} values for {n} voxels", values.len())));
         }
         Ok(Array3::from_shape_vec(self.shape, values).expect("the shape holds the values"))
     }
