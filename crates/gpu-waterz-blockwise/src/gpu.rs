@@ -1,7 +1,7 @@
 //! Steps 1, 3 and 5 of each block and the merge on the GPU
 //! ([`GpuSteps`]): the watershed's masks, the division of the plateaus
 //! inside the block and the block's basins run by the GPU watershed's
-//! kernels (`gpu_waterz_watershed::gpu::{block_plateaus, block_basins_into}`),
+//! kernels (`gpu_waterz_watershed::gpu::{block_plateaus, block_basins}`),
 //! the faces inside the block by the GPU's region graph, the host keeping
 //! the bookkeeping (open voxels, components' smallest voxels and sizes,
 //! faces, the faces across the block's lower faces); the whole region
@@ -20,7 +20,7 @@ use gpu_waterz_graph::gpu::{DeviceEdges, HostRegionGraph};
 use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::Gpu;
 use gpu_waterz_watershed::gpu::{
-    block_basins_into, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, DeviceFragments, CORNER, OPEN,
+    block_basins, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, DeviceFragments, CORNER, OPEN,
 };
 use gpu_waterz_watershed::WatershedError;
 use ndarray::{Array3, Array4, ArrayView3, ArrayView4, CowArray, Ix3};
@@ -394,7 +394,7 @@ impl DecodeSteps for GpuSteps {
         #[allow(clippy::slow_vector_initialization)]
         let mut components = Vec::with_capacity(flat.len());
         components.resize(flat.len(), 0u32);
-        self.exclusive("local_basins", |gpu| Ok(block_basins_into(gpu, flat, dims3(block.shape()), &mut components)?))?;
+        self.exclusive("local_basins", |gpu| Ok(block_basins(gpu, flat, dims3(block.shape()), &mut components)?))?;
         drop(standard);
         basins_from_components(dims, block, components, bits)
     }

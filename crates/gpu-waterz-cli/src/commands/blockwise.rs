@@ -219,23 +219,23 @@ impl BlockSink for ZarrSink<'_> {
     fn begin(&self, n_fragments: u64) -> gpu_waterz_blockwise::Result<()> {
         let made = (|| -> Result<Outputs> {
             let (dims, chunks) = (self.dims, self.chunks);
+            let narrow = self.writer.narrow_for(n_fragments)?;
             let fragments = if self.no_fragments {
                 None
             } else {
-                Some(self.writer.zarr_labels("fragments", dims, chunks, n_fragments, Map::new())?)
+                Some(self.writer.zarr_labels("fragments", dims, chunks, narrow, Map::new())?)
             };
-            let mut segmentations = Vec::new();
-            let mut narrow = None;
-            for (i, &t) in self.thresholds.iter().enumerate() {
-                let mut attributes = Map::new();
-                attributes.insert("threshold".into(), t.into());
-                let (array, n) =
-                    self.writer.zarr_labels(&format!("segmentation_{i}"), dims, chunks, n_fragments, attributes)?;
-                segmentations.push(array);
-                narrow = Some(n);
-            }
-            let narrow = fragments.as_ref().map(|f| f.1).or(narrow).unwrap_or(false);
-            Ok(Outputs { fragments: fragments.map(|f| f.0), segmentations, narrow })
+            let segmentations = self
+                .thresholds
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| {
+                    let mut attributes = Map::new();
+                    attributes.insert("threshold".into(), t.into());
+                    self.writer.zarr_labels(&format!("segmentation_{i}"), dims, chunks, narrow, attributes)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Outputs { fragments, segmentations, narrow })
         })()
         .map_err(|e| BlockwiseError::Io(format!("{e:#}")))?;
         self.outputs.set(made).map_err(|_| BlockwiseError::Io("the output arrays were made twice".into()))

@@ -10,7 +10,7 @@
 //! `(n, 3)` uint64 `a, b, c`, `merge_scores_<i>`: float64;
 //! `region_graph_<i>`: `(n, 2)` uint64, `region_graph_scores_<i>`).
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use gpu_waterz::{Merge, ScoredEdge};
 use gpu_waterz_cli::io::{write_atomically, write_npy};
 use ndarray::{Array3, ArrayView3};
@@ -71,16 +71,29 @@ impl Labels<'_> {
     }
 }
 
+impl LabelType {
+    /// Whether labels up to `max_label` are written as uint32 (else
+    /// uint64); an error where uint32 is asked and they do not fit.
+    pub fn narrow_for(self, max_label: u64) -> Result<bool> {
+        let fits = max_label <= u64::from(u32::MAX);
+        match self {
+            LabelType::Uint64 => Ok(false),
+            LabelType::Auto => Ok(fits),
+            LabelType::Uint32 if fits => Ok(true),
+            LabelType::Uint32 => {
+                Err(anyhow!("--label-type uint32: label {max_label} does not fit uint32 (use auto or uint64)"))
+            }
+        }
+    }
+}
+
 fn narrow(segmentation: &Array3<u64>, label_type: LabelType) -> Result<Labels<'_>> {
     use ndarray::parallel::prelude::*;
     let max = segmentation.par_iter().copied().max().unwrap_or(0);
-    let fits = max <= u32::MAX as u64;
-    Ok(match (label_type, fits) {
-        (LabelType::Uint64, _) | (LabelType::Auto, false) => Labels::U64(segmentation.view()),
-        (_, true) => Labels::U32(ndarray::Zip::from(segmentation).par_map_collect(|&l| l as u32)),
-        (LabelType::Uint32, false) => {
-            return Err(anyhow!("--label-type uint32: label {max} does not fit uint32 (use auto or uint64)"))
-        }
+    Ok(if label_type.narrow_for(max)? {
+        Labels::U32(ndarray::Zip::from(segmentation).par_map_collect(|&l| l as u32))
+    } else {
+        Labels::U64(segmentation.view())
     })
 }
 
@@ -213,31 +226,28 @@ impl ContainerWriter {
         Ok(())
     }
 
+    /// Whether labels up to `max_label` are written as uint32 by this
+    /// writer's label type ([`LabelType::narrow_for`]).
+    pub fn narrow_for(&self, max_label: u64) -> Result<bool> {
+        self.label_type.narrow_for(max_label)
+    }
+
     /// Creates the `(z, y, x)` zarr array `name` of `shape` in `chunks`
-    /// (metadata written) with this writer's spatial attributes and
-    /// `attributes`, for a caller that writes its chunks itself: uint32
-    /// when this writer's label type allows it and every label is at most
-    /// `max_label`, else uint64 (an error where uint32 is asked and a label
-    /// does not fit). Returns the array and whether it is uint32.
+    /// (metadata written), uint32 when `narrow` else uint64, with this
+    /// writer's spatial attributes and `attributes`, for a caller that
+    /// writes its chunks itself.
     pub fn zarr_labels(
         &self,
         name: &str,
         shape: [u64; 3],
         chunks: [u64; 3],
-        max_label: u64,
+        narrow: bool,
         attributes: Map<String, Value>,
-    ) -> Result<(zarrs::array::Array<zarrs::filesystem::FilesystemStore>, bool)> {
-        let fits = max_label <= u64::from(u32::MAX);
-        let narrow = match self.label_type {
-            LabelType::Uint64 => false,
-            LabelType::Auto => fits,
-            LabelType::Uint32 if fits => true,
-            LabelType::Uint32 => bail!("{name}: labels up to {max_label} do not fit uint32 (--label-type)"),
-        };
+    ) -> Result<zarrs::array::Array<zarrs::filesystem::FilesystemStore>> {
         let mut all = self.spatial.clone();
         all.extend(attributes);
         let numpy = if narrow { "<u4" } else { "<u8" };
-        Ok((self.zarr_create(name, &shape, &chunks, numpy, Some(["z", "y", "x"]), all)?, narrow))
+        self.zarr_create(name, &shape, &chunks, numpy, Some(["z", "y", "x"]), all)
     }
 
     /// Creates the zarr array `name` (metadata written) in this writer's

@@ -70,18 +70,11 @@ pub fn block_plateaus(
 /// A block's basins on the GPU: the components of its directions `bits`
 /// (one byte per voxel of `block`, C order) joined by the faces inside the
 /// block, numbered `1..=n` in scan order of their first voxel, 0 for
-/// background (no direction); returns the labels and `n`. This equals the
-/// components of `gpu_waterz_blockwise`'s `local_basins`.
-pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3) -> Result<(Vec<u32>, u64), WatershedError> {
-    let mut labels = vec![0u32; bits.len()];
-    let n_components = block_basins_into(gpu, bits, block, &mut labels)?;
-    Ok((labels, n_components))
-}
-
-/// [`block_basins`] into `labels` (one per voxel of `block`); returns `n`.
-/// A caller that wrote `labels` before (its pages touched) spares the
-/// download the first touch of every page.
-pub fn block_basins_into(gpu: &Gpu, bits: &[u8], block: Dims3, labels: &mut [u32]) -> Result<u64, WatershedError> {
+/// background (no direction), written into `labels` (one per voxel);
+/// returns `n`. This equals the components of `gpu_waterz_blockwise`'s
+/// `local_basins`. A caller that wrote `labels` before (its pages touched)
+/// spares the download the first touch of every page.
+pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3, labels: &mut [u32]) -> Result<u64, WatershedError> {
     let n = super::check_dims(block)?;
     if bits.len() as u64 != n || labels.len() as u64 != n {
         return Err(WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {

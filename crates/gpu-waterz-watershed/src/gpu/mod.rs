@@ -17,7 +17,7 @@ mod launch;
 mod plateau;
 
 pub use affinities::{check_dims, AffinityBuffer, DeviceAffinities, MAX_VOXELS};
-pub use block::{block_basins, block_basins_into, block_plateaus, BlockInRegion, CORNER, OPEN};
+pub use block::{block_basins, block_plateaus, BlockInRegion, CORNER, OPEN};
 
 use crate::WatershedError;
 use gpu_waterz_core::{CoreError, Dims3, WatershedParams};
