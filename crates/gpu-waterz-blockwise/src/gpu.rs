@@ -42,12 +42,12 @@ const _: () = assert!(CORNER == crate::CORNER_FLAG, "the GPU's corner flag is th
 /// whole-volume watershed of the grown block.
 pub struct GpuSteps {
     gpu: Gpu,
-    /// The one thread that runs the GPU's work: blocks take the GPU one at
-    /// a time, in the order they ask. (Not a lock held by the asking
-    /// thread: work on the GPU uses rayon, which may run another block's
-    /// task on a waiting thread, and that task would wait for the lock its
-    /// own thread holds.)
+    /// The threads that run the GPU's work (the host's share of it inside a
+    /// turn, such as the copies through pinned memory and the generator's
+    /// tables, runs on all of them), one block at a time: see [`in_turn`].
     turn: rayon::ThreadPool,
+    /// Held by the thread that waits for a block's turn while the turn runs.
+    gate: Mutex<()>,
     /// The most device memory a block's step has held, when the device
     /// reports it.
     peak: Mutex<Option<u64>>,
@@ -57,15 +57,14 @@ pub struct GpuSteps {
 }
 
 impl GpuSteps {
-    /// The steps on `gpu`; fails only when the thread that takes the GPU's
-    /// work cannot be started.
+    /// The steps on `gpu`; fails only when the threads that take the GPU's
+    /// work cannot be started. They are as many as rayon's default pool's.
     pub fn new(gpu: Gpu) -> Result<Self> {
         let turn = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .thread_name(|_| "gpu-waterz-blockwise-gpu".into())
+            .thread_name(|i| format!("gpu-waterz-blockwise-gpu-{i}"))
             .build()
-            .map_err(|e| invalid(format!("starting the GPU's thread: {e}")))?;
-        Ok(Self { gpu, turn, peak: Mutex::new(None), busy: Mutex::new(Vec::new()) })
+            .map_err(|e| invalid(format!("starting the GPU's threads: {e}")))?;
+        Ok(Self { gpu, turn, gate: Mutex::new(()), peak: Mutex::new(None), busy: Mutex::new(Vec::new()) })
     }
 
     /// The most device memory (of the stream-ordered allocator, which
@@ -90,7 +89,7 @@ impl GpuSteps {
     /// peak device memory and time.
     fn exclusive<T: Send>(&self, step: &'static str, work: impl FnOnce(&Gpu) -> Result<T> + Send) -> Result<T> {
         let gpu = &self.gpu;
-        let (out, bytes, seconds) = in_turn(&self.turn, || -> Result<(T, Option<u64>, f64)> {
+        let (out, bytes, seconds) = in_turn(&self.turn, &self.gate, || -> Result<(T, Option<u64>, f64)> {
             let start = std::time::Instant::now();
             gpu.reset_peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?;
             let out = work(gpu)?;
@@ -110,24 +109,33 @@ impl GpuSteps {
     }
 }
 
-/// Runs `work` on `turn`'s thread and waits for it without taking other
-/// work meanwhile. A rayon worker that called `turn.install` itself would,
+/// Runs `work` on `turn`'s threads, one call at a time (those waiting
+/// hold `gate` in turn), and waits for it without taking other work
+/// meanwhile. A rayon worker that called `turn.install` itself would,
 /// while it waits, start other tasks of its own pool: other blocks, which
 /// then wait for the GPU in turn, one on top of the other, each holding
 /// its block's arrays, and a block whose turn is over resumes only once
 /// the blocks above it on its thread have. On a large volume every block
 /// was in flight at once (the host's memory ran out at 16 Gvoxel). Here
-/// the wait is a plain thread's (a scoped thread calls `install` and the
-/// caller joins it), so waiting for the GPU takes up nothing else (what a
-/// block's other nested rayon calls may take up, the driver's waves
-/// bound); `work` still runs on `turn`'s thread, and the rayon calls
-/// inside it on `turn`. `work` must not ask for the turn again: it would
-/// wait for itself. Fails only when the waiting thread cannot be started.
-fn in_turn<T: Send>(turn: &rayon::ThreadPool, work: impl FnOnce() -> T + Send) -> Result<T> {
+/// the wait is a plain thread's (a scoped thread takes `gate`, calls
+/// `install` and the caller joins it), so waiting for the GPU takes up
+/// nothing else (what a block's other nested rayon calls may take up, the
+/// driver's waves bound); `work` runs on one of `turn`'s threads, and the
+/// rayon calls inside it on all of them (`turn` had one thread before, and
+/// the host work inside a turn, such as the copies through pinned memory,
+/// ran serially: a fifth to a half of each turn). A lock held by the
+/// asking rayon worker would not do: while it waits for `install`, that
+/// worker may run another block's task that waits for the same lock.
+/// `work` must not ask for the turn again: it would wait for itself.
+/// Fails only when the waiting thread cannot be started.
+fn in_turn<T: Send>(turn: &rayon::ThreadPool, gate: &Mutex<()>, work: impl FnOnce() -> T + Send) -> Result<T> {
     std::thread::scope(|scope| {
         let waiting = std::thread::Builder::new()
             .name("gpu-waterz-blockwise-wait".into())
-            .spawn_scoped(scope, || turn.install(work))
+            .spawn_scoped(scope, || {
+                let _turn = gate.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                turn.install(work)
+            })
             .map_err(|e| invalid(format!("starting a thread to wait for the GPU: {e}")))?;
         match waiting.join() {
             Ok(out) => Ok(out),
@@ -143,6 +151,17 @@ fn dims3(shape: [u64; 3]) -> Dims3 {
 /// Where `block` lies in `region`.
 fn block_in_region(block: Block, region: Block) -> BlockInRegion {
     BlockInRegion { offset: dims3(std::array::from_fn(|a| block.lo[a] - region.lo[a])), block: dims3(block.shape()) }
+}
+
+/// Room for one value per voxel of `block`, every page touched here (on
+/// the block's thread, not by a download inside the GPU's turn: `resize`
+/// writes every value, where `vec![0; n]` would map untouched zero pages).
+fn touched<T: Copy + Default>(block: Block) -> Vec<T> {
+    let n = block.shape().iter().product::<u64>() as usize;
+    #[allow(clippy::slow_vector_initialization)]
+    let mut values = Vec::with_capacity(n);
+    values.resize(n, T::default());
+    values
 }
 
 /// Step 1's result from the bytes of `block_plateaus`: each block voxel's
@@ -269,10 +288,11 @@ impl DecodeSteps for GpuSteps {
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
         let at = block_in_region(block, region);
-        let bytes = self.exclusive("local_plateaus", |gpu| {
+        let mut bytes = touched::<u8>(block);
+        self.exclusive("local_plateaus", |gpu| {
             let affs = DeviceAffinities::upload_f32(gpu, values, dims3(region.shape()))
                 .map_err(gpu_waterz_watershed::WatershedError::from)?;
-            Ok(block_plateaus(gpu, affs, at, params)?)
+            Ok(block_plateaus(gpu, affs, at, params, &mut bytes)?)
         })?;
         Ok(plateaus_from_bytes(dims, block, bytes))
     }
@@ -289,13 +309,16 @@ impl DecodeSteps for GpuSteps {
     ) -> Result<LocalPlateaus> {
         let region = self.plateau_region(dims, block);
         let at = block_in_region(block, region);
+        let mut bytes = touched::<u8>(block);
         let made = self.exclusive("local_plateaus", |gpu| match source.read_on_gpu(gpu, region)? {
-            Some(affs) => Ok(Some(block_plateaus(gpu, affs, at, params)?)),
-            None => Ok(None),
+            Some(affs) => Ok(block_plateaus(gpu, affs, at, params, &mut bytes).map(|()| true)?),
+            None => Ok(false),
         })?;
-        match made {
-            Some(bytes) => Ok(plateaus_from_bytes(dims, block, bytes)),
-            None => self.local_plateaus(dims, block, read_region(source, region)?.view(), params),
+        if made {
+            Ok(plateaus_from_bytes(dims, block, bytes))
+        } else {
+            drop(bytes);
+            self.local_plateaus(dims, block, read_region(source, region)?.view(), params)
         }
     }
 
@@ -388,12 +411,7 @@ impl DecodeSteps for GpuSteps {
         apply_settled(dims, block, &mut bits, open, settled)?;
         let standard = bits.as_standard_layout();
         let flat = standard.as_slice().expect("a standard layout is contiguous");
-        // The labels' pages are touched here, on this block's thread, not
-        // by the download in the GPU's turn (`resize` writes every value,
-        // where `vec![0; n]` would map untouched zero pages).
-        #[allow(clippy::slow_vector_initialization)]
-        let mut components = Vec::with_capacity(flat.len());
-        components.resize(flat.len(), 0u32);
+        let mut components = touched::<u32>(block);
         self.exclusive("local_basins", |gpu| Ok(block_basins(gpu, flat, dims3(block.shape()), &mut components)?))?;
         drop(standard);
         basins_from_components(dims, block, components, bits)
@@ -437,17 +455,23 @@ mod tests {
     fn waiting_for_the_turn_starts_no_other_block() {
         let workers = 4;
         let pool = rayon::ThreadPoolBuilder::new().num_threads(workers).build().unwrap();
-        let turn = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let (in_flight, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let turn = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let gate = std::sync::Mutex::new(());
+        let (in_flight, in_turn_now, most_in_turn) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        let most = AtomicUsize::new(0);
         let sums: Vec<u64> = pool.install(|| {
             (0..64u64)
                 .into_par_iter()
                 .map(|b| {
                     let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                     most.fetch_max(now, Ordering::SeqCst);
-                    let sum = in_turn(&turn, || {
+                    let sum = in_turn(&turn, &gate, || {
+                        let now = in_turn_now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_in_turn.fetch_max(now, Ordering::SeqCst);
                         std::thread::sleep(std::time::Duration::from_millis(2));
-                        (0..1000u64).into_par_iter().map(|i| i * b).sum::<u64>()
+                        let sum = (0..1000u64).into_par_iter().map(|i| i * b).sum::<u64>();
+                        in_turn_now.fetch_sub(1, Ordering::SeqCst);
+                        sum
                     })
                     .unwrap();
                     in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -458,14 +482,17 @@ mod tests {
         assert_eq!(sums, (0..64u64).map(|b| b * 499_500).collect::<Vec<_>>());
         let most = most.load(Ordering::SeqCst);
         assert!(most <= workers, "{most} blocks in flight on {workers} workers");
+        assert_eq!(most_in_turn.load(Ordering::SeqCst), 1, "one block at a time in the turn, of three threads");
     }
 
     /// A panic inside the turn reaches the caller.
     #[test]
     fn a_panic_in_the_turn_reaches_the_caller() {
         let turn = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_turn(&turn, || panic!("inside"))));
+        let gate = std::sync::Mutex::new(());
+        let caught =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| in_turn(&turn, &gate, || panic!("inside"))));
         assert!(caught.is_err());
-        assert_eq!(in_turn(&turn, || 7).unwrap(), 7, "the turn's thread survives a panic");
+        assert_eq!(in_turn(&turn, &gate, || 7).unwrap(), 7, "the turn's thread survives a panic");
     }
 }

@@ -28,8 +28,10 @@ fn run(args: &[&str]) -> (bool, String) {
 
 /// `gpu-waterz blockwise` of `source` in blocks of `block` into `out`, at
 /// the thresholds 0.2 and 0.5.
+/// `blockwise` of `source` in blocks of `block` into `out`, with the
+/// fragments, at the thresholds of [`segment`].
 fn blockwise(source: &[&str], block: &str, out: &Path) -> (bool, String) {
-    let rest = ["--block", block, "--thresholds", "0.2,0.5", "--out", out.to_str().unwrap()];
+    let rest = ["--block", block, "--thresholds", "0.2,0.5", "--write-fragments", "--out", out.to_str().unwrap()];
     run(&[&["blockwise"], source, &rest[..]].concat())
 }
 
@@ -84,10 +86,23 @@ fn generated_blocks_equal_the_whole_volume() {
         assert!(ok, "blocks of {block}: {err}");
         assert_same(&out, &seg);
     }
-    // Without the fragments: the same segmentations, no fragments array.
+    // Without --write-fragments: the same segmentations, no fragments array.
     let out = dir.join("bw-no-fragments.zarr");
-    let (ok, err) =
-        blockwise(&["--implicit", "20,34,30", "--cell", "12,10,10", "--seed", "3", "--no-fragments"], "7,9,11", &out);
+    let (ok, err) = run(&[
+        "blockwise",
+        "--implicit",
+        "20,34,30",
+        "--cell",
+        "12,10,10",
+        "--seed",
+        "3",
+        "--block",
+        "7,9,11",
+        "--thresholds",
+        "0.2,0.5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(ok, "{err}");
     assert!(!out.join("fragments").exists() && out.join("segmentation_1").exists());
     for array in ["/segmentation_0", "/segmentation_1"] {

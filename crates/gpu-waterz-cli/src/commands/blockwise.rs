@@ -55,8 +55,8 @@ pub struct BlockwiseArgs {
     /// Merge thresholds, comma-separated, strictly ascending.
     #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
     thresholds: Vec<f64>,
-    /// Output zarr v3 group (PATH.zarr): `fragments` (unless
-    /// `--no-fragments`) and one `segmentation_<i>` per threshold (see
+    /// Output zarr v3 group (PATH.zarr): one `segmentation_<i>` per
+    /// threshold and, with `--write-fragments`, `fragments` (see
     /// --label-type), one chunk per block;
     /// written whole or not at all (a run writes beside it, then renames).
     #[arg(long)]
@@ -65,10 +65,12 @@ pub struct BlockwiseArgs {
     /// else uint64), uint32 or uint64 (waterz's).
     #[arg(long, value_enum, default_value = "auto")]
     label_type: LabelType,
-    /// Leave out the `fragments` array (the watershed's labels): only the
-    /// segmentations are relabelled and written.
+    /// Also write the `fragments` array (the watershed's labels), as
+    /// `segment --write-fragments` does; without it only the segmentations
+    /// are relabelled and written (a third less work and output for two
+    /// thresholds).
     #[arg(long)]
-    no_fragments: bool,
+    write_fragments: bool,
     /// Replace an existing --out (only once the new result is complete).
     #[arg(long)]
     overwrite: bool,
@@ -157,7 +159,7 @@ struct ZarrSink<'w> {
 
 /// The arrays of a [`ZarrSink`].
 struct Outputs {
-    /// None with `--no-fragments`.
+    /// None without `--write-fragments`.
     fragments: Option<Array<FilesystemStore>>,
     segmentations: Vec<Array<FilesystemStore>>,
     /// Whether they are uint32.
@@ -197,10 +199,17 @@ fn relabel_and_store<T: zarrs::array::Element + Copy + Default + Send + Sync>(
     let taken = pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
     let mut buffer = taken.unwrap_or_default();
     buffer.resize(components.len(), T::default());
+    let (mut relabelling, mut storing) = (0.0, 0.0);
     let written = arrays.iter().zip(labels_of).try_for_each(|(array, label_of)| {
+        let start = std::time::Instant::now();
         relabel_into(&mut buffer, components, label_of);
-        store(array, block, &buffer)
+        relabelling += start.elapsed().as_secs_f64();
+        let start = std::time::Instant::now();
+        let stored = store(array, block, &buffer);
+        storing += start.elapsed().as_secs_f64();
+        stored
     });
+    tracing::debug!(?block, relabelling, storing, "block relabelled and stored");
     pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(buffer);
     written
 }
@@ -382,7 +391,7 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         dims,
         chunks: block,
         thresholds: &args.thresholds,
-        no_fragments: args.no_fragments,
+        no_fragments: !args.write_fragments,
         outputs: OnceLock::new(),
         wide: Mutex::new(Vec::new()),
         narrow: Mutex::new(Vec::new()),

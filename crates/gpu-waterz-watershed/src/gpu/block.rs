@@ -42,12 +42,24 @@ pub const CORNER: u8 = BLOCK_CORNER;
 /// the whole volume later) gets its mask with [`OPEN`], and [`CORNER`] when
 /// it is a plateau corner. This equals `gpu_waterz_blockwise`'s
 /// `local_plateaus` on the same block.
+///
+/// The bytes are written into `out`, one per voxel of the block (C order);
+/// a caller that wrote `out` before (its pages touched) spares the
+/// download the first touch of every page.
 pub fn block_plateaus(
     gpu: &Gpu,
     affs: DeviceAffinities,
     at: BlockInRegion,
     params: WatershedParams,
-) -> Result<Vec<u8>, WatershedError> {
+    out: &mut [u8],
+) -> Result<(), WatershedError> {
+    let n = super::check_dims(at.block)?;
+    if out.len() as u64 != n {
+        return Err(WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
+            kernel: "ws_block_directions",
+            reason: format!("room for {} bytes for a block of {n} voxels ({:?})", out.len(), at.block),
+        }));
+    }
     affs.check_device(gpu)?;
     super::check_thresholds(params)?;
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
@@ -60,11 +72,11 @@ pub fn block_plateaus(
     let forest = launch::tile_components(gpu, mutual)?;
     let plateaus = launch::join_tile_faces(gpu, forest)?;
     timer.mark("block plateaus")?;
-    let out = launch::block_directions(gpu, &info, &plateaus, &divided.edges, at.offset)?;
-    let bytes = gpu.download(&out)?;
+    let directions = launch::block_directions(gpu, &info, &plateaus, &divided.edges, at.offset)?;
+    gpu.download_to_slice(&directions, out)?;
     timer.mark("download")?;
     tracing::debug!(levels = divided.levels, stages_ms = ?timer.stages(), "GPU block plateaus");
-    Ok(bytes)
+    Ok(())
 }
 
 /// A block's basins on the GPU: the components of its directions `bits`

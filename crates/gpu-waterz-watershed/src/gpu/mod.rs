@@ -134,7 +134,11 @@ fn check_labels(labels: &[u32], n_fragments: u64) -> Result<(), WatershedError> 
     if n_fragments > u32::MAX as u64 {
         return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
     }
-    if let Some((voxel, label)) = labels.iter().enumerate().find(|(_, &l)| l as u64 > n_fragments) {
+    // In parallel (on the calling thread's rayon pool): a block of the
+    // blockwise decode checks some 10^8 labels here.
+    use rayon::prelude::*;
+    if let Some(voxel) = labels.par_iter().position_first(|&l| l as u64 > n_fragments) {
+        let label = labels[voxel];
         return Err(invalid_labels(format!("voxel {voxel} has label {label}, above the {n_fragments} fragments")));
     }
     Ok(())
