@@ -18,7 +18,7 @@ use gpu_waterz_core::{ContactStats, Thresholds};
 use gpu_waterz_core::{Dims3, WatershedParams};
 use gpu_waterz_graph::gpu::{DeviceEdges, HostRegionGraph};
 use gpu_waterz_parhac::gpu::GpuParhac;
-use gpu_waterz_runtime::Gpu;
+use gpu_waterz_runtime::{Gpu, StageTimer};
 use gpu_waterz_watershed::gpu::{
     block_basins, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, DeviceFragments, CORNER, OPEN,
 };
@@ -183,10 +183,30 @@ fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> Loca
 }
 
 /// The region graph of the faces inside a block (the GPU's, over its
-/// fragment `labels`), downloaded.
-fn count_inside(gpu: &Gpu, affs: DeviceAffinities, labels: &BlockLabels<'_>) -> Result<HostRegionGraph> {
+/// fragment `labels`), downloaded. At the debug level, the stages' times
+/// (each ended by a synchronisation, so that the affinities' kernels, which
+/// `timer` started with, count as theirs) are logged.
+fn count_inside(
+    gpu: &Gpu,
+    affs: DeviceAffinities,
+    labels: &BlockLabels<'_>,
+    mut timer: StageTimer,
+) -> Result<HostRegionGraph> {
+    let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
+    timed(&mut timer, "affinities")?;
     let fragments = DeviceFragments::upload(gpu, &labels.labels, labels.dims, labels.n_fragments)?;
-    Ok(gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?.download(gpu)?)
+    timed(&mut timer, "labels up")?;
+    let graph = gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?;
+    timed(&mut timer, "region graph")?;
+    let graph = graph.download(gpu)?;
+    timed(&mut timer, "graph down")?;
+    tracing::debug!(stages_ms = ?timer.stages(), pairs = graph.edges.len(), "GPU block edges");
+    Ok(graph)
+}
+
+/// A timer of a turn's stages, recording at the debug level.
+fn turn_timer(gpu: &Gpu) -> Result<StageTimer> {
+    StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG)).map_err(|e| WatershedError::from(e).into())
 }
 
 /// A checked block's components in C order and its fragment labels, for
@@ -263,8 +283,9 @@ impl GpuSteps {
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
         let graph = self.exclusive("block_edges", |gpu| {
+            let timer = turn_timer(gpu)?;
             let affs = DeviceAffinities::upload_f32(gpu, values, labels.dims).map_err(WatershedError::from)?;
-            count_inside(gpu, affs, labels)
+            count_inside(gpu, affs, labels, timer)
         })?;
         let n = values.len() / 3;
         Ok(labels.pairs(ids, lower, graph, |axis, i| values[axis * n + i]))
@@ -355,9 +376,12 @@ impl DecodeSteps for GpuSteps {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
-        let made = self.exclusive("block_edges", |gpu| match source.read_on_gpu(gpu, block)? {
-            Some(affs) => Ok(Some(count_inside(gpu, affs, &labels)?)),
-            None => Ok(None),
+        let made = self.exclusive("block_edges", |gpu| {
+            let timer = turn_timer(gpu)?;
+            match source.read_on_gpu(gpu, block)? {
+                Some(affs) => Ok(Some(count_inside(gpu, affs, &labels, timer)?)),
+                None => Ok(None),
+            }
         })?;
         let Some(graph) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());

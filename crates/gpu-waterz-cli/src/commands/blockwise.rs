@@ -26,7 +26,7 @@ use serde_json::{json, Map};
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
-use zarrs::array::{Array, ArraySubset};
+use zarrs::array::{Array, ArraySubset, CodecOptions};
 use zarrs::filesystem::FilesystemStore;
 
 /// The arguments of `gpu-waterz blockwise`.
@@ -177,14 +177,19 @@ fn relabel_into<T: Copy + Send + Sync>(out: &mut [T], components: &[u32], label_
     });
 }
 
-/// Stores `values` as `block` of `array`.
+/// Stores `values` as `block` of `array`; a chunk of fill values is
+/// written too (zarr's readers take either; not writing it would cost a
+/// pass over every chunk to find out).
 fn store<T: zarrs::array::Element>(
     array: &Array<FilesystemStore>,
     block: Block,
     values: &[T],
 ) -> gpu_waterz_blockwise::Result<()> {
     let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 3, _>(|a| block.lo[a]..block.hi[a]));
-    array.store_array_subset(&subset, values).map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
+    let options = CodecOptions::default().with_store_empty_chunks(true);
+    array
+        .store_array_subset_opt(&subset, values, &options)
+        .map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
 }
 
 /// Relabels `components` by each of `labels_of` into a buffer of `pool`

@@ -98,13 +98,18 @@ pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3, labels: &mut [u32]) ->
             ),
         }));
     }
+    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
     let bits = gpu.upload(bits)?;
+    timer.mark("directions up")?;
     let edges = launch::block_inside_edges(gpu, &bits, block)?;
     drop(bits);
     let forest = launch::tile_components(gpu, edges)?;
     let components = launch::join_tile_faces(gpu, forest)?;
     let (device_labels, n_components) = launch::labels(gpu, &components)?;
     drop(components);
+    timer.mark("components")?;
     gpu.download_to_slice(&device_labels, labels)?;
+    timer.mark("labels down")?;
+    tracing::debug!(stages_ms = ?timer.stages(), "GPU block basins");
     Ok(n_components)
 }

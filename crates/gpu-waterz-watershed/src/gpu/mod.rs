@@ -134,10 +134,14 @@ fn check_labels(labels: &[u32], n_fragments: u64) -> Result<(), WatershedError> 
     if n_fragments > u32::MAX as u64 {
         return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
     }
-    // In parallel (on the calling thread's rayon pool): a block of the
-    // blockwise decode checks some 10^8 labels here.
+    // In parallel (on the calling thread's rayon pool: a block of the
+    // blockwise decode checks some 10^8 labels here), the first offending
+    // voxel then found serially (rayon's `position_first` took 20 times as
+    // long as a serial scan).
     use rayon::prelude::*;
-    if let Some(voxel) = labels.par_iter().position_first(|&l| l as u64 > n_fragments) {
+    let above = |&l: &u32| l as u64 > n_fragments;
+    if labels.par_iter().any(above) {
+        let voxel = labels.iter().position(above).unwrap_or_default();
         let label = labels[voxel];
         return Err(invalid_labels(format!("voxel {voxel} has label {label}, above the {n_fragments} fragments")));
     }
