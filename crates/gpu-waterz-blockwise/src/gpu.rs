@@ -204,6 +204,27 @@ fn count_inside(
     Ok(graph)
 }
 
+/// The affinities of `region` made on the GPU by `source` and downloaded
+/// (within the caller's turn), or `None` where the source does not make
+/// them there.
+fn made_on_gpu(gpu: &Gpu, source: &dyn AffinitySource, region: Block) -> Result<Option<Array4<f32>>> {
+    let values: Vec<f32> = match source.read_on_gpu(gpu, region)? {
+        Some(affs) => match affs.data() {
+            AffinityBuffer::F32(values) => gpu.download(values).map_err(WatershedError::from)?,
+            AffinityBuffer::U8(codes) => {
+                let codes = gpu.download(codes).map_err(WatershedError::from)?;
+                codes.into_iter().map(gpu_waterz_core::affinities::u8_affinity).collect()
+            }
+            _ => return Err(invalid("the source made affinities of a type that step 5 does not read")),
+        },
+        None => return Ok(None),
+    };
+    let (s, len) = (region.shape(), values.len());
+    Array4::from_shape_vec((3, s[0] as usize, s[1] as usize, s[2] as usize), values)
+        .map(Some)
+        .map_err(|_| invalid(format!("the source made {len} values on the GPU for a region of {s:?}")))
+}
+
 /// A timer of a turn's stages, recording at the debug level.
 fn turn_timer(gpu: &Gpu) -> Result<StageTimer> {
     StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG)).map_err(|e| WatershedError::from(e).into())
@@ -376,24 +397,28 @@ impl DecodeSteps for GpuSteps {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
+        // The block's affinities and the one-voxel slabs of its lower faces
+        // in one turn (each turn is a wait for the GPU).
         let made = self.exclusive("block_edges", |gpu| {
             let timer = turn_timer(gpu)?;
-            match source.read_on_gpu(gpu, block)? {
-                Some(affs) => Ok(Some(count_inside(gpu, affs, &labels, timer)?)),
-                None => Ok(None),
+            let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
+            let graph = count_inside(gpu, affs, &labels, timer)?;
+            let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
+            for axis in 0..3 {
+                if lower[axis].is_some() {
+                    let mut slab = block;
+                    slab.hi[axis] = slab.lo[axis] + 1;
+                    slabs[axis] =
+                        Some(made_on_gpu(gpu, source, slab)?.ok_or_else(|| {
+                            invalid("the source made the block's affinities on the GPU, not a slab's")
+                        })?);
+                }
             }
+            Ok(Some((graph, slabs)))
         })?;
-        let Some(graph) = made else {
+        let Some((graph, slabs)) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
-        let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
-        for axis in 0..3 {
-            if lower[axis].is_some() {
-                let mut slab = block;
-                slab.hi[axis] = slab.lo[axis] + 1;
-                slabs[axis] = Some(self.read_affinities(source, slab)?);
-            }
-        }
         let s = labels.shape;
         let strides = [s[1] * s[2], s[2], 1];
         Ok(labels.pairs(ids, lower, graph, |axis, i| {
@@ -407,21 +432,10 @@ impl DecodeSteps for GpuSteps {
     /// Step 5's affinities made on the GPU and downloaded, where the source
     /// makes them there; else read on the host.
     fn read_affinities(&self, source: &dyn AffinitySource, region: Block) -> Result<Array4<f32>> {
-        let made = self.exclusive("read_affinities", |gpu| match source.read_on_gpu(gpu, region)? {
-            Some(affs) => match affs.data() {
-                AffinityBuffer::F32(values) => Ok(Some(gpu.download(values).map_err(WatershedError::from)?)),
-                AffinityBuffer::U8(codes) => {
-                    let codes = gpu.download(codes).map_err(WatershedError::from)?;
-                    Ok(Some(codes.into_iter().map(gpu_waterz_core::affinities::u8_affinity).collect()))
-                }
-                _ => Err(invalid("the source made affinities of a type that step 5 does not read")),
-            },
-            None => Ok(None),
-        })?;
-        let Some(values) = made else { return read_region(source, region) };
-        let (s, len) = (region.shape(), values.len());
-        Array4::from_shape_vec((3, s[0] as usize, s[1] as usize, s[2] as usize), values)
-            .map_err(|_| invalid(format!("the source made {len} values on the GPU for a region of {s:?}")))
+        match self.exclusive("read_affinities", |gpu| made_on_gpu(gpu, source, region))? {
+            Some(values) => Ok(values),
+            None => read_region(source, region),
+        }
     }
 
     fn local_basins(

@@ -741,6 +741,113 @@ pub trait BlockSink: Sync {
             .collect::<Result<Vec<_>>>()?;
         self.write(block, fragments.view(), &segmentations)
     }
+
+    /// The same from the block's components as runs (what the driver
+    /// holds between the steps). The default expands them and calls
+    /// [`BlockSink::write_components`]; a sink can fill its labels from
+    /// the runs ([`ComponentRuns::fill_labels`]) and spare the host the
+    /// components' four bytes per voxel, written and read again.
+    fn write_runs(&self, block: Block, runs: &ComponentRuns, ids: &[u64], tables: &[Vec<u64>]) -> Result<()> {
+        self.write_components(block, runs.expand().view(), ids, tables)
+    }
+}
+
+/// A block's components as runs along the flattened block (C order): each
+/// run is a component and the number of consecutive voxels that hold it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComponentRuns {
+    shape: [usize; 3],
+    /// `[component, length]`, every length at least 1.
+    runs: Vec<[u32; 2]>,
+}
+
+impl ComponentRuns {
+    /// Runs per piece filled by one task.
+    const PIECE: usize = 1 << 14;
+
+    /// The runs of `components` (C order).
+    pub fn of(components: ArrayView3<'_, u32>) -> Self {
+        let (z, y, x) = components.dim();
+        let mut runs: Vec<[u32; 2]> = Vec::new();
+        for &c in components.iter() {
+            match runs.last_mut() {
+                Some([value, length]) if *value == c && *length < u32::MAX => *length += 1,
+                _ => runs.push([c, 1]),
+            }
+        }
+        Self { shape: [z, y, x], runs }
+    }
+
+    /// Runs `[component, length]` that fill a block of `shape` in C order;
+    /// fails when a length is 0 or the lengths do not add up to the block's
+    /// voxels.
+    pub fn new(shape: [usize; 3], runs: Vec<[u32; 2]>) -> Result<Self> {
+        let n: usize = shape.iter().product();
+        if runs.iter().any(|r| r[1] == 0) {
+            return Err(invalid("a run of no voxels"));
+        }
+        let total: usize = runs.par_iter().map(|r| r[1] as usize).sum();
+        if total != n {
+            return Err(invalid(format!("runs of {total} voxels for a block of {n} ({shape:?})")));
+        }
+        Ok(Self { shape, runs })
+    }
+
+    /// The block's shape `(z, y, x)`.
+    pub fn shape(&self) -> [usize; 3] {
+        self.shape
+    }
+
+    /// The runs, `[component, length]`.
+    pub fn runs(&self) -> &[[u32; 2]] {
+        &self.runs
+    }
+
+    /// The components, one per voxel.
+    pub fn expand(&self) -> Array3<u32> {
+        let n: usize = self.shape.iter().product();
+        let mut values = vec![0u32; n];
+        self.fill(&mut values, |c| c);
+        Array3::from_shape_vec((self.shape[0], self.shape[1], self.shape[2]), values)
+            .expect("the runs fill the shape (checked when made)")
+    }
+
+    /// Writes `label_of[component]` of each voxel into `out` (one per
+    /// voxel, C order), in parallel pieces; fails when `out` is not the
+    /// block's size or a component has no label.
+    pub fn fill_labels<T: Copy + Send + Sync>(&self, label_of: &[T], out: &mut [T]) -> Result<()> {
+        let n: usize = self.shape.iter().product();
+        if out.len() != n {
+            return Err(invalid(format!("room for {} labels for a block of {n} voxels", out.len())));
+        }
+        if self.runs.par_iter().any(|r| r[0] as usize >= label_of.len()) {
+            return Err(invalid("a component has no fragment id"));
+        }
+        self.fill(out, |c| label_of[c as usize]);
+        Ok(())
+    }
+
+    /// Fills `out` (the block's size) with `value(component)` run by run,
+    /// pieces of runs in parallel.
+    fn fill<T: Copy + Send + Sync>(&self, out: &mut [T], value: impl Fn(u32) -> T + Sync) {
+        let pieces: Vec<&[[u32; 2]]> = self.runs.chunks(Self::PIECE).collect();
+        let mut targets: Vec<&mut [T]> = Vec::with_capacity(pieces.len());
+        let mut rest = out;
+        for piece in &pieces {
+            let len: usize = piece.iter().map(|r| r[1] as usize).sum();
+            let (target, after) = rest.split_at_mut(len);
+            targets.push(target);
+            rest = after;
+        }
+        pieces.into_par_iter().zip(targets).for_each(|(piece, target)| {
+            let mut at = 0;
+            for &[c, length] in piece {
+                let length = length as usize;
+                target[at..at + length].fill(value(c));
+                at += length;
+            }
+        });
+    }
 }
 
 /// What [`decode_blocks`] found, besides what it wrote.
@@ -992,8 +1099,8 @@ pub fn decode_blocks_with(
     lap("merge", &mut seconds.merge);
     sink.begin(fragments.n_fragments)?;
     in_waves(0..grid.len(), |b| {
-        let components = basins[b].components.unpack()?;
-        sink.write_components(blocks[b], components.view(), &fragments.ids[b], &tables)
+        let runs = basins[b].components.runs()?;
+        sink.write_runs(blocks[b], &runs, &fragments.ids[b], &tables)
     })?;
     lap("relabel_and_write", &mut seconds.relabel_and_write);
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
@@ -1087,12 +1194,17 @@ impl PackedComponents {
     }
 
     fn unpack(&self) -> Result<Array3<u32>> {
+        Ok(self.runs()?.expand())
+    }
+
+    fn runs(&self) -> Result<ComponentRuns> {
         use std::io::Read;
         let (z, y, x) = self.shape;
         let n = z * y * x;
         let failed = |e: std::io::Error| invalid(format!("unpacking a block's components: {e}"));
         let mut decoder = zstd::stream::Decoder::new(self.bytes.as_slice()).map_err(failed)?;
-        let mut values: Vec<u32> = Vec::with_capacity(n);
+        let mut runs: Vec<[u32; 2]> = Vec::new();
+        let mut held = 0usize;
         let mut piece = vec![0u8; 8 * Self::PIECE];
         loop {
             // Fill the piece (or what is left of the stream) with whole runs.
@@ -1109,20 +1221,21 @@ impl PackedComponents {
             }
             for run in piece[..filled].chunks_exact(8) {
                 let value = u32::from_le_bytes([run[0], run[1], run[2], run[3]]);
-                let length = u32::from_le_bytes([run[4], run[5], run[6], run[7]]) as usize;
-                if length > n - values.len() {
+                let length = u32::from_le_bytes([run[4], run[5], run[6], run[7]]);
+                if length as usize > n - held {
                     return Err(invalid("a block's packed components hold more values than its voxels"));
                 }
-                values.resize(values.len() + length, value);
+                held += length as usize;
+                runs.push([value, length]);
             }
             if filled < piece.len() {
                 break;
             }
         }
-        if values.len() != n {
-            return Err(invalid(format!("a block's packed components hold {} values for {n} voxels", values.len())));
+        if held != n {
+            return Err(invalid(format!("a block's packed components hold {held} values for {n} voxels")));
         }
-        Ok(Array3::from_shape_vec(self.shape, values).expect("the shape holds the values"))
+        ComponentRuns::new([z, y, x], runs)
     }
 }
 
@@ -1254,7 +1367,7 @@ pub fn decode_with(
 
 #[cfg(test)]
 mod tests {
-    use super::{in_waves, invalid, PackedComponents};
+    use super::{in_waves, invalid, ComponentRuns, PackedComponents};
 
     #[test]
     fn waves_keep_the_order_and_stop_at_an_error() {
@@ -1279,6 +1392,35 @@ mod tests {
         assert_eq!(packed.unpack().unwrap(), components);
         let empty = PackedComponents::pack(Array3::zeros((0, 4, 5))).unwrap();
         assert_eq!(empty.unpack().unwrap().dim(), (0, 4, 5));
+    }
+
+    #[test]
+    fn component_runs_fill_the_block_as_the_components_do() {
+        // Runs longer than one voxel, several pieces of runs, a layout that
+        // is not C order.
+        let mut components = Array3::<u32>::zeros((9, 70, 131).f());
+        for (i, c) in components.iter_mut().enumerate() {
+            *c = (i as u32 / 2) % 1000;
+        }
+        let runs = ComponentRuns::of(components.view());
+        assert!(runs.runs().len() > 2 * ComponentRuns::PIECE, "several pieces");
+        assert_eq!(runs.expand(), components);
+        let packed = PackedComponents::pack(components.clone()).unwrap();
+        assert_eq!(packed.runs().unwrap().expand(), components);
+        let label_of: Vec<u64> = (0..1000u64).map(|c| c * 3 + 1).collect();
+        let mut out = vec![0u64; components.len()];
+        runs.fill_labels(&label_of, &mut out).unwrap();
+        let standard = components.as_standard_layout();
+        let want: Vec<u64> = standard.iter().map(|&c| label_of[c as usize]).collect();
+        assert_eq!(out, want);
+        assert!(runs.fill_labels(&label_of[..999], &mut out).is_err(), "a component without a label");
+        assert!(runs.fill_labels(&label_of, &mut out[1..]).is_err(), "the wrong size");
+        assert!(ComponentRuns::new([1, 2, 3], vec![[4, 5]]).is_err(), "5 voxels for 6");
+        assert!(ComponentRuns::new([1, 2, 3], vec![[4, 6], [1, 0]]).is_err(), "a run of none");
+        assert_eq!(
+            ComponentRuns::new([1, 2, 3], vec![[4, 2], [1, 4]]).unwrap().expand().as_slice().unwrap(),
+            [4, 4, 1, 1, 1, 1]
+        );
     }
 
     #[test]

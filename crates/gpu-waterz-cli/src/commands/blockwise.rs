@@ -12,8 +12,8 @@ use super::outputs::OutputFolder;
 use super::segment::Backend;
 use anyhow::{bail, Context, Result};
 use gpu_waterz_blockwise::{
-    check_components, component_labels, decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError, CpuSteps,
-    GpuSteps, ImplicitSource,
+    check_components, component_labels, decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError,
+    ComponentRuns, CpuSteps, GpuSteps, ImplicitSource,
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
@@ -21,7 +21,6 @@ use gpu_waterz_core::WatershedParams;
 use gpu_waterz_runtime::Gpu;
 use gpu_waterz_watershed::gpu::DeviceAffinities;
 use ndarray::{Array3, Array4, ArrayView3};
-use rayon::prelude::*;
 use serde_json::{json, Map};
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -166,17 +165,6 @@ struct Outputs {
     narrow: bool,
 }
 
-/// `out[v] = label_of[components[v]]`, in parallel pieces; every component
-/// must index `label_of`.
-fn relabel_into<T: Copy + Send + Sync>(out: &mut [T], components: &[u32], label_of: &[T]) {
-    const PIECE: usize = 1 << 16;
-    out.par_chunks_mut(PIECE).zip(components.par_chunks(PIECE)).for_each(|(out, components)| {
-        for (o, &c) in out.iter_mut().zip(components) {
-            *o = label_of[c as usize];
-        }
-    });
-}
-
 /// Stores `values` as `block` of `array`; a chunk of fill values is
 /// written too (zarr's readers take either; not writing it would cost a
 /// pass over every chunk to find out).
@@ -192,29 +180,29 @@ fn store<T: zarrs::array::Element>(
         .map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
 }
 
-/// Relabels `components` by each of `labels_of` into a buffer of `pool`
-/// and stores it in the matching array, one array at a time.
-fn relabel_and_store<T: zarrs::array::Element + Copy + Default + Send + Sync>(
+/// Fills a buffer of `pool` with each of `labels_of` over `runs` and
+/// stores it in the matching array, one array at a time.
+fn fill_and_store<T: zarrs::array::Element + Copy + Default + Send + Sync>(
     pool: &Mutex<Vec<Vec<T>>>,
     block: Block,
-    components: &[u32],
+    runs: &ComponentRuns,
     arrays: &[&Array<FilesystemStore>],
     labels_of: &[Vec<T>],
 ) -> gpu_waterz_blockwise::Result<()> {
     let taken = pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
     let mut buffer = taken.unwrap_or_default();
-    buffer.resize(components.len(), T::default());
-    let (mut relabelling, mut storing) = (0.0, 0.0);
+    buffer.resize(runs.shape().iter().product(), T::default());
+    let (mut filling, mut storing) = (0.0, 0.0);
     let written = arrays.iter().zip(labels_of).try_for_each(|(array, label_of)| {
         let start = std::time::Instant::now();
-        relabel_into(&mut buffer, components, label_of);
-        relabelling += start.elapsed().as_secs_f64();
+        runs.fill_labels(label_of, &mut buffer)?;
+        filling += start.elapsed().as_secs_f64();
         let start = std::time::Instant::now();
         let stored = store(array, block, &buffer);
         storing += start.elapsed().as_secs_f64();
         stored
     });
-    tracing::debug!(?block, relabelling, storing, "block relabelled and stored");
+    tracing::debug!(?block, filling, storing, "block filled from runs and stored");
     pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(buffer);
     written
 }
@@ -265,6 +253,19 @@ impl BlockSink for ZarrSink<'_> {
         tables: &[Vec<u64>],
     ) -> gpu_waterz_blockwise::Result<()> {
         check_components(components, ids)?;
+        self.write_runs(block, &ComponentRuns::of(components), ids, tables)
+    }
+
+    /// Each array's labels filled from the runs straight into a pooled
+    /// buffer (no components array in between: step 7 is bound by the
+    /// host's memory traffic).
+    fn write_runs(
+        &self,
+        block: Block,
+        runs: &ComponentRuns,
+        ids: &[u64],
+        tables: &[Vec<u64>],
+    ) -> gpu_waterz_blockwise::Result<()> {
         let outputs = self.outputs()?;
         let mut labels_of = Vec::with_capacity(tables.len() + 1);
         if outputs.fragments.is_some() {
@@ -273,15 +274,13 @@ impl BlockSink for ZarrSink<'_> {
         for table in tables {
             labels_of.push(component_labels(ids, table)?);
         }
-        let components = components.as_standard_layout();
-        let components = components.as_slice().expect("a standard layout is contiguous");
         let arrays = Self::arrays(outputs);
         if outputs.narrow {
             // Every label is at most the number of fragments (`begin`).
             let labels_of: Vec<Vec<u32>> = labels_of.iter().map(|l| l.iter().map(|&v| v as u32).collect()).collect();
-            relabel_and_store(&self.narrow, block, components, &arrays, &labels_of)
+            fill_and_store(&self.narrow, block, runs, &arrays, &labels_of)
         } else {
-            relabel_and_store(&self.wide, block, components, &arrays, &labels_of)
+            fill_and_store(&self.wide, block, runs, &arrays, &labels_of)
         }
     }
 
