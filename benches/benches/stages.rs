@@ -74,5 +74,38 @@ fn cpu_reference(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cpu_reference);
+/// Step 2 of the blockwise decode (`settle_open_plateaus`) over the open
+/// voxels of a generated volume (`ImplicitCells`, 128 × 1024 × 1024,
+/// blocks of 64 × 256 × 256: about 9 M open voxels), throughput in open
+/// voxels. Making the input (each block's step 1 on the CPU) takes some
+/// seconds before the measurement.
+fn blockwise_settle(c: &mut Criterion) {
+    use gpu_waterz_blockwise::{local_plateaus, settle_open_plateaus, AffinitySource, BlockGrid, ImplicitSource};
+    use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
+    use rayon::prelude::*;
+    let dims = [128u64, 1024, 1024];
+    let generator = GeneratorParams { weak_spots: 0, false_walls: 0, ..Default::default() };
+    let source = ImplicitSource::new(ImplicitCells { seed: 1, cell: (48, 24, 24) }, generator, dims).unwrap();
+    let grid = BlockGrid::new(dims, [64, 256, 256]).unwrap();
+    let params = WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
+    let open: Vec<_> = (0..grid.len())
+        .into_par_iter()
+        .map(|b| {
+            let block = grid.block(b);
+            let affinities = source.read(block.halo(dims)).unwrap();
+            local_plateaus(dims, block, affinities.view(), params).unwrap().open
+        })
+        .collect();
+    let refs: Vec<_> = open.iter().collect();
+    let total: usize = open.iter().map(|o| o.index.len()).sum();
+    let mut group = c.benchmark_group("blockwise");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(total as u64));
+    group.bench_function("settle-open-plateaus/128x1024x1024", |b| {
+        b.iter(|| settle_open_plateaus(dims, &refs).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cpu_reference, blockwise_settle);
 criterion_main!(benches);
