@@ -267,6 +267,9 @@ impl BlockSink for ZarrSink<'_> {
         tables: &[Vec<u64>],
     ) -> gpu_waterz_blockwise::Result<()> {
         let outputs = self.outputs()?;
+        if runs.shape().map(|n| n as u64) != block.shape() {
+            return Err(BlockwiseError::Io(format!("runs of shape {:?} for block {block:?}", runs.shape())));
+        }
         let mut labels_of = Vec::with_capacity(tables.len() + 1);
         if outputs.fragments.is_some() {
             labels_of.push(ids.to_vec());
