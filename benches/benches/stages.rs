@@ -107,5 +107,45 @@ fn blockwise_settle(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cpu_reference, blockwise_settle);
+/// Step 6's host part (`region_graph`): 64 blocks' pair lists of 200,000
+/// pairs each (random pairs of 2 M fragments, each list sorted, as step 5
+/// gives them), summed into the whole graph; throughput in listed pairs.
+fn blockwise_region_graph(c: &mut Criterion) {
+    use gpu_waterz_blockwise::{region_graph, EdgeList};
+    let n_fragments = 2_000_000u64;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let lists: Vec<EdgeList> = (0..64)
+        .map(|_| {
+            let mut pairs: Vec<[u64; 2]> = (0..200_000)
+                .map(|_| {
+                    let u = 1 + next() % (n_fragments - 1);
+                    [u, u + 1 + next() % (n_fragments - u)]
+                })
+                .collect();
+            pairs.sort_unstable();
+            pairs.dedup();
+            EdgeList {
+                u: pairs.iter().map(|p| p[0]).collect(),
+                v: pairs.iter().map(|p| p[1]).collect(),
+                count: vec![3; pairs.len()],
+                sum: vec![1 << 20; pairs.len()],
+            }
+        })
+        .collect();
+    let refs: Vec<&EdgeList> = lists.iter().collect();
+    let total: usize = lists.iter().map(|l| l.u.len()).sum();
+    let mut group = c.benchmark_group("blockwise");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(total as u64));
+    group.bench_function("region-graph/64x200000", |b| b.iter(|| region_graph(n_fragments, &refs).unwrap()));
+    group.finish();
+}
+
+criterion_group!(benches, cpu_reference, blockwise_settle, blockwise_region_graph);
 criterion_main!(benches);
