@@ -555,11 +555,9 @@ pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 
             all.push(([list.u[k], list.v[k]], stats));
         }
     }
-    // `any` in parallel, then the first bad edge serially (rayon's
-    // `find_first` took 20 times as long as a serial scan).
-    let bad = |([u, v], _): &&([u64; 2], ContactStats)| *u == 0 || u >= v || *v > n_fragments;
-    if all.par_iter().any(|e| bad(&e)) {
-        let ([u, v], _) = all.iter().find(bad).copied().unwrap_or_default();
+    let bad = |([u, v], _): &([u64; 2], ContactStats)| *u == 0 || u >= v || *v > n_fragments;
+    if let Some(k) = gpu_waterz_core::parallel::first_position(&all, bad) {
+        let [u, v] = all[k].0;
         return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
     }
     all.par_sort_unstable_by_key(|&(e, _)| e);
@@ -765,15 +763,17 @@ impl ComponentRuns {
     /// Runs per piece filled by one task.
     const PIECE: usize = 1 << 14;
 
-    /// The runs of `components` (C order).
+    /// The runs of `components` (C order); a run longer than 2^32 - 1
+    /// voxels goes as several.
     pub fn of(components: ArrayView3<'_, u32>) -> Self {
         let (z, y, x) = components.dim();
+        let components = components.as_standard_layout();
+        let mut rest = components.as_slice().expect("a standard layout is contiguous");
         let mut runs: Vec<[u32; 2]> = Vec::new();
-        for &c in components.iter() {
-            match runs.last_mut() {
-                Some([value, length]) if *value == c && *length < u32::MAX => *length += 1,
-                _ => runs.push([c, 1]),
-            }
+        while let Some(&value) = rest.first() {
+            let length = rest.iter().position(|&v| v != value).unwrap_or(rest.len()).min(u32::MAX as usize);
+            runs.push([value, length as u32]);
+            rest = &rest[length..];
         }
         Self { shape: [z, y, x], runs }
     }
@@ -1172,24 +1172,19 @@ impl PackedComponents {
     fn pack(components: Array3<u32>) -> Result<Self> {
         use std::io::Write;
         let shape = components.dim();
-        let components = components.as_standard_layout();
-        let values = components.as_slice().expect("a standard layout is contiguous");
+        let runs = ComponentRuns::of(components.view());
+        drop(components);
         let failed = |e: std::io::Error| invalid(format!("packing a block's components: {e}"));
         let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).map_err(failed)?;
         let mut piece: Vec<u8> = Vec::with_capacity(8 * Self::PIECE);
-        let mut rest = values;
-        while let Some(&value) = rest.first() {
-            // A longer run goes as several of at most 2^32 - 1.
-            let length = rest.iter().position(|&v| v != value).unwrap_or(rest.len()).min(u32::MAX as usize);
-            piece.extend(value.to_le_bytes());
-            piece.extend((length as u32).to_le_bytes());
-            if piece.len() == piece.capacity() {
-                encoder.write_all(&piece).map_err(failed)?;
-                piece.clear();
+        for runs in runs.runs().chunks(Self::PIECE) {
+            piece.clear();
+            for &[value, length] in runs {
+                piece.extend(value.to_le_bytes());
+                piece.extend(length.to_le_bytes());
             }
-            rest = &rest[length..];
+            encoder.write_all(&piece).map_err(failed)?;
         }
-        encoder.write_all(&piece).map_err(failed)?;
         Ok(Self { shape, bytes: encoder.finish().map_err(failed)? })
     }
 
@@ -1200,11 +1195,9 @@ impl PackedComponents {
     fn runs(&self) -> Result<ComponentRuns> {
         use std::io::Read;
         let (z, y, x) = self.shape;
-        let n = z * y * x;
         let failed = |e: std::io::Error| invalid(format!("unpacking a block's components: {e}"));
         let mut decoder = zstd::stream::Decoder::new(self.bytes.as_slice()).map_err(failed)?;
         let mut runs: Vec<[u32; 2]> = Vec::new();
-        let mut held = 0usize;
         let mut piece = vec![0u8; 8 * Self::PIECE];
         loop {
             // Fill the piece (or what is left of the stream) with whole runs.
@@ -1222,19 +1215,13 @@ impl PackedComponents {
             for run in piece[..filled].chunks_exact(8) {
                 let value = u32::from_le_bytes([run[0], run[1], run[2], run[3]]);
                 let length = u32::from_le_bytes([run[4], run[5], run[6], run[7]]);
-                if length as usize > n - held {
-                    return Err(invalid("a block's packed components hold more values than its voxels"));
-                }
-                held += length as usize;
                 runs.push([value, length]);
             }
             if filled < piece.len() {
                 break;
             }
         }
-        if held != n {
-            return Err(invalid(format!("a block's packed components hold {held} values for {n} voxels")));
-        }
+        // The lengths must add up to the block's voxels.
         ComponentRuns::new([z, y, x], runs)
     }
 }

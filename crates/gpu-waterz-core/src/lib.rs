@@ -10,6 +10,7 @@
 pub mod affinities;
 pub mod error;
 pub mod generate;
+pub mod parallel;
 pub mod params;
 pub mod scoring;
 pub mod synthetic;

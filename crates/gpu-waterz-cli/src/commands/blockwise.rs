@@ -12,8 +12,8 @@ use super::outputs::OutputFolder;
 use super::segment::Backend;
 use anyhow::{bail, Context, Result};
 use gpu_waterz_blockwise::{
-    check_components, component_labels, decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError,
-    ComponentRuns, CpuSteps, GpuSteps, ImplicitSource,
+    component_labels, decode_blocks_with, AffinitySource, Block, BlockSink, BlockwiseError, ComponentRuns, CpuSteps,
+    GpuSteps, ImplicitSource,
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
@@ -147,7 +147,7 @@ struct ZarrSink<'w> {
     dims: [u64; 3],
     chunks: [u64; 3],
     thresholds: &'w [f64],
-    no_fragments: bool,
+    write_fragments: bool,
     outputs: OnceLock<Outputs>,
     /// Label buffers that blocks relabel into, taken and given back from
     /// block to block: pages written once cost less than fresh ones (the
@@ -222,10 +222,10 @@ impl BlockSink for ZarrSink<'_> {
         let made = (|| -> Result<Outputs> {
             let (dims, chunks) = (self.dims, self.chunks);
             let narrow = self.writer.narrow_for(n_fragments)?;
-            let fragments = if self.no_fragments {
-                None
-            } else {
+            let fragments = if self.write_fragments {
                 Some(self.writer.zarr_labels("fragments", dims, chunks, narrow, Map::new())?)
+            } else {
+                None
             };
             let segmentations = self
                 .thresholds
@@ -252,7 +252,7 @@ impl BlockSink for ZarrSink<'_> {
         ids: &[u64],
         tables: &[Vec<u64>],
     ) -> gpu_waterz_blockwise::Result<()> {
-        check_components(components, ids)?;
+        // `write_runs` checks every component against `ids`.
         self.write_runs(block, &ComponentRuns::of(components), ids, tables)
     }
 
@@ -398,7 +398,7 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         dims,
         chunks: block,
         thresholds: &args.thresholds,
-        no_fragments: !args.write_fragments,
+        write_fragments: args.write_fragments,
         outputs: OnceLock::new(),
         wide: Mutex::new(Vec::new()),
         narrow: Mutex::new(Vec::new()),

@@ -134,14 +134,9 @@ fn check_labels(labels: &[u32], n_fragments: u64) -> Result<(), WatershedError> 
     if n_fragments > u32::MAX as u64 {
         return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
     }
-    // In parallel (on the calling thread's rayon pool: a block of the
-    // blockwise decode checks some 10^8 labels here), the first offending
-    // voxel then found serially (rayon's `position_first` took 20 times as
-    // long as a serial scan).
-    use rayon::prelude::*;
-    let above = |&l: &u32| l as u64 > n_fragments;
-    if labels.par_iter().any(above) {
-        let voxel = labels.iter().position(above).unwrap_or_default();
+    // On the calling thread's rayon pool: a block of the blockwise decode
+    // checks some 10^8 labels here.
+    if let Some(voxel) = gpu_waterz_core::parallel::first_position(labels, |&l| l as u64 > n_fragments) {
         let label = labels[voxel];
         return Err(invalid_labels(format!("voxel {voxel} has label {label}, above the {n_fragments} fragments")));
     }
