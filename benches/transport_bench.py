@@ -8,7 +8,10 @@ torch.cuda.synchronize() around each call. The torch anchors:
 scaling domain, two matrix products per iteration (v = b / (u K),
 u = a / (v K^T)); log domain through torch.logsumexp. gpu_waterz is timed
 as users call it (tensors in, costs out: the Gibbs kernel, the iterations,
-the potentials and the costs). Prints one JSON object.
+the potentials and the costs). The backward is timed as a training loop
+runs it (right after a forward and its synchronisation), beside torch's
+own floor for it: a plain autograd function with the same backward after
+a forward that keeps the GPU busy as long. Prints one JSON object.
 """
 
 import argparse
@@ -105,22 +108,55 @@ def main():
     loss = forward()
     forward_s = timed(forward)
 
-    def backward():
+    def backward_after(make_loss):
         # As a training loop between steps (optimizer.zero_grad() sets the
         # gradients to None): each backward writes fresh gradients rather
         # than adding to the last step's.
         a.grad = None
         b.grad = None
-        loss = forward()
+        loss = make_loss()
         torch.cuda.synchronize()
         start = time.perf_counter()
         loss.backward()
         torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    backward_s = statistics.median(backward() for _ in range(15))
+    backward_s = statistics.median(backward_after(forward) for _ in range(15))
+
+    # torch's own floor for the same backward: a plain autograd function
+    # with the same saved tensor and the same one-product backward, whose
+    # forward keeps the GPU busy as long as the solve (the host waits as
+    # long before the backward starts, which costs the backward time of its
+    # own: the autograd threads wake from a longer idle).
+    class Plain(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(torch.stack((a, b)).detach())
+            ctx.set_materialize_grads(False)
+            return (a * b).sum(-1).detach()
+
+        @staticmethod
+        def backward(ctx, grad):
+            (saved,) = ctx.saved_tensors
+            grads = grad[None, :, None] * saved
+            return grads[0], grads[1]
+
+    # torch.cuda._sleep's cycles for the forward's time, calibrated.
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    torch.cuda.synchronize()
+    cycles = int(10_000_000 * forward_s * 1e3 / start.elapsed_time(end))
+
+    def plain_forward():
+        torch.cuda._sleep(cycles)
+        return Plain.apply(a, b).sum()
+
+    floor_s = statistics.median(backward_after(plain_forward) for _ in range(15))
     report["backward"] = {"n": 256, "d": 512, "iterations": 100, "forward_ms": forward_s * 1e3,
-                          "backward_ms": backward_s * 1e3, "ratio": backward_s / forward_s}
+                          "backward_ms": backward_s * 1e3, "ratio": backward_s / forward_s,
+                          "torch_floor_ms": floor_s * 1e3, "floor_ratio": floor_s / forward_s}
     del loss
     text = json.dumps(report, indent=1)
     print(text)

@@ -501,24 +501,23 @@ unsafe fn tile_scaling<T: TileReal>(op: *const T, n: u64, d: u64, x_in: *const T
 const WIDE_BLOCK: usize = TRANSPORT_WIDE_BLOCK as usize;
 /// Columns per staged chunk of the wide tile.
 const WIDE_CHUNK: usize = TRANSPORT_WIDE_CHUNK as usize;
-/// The shared-memory distance between the wide tile's staged columns.
-const WIDE_STRIDE: usize = TRANSPORT_WIDE_PITCH as usize;
-/// Values of one staged chunk of the wide tile each thread reads and stores.
+/// Values of one staged chunk each thread reads and stores.
 const WIDE_PER_THREAD: usize = WIDE_BLOCK * WIDE_CHUNK / THREADS;
+/// Values of one plane of a staged wide chunk (matrix rows or vectors,
+/// big or small parts).
+const WIDE_PLANE: usize = WIDE_BLOCK * WIDE_CHUNK;
 const _: () = assert!(
-    WIDE_PER_THREAD * THREADS == WIDE_BLOCK * WIDE_CHUNK && WIDE_CHUNK % 8 == 0 && WIDE_STRIDE % 32 == 8,
-    "the wide tile's staging: whole chunks of 8 columns, a pitch of 8 modulo 32 banks"
+    WIDE_PER_THREAD * THREADS == WIDE_PLANE
+        && WIDE_CHUNK == 16
+        && WIDE_BLOCK == 128
+        && TRANSPORT_WIDE_SHARED_BYTES as usize == 4 * WIDE_PLANE * 4,
+    "the wide tile's staging: 128 rows and pairs, chunks of two 8-column steps, four planes"
 );
 
-/// Row and column (within the chunk) of element `e` of a wide chunk as the
-/// threads fetch and stage it: a warp's 32 lanes take 4 columns of 8 rows
-/// (lanes `4 r + c`), so that with a pitch of 8 modulo 32 their stores meet
-/// 32 different banks; then the next 4 columns, then the next 8 rows.
-#[inline(always)]
-fn wide_element(e: usize) -> (usize, usize) {
-    let (column_low, row_low, rest) = (e % 4, e / 4 % 8, e / 32);
-    (rest / (WIDE_CHUNK / 4) * 8 + row_low, rest % (WIDE_CHUNK / 4) * 4 + column_low)
-}
+/// Two 32-bit values read from shared memory together (8 bytes).
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Duo([u32; 2]);
 
 /// A float32 value as a TF32 (10-bit mantissa) value rounded to nearest,
 /// and what is left: `x ≈ big + small`, both exact in TF32, to about 2^-22
@@ -590,17 +589,31 @@ const _: () = assert!(
     "eight warps of 64 x 32 cover the wide tile"
 );
 
-/// The wide scaling-domain tile on the tensor cores (see
+/// The wide scaling-domain half-step on the tensor cores (see
 /// `OtWideScalingF32Args`): a block owns 128 rows × 128 pairs, its eight
 /// warps 64 rows × 32 pairs each, as 4 × 4 products of 16 × 8 outputs over
 /// 8 columns at a time. Each operand is split into two TF32 parts (`x ≈ big
-/// + small`) and a product is `big big + big small + small big` (the
-/// "3xTF32" scheme): float32's precision, at the tensor cores' rate.
+/// + small`) once, as it is staged in the operands' order (a lane reads
+/// each of its operands at once), and a product is `big big + big small +
+/// small big` (the "3xTF32" scheme): float32's precision, at the tensor
+/// cores' rate. With one split the block updates its outputs itself; with
+/// more, each writes its partial sums and `ot_finish_scaling_f32` updates.
 ///
 /// # Safety
 /// As the kernel's.
 #[inline(always)]
-unsafe fn tile_scaling_tensor(op: *const f32, n: u64, d: u64, x_in: *const f32, splits: u64, partial: *mut f32) {
+#[allow(clippy::too_many_arguments)]
+unsafe fn wide_scaling(
+    op: *const f32,
+    n: u64,
+    d: u64,
+    x_in: *const f32,
+    splits: u64,
+    partial: *mut f32,
+    marginal: *const f32,
+    x_out: *mut f32,
+    err: *mut f32,
+) {
     let (row_tile, pair_tile, split) =
         tile_of_block(block_idx_x() as u64, d.div_ceil(WIDE_BLOCK as u64), n.div_ceil(WIDE_BLOCK as u64));
     let (first, end) = chunks_of_split(split, splits, d.div_ceil(WIDE_CHUNK as u64));
@@ -610,28 +623,40 @@ unsafe fn tile_scaling_tensor(op: *const f32, n: u64, d: u64, x_in: *const f32, 
     let warp_rows = warp % (WIDE_BLOCK / TC_WARP_ROWS) * TC_WARP_ROWS;
     let warp_pairs = warp / (WIDE_BLOCK / TC_WARP_ROWS) * TC_WARP_PAIRS;
     let (group, member) = (lane / 4, lane % 4);
-    let rows = dynamic_shared::<f32>();
-    // SAFETY: the launch's shared memory holds 2 * WIDE_CHUNK * WIDE_STRIDE values.
-    let vectors = unsafe { rows.add(WIDE_CHUNK * WIDE_STRIDE) };
+    let shared = dynamic_shared::<u32>();
+    // SAFETY: the launch's shared memory holds four planes of WIDE_PLANE
+    // values: the rows' big and small parts, then the vectors'.
+    let (rows_big, rows_small, pairs_big, pairs_small) =
+        unsafe { (shared, shared.add(WIDE_PLANE), shared.add(2 * WIDE_PLANE), shared.add(3 * WIDE_PLANE)) };
     let mut acc = [[[0.0f32; 4]; TC_N]; TC_M];
     // SAFETY: the kernel's bounds; every thread takes part.
     let fetch = |j0| unsafe {
         (
-            fetch_elements::<f32, WIDE_PER_THREAD>(op, d, d, i0, j0, 0.0, |v| v, wide_element),
-            fetch_elements::<f32, WIDE_PER_THREAD>(x_in, n, d, q0, j0, 0.0, |v| v, wide_element),
+            fetch_elements::<f32, WIDE_PER_THREAD>(op, d, d, i0, j0, 0.0, |v| v, wide_row_element),
+            fetch_elements::<f32, WIDE_PER_THREAD>(x_in, n, d, q0, j0, 0.0, |v| v, wide_pair_element),
         )
     };
     let put = |next: &([f32; WIDE_PER_THREAD], [f32; WIDE_PER_THREAD])| {
-        // SAFETY: both are shared memory of WIDE_CHUNK * WIDE_STRIDE values,
-        // and wide_element gives rows < WIDE_BLOCK, columns < WIDE_CHUNK.
-        unsafe {
-            store_elements::<f32, WIDE_STRIDE, WIDE_PER_THREAD>(rows, &next.0, wide_element);
-            store_elements::<f32, WIDE_STRIDE, WIDE_PER_THREAD>(vectors, &next.1, wide_element);
+        for k in 0..WIDE_PER_THREAD {
+            let e = k * THREADS + tid;
+            let ((r, j), (p, jp)) = (wide_row_element(e), wide_pair_element(e));
+            let (row_slot, pair_slot) = (wide_row_slot(r, j), wide_pair_slot(p, jp));
+            let ((big, small), (pair_big, pair_small)) = (split_tf32(next.0[k]), split_tf32(next.1[k]));
+            // SAFETY: the slots of rows < WIDE_BLOCK and columns <
+            // WIDE_CHUNK lie in a plane of WIDE_PLANE values.
+            unsafe {
+                *rows_big.add(row_slot) = big;
+                *rows_small.add(row_slot) = small;
+                *pairs_big.add(pair_slot) = pair_big;
+                *pairs_small.add(pair_slot) = pair_small;
+            }
         }
     };
-    // Staged value (column `j`, row or pair `k`) of `base`, split.
-    // SAFETY: (the reads below) j < WIDE_CHUNK and k < WIDE_BLOCK.
-    let at = |base: *const f32, j: usize, k: usize| split_tf32(unsafe { *base.add(j * WIDE_STRIDE + k) });
+    // A staged operand: `N` values of `plane` from `slot` (aligned to `N`
+    // values: the slots of a lane's operand start there).
+    // SAFETY: (the reads below) slots of operands inside the plane.
+    let quad = |plane: *const u32, slot: usize| unsafe { load_quad(plane.add(slot)) };
+    let duo = |plane: *const u32, slot: usize| unsafe { (*(plane.add(slot) as *const Duo)).0 };
     // Loops over the warp's operands are written out (`unrolled!`): a loop
     // the compiler leaves rolled would index the arrays below at run time
     // and move them to local memory.
@@ -644,24 +669,21 @@ unsafe fn tile_scaling_tensor(op: *const f32, n: u64, d: u64, x_in: *const f32, 
             // chunk's sums are taken apart from the running ones, which
             // float32 additions (to nearest) then carry.
             let mut chunk = [[[0.0f32; 4]; TC_N]; TC_M];
-            for k in (0..WIDE_CHUNK).step_by(8) {
-                let (j_lo, j_hi) = (k + member, k + member + 4);
+            for step in 0..WIDE_CHUNK / 8 {
                 let mut a_big = [[0u32; 4]; TC_M];
                 let mut a_small = [[0u32; 4]; TC_M];
                 unrolled!(m in [0 1 2 3] => {
-                    let r = warp_rows + 16 * m + group;
-                    (a_big[m][0], a_small[m][0]) = at(rows, j_lo, r);
-                    (a_big[m][1], a_small[m][1]) = at(rows, j_lo, r + 8);
-                    (a_big[m][2], a_small[m][2]) = at(rows, j_hi, r);
-                    (a_big[m][3], a_small[m][3]) = at(rows, j_hi, r + 8);
+                    let slot = ((step * (WIDE_BLOCK / 16) + (warp_rows / 16 + m)) * 32 + lane) * 4;
+                    a_big[m] = quad(rows_big, slot);
+                    a_small[m] = quad(rows_small, slot);
                 });
                 unrolled!(t in [0 1 2 3] => {
-                    let q = warp_pairs + 8 * t + group;
-                    let ((b0, s0), (b1, s1)) = (at(vectors, j_lo, q), at(vectors, j_hi, q));
+                    let slot = ((step * (WIDE_BLOCK / 8) + (warp_pairs / 8 + t)) * 32 + lane) * 2;
+                    let (b, s) = (duo(pairs_big, slot), duo(pairs_small, slot));
                     unrolled!(m in [0 1 2 3] => {
-                        mma_tf32(&mut chunk[m][t], a_small[m], [b0, b1]);
-                        mma_tf32(&mut chunk[m][t], a_big[m], [s0, s1]);
-                        mma_tf32(&mut chunk[m][t], a_big[m], [b0, b1]);
+                        mma_tf32(&mut chunk[m][t], a_small[m], b);
+                        mma_tf32(&mut chunk[m][t], a_big[m], s);
+                        mma_tf32(&mut chunk[m][t], a_big[m], b);
                     });
                 });
             }
@@ -674,15 +696,72 @@ unsafe fn tile_scaling_tensor(op: *const f32, n: u64, d: u64, x_in: *const f32, 
             });
         })
     };
+    // Output (m, t, slot) of this thread: its row and pair.
+    let row = |m: usize, slot: usize| i0 + (warp_rows + 16 * m + group + 8 * (slot / 2)) as u64;
+    let pair = |t: usize, slot: usize| q0 + (warp_pairs + 8 * t + 2 * member + slot % 2) as u64;
+    if splits > 1 {
+        unrolled!(m in [0 1 2 3] => {
+            unrolled!(t in [0 1 2 3] => {
+                unrolled!(slot in [0 1 2 3] => {
+                    let (i, q) = (row(m, slot), pair(t, slot));
+                    if i < d && q < n {
+                        // SAFETY: split < splits, q < n, i < d: `partial`
+                        // holds splits * n * d values.
+                        unsafe { *partial.add(((split * n + q) * d + i) as usize) = acc[m][t][slot] };
+                    }
+                });
+            });
+        });
+        return;
+    }
+    // The update of every output, its loads issued together first and
+    // without branches (the compiler cannot move a load past a store that
+    // may alias it, nor out of a branch): a value outside the vectors
+    // reads the first one, and is not used.
+    let inside = |m: usize, t: usize, slot: usize| row(m, slot) < d && pair(t, slot) < n;
+    let at = |m: usize, t: usize, slot: usize| {
+        if inside(m, t, slot) {
+            (pair(t, slot) * d + row(m, slot)) as usize
+        } else {
+            0
+        }
+    };
+    let mut wanted = [[[0.0f32; 4]; TC_N]; TC_M];
+    // SAFETY: (both loops) `at` lies in the n * d vectors.
     unrolled!(m in [0 1 2 3] => {
         unrolled!(t in [0 1 2 3] => {
             unrolled!(slot in [0 1 2 3] => {
-                let i = i0 + (warp_rows + 16 * m + group + 8 * (slot / 2)) as u64;
-                let q = q0 + (warp_pairs + 8 * t + 2 * member + slot % 2) as u64;
-                if i < d && q < n {
-                    // SAFETY: split < splits, q < n, i < d: `partial` holds
-                    // splits * n * d values.
-                    unsafe { *partial.add(((split * n + q) * d + i) as usize) = acc[m][t][slot] };
+                wanted[m][t][slot] = unsafe { *marginal.add(at(m, t, slot)) };
+            });
+        });
+    });
+    if !err.is_null() {
+        let mut old = [[[0.0f32; 4]; TC_N]; TC_M];
+        unrolled!(m in [0 1 2 3] => {
+            unrolled!(t in [0 1 2 3] => {
+                unrolled!(slot in [0 1 2 3] => {
+                    old[m][t][slot] = unsafe { *x_out.add(at(m, t, slot)) };
+                });
+            });
+        });
+        unrolled!(m in [0 1 2 3] => {
+            unrolled!(t in [0 1 2 3] => {
+                unrolled!(slot in [0 1 2 3] => {
+                    if inside(m, t, slot) {
+                        let error = scaling_error(old[m][t][slot], acc[m][t][slot], wanted[m][t][slot]);
+                        // SAFETY: inside the vectors; `err` holds n * d values.
+                        unsafe { *err.add(at(m, t, slot)) = error };
+                    }
+                });
+            });
+        });
+    }
+    unrolled!(m in [0 1 2 3] => {
+        unrolled!(t in [0 1 2 3] => {
+            unrolled!(slot in [0 1 2 3] => {
+                if inside(m, t, slot) {
+                    // SAFETY: inside the vectors.
+                    unsafe { *x_out.add(at(m, t, slot)) = new_scaling(wanted[m][t][slot], acc[m][t][slot]) };
                 }
             });
         });
@@ -905,10 +984,27 @@ unsafe fn scaling_epilogue<T: Real>(k: usize, s: T, marginal: *const T, x_out: *
     unsafe {
         let m = *marginal.add(k);
         if !err.is_null() {
-            *err.add(k) = abs(*x_out.add(k) * s - m);
+            *err.add(k) = scaling_error(*x_out.add(k), s, m);
         }
-        *x_out.add(k) = if m > T::ZERO { m / s } else { T::ZERO };
+        *x_out.add(k) = new_scaling(m, s);
     }
+}
+
+/// The new scaling of a value whose marginal is `m` and whose product with
+/// the other side's scalings is `s`: `m / s`, 0 where the marginal is 0.
+#[inline(always)]
+fn new_scaling<T: Real>(m: T, s: T) -> T {
+    if m > T::ZERO {
+        m / s
+    } else {
+        T::ZERO
+    }
+}
+
+/// The marginal error of the old scaling `old`: `|old s - m|`.
+#[inline(always)]
+fn scaling_error<T: Real>(old: T, s: T, m: T) -> T {
+    abs(old * s - m)
 }
 
 /// The log-domain update of value `k` given its log-sum-exp state (in the
@@ -1895,24 +1991,34 @@ transport_kernels! {
 }
 
 kernel! {
-    /// The scaling domain's reduction for many pairs in float32:
-    /// `ot_tile_scaling_f32`'s result by tiles of 128 × 128 outputs.
+    /// A scaling-domain half-step for many pairs in float32, on the tensor
+    /// cores, by tiles of 128 × 128 outputs: with one split, `x_out =
+    /// marginal / (op x_in)` pair by pair (0 where the marginal is 0), with
+    /// the marginal error of the old `x_out` on request; with more, the
+    /// splits' partial sums, which `ot_finish_scaling_f32` turns into that
+    /// update.
     ///
     /// # Safety
-    /// `op` holds `d * d` values, `x_in` `n * d`, `partial` `splits * n *
-    /// d`; `1 <= splits <= ceil(d / TRANSPORT_WIDE_CHUNK)`; launched with
-    /// `TRANSPORT_THREADS` threads, `TRANSPORT_WIDE_SHARED_ELEMENTS`
-    /// float32 values of shared memory, and one block per (row tile, pair
-    /// tile, split) of `TRANSPORT_WIDE_BLOCK`.
+    /// `op` holds `d * d` values, `x_in`, `marginal` and `x_out` `n * d`,
+    /// `err` `n * d` or is null, `partial` `splits * n * d` (read only with
+    /// more than one split); `1 <= splits <= ceil(d /
+    /// TRANSPORT_WIDE_CHUNK)`; launched with `TRANSPORT_THREADS` threads,
+    /// `TRANSPORT_WIDE_SHARED_BYTES` of shared memory, and one block per
+    /// (row tile, pair tile, split) of `TRANSPORT_WIDE_BLOCK`.
     ///
     /// # Parameters
     /// - `op`: the Gibbs kernel (or its transpose); `n`, `d`: pairs and bins;
-    /// - `x_in`: the other side's scalings; `splits`, `partial`: the partial sums.
+    /// - `x_in`: the other side's scalings; `splits`, `partial`: the partial sums;
+    /// - `marginal`: this side's histograms; `x_out`: its scalings (read, then written);
+    /// - `err`: errors or null.
     ///
     /// # Thread mapping
-    /// A block per (128 rows, 128 pairs, split) (`tile_of_block`); its 256
-    /// threads own 8 × 8 outputs each, rows `4 ti + a` and `64 + 4 ti + a`,
-    /// pairs `4 tq + b` and `64 + 4 tq + b` of the tile (`a, b < 4`).
+    /// A block per (128 rows, 128 pairs, split) (`tile_of_block`); warp `w`
+    /// of its 8 owns rows `64 (w % 2)` to `64 (w % 2) + 63` and pairs `32
+    /// (w / 2)` to `32 (w / 2) + 31` of the tile, lane `l` of it the
+    /// outputs of the tensor cores' accumulator layout (rows `l / 4` and
+    /// `l / 4 + 8`, pairs `2 (l % 4)` and `2 (l % 4) + 1` of each 16 × 8
+    /// product).
     pub unsafe extern "ptx-kernel" fn ot_wide_scaling_f32(
         op: *const f32,
         n: u64,
@@ -1920,9 +2026,12 @@ kernel! {
         x_in: *const f32,
         splits: u64,
         partial: *mut f32,
+        marginal: *const f32,
+        x_out: *mut f32,
+        err: *mut f32,
     ) as OtWideScalingF32Args {
         // SAFETY: the kernel's contract.
-        unsafe { tile_scaling_tensor(op, n, d, x_in, splits, partial) }
+        unsafe { wide_scaling(op, n, d, x_in, splits, partial, marginal, x_out, err) }
     }
 }
 

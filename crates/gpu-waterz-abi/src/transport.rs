@@ -29,13 +29,11 @@ pub const TRANSPORT_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_CHUNK * (TRANSPORT_BLOC
 pub const TRANSPORT_WIDE_BLOCK: u32 = 128;
 /// Columns `j` the wide scaling kernel stages in shared memory per step.
 pub const TRANSPORT_WIDE_CHUNK: u32 = 16;
-/// The shared-memory distance between the wide kernel's staged columns,
-/// in elements: 8 of padding, so that the four columns and eight rows one
-/// tensor-core operand reads fall in 32 different banks.
-pub const TRANSPORT_WIDE_PITCH: u32 = TRANSPORT_WIDE_BLOCK + 8;
-/// Shared memory of the wide scaling kernel, in elements: a chunk of the
-/// matrix rows and one of the vectors, each `CHUNK × PITCH`.
-pub const TRANSPORT_WIDE_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_WIDE_CHUNK * TRANSPORT_WIDE_PITCH;
+/// Shared memory of the wide scaling kernel, in bytes: a chunk of the
+/// matrix rows and one of the vectors, each as two planes of TF32 parts
+/// (`x ≈ big + small`) of `CHUNK × BLOCK` values, in the order the tensor
+/// cores' operands take them.
+pub const TRANSPORT_WIDE_SHARED_BYTES: u32 = 4 * TRANSPORT_WIDE_CHUNK * TRANSPORT_WIDE_BLOCK * 4;
 /// The fewest pairs for which float32 scaling-domain half-steps use the
 /// wide kernel instead of the 64 × 64 tiles. Measured on an H200 at
 /// d = 1024 (100 iterations): the wide kernel takes 3.71 ms at n = 64
@@ -56,6 +54,51 @@ pub const TRANSPORT_ROWS_MAX_PAIRS: u64 = 1;
 /// chunk of matrix rows and of vectors as staged, the same as powers above
 /// their bounds, and each row's and pair's bound.
 pub const TRANSPORT_LOG_SHARED_ELEMENTS: u32 = 4 * TRANSPORT_CHUNK * (TRANSPORT_BLOCK + 4) + 2 * TRANSPORT_BLOCK;
+
+/// Row and column (within the chunk) of element `e` of the matrix rows of
+/// a wide chunk as the threads fetch and stage them: a warp's 32 lanes take
+/// 8 columns (one tensor-core step) of rows `{0, 1, 8, 9}` from an even
+/// row of a 16-row band, which land in 32 different banks of
+/// [`wide_row_slot`]'s order; then the next step, then the next rows.
+#[inline(always)]
+pub fn wide_row_element(e: usize) -> (usize, usize) {
+    let (lane, rest) = (e % 32, e / 32);
+    let (step, rows) = (rest % 2, rest / 2);
+    (16 * (rows / 4) + 2 * (rows % 4) + lane / 8 % 2 + 8 * (lane / 16), 8 * step + lane % 8)
+}
+
+/// Row and column (within the chunk) of element `e` of the vectors of a
+/// wide chunk as the threads fetch and stage them: a warp's 32 lanes take
+/// 8 columns of 4 consecutive pairs, which land in 32 different banks of
+/// [`wide_pair_slot`]'s order; then the next step, then the next pairs.
+#[inline(always)]
+pub fn wide_pair_element(e: usize) -> (usize, usize) {
+    let (lane, rest) = (e % 32, e / 32);
+    let (step, pairs) = (rest % 2, rest / 2);
+    (4 * pairs + lane / 8, 8 * step + lane % 8)
+}
+
+/// Where matrix row `r`, column `j` of a chunk goes in its plane: the
+/// tensor cores' operand order (the `a` operand of `mma.sync.m16n8k8` in TF32), so that lane `l` of a
+/// warp reads its four values of 16-row operand `r / 16` of step `j / 8`
+/// with one 16-byte read at `((j / 8) 8 + r / 16) 128 + 4 l`.
+#[inline(always)]
+pub fn wide_row_slot(r: usize, j: usize) -> usize {
+    let (step, jj) = (j / 8, j % 8);
+    let lane = r % 8 * 4 + jj % 4;
+    ((step * (TRANSPORT_WIDE_BLOCK as usize / 16) + r / 16) * 32 + lane) * 4 + r % 16 / 8 + 2 * (jj / 4)
+}
+
+/// Where pair `p`, column `j` of a chunk goes in its plane: the tensor
+/// cores' operand order (its `b` operand), so that lane `l` reads its two
+/// values of 8-pair operand `p / 8` of step `j / 8` with one 8-byte read at
+/// `((j / 8) 16 + p / 8) 64 + 2 l`.
+#[inline(always)]
+pub fn wide_pair_slot(p: usize, j: usize) -> usize {
+    let (step, jj) = (j / 8, j % 8);
+    let lane = p % 8 * 4 + jj % 4;
+    ((step * (TRANSPORT_WIDE_BLOCK as usize / 8) + p / 8) * 32 + lane) * 2 + jj / 4
+}
 
 /// The block of a tile kernel's launch: `(row tile, pair tile, split)`
 /// for block index `block` with `row_tiles` tiles of rows and
@@ -525,9 +568,11 @@ transport_args!(
     OtRowsLogF64Args
 );
 
-/// `ot_wide_scaling_f32`: `ot_tile_scaling_f32`'s partial sums by tiles
-/// of [`TRANSPORT_WIDE_BLOCK`] rows and pairs, the columns split in chunks
-/// of [`TRANSPORT_WIDE_CHUNK`].
+/// `ot_wide_scaling_f32`: a float32 scaling-domain half-step by tiles of
+/// [`TRANSPORT_WIDE_BLOCK`] rows and pairs, the columns split in chunks of
+/// [`TRANSPORT_WIDE_CHUNK`]: with one split, the products and the update;
+/// with more, the products' partial sums (`ot_finish_scaling_f32`
+/// updates).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct OtWideScalingF32Args {
@@ -541,8 +586,15 @@ pub struct OtWideScalingF32Args {
     pub x_in: *const f32,
     /// How many parts the columns are split into (>= 1).
     pub splits: u64,
-    /// `splits * n * d` writable values.
+    /// `splits * n * d` writable values (unused with one split).
     pub partial: *mut f32,
+    /// `n * d` values: this side's histograms.
+    pub marginal: *const f32,
+    /// `n * d` values: this side's scalings, read (for the errors) and
+    /// written (with one split).
+    pub x_out: *mut f32,
+    /// `n * d` values, or null: the marginal errors of the old `x_out`.
+    pub err: *mut f32,
 }
 
 /// Declares the argument structs of the single-launch scaling kernels:
@@ -642,7 +694,7 @@ impl_kernel_args!(
     OtPotentialsF64Args => OtPotentialsF64 { x, len, reg },
     OtTileScalingF32Args => OtTileScalingF32 { op, n, d, x_in, splits, partial },
     OtTileScalingF64Args => OtTileScalingF64 { op, n, d, x_in, splits, partial },
-    OtWideScalingF32Args => OtWideScalingF32 { op, n, d, x_in, splits, partial },
+    OtWideScalingF32Args => OtWideScalingF32 { op, n, d, x_in, splits, partial, marginal, x_out, err },
     OtPersistentScalingF32Args => OtPersistentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier },
     OtPersistentScalingF64Args => OtPersistentScalingF64 { rows, columns, n, d, a, b, f, g, iterations, barrier },
     OtResidentScalingF32Args => OtResidentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier, rows_per_block },
@@ -806,6 +858,7 @@ pub fn cost_term<T: Real, M: Math<T>>(f: T, g: T, c: T, reg: T) -> T {
 mod tests {
     extern crate std;
     use super::*;
+    use std::{vec, vec::Vec};
 
     /// Relative error against the standard library, in units of 1e-16.
     fn close(got: f64, want: f64, ulps: f64) -> bool {
@@ -817,6 +870,62 @@ mod tests {
             return (got - want).abs() <= 4.0 * f64::from_bits(1);
         }
         ((got - want) / want).abs() <= ulps * 1.1e-16
+    }
+
+    /// The wide kernel's staging: every element of a chunk fetched once,
+    /// stored once, each warp's 32 stores in 32 banks, and each lane's
+    /// 16-byte (8-byte) read of an operand holding what the tensor cores'
+    /// layout asks of it.
+    #[test]
+    fn the_wide_staging_is_a_conflict_free_operand_order() {
+        let (block, chunk) = (TRANSPORT_WIDE_BLOCK as usize, TRANSPORT_WIDE_CHUNK as usize);
+        let threads = TRANSPORT_THREADS as usize;
+        for (element, slot) in [
+            (wide_row_element as fn(usize) -> (usize, usize), wide_row_slot as fn(usize, usize) -> usize),
+            (wide_pair_element, wide_pair_slot),
+        ] {
+            let mut seen = vec![false; block * chunk];
+            let mut filled = vec![false; block * chunk];
+            for e in 0..block * chunk {
+                let (r, j) = element(e);
+                assert!(r < block && j < chunk, "element {e} at ({r}, {j})");
+                assert!(!std::mem::replace(&mut seen[r * chunk + j], true), "({r}, {j}) fetched twice");
+                let at = slot(r, j);
+                assert!(!std::mem::replace(&mut filled[at], true), "slot {at} stored twice");
+            }
+            for warp_start in (0..block * chunk).step_by(32) {
+                let mut banks: Vec<usize> = (warp_start..warp_start + 32)
+                    .map(|e| {
+                        let (r, j) = element(e);
+                        slot(r, j) % 32
+                    })
+                    .collect();
+                banks.sort_unstable();
+                banks.dedup();
+                assert_eq!(banks.len(), 32, "the warp of elements {warp_start}.. meets a bank twice");
+            }
+            assert_eq!(threads * (block * chunk / threads), block * chunk, "whole chunks per thread");
+        }
+        for step in 0..chunk / 8 {
+            for lane in 0..32 {
+                let (group, member) = (lane / 4, lane % 4);
+                for m in 0..block / 16 {
+                    let base = ((step * (block / 16) + m) * 32 + lane) * 4;
+                    let r = 16 * m + group;
+                    let (lo, hi) = (8 * step + member, 8 * step + member + 4);
+                    assert_eq!(
+                        [wide_row_slot(r, lo), wide_row_slot(r + 8, lo), wide_row_slot(r, hi), wide_row_slot(r + 8, hi)],
+                        [base, base + 1, base + 2, base + 3]
+                    );
+                }
+                for t in 0..block / 8 {
+                    let base = ((step * (block / 8) + t) * 32 + lane) * 2;
+                    let q = 8 * t + group;
+                    let (lo, hi) = (8 * step + member, 8 * step + member + 4);
+                    assert_eq!([wide_pair_slot(q, lo), wide_pair_slot(q, hi)], [base, base + 1]);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The wide float32 scaling kernel (128 × 128 tiles) on pair counts it
-//! serves only when asked to (by default from 128 pairs): ragged tiles,
-//! one to many splits. A test binary of its own, so that the limit is set
-//! before the process first reads it.
+//! serves only when asked to (by default from 64 pairs): ragged tiles,
+//! one split (the block updates) and more (the finish kernel updates). A
+//! test binary of its own, so that the limit is set before the process
+//! first reads it.
 
 mod common;
 
@@ -15,5 +16,8 @@ fn the_wide_kernel_equals_the_reference_from_two_pairs_on() {
     // anything reads it.
     std::env::set_var(gpu::WIDE_MIN_PAIRS_ENV, "2");
     let g = gpu_waterz_runtime::testing::gpu();
-    check_sizes_against_the_reference(&g, &[(2, 300), (9, 129), (40, 1000), (129, 7), (257, 130), (300, 513)]);
+    check_sizes_against_the_reference(
+        &g,
+        &[(2, 300), (9, 129), (40, 1000), (129, 7), (257, 130), (300, 513), (600, 700), (1000, 600)],
+    );
 }

@@ -22,7 +22,7 @@ fn splits_of(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32, block
 }
 
 /// The dynamic shared memory of the wide scaling kernel, in bytes.
-const WIDE_SHARED_BYTES: u32 = TRANSPORT_WIDE_SHARED_ELEMENTS * std::mem::size_of::<f32>() as u32;
+const WIDE_SHARED_BYTES: u32 = TRANSPORT_WIDE_SHARED_BYTES;
 
 /// The fewest pairs for which float32 scaling half-steps use the wide
 /// kernel: [`super::WIDE_MIN_PAIRS_ENV`], read once, or
@@ -146,14 +146,19 @@ pub(crate) trait WideScaling: Sized + DeviceElement {
     /// `ot_wide_scaling_f32` for float32; none for float64 (8 × 8 float64
     /// accumulators do not fit the registers).
     const WIDE_SCALING: Option<Kernel>;
-    /// The wide kernel's partial sums of a scaling half-step into
-    /// `scratch`, whose splits are the wide kernel's.
-    fn wide_partials(
+    /// A scaling half-step by the wide kernel, `scratch` being the wide
+    /// kernel's: `x_out = marginal / (op x_in)`, the errors of the old
+    /// `x_out` into `err` on request.
+    #[allow(clippy::too_many_arguments)]
+    fn wide_update(
         gpu: &Gpu,
         op: &DeviceBuffer<Self>,
         n: u64,
         d: u64,
         x_in: &DeviceBuffer<Self>,
+        marginal: &DeviceBuffer<Self>,
+        x_out: &mut DeviceBuffer<Self>,
+        err: *mut Self,
         scratch: &mut Scratch<Self>,
     ) -> Result<()>;
 }
@@ -161,20 +166,29 @@ pub(crate) trait WideScaling: Sized + DeviceElement {
 impl WideScaling for f32 {
     const WIDE_SCALING: Option<Kernel> = Some(<OtWideScalingF32Args as gpu_waterz_abi::KernelArgs>::KERNEL);
 
-    fn wide_partials(
+    fn wide_update(
         gpu: &Gpu,
         op: &DeviceBuffer<f32>,
         n: u64,
         d: u64,
         x_in: &DeviceBuffer<f32>,
+        marginal: &DeviceBuffer<f32>,
+        x_out: &mut DeviceBuffer<f32>,
+        err: *mut f32,
         scratch: &mut Scratch<f32>,
     ) -> Result<()> {
         const WIDE: &str = "ot_wide_scaling_f32";
-        let splits = scratch.splits;
+        let (nd, splits) = (n * d, scratch.splits);
         check_buffers(
             gpu,
             WIDE,
-            &[("op", op, d * d), ("x_in", x_in, n * d), ("partial", &scratch.first, splits * n * d)],
+            &[
+                ("op", op, d * d),
+                ("x_in", x_in, nd),
+                ("partial", &scratch.first, splits * nd),
+                ("marginal", marginal, nd),
+                ("x_out", &*x_out, nd),
+            ],
         )?;
         let tile = TRANSPORT_WIDE_BLOCK as u64;
         let blocks = d.div_ceil(tile) * n.div_ceil(tile) * splits;
@@ -198,24 +212,46 @@ impl WideScaling for f32 {
             x_in: x_in.as_ptr(),
             splits,
             partial: scratch.first.as_mut_ptr(),
+            marginal: marginal.as_ptr(),
+            x_out: x_out.as_mut_ptr(),
+            err,
         };
-        // SAFETY: `op` holds d * d values, `x_in` n * d, `partial` splits *
-        // n * d (checked); one block per (row tile, pair tile, split) of
-        // TRANSPORT_WIDE_BLOCK, 1 <= splits <= the chunks, TRANSPORT_THREADS
-        // threads and the kernel's shared memory.
-        unsafe { gpu.launch(config, args) }
+        // SAFETY: `op` holds d * d values, `x_in`, `marginal` and `x_out` n
+        // * d, `partial` splits * n * d, `err` n * d or is null (checked
+        // here and by the caller); one block per (row tile, pair tile,
+        // split) of TRANSPORT_WIDE_BLOCK, 1 <= splits <= the chunks,
+        // TRANSPORT_THREADS threads and the kernel's shared memory.
+        unsafe { gpu.launch(config, args)? };
+        if splits == 1 {
+            return Ok(());
+        }
+        let finish = OtFinishScalingF32Args {
+            n,
+            d,
+            splits,
+            partial: scratch.first.as_ptr(),
+            marginal: marginal.as_ptr(),
+            x_out: x_out.as_mut_ptr(),
+            err,
+        };
+        // SAFETY: `partial` holds splits * n * d values, `marginal` and
+        // `x_out` n * d, `err` n * d or is null (checked).
+        unsafe { gpu.launch(gpu.grid_stride_config(nd), finish) }
     }
 }
 
 impl WideScaling for f64 {
     const WIDE_SCALING: Option<Kernel> = None;
 
-    fn wide_partials(
+    fn wide_update(
         _gpu: &Gpu,
         _op: &DeviceBuffer<f64>,
         _n: u64,
         _d: u64,
         _x_in: &DeviceBuffer<f64>,
+        _marginal: &DeviceBuffer<f64>,
+        _x_out: &mut DeviceBuffer<f64>,
+        _err: *mut f64,
         _scratch: &mut Scratch<f64>,
     ) -> Result<()> {
         Err(RuntimeError::InvalidLaunch { kernel: "ot_wide_scaling", reason: "no float64 kernel".into() })
@@ -533,30 +569,29 @@ macro_rules! kernels {
                 check_buffers(gpu, FINISH, &[("marginal", marginal, nd), ("x_out", &*x_out, nd)])?;
                 let err = err_pointer(gpu, FINISH, err, nd)?;
                 if scratch.wide {
-                    Self::wide_partials(gpu, op, n, d, x_in, scratch)?;
-                } else {
-                    check_buffers(
-                        gpu,
-                        TILE,
-                        &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
-                    )?;
-                    let config = tile_config::<Self>(TILE, n, d, splits, false)?;
-                    let tile = $tile_scaling {
-                        op: op.as_ptr(),
-                        n,
-                        d,
-                        x_in: x_in.as_ptr(),
-                        splits,
-                        partial: scratch.first.as_mut_ptr(),
-                    };
-                    // One block per (row tile, pair tile, split), 1 <=
-                    // splits <= the chunks, TRANSPORT_THREADS threads and
-                    // the shared memory for Self (tile_config).
-                    // SAFETY: `op` holds d * d values, `x_in` n * d,
-                    // `partial` splits * n * d (checked); the launch shape
-                    // above.
-                    unsafe { gpu.launch(config, tile)? };
+                    return Self::wide_update(gpu, op, n, d, x_in, marginal, x_out, err, scratch);
                 }
+                check_buffers(
+                    gpu,
+                    TILE,
+                    &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
+                )?;
+                let config = tile_config::<Self>(TILE, n, d, splits, false)?;
+                let tile = $tile_scaling {
+                    op: op.as_ptr(),
+                    n,
+                    d,
+                    x_in: x_in.as_ptr(),
+                    splits,
+                    partial: scratch.first.as_mut_ptr(),
+                };
+                // One block per (row tile, pair tile, split), 1 <=
+                // splits <= the chunks, TRANSPORT_THREADS threads and
+                // the shared memory for Self (tile_config).
+                // SAFETY: `op` holds d * d values, `x_in` n * d,
+                // `partial` splits * n * d (checked); the launch shape
+                // above.
+                unsafe { gpu.launch(config, tile)? };
                 let finish = $finish_scaling {
                     n,
                     d,

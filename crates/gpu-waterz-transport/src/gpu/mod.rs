@@ -12,7 +12,10 @@
 //! - otherwise up to 4 pairs: one cooperative launch per run, the rows read
 //!   from global memory (`ot_persistent_scaling_*`);
 //! - float32 from 64 pairs: 128 × 128 tiles on the tensor cores in three
-//!   TF32 products per step (`ot_wide_scaling_f32`; float32 accuracy);
+//!   TF32 products per step (`ot_wide_scaling_f32`; float32 accuracy), the
+//!   operands split into their TF32 parts once as they are staged; with
+//!   as many tiles as multiprocessors the kernel updates the vectors
+//!   itself, else the finish kernel adds its splits' partial sums;
 //! - else 64 × 64 tiles (`ot_tile_scaling_*`), or one warp per row for a
 //!   single pair (`ot_rows_scaling_*`), the columns split among blocks when
 //!   the tiles are too few, replayed from CUDA graphs for long runs.
@@ -47,8 +50,8 @@ pub const CUDA_GRAPHS_ENV: &str = "GPU_WATERZ_CUDA_GRAPHS";
 pub const ROWS_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_ROWS_MAX_PAIRS";
 
 /// Environment variable naming the fewest pairs for which float32
-/// scaling-domain half-steps use the wide kernel (128 × 128 tiles, 8 × 8
-/// outputs per thread) instead of the 64 × 64 tiles (default
+/// scaling-domain half-steps use the wide kernel (128 × 128 tiles on the
+/// tensor cores) instead of the 64 × 64 tiles (default
 /// `gpu_waterz_abi::transport::TRANSPORT_WIDE_MIN_PAIRS`), read once per
 /// process: for comparisons and for the tests that check the wide kernel on
 /// small sizes.
