@@ -914,7 +914,12 @@ mod tests {
                     let r = 16 * m + group;
                     let (lo, hi) = (8 * step + member, 8 * step + member + 4);
                     assert_eq!(
-                        [wide_row_slot(r, lo), wide_row_slot(r + 8, lo), wide_row_slot(r, hi), wide_row_slot(r + 8, hi)],
+                        [
+                            wide_row_slot(r, lo),
+                            wide_row_slot(r + 8, lo),
+                            wide_row_slot(r, hi),
+                            wide_row_slot(r + 8, hi)
+                        ],
                         [base, base + 1, base + 2, base + 3]
                     );
                 }

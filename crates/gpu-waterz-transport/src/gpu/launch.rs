@@ -148,7 +148,9 @@ pub(crate) trait WideScaling: Sized + DeviceElement {
     const WIDE_SCALING: Option<Kernel>;
     /// A scaling half-step by the wide kernel, `scratch` being the wide
     /// kernel's: `x_out = marginal / (op x_in)`, the errors of the old
-    /// `x_out` into `err` on request.
+    /// `x_out` into `err` on request; `Ok(false)` when the kernel left the
+    /// splits' partial sums in `scratch` for the finish kernel to update
+    /// (more than one split).
     #[allow(clippy::too_many_arguments)]
     fn wide_update(
         gpu: &Gpu,
@@ -160,7 +162,7 @@ pub(crate) trait WideScaling: Sized + DeviceElement {
         x_out: &mut DeviceBuffer<Self>,
         err: *mut Self,
         scratch: &mut Scratch<Self>,
-    ) -> Result<()>;
+    ) -> Result<bool>;
 }
 
 impl WideScaling for f32 {
@@ -176,7 +178,7 @@ impl WideScaling for f32 {
         x_out: &mut DeviceBuffer<f32>,
         err: *mut f32,
         scratch: &mut Scratch<f32>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         const WIDE: &str = "ot_wide_scaling_f32";
         let (nd, splits) = (n * d, scratch.splits);
         check_buffers(
@@ -222,21 +224,7 @@ impl WideScaling for f32 {
         // split) of TRANSPORT_WIDE_BLOCK, 1 <= splits <= the chunks,
         // TRANSPORT_THREADS threads and the kernel's shared memory.
         unsafe { gpu.launch(config, args)? };
-        if splits == 1 {
-            return Ok(());
-        }
-        let finish = OtFinishScalingF32Args {
-            n,
-            d,
-            splits,
-            partial: scratch.first.as_ptr(),
-            marginal: marginal.as_ptr(),
-            x_out: x_out.as_mut_ptr(),
-            err,
-        };
-        // SAFETY: `partial` holds splits * n * d values, `marginal` and
-        // `x_out` n * d, `err` n * d or is null (checked).
-        unsafe { gpu.launch(gpu.grid_stride_config(nd), finish) }
+        Ok(splits == 1)
     }
 }
 
@@ -253,7 +241,7 @@ impl WideScaling for f64 {
         _x_out: &mut DeviceBuffer<f64>,
         _err: *mut f64,
         _scratch: &mut Scratch<f64>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         Err(RuntimeError::InvalidLaunch { kernel: "ot_wide_scaling", reason: "no float64 kernel".into() })
     }
 }
@@ -413,8 +401,9 @@ pub(crate) trait Kernels: Sized + DeviceElement + WideScaling + SingleLaunchScal
         out: &mut DeviceBuffer<Self>,
         out_t: &mut DeviceBuffer<Self>,
     ) -> Result<()>;
-    /// A scaling-domain half-step (`ot_tile_scaling_*`, then
-    /// `ot_finish_scaling_*`).
+    /// A scaling-domain half-step (`ot_rows_scaling_*` for one pair; else
+    /// `ot_wide_scaling_f32` with the wide scratch or `ot_tile_scaling_*`,
+    /// then `ot_finish_scaling_*` unless the wide kernel updated itself).
     #[allow(clippy::too_many_arguments)]
     fn scaling_update(
         gpu: &Gpu,
@@ -569,29 +558,32 @@ macro_rules! kernels {
                 check_buffers(gpu, FINISH, &[("marginal", marginal, nd), ("x_out", &*x_out, nd)])?;
                 let err = err_pointer(gpu, FINISH, err, nd)?;
                 if scratch.wide {
-                    return Self::wide_update(gpu, op, n, d, x_in, marginal, x_out, err, scratch);
+                    if Self::wide_update(gpu, op, n, d, x_in, marginal, x_out, err, scratch)? {
+                        return Ok(());
+                    }
+                } else {
+                    check_buffers(
+                        gpu,
+                        TILE,
+                        &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
+                    )?;
+                    let config = tile_config::<Self>(TILE, n, d, splits, false)?;
+                    let tile = $tile_scaling {
+                        op: op.as_ptr(),
+                        n,
+                        d,
+                        x_in: x_in.as_ptr(),
+                        splits,
+                        partial: scratch.first.as_mut_ptr(),
+                    };
+                    // One block per (row tile, pair tile, split), 1 <=
+                    // splits <= the chunks, TRANSPORT_THREADS threads and
+                    // the shared memory for Self (tile_config).
+                    // SAFETY: `op` holds d * d values, `x_in` n * d,
+                    // `partial` splits * n * d (checked); the launch shape
+                    // above.
+                    unsafe { gpu.launch(config, tile)? };
                 }
-                check_buffers(
-                    gpu,
-                    TILE,
-                    &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
-                )?;
-                let config = tile_config::<Self>(TILE, n, d, splits, false)?;
-                let tile = $tile_scaling {
-                    op: op.as_ptr(),
-                    n,
-                    d,
-                    x_in: x_in.as_ptr(),
-                    splits,
-                    partial: scratch.first.as_mut_ptr(),
-                };
-                // One block per (row tile, pair tile, split), 1 <=
-                // splits <= the chunks, TRANSPORT_THREADS threads and
-                // the shared memory for Self (tile_config).
-                // SAFETY: `op` holds d * d values, `x_in` n * d,
-                // `partial` splits * n * d (checked); the launch shape
-                // above.
-                unsafe { gpu.launch(config, tile)? };
                 let finish = $finish_scaling {
                     n,
                     d,
