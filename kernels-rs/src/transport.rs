@@ -727,10 +727,10 @@ unsafe fn wide_scaling(
         }
     };
     let mut wanted = [[[0.0f32; 4]; TC_N]; TC_M];
-    // SAFETY: (both loops) `at` lies in the n * d vectors.
     unrolled!(m in [0 1 2 3] => {
         unrolled!(t in [0 1 2 3] => {
             unrolled!(slot in [0 1 2 3] => {
+                // SAFETY: `at` lies in the n * d vectors.
                 wanted[m][t][slot] = unsafe { *marginal.add(at(m, t, slot)) };
             });
         });
@@ -740,6 +740,7 @@ unsafe fn wide_scaling(
         unrolled!(m in [0 1 2 3] => {
             unrolled!(t in [0 1 2 3] => {
                 unrolled!(slot in [0 1 2 3] => {
+                    // SAFETY: `at` lies in the n * d vectors.
                     old[m][t][slot] = unsafe { *x_out.add(at(m, t, slot)) };
                 });
             });

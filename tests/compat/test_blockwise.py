@@ -159,6 +159,24 @@ def test_bad_inputs_raise_and_leave_no_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_label_types(tmp_path):
+    affs = cell_volume(6, shape=(12, 20, 18), cells=6)
+    blockwise.agglomerate(affs, tmp_path / "auto", THRESHOLDS, (6, 7, 8))
+    blockwise.agglomerate(affs, tmp_path / "wide", THRESHOLDS, (6, 7, 8), label_type="uint64")
+    blockwise.agglomerate(affs, tmp_path / "narrow", THRESHOLDS, (6, 7, 8), label_type="uint32")
+    auto, wide, narrow = (read(tmp_path / name) for name in ("auto", "wide", "narrow"))
+    assert auto[0].dtype == auto[1].dtype == narrow[1].dtype == np.uint32
+    assert wide[0].dtype == wide[1].dtype == np.uint64
+    for k in (0, 1):
+        assert np.array_equal(auto[k], wide[k]) and np.array_equal(narrow[k], wide[k])
+    with pytest.raises(ValueError, match="label_type"):
+        blockwise.agglomerate(affs, tmp_path / "bad", THRESHOLDS, (6, 7, 8), label_type="int32")
+    assert not (tmp_path / "bad").exists()
+    assert blockwise._label_dtype("auto", 2**32) == np.uint64
+    with pytest.raises(ValueError, match="does not fit uint32"):
+        blockwise._label_dtype("uint32", 2**32)
+
+
 def test_a_generated_volume_decodes_blockwise_as_whole(tmp_path):
     source = blockwise.ImplicitCells((20, 40, 36), seed=5, cell=(12, 10, 10))
     whole = source((0, 0, 0), source.dims)

@@ -245,19 +245,32 @@ def _edges(source, dims, lo, hi, basins, ids, lower, backend="cpu"):
                                    _native.blockwise_steps(backend))
 
 
+_LABEL_TYPES = ("auto", "uint32", "uint64")
+
+
+def _label_dtype(label_type, max_label):
+    """The output's element type for labels up to ``max_label``."""
+    fits = max_label <= np.iinfo(np.uint32).max
+    if label_type == "uint32" and not fits:
+        raise ValueError(f"label_type uint32: fragment id {max_label} does not fit uint32 (use auto or uint64)")
+    return np.dtype(np.uint32 if fits and label_type != "uint64" else np.uint64)
+
+
 def _write(output, lo, hi, basins, ids, segments, write_fragments):
     """Writes a block: ``segments[t]`` is the segment of each of its
-    components at threshold ``t`` (the global tables at its fragments)."""
+    components at threshold ``t`` (the global tables at its fragments), in
+    the output arrays' type (every id fits it)."""
     import zarr
 
     components = _load(basins[0])
     region = (slice(lo[0], hi[0]), slice(lo[1], hi[1]), slice(lo[2], hi[2]))
     segmentation = zarr.open_array(os.path.join(output, "segmentation"), mode="r+")
+    dtype = segmentation.dtype
     for t in range(segments.shape[0]):
-        segmentation[(t,) + region] = segments[t][components]
-    fragments = ids[components]
+        segmentation[(t,) + region] = segments[t].astype(dtype, copy=False)[components]
     if write_fragments:
-        zarr.open_array(os.path.join(output, "fragments"), mode="r+")[region] = fragments
+        fragments = zarr.open_array(os.path.join(output, "fragments"), mode="r+")
+        fragments[region] = ids.astype(dtype, copy=False)[components]
     if isinstance(basins[0], _Spilled):
         os.remove(basins[0].path)
     return None
@@ -370,7 +383,8 @@ def _blocks_within(dims, affinity_bytes_per_voxel, max_gpu_bytes):
 
 def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *, shape=None,
                 aff_threshold_low=0.0001, aff_threshold_high=0.9999, write_fragments=True,
-                overwrite=False, workers=None, spill=None, max_gpu_bytes=None, backend="auto"):
+                overwrite=False, workers=None, spill=None, max_gpu_bytes=None, backend="auto",
+                label_type="auto"):
     """Decodes ``affinities`` block by block into the zarr group ``output``.
 
     ``affinities``: the ``(3, z, y, x)`` affinities (float32, other floats
@@ -380,9 +394,11 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
     callable ``f(lo, hi)`` giving the affinities of voxels ``lo..hi`` (with
     ``shape=``), which must be picklable to run on Dask workers (a path is
     what travels best: each task opens it and reads its block). ``output``: a directory path; it gets the zarr
-    arrays ``segmentation`` (``(len(thresholds), z, y, x)`` uint64, one
-    chunk per block and threshold) and ``fragments`` (unless
-    ``write_fragments`` is false). It is written under a temporary name and
+    arrays ``segmentation`` (``(len(thresholds), z, y, x)``, one chunk per
+    block and threshold) and ``fragments`` (unless ``write_fragments`` is
+    false), of ``label_type``: ``"auto"`` (uint32 when every fragment id
+    fits, else uint64; as the CLI's ``--label-type``), ``"uint32"`` (an
+    error when an id does not fit) or ``"uint64"`` (waterz's type). It is written under a temporary name and
     renamed once complete, so a failed run leaves no partial output; an
     existing ``output`` is an error unless ``overwrite``. ``thresholds``:
     ascending, as waterz's. ``block_shape``: ``(z, y, x)`` voxels per task;
@@ -414,6 +430,8 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
     """
     import zarr
 
+    if label_type not in _LABEL_TYPES:
+        raise ValueError(f"label_type must be one of {_LABEL_TYPES}, not {label_type!r}")
     thresholds = [float(t) for t in np.atleast_1d(np.asarray(thresholds, dtype=np.float64))]
     low, high = float(aff_threshold_low), float(aff_threshold_high)
     # The rules every step applies, checked before any work.
@@ -456,12 +474,6 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         zarr.open_group(partial, mode="w")
         if spill:
             os.makedirs(scratch)
-        chunks = block_shape
-        zarr.open_array(os.path.join(partial, "segmentation"), mode="w", shape=(len(thresholds),) + dims,
-                        chunks=(1,) + chunks, dtype=np.uint64, fill_value=0)
-        if write_fragments:
-            zarr.open_array(os.path.join(partial, "fragments"), mode="w", shape=dims, chunks=chunks,
-                            dtype=np.uint64, fill_value=0)
 
         started = time.perf_counter()
         plateaus = runner.map(_plateaus, [(source, dims, lo, hi, low, high, spill_to(k, "directions"), backend)
@@ -507,6 +519,14 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
                     layers.append(ids[b][summaries[b][3][3 + axis]])
             lower.append(layers)
         del summaries
+        # The output's arrays, in the type the fragment ids fit (segment
+        # ids are fragment ids).
+        dtype = _label_dtype(label_type, int(n_fragments))
+        zarr.open_array(os.path.join(partial, "segmentation"), mode="w", shape=(len(thresholds),) + dims,
+                        chunks=(1,) + block_shape, dtype=dtype, fill_value=0)
+        if write_fragments:
+            zarr.open_array(os.path.join(partial, "fragments"), mode="w", shape=dims, chunks=block_shape,
+                            dtype=dtype, fill_value=0)
         seconds["fragments"] = time.perf_counter() - started
 
         started = time.perf_counter()

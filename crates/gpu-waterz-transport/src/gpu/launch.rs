@@ -218,11 +218,12 @@ impl WideScaling for f32 {
             x_out: x_out.as_mut_ptr(),
             err,
         };
-        // SAFETY: `op` holds d * d values, `x_in`, `marginal` and `x_out` n
-        // * d, `partial` splits * n * d, `err` n * d or is null (checked
-        // here and by the caller); one block per (row tile, pair tile,
-        // split) of TRANSPORT_WIDE_BLOCK, 1 <= splits <= the chunks,
-        // TRANSPORT_THREADS threads and the kernel's shared memory.
+        // One block per (row tile, pair tile, split) of TRANSPORT_WIDE_BLOCK,
+        // 1 <= splits <= the chunks, TRANSPORT_THREADS threads and the
+        // kernel's shared memory.
+        // SAFETY: `op` holds d * d values, `x_in`, `marginal`, `x_out` n * d,
+        // `partial` splits * n * d, `err` n * d or is null (checked here and
+        // by the caller); the launch shape above.
         unsafe { gpu.launch(config, args)? };
         Ok(splits == 1)
     }
