@@ -534,36 +534,110 @@ pub(crate) fn lower_faces(
 
 /// The whole region graph from every block's pairs: the statistics summed
 /// per pair (order-free: integers), in waterz's edge order (sorted by
-/// endpoints); checks the pairs and that fragment ids fit u32. Sorts the
-/// pairs on all threads, then sums each run.
+/// endpoints); checks the pairs and that fragment ids fit u32. Lists in
+/// ascending order without repeats (as step 5 gives them) are merged by
+/// ranges of pairs on all threads, each range's slices of every list
+/// merged and summed on its own; others are sorted whole first.
 pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 2]>, Vec<ContactStats>)> {
     if n_fragments >= u32::MAX as u64 {
         return Err(invalid(format!("{n_fragments} fragments: fewer than 2^32 are taken")));
     }
-    let mut total = 0;
     for list in edges {
         let n = list.u.len();
         if list.v.len() != n || list.count.len() != n || list.sum.len() != n {
             return Err(invalid("an edge list's columns differ in length"));
         }
-        total += n;
     }
-    let mut all: Vec<([u64; 2], ContactStats)> = Vec::with_capacity(total);
     for list in edges {
-        for k in 0..list.u.len() {
-            let stats = ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] };
-            all.push(([list.u[k], list.v[k]], stats));
+        let bad = |k: usize| list.u[k] == 0 || list.u[k] >= list.v[k] || list.v[k] > n_fragments;
+        if let Some(k) = gpu_waterz_core::parallel::first_index(list.u.len(), bad) {
+            let (u, v) = (list.u[k], list.v[k]);
+            return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
         }
     }
-    let bad = |([u, v], _): &([u64; 2], ContactStats)| *u == 0 || u >= v || *v > n_fragments;
-    if let Some(k) = gpu_waterz_core::parallel::first_position(&all, bad) {
-        let [u, v] = all[k].0;
-        return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
+    let ascending = |list: &&EdgeList| {
+        (1..list.u.len()).into_par_iter().all(|k| (list.u[k - 1], list.v[k - 1]) < (list.u[k], list.v[k]))
+    };
+    let parts = if edges.par_iter().all(ascending) {
+        let splitters = range_splitters(edges, rayon::current_num_threads() * RANGES_PER_THREAD);
+        (0..=splitters.len())
+            .into_par_iter()
+            .map(|r| {
+                let (lo, hi) = (r.checked_sub(1).map(|s| splitters[s]), splitters.get(r).copied());
+                let mut pairs = Vec::new();
+                for list in edges {
+                    let start = lo.map_or(0, |lo| first_not_below(list, lo));
+                    let end = hi.map_or(list.u.len(), |hi| first_not_below(list, hi));
+                    pairs.extend((start..end).map(|k| listed_pair(list, k)));
+                }
+                // A stable sort merges the lists' ascending runs.
+                pairs.sort_by_key(|&(e, _)| e);
+                sum_runs(pairs)
+            })
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        let mut pairs: Vec<([u64; 2], ContactStats)> =
+            edges.iter().flat_map(|list| (0..list.u.len()).map(|k| listed_pair(list, k))).collect();
+        pairs.par_sort_unstable_by_key(|&(e, _)| e);
+        vec![sum_runs(pairs)?]
+    };
+    let graph = parts.par_iter().flat_map_iter(|(graph, _)| graph.iter().copied()).collect();
+    let stats = parts.par_iter().flat_map_iter(|(_, stats)| stats.iter().copied()).collect();
+    Ok((graph, stats))
+}
+
+/// Ranges of pairs per thread in [`region_graph`]'s merge (a few, so that
+/// uneven ranges even out).
+const RANGES_PER_THREAD: usize = 4;
+/// Pairs sampled from each list to place [`region_graph`]'s ranges.
+const SAMPLES_PER_LIST: usize = 64;
+
+/// Pair `k` of `list` with its statistics.
+fn listed_pair(list: &EdgeList, k: usize) -> ([u64; 2], ContactStats) {
+    ([list.u[k], list.v[k]], ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] })
+}
+
+/// The first position of ascending `list` whose pair is not below `pair`.
+fn first_not_below(list: &EdgeList, pair: [u64; 2]) -> usize {
+    let (mut low, mut high) = (0, list.u.len());
+    while low < high {
+        let middle = (low + high) / 2;
+        if [list.u[middle], list.v[middle]] < pair {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
     }
-    all.par_sort_unstable_by_key(|&(e, _)| e);
+    low
+}
+
+/// Up to `ranges - 1` ascending distinct pairs that cut ascending `edges`
+/// into ranges of about equal size: quantiles of pairs sampled evenly
+/// from each list.
+fn range_splitters(edges: &[&EdgeList], ranges: usize) -> Vec<[u64; 2]> {
+    let mut samples: Vec<[u64; 2]> = edges
+        .iter()
+        .flat_map(|list| {
+            let n = list.u.len();
+            (0..SAMPLES_PER_LIST.min(n)).map(move |s| {
+                let k = s * n / SAMPLES_PER_LIST.min(n);
+                [list.u[k], list.v[k]]
+            })
+        })
+        .collect();
+    samples.sort_unstable();
+    let mut splitters: Vec<[u64; 2]> =
+        (1..ranges).filter_map(|r| samples.get(r * samples.len() / ranges).copied()).collect();
+    splitters.dedup();
+    splitters
+}
+
+/// The statistics of sorted `pairs` summed per pair (an error where a sum
+/// overflows).
+fn sum_runs(pairs: Vec<([u64; 2], ContactStats)>) -> Result<(Vec<[u64; 2]>, Vec<ContactStats>)> {
     let mut graph: Vec<[u64; 2]> = Vec::new();
     let mut stats: Vec<ContactStats> = Vec::new();
-    for (e, s) in all {
+    for (e, s) in pairs {
         if graph.last() == Some(&e) {
             let last = stats.last_mut().expect("one statistic per edge");
             match (last.contact_count.checked_add(s.contact_count), last.affinity_sum.checked_add(s.affinity_sum)) {
@@ -1354,7 +1428,68 @@ pub fn decode_with(
 
 #[cfg(test)]
 mod tests {
-    use super::{in_waves, invalid, ComponentRuns, PackedComponents};
+    use super::{in_waves, invalid, region_graph, ComponentRuns, EdgeList, PackedComponents};
+    use gpu_waterz_core::ContactStats;
+
+    /// Random pair lists, ascending without repeats (as step 5 gives them)
+    /// or shuffled, summed by `region_graph` as a map sums them: every
+    /// number of lists and ranges, pairs shared by many lists, empty lists.
+    #[test]
+    fn the_region_graph_sums_every_lists_pairs() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..40u64 {
+            let n_fragments = 2 + next() % [5, 60, 3000, 1_000_000][case as usize % 4];
+            let lists: Vec<EdgeList> = (0..1 + next() % 70)
+                .map(|_| {
+                    let len = [0, 1, 7, 300, 5000][(next() % 5) as usize];
+                    let mut pairs: Vec<[u64; 2]> = (0..len)
+                        .map(|_| {
+                            let u = 1 + next() % (n_fragments - 1);
+                            [u, u + 1 + next() % (n_fragments - u)]
+                        })
+                        .collect();
+                    pairs.sort_unstable();
+                    pairs.dedup();
+                    if case % 3 == 2 {
+                        pairs.reverse();
+                    }
+                    EdgeList {
+                        u: pairs.iter().map(|p| p[0]).collect(),
+                        v: pairs.iter().map(|p| p[1]).collect(),
+                        count: pairs.iter().map(|p| 1 + p[0] % 5).collect(),
+                        sum: pairs.iter().map(|p| p[1] * 3).collect(),
+                    }
+                })
+                .collect();
+            let mut want = std::collections::BTreeMap::<[u64; 2], ContactStats>::new();
+            for list in &lists {
+                for k in 0..list.u.len() {
+                    let faces = ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] };
+                    let entry = want.entry([list.u[k], list.v[k]]).or_default();
+                    *entry = entry.merged(faces);
+                }
+            }
+            let refs: Vec<&EdgeList> = lists.iter().collect();
+            let (graph, stats) = region_graph(n_fragments, &refs).unwrap();
+            assert_eq!(graph, want.keys().copied().collect::<Vec<_>>(), "case {case}");
+            assert_eq!(stats, want.values().copied().collect::<Vec<_>>(), "case {case}");
+        }
+        let bad = EdgeList { u: vec![1, 3], v: vec![2, 3], count: vec![1, 1], sum: vec![1, 1] };
+        assert!(region_graph(9, &[&bad]).unwrap_err().to_string().contains("(3, 3)"));
+        let huge = EdgeList { u: vec![1, 1], v: vec![2, 2], count: vec![u64::MAX, 1], sum: vec![1, 1] };
+        assert!(region_graph(9, &[&huge]).unwrap_err().to_string().contains("overflow"));
+        let (most, one) = (
+            EdgeList { u: vec![1], v: vec![2], count: vec![u64::MAX], sum: vec![1] },
+            EdgeList { u: vec![1], v: vec![2], count: vec![1], sum: vec![1] },
+        );
+        assert!(region_graph(9, &[&most, &one]).unwrap_err().to_string().contains("overflow"));
+    }
 
     #[test]
     fn waves_keep_the_order_and_stop_at_an_error() {
