@@ -1431,42 +1431,45 @@ mod tests {
     use super::{in_waves, invalid, region_graph, ComponentRuns, EdgeList, PackedComponents};
     use gpu_waterz_core::ContactStats;
 
-    /// Random pair lists, ascending without repeats (as step 5 gives them)
-    /// or shuffled, summed by `region_graph` as a map sums them: every
-    /// number of lists and ranges, pairs shared by many lists, empty lists.
-    #[test]
-    fn the_region_graph_sums_every_lists_pairs() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for case in 0..40u64 {
-            let n_fragments = 2 + next() % [5, 60, 3000, 1_000_000][case as usize % 4];
-            let lists: Vec<EdgeList> = (0..1 + next() % 70)
-                .map(|_| {
-                    let len = [0, 1, 7, 300, 5000][(next() % 5) as usize];
-                    let mut pairs: Vec<[u64; 2]> = (0..len)
-                        .map(|_| {
-                            let u = 1 + next() % (n_fragments - 1);
-                            [u, u + 1 + next() % (n_fragments - u)]
-                        })
-                        .collect();
-                    pairs.sort_unstable();
-                    pairs.dedup();
-                    if case % 3 == 2 {
-                        pairs.reverse();
-                    }
-                    EdgeList {
-                        u: pairs.iter().map(|p| p[0]).collect(),
-                        v: pairs.iter().map(|p| p[1]).collect(),
-                        count: pairs.iter().map(|p| 1 + p[0] % 5).collect(),
-                        sum: pairs.iter().map(|p| p[1] * 3).collect(),
-                    }
-                })
-                .collect();
+    /// A list of pairs of fragments `1..=n_fragments` drawn from `raw`,
+    /// ascending without repeats (as step 5 gives them) or, `reversed`,
+    /// descending.
+    fn edge_list(n_fragments: u64, raw: &[(u64, u64)], reversed: bool) -> EdgeList {
+        let mut pairs: Vec<[u64; 2]> = raw
+            .iter()
+            .map(|&(a, b)| {
+                let u = 1 + a % (n_fragments - 1);
+                [u, u + 1 + b % (n_fragments - u)]
+            })
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        if reversed {
+            pairs.reverse();
+        }
+        EdgeList {
+            u: pairs.iter().map(|p| p[0]).collect(),
+            v: pairs.iter().map(|p| p[1]).collect(),
+            count: pairs.iter().map(|p| 1 + p[0] % 5).collect(),
+            sum: pairs.iter().map(|p| p[1] * 3).collect(),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
+        /// Any pair lists, ascending without repeats or not, summed by
+        /// `region_graph` as a map sums them: any number of lists and
+        /// ranges, pairs shared by many lists, empty lists.
+        #[test]
+        fn the_region_graph_sums_every_lists_pairs(
+            n_fragments in proptest::prop_oneof![2u64..7, 2u64..62, 2u64..3002, 2u64..1_000_002],
+            raw in proptest::collection::vec(
+                proptest::collection::vec((0u64..u64::MAX, 0u64..u64::MAX), 0..2000),
+                1..70,
+            ),
+            reversed: bool,
+        ) {
+            let lists: Vec<EdgeList> = raw.iter().map(|r| edge_list(n_fragments, r, reversed)).collect();
             let mut want = std::collections::BTreeMap::<[u64; 2], ContactStats>::new();
             for list in &lists {
                 for k in 0..list.u.len() {
@@ -1477,9 +1480,13 @@ mod tests {
             }
             let refs: Vec<&EdgeList> = lists.iter().collect();
             let (graph, stats) = region_graph(n_fragments, &refs).unwrap();
-            assert_eq!(graph, want.keys().copied().collect::<Vec<_>>(), "case {case}");
-            assert_eq!(stats, want.values().copied().collect::<Vec<_>>(), "case {case}");
+            proptest::prop_assert_eq!(graph, want.keys().copied().collect::<Vec<_>>());
+            proptest::prop_assert_eq!(stats, want.values().copied().collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn bad_or_overflowing_pairs_are_errors() {
         let bad = EdgeList { u: vec![1, 3], v: vec![2, 3], count: vec![1, 1], sum: vec![1, 1] };
         assert!(region_graph(9, &[&bad]).unwrap_err().to_string().contains("(3, 3)"));
         let huge = EdgeList { u: vec![1, 1], v: vec![2, 2], count: vec![u64::MAX, 1], sum: vec![1, 1] };

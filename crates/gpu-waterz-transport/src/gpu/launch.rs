@@ -21,9 +21,6 @@ fn splits_of(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32, block
     Ok((wave / tiles).clamp(1, d.div_ceil(chunk as u64).max(1)))
 }
 
-/// The dynamic shared memory of the wide scaling kernel, in bytes.
-const WIDE_SHARED_BYTES: u32 = TRANSPORT_WIDE_SHARED_BYTES;
-
 /// The fewest pairs for which float32 scaling half-steps use the wide
 /// kernel: [`super::WIDE_MIN_PAIRS_ENV`], read once, or
 /// [`TRANSPORT_WIDE_MIN_PAIRS`].
@@ -126,8 +123,15 @@ impl<T: Kernels> Scratch<T> {
     pub(crate) fn for_scaling(gpu: &Gpu, n: u64, d: u64) -> Result<Self> {
         match T::WIDE_SCALING {
             Some(kernel) if n >= wide_min_pairs() && n > rows_max_pairs() => {
-                let splits =
-                    splits_of(gpu, kernel, n, d, WIDE_SHARED_BYTES, TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_CHUNK)?;
+                let splits = splits_of(
+                    gpu,
+                    kernel,
+                    n,
+                    d,
+                    TRANSPORT_WIDE_SHARED_BYTES,
+                    TRANSPORT_WIDE_BLOCK,
+                    TRANSPORT_WIDE_CHUNK,
+                )?;
                 Self::with_splits(gpu, n, d, splits, true, false)
             }
             _ => Self::new(gpu, n, d, false),
@@ -205,8 +209,11 @@ impl WideScaling for f32 {
                 reason: format!("{n} pairs of {d} bins in {splits} splits"),
             });
         }
-        let config =
-            LaunchConfig { blocks: blocks as u32, threads: TRANSPORT_THREADS, shared_bytes: WIDE_SHARED_BYTES };
+        let config = LaunchConfig {
+            blocks: blocks as u32,
+            threads: TRANSPORT_THREADS,
+            shared_bytes: TRANSPORT_WIDE_SHARED_BYTES,
+        };
         let args = OtWideScalingF32Args {
             op: op.as_ptr(),
             n,
