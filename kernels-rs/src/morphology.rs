@@ -1047,7 +1047,14 @@ fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> boo
 /// # Safety
 /// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`.
 #[inline(always)]
-unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, const PLUS: bool, const PAST: bool>(
+unsafe fn grey_warp<
+    T: Grey + Lane,
+    const ROWS: usize,
+    const MAXIMUM: bool,
+    const PLUS: bool,
+    const PAST: bool,
+    const FIXED: usize,
+>(
     g: &WarpGeometry,
     mode: u32,
     cval: f64,
@@ -1056,7 +1063,15 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
 ) {
     let identity = if MAXIMUM { T::SMALLEST } else { T::LARGEST };
     let outside = T::from_f64(cval);
-    let (wz, wy, wx) = (g.window(0) as usize, g.window(1) as usize, g.window(2) as usize);
+    // With `FIXED` set (`WARP_WINDOW` along y and x and `FIXED` along z, as
+    // scipy's `size=3` and its cross in 3-D and in 2-D), the windows are
+    // constants: the conditions on them, and the branches around the
+    // shuffles they guard, fold away.
+    let (wz, wy, wx) = if FIXED > 0 {
+        (FIXED, WARP_WINDOW as usize, WARP_WINDOW as usize)
+    } else {
+        (g.window(0) as usize, g.window(1) as usize, g.window(2) as usize)
+    };
     let lane = thread_idx_x() % 32;
     let warps = (WARP_THREADS / 32) as u64;
     let extent = [g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64];
@@ -1290,7 +1305,7 @@ unsafe fn grey_warp<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool, cons
 }
 
 macro_rules! warp_kernels {
-    ($($t:ty: $name:ident $args:ident, $rows:expr, $past:expr, $maximum:literal, $plus:literal;)*) => {$(
+    ($($t:ty: $name:ident $args:ident, $rows:expr, $past:expr, $maximum:literal, $plus:literal, $fixed:literal;)*) => {$(
         kernel! {
             /// The grey-scale minimum (`grey_warp_min_*`,
             /// `grey_warp_plus_min_f32`) or maximum (`..._max_*`) filter over
@@ -1299,14 +1314,19 @@ macro_rules! warp_kernels {
             /// `WARP_WINDOW`, held in registers: each warp streams the planes of its columns'
             /// window along z, taking the minimum along x by shuffles,
             /// along y and z in registers; no shared memory, no barriers.
+            /// The `grey_warp_fixed_*` kernels hold the windows of a
+            /// `WarpGeometry::fixed` geometry as constants (compiled apart
+            /// from the others, so that neither costs the other registers).
             ///
             /// # Safety
             /// `input` and `output` hold `items * z * y * x` values and do
             /// not overlap; the geometry is consistent (`tiles` as
             /// documented, `rows` this kernel's, every window 1 to
-            /// `WARP_WINDOW`, a plus's centre in its window) and a plane's positions, with a warp's rows
-            /// and columns past its end, below `u32::MAX`; the launch gives
-            /// `WARP_THREADS` threads.
+            /// `WARP_WINDOW`, a plus's centre in its window; `fixed()` for
+            /// the fixed kernels, whose launch otherwise fails) and a
+            /// plane's positions, with a warp's rows and columns past its
+            /// end, below `u32::MAX`; the launch gives `WARP_THREADS`
+            /// threads.
             ///
             /// # Parameters
             /// See `GreyWarpMinF32Args` (the others differ in their pointers only).
@@ -1326,20 +1346,38 @@ macro_rules! warp_kernels {
                 output: *mut $t,
             ) as $args {
                 let _ = reserved;
-                // SAFETY: the caller's, as documented.
-                unsafe { grey_warp::<$t, { $rows as usize }, $maximum, $plus, $past>(&geometry, mode, cval, input, output) }
+                // SAFETY: the caller's, as documented; `FIXED` the windows'
+                // own sizes (a fixed kernel given another geometry stops
+                // the launch with an error instead).
+                unsafe {
+                    if !$fixed {
+                        grey_warp::<$t, { $rows as usize }, $maximum, $plus, $past, 0>(&geometry, mode, cval, input, output)
+                    } else if !geometry.fixed() {
+                        trap()
+                    } else if geometry.window(0) == WARP_WINDOW {
+                        grey_warp::<$t, { $rows as usize }, $maximum, $plus, $past, { WARP_WINDOW as usize }>(&geometry, mode, cval, input, output)
+                    } else {
+                        grey_warp::<$t, { $rows as usize }, $maximum, $plus, $past, 1>(&geometry, mode, cval, input, output)
+                    }
+                }
             }
         }
     )*};
 }
 
 warp_kernels! {
-    f32: grey_warp_min_f32 GreyWarpMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, false;
-    f32: grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, false;
-    f64: grey_warp_min_f64 GreyWarpMinF64Args, WARP_ROWS_F64, WARP_PAST_F64, false, false;
-    f64: grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64, true, false;
-    f32: grey_warp_plus_min_f32 GreyWarpPlusMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, true;
-    f32: grey_warp_plus_max_f32 GreyWarpPlusMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, true;
+    f32: grey_warp_min_f32 GreyWarpMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, false, false;
+    f32: grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, false, false;
+    f64: grey_warp_min_f64 GreyWarpMinF64Args, WARP_ROWS_F64, WARP_PAST_F64, false, false, false;
+    f64: grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64, true, false, false;
+    f32: grey_warp_plus_min_f32 GreyWarpPlusMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, true, false;
+    f32: grey_warp_plus_max_f32 GreyWarpPlusMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, true, false;
+    f32: grey_warp_fixed_min_f32 GreyWarpFixedMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, false, true;
+    f32: grey_warp_fixed_max_f32 GreyWarpFixedMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, false, true;
+    f64: grey_warp_fixed_min_f64 GreyWarpFixedMinF64Args, WARP_ROWS_F64, WARP_PAST_F64, false, false, true;
+    f64: grey_warp_fixed_max_f64 GreyWarpFixedMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64, true, false, true;
+    f32: grey_warp_fixed_plus_min_f32 GreyWarpFixedPlusMinF32Args, WARP_ROWS_F32, WARP_PAST_F32, false, true, true;
+    f32: grey_warp_fixed_plus_max_f32 GreyWarpFixedPlusMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32, true, true, true;
 }
 
 kernel! {

@@ -584,6 +584,14 @@ impl WarpGeometry {
         (self.high[axis] as i64 - self.low[axis] as i64 + 1).clamp(0, u32::MAX as i64) as u32
     }
 
+    /// Whether the fixed-window warp kernels take this geometry: windows of
+    /// [`WARP_WINDOW`] along y and x and [`WARP_WINDOW`] or 1 along z
+    /// (scipy's `size=3` and its cross, in 3-D and in 2-D), which they
+    /// hold as constants (fewer instructions, their own registers).
+    pub fn fixed(&self) -> bool {
+        self.window(1) == WARP_WINDOW && self.window(2) == WARP_WINDOW && matches!(self.window(0), 1 | WARP_WINDOW)
+    }
+
     /// Whether every window is 1 to [`WARP_WINDOW`] (and a plus's centre
     /// lies in it).
     pub fn windows_fit(&self) -> bool {
@@ -618,6 +626,12 @@ streamed_args! {
     GreyWarpMaxF64Args: WarpGeometry, f64, GreyWarpMaxF64, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat box in registers";
     GreyWarpPlusMinF32Args: WarpGeometry, f32, GreyWarpPlusMinF32, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the minimum over a flat plus in registers";
     GreyWarpPlusMaxF32Args: WarpGeometry, f32, GreyWarpPlusMaxF32, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat plus in registers";
+    GreyWarpFixedMinF32Args: WarpGeometry, f32, GreyWarpFixedMinF32, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel (windows of [`WARP_WINDOW`] along y and x, [`WARP_WINDOW`] or 1 along z: [`WarpGeometry::fixed`]): the minimum over a flat box in registers";
+    GreyWarpFixedMaxF32Args: WarpGeometry, f32, GreyWarpFixedMaxF32, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat box in registers";
+    GreyWarpFixedMinF64Args: WarpGeometry, f64, GreyWarpFixedMinF64, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the minimum over a flat box in registers";
+    GreyWarpFixedMaxF64Args: WarpGeometry, f64, GreyWarpFixedMaxF64, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat box in registers";
+    GreyWarpFixedPlusMinF32Args: WarpGeometry, f32, GreyWarpFixedPlusMinF32, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the minimum over a flat plus in registers";
+    GreyWarpFixedPlusMaxF32Args: WarpGeometry, f32, GreyWarpFixedPlusMaxF32, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat plus in registers";
 }
 
 /// Arguments of the tiled binary filter (rank 1 to 3): what

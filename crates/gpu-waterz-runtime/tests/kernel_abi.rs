@@ -185,6 +185,12 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyWarpMaxF64Args>(c);
     check::<GreyWarpPlusMinF32Args>(c);
     check::<GreyWarpPlusMaxF32Args>(c);
+    check::<GreyWarpFixedMinF32Args>(c);
+    check::<GreyWarpFixedMaxF32Args>(c);
+    check::<GreyWarpFixedMinF64Args>(c);
+    check::<GreyWarpFixedMaxF64Args>(c);
+    check::<GreyWarpFixedPlusMinF32Args>(c);
+    check::<GreyWarpFixedPlusMaxF32Args>(c);
     check::<FillHolesEdgesArgs>(c);
     check::<FillHolesReachArgs>(c);
     check::<FillHolesOutputArgs>(c);

@@ -130,8 +130,9 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
 macro_rules! grey_launches {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident,
         $boxed:ident $box_args:ident, $plus:ident $plus_args:ident,
-        $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr, $past:expr
-        $(, plus $plus_min:ident $plus_max:ident)?;)*) => {$(
+        $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr, $past:expr,
+        fixed $fixed_min:ident $fixed_max:ident
+        $(, plus $plus_min:ident $plus_max:ident, fixed $fixed_plus_min:ident $fixed_plus_max:ident)?;)*) => {$(
         impl GreyKernels for $t {
             const WARP_ROWS: u32 = $rows;
             const WARP_PAST: bool = $past;
@@ -161,12 +162,18 @@ macro_rules! grey_launches {
                 // distinct buffers; the geometry is consistent (its rows this
                 // type's, its windows within the kernels', a plus's centre in
                 // its window, a plane's positions below u32::MAX): checked.
+                // Fixed windows (scipy's size 3 and its cross) take the
+                // kernels that hold them as constants.
                 unsafe {
-                    match (geometry.plus != 0, maximum) {
-                        (false, false) => gpu.launch(config, $min_args { geometry, mode, reserved, cval, input, output }),
-                        (false, true) => gpu.launch(config, $max_args { geometry, mode, reserved, cval, input, output }),
-                        $( (true, false) => gpu.launch(config, $plus_min { geometry, mode, reserved, cval, input, output }),
-                        (true, true) => gpu.launch(config, $plus_max { geometry, mode, reserved, cval, input, output }), )?
+                    match (geometry.plus != 0, maximum, geometry.fixed()) {
+                        (false, false, false) => gpu.launch(config, $min_args { geometry, mode, reserved, cval, input, output }),
+                        (false, true, false) => gpu.launch(config, $max_args { geometry, mode, reserved, cval, input, output }),
+                        (false, false, true) => gpu.launch(config, $fixed_min { geometry, mode, reserved, cval, input, output }),
+                        (false, true, true) => gpu.launch(config, $fixed_max { geometry, mode, reserved, cval, input, output }),
+                        $( (true, false, false) => gpu.launch(config, $plus_min { geometry, mode, reserved, cval, input, output }),
+                        (true, true, false) => gpu.launch(config, $plus_max { geometry, mode, reserved, cval, input, output }),
+                        (true, false, true) => gpu.launch(config, $fixed_plus_min { geometry, mode, reserved, cval, input, output }),
+                        (true, true, true) => gpu.launch(config, $fixed_plus_max { geometry, mode, reserved, cval, input, output }), )?
                         #[allow(unreachable_patterns)]
                         _ => Err(RuntimeError::InvalidLaunch { kernel: K, reason: "a plus of this type".into() }),
                     }
@@ -335,10 +342,12 @@ grey_launches! {
     f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args,
         grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args,
         grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32,
-        plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args;
+        fixed GreyWarpFixedMinF32Args GreyWarpFixedMaxF32Args,
+        plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args, fixed GreyWarpFixedPlusMinF32Args GreyWarpFixedPlusMaxF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
         grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
-        grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64;
+        grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64,
+        fixed GreyWarpFixedMinF64Args GreyWarpFixedMaxF64Args;
 }
 
 /// Checks a warp geometry (windows, rows, past columns, chunk, tile

@@ -51,7 +51,9 @@ pub enum Strategy {
     /// rank 1 to 3 of windows up to 3 along every axis held in registers: each warp streams its columns' planes,
     /// the minimum along x taken by warp shuffles, along y and z in
     /// registers (no shared memory; when the window fits,
-    /// [`takes_warp_kernel`]; else as `Box`).
+    /// [`takes_warp_kernel`]; else as `Box`). Windows of 3 along y and x
+    /// and 3 or 1 along z (scipy's `size=3` and its cross, in 3-D and 2-D)
+    /// take kernels that hold them as constants.
     Warp,
 }
 
