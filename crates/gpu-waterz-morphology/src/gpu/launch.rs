@@ -158,12 +158,11 @@ macro_rules! grey_launches {
                     return Ok(());
                 }
                 let (geometry, reserved, input, output) = (*geometry, 0, input.as_ptr(), output.as_mut_ptr());
-                // SAFETY: input and output hold every item's values and are
-                // distinct buffers; the geometry is consistent (its rows this
-                // type's, its windows within the kernels', a plus's centre in
-                // its window, a plane's positions below u32::MAX): checked.
                 // Fixed windows (scipy's size 3 and its cross) take the
-                // kernels that hold them as constants.
+                // kernels that hold them as constants (`fixed()` is theirs).
+                // SAFETY: input and output hold every item's values and are
+                // distinct buffers; the geometry is consistent (its rows,
+                // windows, plus centre and positions): checked.
                 unsafe {
                     match (geometry.plus != 0, maximum, geometry.fixed()) {
                         (false, false, false) => gpu.launch(config, $min_args { geometry, mode, reserved, cval, input, output }),
