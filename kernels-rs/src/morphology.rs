@@ -1043,9 +1043,12 @@ fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> boo
 /// by shuffles (lane `l` sends, for the shift `i`, its past-the-warp value
 /// when `l < i`, so that one shuffle serves every lane), along y from its own registers, and
 /// along z from the last `wz - 1` planes' results, kept in registers.
+/// With `FIXED` above 0, the windows are not read from the geometry: 3
+/// along y and x and `FIXED` along z, constants to the compiler.
 ///
 /// # Safety
-/// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`.
+/// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`; `FIXED`
+/// is 0, or the geometry is `fixed()` with `FIXED` its window along z.
 #[inline(always)]
 unsafe fn grey_warp<
     T: Grey + Lane,
@@ -1308,9 +1311,10 @@ macro_rules! warp_kernels {
     ($($t:ty: $name:ident $args:ident, $rows:expr, $past:expr, $maximum:literal, $plus:literal, $fixed:literal;)*) => {$(
         kernel! {
             /// The grey-scale minimum (`grey_warp_min_*`,
-            /// `grey_warp_plus_min_f32`) or maximum (`..._max_*`) filter over
-            /// one float type for a flat box (or, `grey_warp_plus_*`, a flat
-            /// plus: `geometry.plus` set) of rank 1 to 3 and windows up to
+            /// `grey_warp_plus_min_f32` and their `fixed` kernels) or maximum
+            /// (`..._max_*`) filter over one float type for a flat box (or,
+            /// the `plus` kernels, a flat plus: `geometry.plus` set) of rank
+            /// 1 to 3 and windows up to
             /// `WARP_WINDOW`, held in registers: each warp streams the planes of its columns'
             /// window along z, taking the minimum along x by shuffles,
             /// along y and z in registers; no shared memory, no barriers.
@@ -1323,7 +1327,8 @@ macro_rules! warp_kernels {
             /// not overlap; the geometry is consistent (`tiles` as
             /// documented, `rows` this kernel's, every window 1 to
             /// `WARP_WINDOW`, a plus's centre in its window; `fixed()` for
-            /// the fixed kernels, whose launch otherwise fails) and a
+            /// the fixed kernels, which otherwise trap: the launch fails with
+            /// an error that leaves the context unusable) and a
             /// plane's positions, with a warp's rows and columns past its
             /// end, below `u32::MAX`; the launch gives `WARP_THREADS`
             /// threads.
@@ -1346,9 +1351,9 @@ macro_rules! warp_kernels {
                 output: *mut $t,
             ) as $args {
                 let _ = reserved;
-                // SAFETY: the caller's, as documented; `FIXED` the windows'
-                // own sizes (a fixed kernel given another geometry stops
-                // the launch with an error instead).
+                // SAFETY: the caller's, as documented; `FIXED` is the
+                // geometry's own window along z (a fixed kernel given
+                // another geometry traps instead).
                 unsafe {
                     if !$fixed {
                         grey_warp::<$t, { $rows as usize }, $maximum, $plus, $past, 0>(&geometry, mode, cval, input, output)

@@ -481,7 +481,7 @@ impl BoxGeometry {
 /// word, `cval` and the arrays.
 macro_rules! streamed_args {
     ($($args:ident: $geometry:ident, $t:ty, $variant:ident, $flag:ident ($flag_doc:literal), $what:literal;)*) => {$(
-        #[doc = concat!("Arguments of ", $what, " over `", stringify!($t), "` (rank 1 to 3), boundary modes as")]
+        #[doc = concat!("Arguments of ", $what, " over `", stringify!($t), "` (rank 1 to 3, as its windows allow), boundary modes as")]
         /// [`GreyFilterF32Args`].
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
@@ -566,8 +566,8 @@ pub struct WarpGeometry {
     /// `WARP_ROWS_F64`).
     pub rows: u32,
     /// 0: the box `low..=high`; 1: a plus, the three segments `low..=high`
-    /// along one axis through `centre` (the `grey_warp_plus_*` kernels,
-    /// float32 only).
+    /// along one axis through `centre` (the `grey_warp_plus_*` and
+    /// `grey_warp_fixed_plus_*` kernels, float32 only).
     pub plus: u32,
     /// The plus's centre (unused for a box).
     pub centre: [i32; 3],

@@ -120,10 +120,12 @@ fn gpu_box_passes_and_tiles_equal_the_gather_on_a_volume() {
     }
 }
 
-/// The warp kernels against the gather on every box they take (windows 1
-/// to 3 along every axis, shifted by origins) and, in float32, every plus,
-/// float32 and float64, minimum and maximum, ranks 1 to 3, batches, every mode, extents that leave
-/// partial warps and short chunks along z, and NaN in the input.
+/// The warp kernels against the gather on boxes they take (windows 1 to 3
+/// along every axis, shifted by origins) and, in float32, pluses (of rank
+/// 3 here), float32 and float64, minimum and maximum, ranks 1 to 3,
+/// batches, every mode, extents that leave partial warps and short chunks
+/// along z, and NaN in the input. The fixed-window kernels have a test of
+/// their own.
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn gpu_warp_kernel_equals_the_gather() {
@@ -133,12 +135,7 @@ fn gpu_warp_kernel_equals_the_gather() {
         let rank = 1 + case % 3;
         let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[300, 90, 75][rank - 1])).collect();
         let items = rng.gen_range(1..=3);
-        let mut sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=3)).collect();
-        // Every fourth case of rank 2 or 3 has windows of 3 (scipy's size 3
-        // and its cross): the fixed-window kernels.
-        if case % 4 == 3 && rank > 1 {
-            sizes = vec![3; rank];
-        }
+        let sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=3)).collect();
         let origin = random_origin(&mut rng, &sizes);
         let mode = MODES[case % 5];
         let maximum = case % 2 == 0;
@@ -192,6 +189,73 @@ fn gpu_warp_kernel_equals_the_gather() {
     let footprint = Footprint::resolve(3, &Element::Footprint(cross.view()), &[0, 0, 0], false).unwrap();
     assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
     assert!(!gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap());
+}
+
+/// The fixed-window warp kernels (windows of 3 along y and x, 3 or 1 along
+/// z: scipy's `size=3` and its cross, in 3-D and 2-D) against the gather,
+/// every combination: float32 and float64, box, centred cross and
+/// off-centre plus (float32; float64 pluses take the plus kernel), 2-D and
+/// 3-D, minimum and maximum, each with a random mode, origin, batch and
+/// extents (partial warps, short chunks along z) and NaN in the input.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_fixed_window_warp_kernels_equal_the_gather() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(43);
+    for rank in [2usize, 3] {
+        for shape_of_element in ["box", "cross", "plus off centre"] {
+            for maximum in [false, true] {
+                let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[90, 75][rank - 2])).collect();
+                let items = rng.gen_range(1..=2);
+                let sizes = vec![3usize; rank];
+                let origin = random_origin(&mut rng, &sizes);
+                let mode = MODES[rng.gen_range(0..MODES.len())];
+                let centre: Vec<usize> = match shape_of_element {
+                    "cross" => vec![1; rank],
+                    _ => sizes.iter().map(|&n| rng.gen_range(0..n)).collect(),
+                };
+                let plus =
+                    ArrayD::from_shape_fn(IxDyn(&sizes), |i| (0..rank).filter(|&a| i[a] != centre[a]).count() <= 1);
+                let element = if shape_of_element == "box" {
+                    Element::Size(sizes.clone())
+                } else {
+                    Element::Footprint(plus.view())
+                };
+                let footprint = Footprint::resolve(rank, &element, &origin, maximum).unwrap();
+                let batch = Batch { items, shape: &shape };
+                let context = format!(
+                    "{shape_of_element} at {centre:?}, rank {rank}, maximum {maximum}: shape {shape:?} x{items}, \
+                     origin {origin:?}, {mode:?}"
+                );
+                let spatial: usize = shape.iter().product();
+                let values: Vec<f64> = (0..items * spatial)
+                    .map(|i| if i % 89 == 7 { f64::NAN } else { rng.gen_range(-50..50) as f64 * 0.125 })
+                    .collect();
+                assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap(), "{context}");
+                assert_eq!(
+                    gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap(),
+                    shape_of_element == "box",
+                    "{context}"
+                );
+                let same = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
+                let input = g.upload(&values).unwrap();
+                let run = |strategy| {
+                    let mut out = g.uninit::<f64>(values.len()).unwrap();
+                    gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+                    g.download(&out).unwrap()
+                };
+                assert!(same(&run(Strategy::Gather), &run(Strategy::Warp)), "{context} (f64)");
+                let values32: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+                let input = g.upload(&values32).unwrap();
+                let run = |strategy| {
+                    let mut out = g.uninit::<f32>(values.len()).unwrap();
+                    gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+                    g.download(&out).unwrap().into_iter().map(f64::from).collect::<Vec<f64>>()
+                };
+                assert!(same(&run(Strategy::Gather), &run(Strategy::Warp)), "{context} (f32)");
+            }
+        }
+    }
 }
 
 /// The box kernel against the gather on boxes of every shape it takes

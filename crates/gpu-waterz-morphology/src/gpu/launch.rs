@@ -139,8 +139,9 @@ macro_rules! grey_launches {
             const WARP_PLUS: bool = false $(|| !stringify!($plus_min).is_empty())?;
 
             /// The warp filter of `input` into `output` over `geometry`'s box
-            /// or plus (where this type's kernels take pluses): the minimum
-            /// kernel or the maximum one.
+            /// or plus (where this type's kernels take pluses): the kernel
+            /// of its element (box or plus), its filter (minimum or maximum)
+            /// and its windows (fixed or not).
             fn warped(
                 gpu: &Gpu,
                 geometry: &WarpGeometry,
@@ -158,11 +159,9 @@ macro_rules! grey_launches {
                     return Ok(());
                 }
                 let (geometry, reserved, input, output) = (*geometry, 0, input.as_ptr(), output.as_mut_ptr());
-                // Fixed windows (scipy's size 3 and its cross) take the
-                // kernels that hold them as constants (`fixed()` is theirs).
-                // SAFETY: input and output hold every item's values and are
-                // distinct buffers; the geometry is consistent (its rows,
-                // windows, plus centre and positions): checked.
+                // The fixed kernels are launched only when `geometry.fixed()`.
+                // SAFETY: every item's values, distinct buffers; rows, windows,
+                // plus centre, positions below u32::MAX: checked.
                 unsafe {
                     match (geometry.plus != 0, maximum, geometry.fixed()) {
                         (false, false, false) => gpu.launch(config, $min_args { geometry, mode, reserved, cval, input, output }),
