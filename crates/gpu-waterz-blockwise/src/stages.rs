@@ -597,18 +597,11 @@ fn listed_pair(list: &EdgeList, k: usize) -> ([u64; 2], ContactStats) {
     ([list.u[k], list.v[k]], ContactStats { contact_count: list.count[k], affinity_sum: list.sum[k] })
 }
 
-/// The first position of ascending `list` whose pair is not below `pair`.
-fn first_not_below(list: &EdgeList, pair: [u64; 2]) -> usize {
-    let (mut low, mut high) = (0, list.u.len());
-    while low < high {
-        let middle = (low + high) / 2;
-        if [list.u[middle], list.v[middle]] < pair {
-            low = middle + 1;
-        } else {
-            high = middle;
-        }
-    }
-    low
+/// The first position of ascending `list` whose pair is not below `pair`:
+/// the run of `pair`'s first endpoint, then the place of its second in it.
+fn first_not_below(list: &EdgeList, [u, v]: [u64; 2]) -> usize {
+    let (start, end) = (list.u.partition_point(|&x| x < u), list.u.partition_point(|&x| x <= u));
+    start + list.v[start..end].partition_point(|&x| x < v)
 }
 
 /// Up to `ranges - 1` ascending distinct pairs that cut ascending `edges`

@@ -259,18 +259,17 @@ def _label_dtype(label_type, max_label):
 def _write(output, lo, hi, basins, ids, segments, write_fragments):
     """Writes a block: ``segments[t]`` is the segment of each of its
     components at threshold ``t`` (the global tables at its fragments), in
-    the output arrays' type (every id fits it)."""
+    the output arrays' type."""
     import zarr
 
     components = _load(basins[0])
     region = (slice(lo[0], hi[0]), slice(lo[1], hi[1]), slice(lo[2], hi[2]))
     segmentation = zarr.open_array(os.path.join(output, "segmentation"), mode="r+")
-    dtype = segmentation.dtype
     for t in range(segments.shape[0]):
-        segmentation[(t,) + region] = segments[t].astype(dtype, copy=False)[components]
+        segmentation[(t,) + region] = segments[t][components]
     if write_fragments:
         fragments = zarr.open_array(os.path.join(output, "fragments"), mode="r+")
-        fragments[region] = ids.astype(dtype, copy=False)[components]
+        fragments[region] = ids.astype(fragments.dtype, copy=False)[components]
     if isinstance(basins[0], _Spilled):
         os.remove(basins[0].path)
     return None
@@ -545,7 +544,9 @@ def agglomerate(affinities, output, thresholds, block_shape=None, client=None, *
         seconds["merge"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        rows = [np.ascontiguousarray(tables[:, i]) for i in ids]
+        # Each block's rows of the tables, in the output's type (segment ids
+        # are fragment ids, which fit it): half the bytes sent for uint32.
+        rows = [np.ascontiguousarray(tables[:, i], dtype=dtype) for i in ids]
         sent += _nbytes(rows)
         runner.gather(runner.map(_write, [(partial, lo, hi, b, i, r, write_fragments)
                                           for (_, lo, hi), b, i, r in zip(blocks, basins, ids, rows)]))
