@@ -1135,10 +1135,14 @@ unsafe fn grey_warp<
         // `outside` instead. (Positions computed here for each plane took
         // fewer registers, and less time, than positions kept from the
         // unit's start.)
-        let load = |j: i64, column: u32| {
-            let from = boundary_index(z0 + g.low[0] as i64 + j, extent[0], mode)
+        // The start of the window's plane `j` (boundary modes applied), or
+        // none outside the array.
+        let plane_at = |j: i64| {
+            boundary_index(z0 + g.low[0] as i64 + j, extent[0], mode)
                 // SAFETY: z is a plane of the item.
-                .map(|z| unsafe { input.add((base + z as u64 * plane) as usize) });
+                .map(|z| unsafe { input.add((base + z as u64 * plane) as usize) })
+        };
+        let load = |from: Option<*const T>, column: u32| {
             let plane_start = from.unwrap_or(input);
             let column_in = from.is_some() && column != BOX_OUTSIDE;
             let mut values = [outside; WARP_LOAD_ROWS];
@@ -1154,20 +1158,23 @@ unsafe fn grey_warp<
             });
             values
         };
-        let mut next = load(0, column);
+        let mut next_plane = plane_at(0);
+        let mut next = load(next_plane, column);
         let mut p = 0i64;
         while p < planes {
             // The next plane's loads are issued before this plane's shuffles
             // (inline assembly, which loads do not cross), so that they are
             // in flight while the warp works; the columns past the warp's
-            // are loaded for this plane only.
-            let values = next;
+            // are loaded for this plane only, from its start found with the
+            // plane's other loads.
+            let (values, this_plane) = (next, next_plane);
             if p + 1 < planes {
-                next = load(p + 1, column);
+                next_plane = plane_at(p + 1);
+                next = load(next_plane, column);
             }
             let mut beyond = [outside; WARP_LOAD_ROWS];
             if PAST && past != BOX_OUTSIDE {
-                beyond = load(p, past);
+                beyond = load(this_plane, past);
             }
             // Each loaded row's minimum along x over the lane's window: the
             // lanes to its right (the last lanes' results are not stored).
