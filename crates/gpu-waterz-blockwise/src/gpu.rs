@@ -279,7 +279,7 @@ impl<'a> BlockLabels<'a> {
     ) -> EdgeList {
         let mut pairs = PairStats::default();
         let comps = self.components.as_slice().expect("a standard layout is contiguous");
-        lower_faces(self.shape, comps, ids, lower, &mut pairs, affinity);
+        lower_faces(self.shape, |i| comps[i], ids, lower, &mut pairs, affinity);
         for (&[u, v], &stats) in graph.edges.iter().zip(&graph.stats) {
             pairs.add(u, v, stats);
         }

@@ -69,8 +69,8 @@ pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxe
 pub use stages::{
     block_edges, check_components, component_labels, decode, decode_blocks, decode_blocks_with, decode_with,
     fragment_ids, local_basins, lower_layers, merge, region_graph, relabel, AffinitySource, BasinFaces, BasinSummary,
-    BlockSink, BlockwiseSummary, ComponentRuns, CpuSteps, DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasins,
-    StepSeconds,
+    BlockSink, BlockwiseSummary, ComponentRuns, CpuSteps, DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasinRuns,
+    LocalBasins, StepSeconds,
 };
 
 /// Errors of the blockwise decode.

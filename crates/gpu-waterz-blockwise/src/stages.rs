@@ -46,6 +46,30 @@ pub struct LocalBasins {
     pub faces: BasinFaces,
 }
 
+/// [`LocalBasins`] with the components as runs ([`ComponentRuns`]): what
+/// [`DecodeSteps::local_basin_runs`] gives, and what the driver holds
+/// (packed) between the steps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalBasinRuns {
+    /// [`LocalBasins::components`] as runs along the flattened block.
+    pub components: ComponentRuns,
+    /// [`LocalBasins::component_min`].
+    pub component_min: Vec<u64>,
+    /// [`LocalBasins::component_sizes`].
+    pub component_sizes: Vec<u64>,
+    /// [`LocalBasins::background`].
+    pub background: u64,
+    /// [`LocalBasins::faces`].
+    pub faces: BasinFaces,
+}
+
+impl From<LocalBasins> for LocalBasinRuns {
+    fn from(basins: LocalBasins) -> Self {
+        let LocalBasins { components, component_min, component_sizes, background, faces } = basins;
+        Self { components: ComponentRuns::of(components.view()), component_min, component_sizes, background, faces }
+    }
+}
+
 /// The layer of `shape` that face `d` is, as `(axis, index along it)`.
 fn face_layer(shape: [u64; 3], d: usize) -> (usize, u64) {
     let axis = d % 3;
@@ -70,7 +94,37 @@ pub fn local_basins(
     open: &OpenVoxels,
     settled: &[u8],
 ) -> Result<LocalBasins> {
-    apply_settled(dims, block, &mut bits, open, settled)?;
+    let component = basin_components(dims, block, &mut bits, open, settled)?;
+    basins_from_components(dims, block, component, bits)
+}
+
+/// [`local_basins`] with the components as runs ([`CpuSteps`]'s step 3 in
+/// the driver, which holds runs).
+fn local_basin_runs(
+    dims: [u64; 3],
+    block: Block,
+    mut bits: Array3<u8>,
+    open: &OpenVoxels,
+    settled: &[u8],
+) -> Result<LocalBasinRuns> {
+    let component = basin_components(dims, block, &mut bits, open, settled)?;
+    let (z, y, x) = bits.dim();
+    let runs = ComponentRuns::of(ArrayView3::from_shape((z, y, x), &component).expect("one component per voxel"));
+    drop(component);
+    basins_from_runs(dims, block, runs, bits)
+}
+
+/// Step 3's components: `bits` with the settled directions written in,
+/// each voxel's component (C order) `1..=n` in scan order of its first
+/// voxel, 0 for background.
+fn basin_components(
+    dims: [u64; 3],
+    block: Block,
+    bits: &mut Array3<u8>,
+    open: &OpenVoxels,
+    settled: &[u8],
+) -> Result<Vec<u32>> {
+    apply_settled(dims, block, bits, open, settled)?;
     let bs = block.shape();
     let n = block.len() as usize;
     // In C order whatever the array's layout (a copy only when it is not).
@@ -105,8 +159,7 @@ pub fn local_basins(
             component[i] = component[root];
         }
     }
-    drop(standard);
-    basins_from_components(dims, block, component, bits)
+    Ok(component)
 }
 
 /// Checks step 3's input for `block` (its directions `bits`, its open
@@ -188,6 +241,109 @@ pub(crate) fn basins_from_components(
         bits: std::array::from_fn(|d| face_values(&bits.view(), d)),
     };
     Ok(LocalBasins { components, component_min, component_sizes, background, faces })
+}
+
+/// [`basins_from_components`] from the components as runs (the GPU's
+/// step 3 downloads runs, not a component per voxel): the same checks
+/// and the same result, the components kept as runs.
+pub(crate) fn basins_from_runs(
+    dims: [u64; 3],
+    block: Block,
+    components: ComponentRuns,
+    bits: Array3<u8>,
+) -> Result<LocalBasinRuns> {
+    let bs = block.shape();
+    let shape = [bs[0] as usize, bs[1] as usize, bs[2] as usize];
+    if components.shape() != shape || bits.dim() != (shape[0], shape[1], shape[2]) {
+        return Err(invalid(format!(
+            "block {:?}..{:?}: components of shape {:?} and directions of {:?} for its voxels",
+            block.lo,
+            block.hi,
+            components.shape(),
+            bits.dim()
+        )));
+    }
+    let mut component_min = Vec::new();
+    let mut component_sizes: Vec<u64> = Vec::new();
+    let mut background = 0;
+    let mut start = 0u64;
+    for &[c, length] in components.runs() {
+        let c = c as usize;
+        if c == 0 {
+            background += length as u64;
+        } else {
+            if c == component_min.len() + 1 {
+                component_min.push(voxel_index(dims, block.global(voxel_at(bs, start))));
+                component_sizes.push(0);
+            } else if c > component_min.len() {
+                return Err(invalid(format!("component {c} appears before component {}", component_min.len() + 1)));
+            }
+            component_sizes[c - 1] += length as u64;
+        }
+        start += length as u64;
+    }
+    let mut cursor = RunCursor::new(&components);
+    let faces = BasinFaces {
+        components: std::array::from_fn(|d| face_positions(bs, d).map(|i| cursor.at(i)).collect()),
+        bits: std::array::from_fn(|d| face_values(&bits.view(), d)),
+    };
+    Ok(LocalBasinRuns { components, component_min, component_sizes, background, faces })
+}
+
+/// The flat (C order) positions of face `d` of a block of `shape`, in the
+/// face's order (its two other axes in C order): ascending.
+fn face_positions(shape: [u64; 3], d: usize) -> impl Iterator<Item = usize> {
+    let (axis, at) = face_layer(shape, d);
+    let strides = [shape[1] * shape[2], shape[2], 1];
+    let (p, q) = match axis {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    };
+    let (np, nq) = (shape[p], shape[q]);
+    (0..np).flat_map(move |a| (0..nq).map(move |b| (at * strides[axis] + a * strides[p] + b * strides[q]) as usize))
+}
+
+/// Looks up the component of block voxels (flat, C order) in a block's
+/// runs: a step forward while the positions ascend within a run or into
+/// the next, a binary search over the runs' starts otherwise.
+pub(crate) struct RunCursor<'a> {
+    runs: &'a [[u32; 2]],
+    /// Each run's first voxel.
+    starts: Vec<u64>,
+    /// The run of the last lookup.
+    at: usize,
+}
+
+impl<'a> RunCursor<'a> {
+    pub(crate) fn new(runs: &'a ComponentRuns) -> Self {
+        let mut next = 0u64;
+        let starts = runs
+            .runs()
+            .iter()
+            .map(|&[_, length]| {
+                let start = next;
+                next += length as u64;
+                start
+            })
+            .collect();
+        Self { runs: runs.runs(), starts, at: 0 }
+    }
+
+    /// The component at voxel `i` (inside the block: the runs fill it).
+    pub(crate) fn at(&mut self, i: usize) -> u32 {
+        let i = i as u64;
+        let end = |k: usize| self.starts[k] + self.runs[k][1] as u64;
+        if !(self.starts[self.at] <= i && i < end(self.at)) {
+            let next = self.at + 1;
+            self.at = if next < self.runs.len() && self.starts[next] <= i && i < end(next) {
+                next
+            } else {
+                self.starts.partition_point(|&s| s <= i) - 1
+            };
+        }
+        self.runs[self.at][0]
+    }
 }
 
 /// A block's part of [`local_basins`] that [`fragment_ids`] reads.
@@ -430,7 +586,7 @@ pub fn block_edges(
             }
         }
     }
-    lower_faces(shape, comps, ids, lower, &mut pairs, |axis, i| affs[axis * n + i]);
+    lower_faces(shape, |i| comps[i], ids, lower, &mut pairs, |axis, i| affs[axis * n + i]);
     Ok(pairs.into_edges())
 }
 
@@ -444,18 +600,30 @@ pub(crate) fn check_block_edges(
     ids: &[u64],
     lower: [Option<&[u64]>; 3],
 ) -> Result<[usize; 3]> {
+    let without_id = || components.iter().any(|&c| c as usize >= ids.len());
+    check_edge_parts(dims, block, components.shape(), without_id, lower)
+}
+
+/// Step 5's checks: the block in the volume, components of its shape
+/// (`without_id`: whether one has no fragment id) and a layer before each
+/// lower face that has a block before it.
+fn check_edge_parts(
+    dims: [u64; 3],
+    block: Block,
+    components: &[usize],
+    without_id: impl FnOnce() -> bool,
+    lower: [Option<&[u64]>; 3],
+) -> Result<[usize; 3]> {
     block.check(dims)?;
     let bs = block.shape();
     let shape = [bs[0] as usize, bs[1] as usize, bs[2] as usize];
-    if components.shape() != shape {
+    if components != shape {
         return Err(invalid(format!(
-            "block {:?}..{:?}: components {:?} must be {shape:?}",
-            block.lo,
-            block.hi,
-            components.shape()
+            "block {:?}..{:?}: components {components:?} must be {shape:?}",
+            block.lo, block.hi,
         )));
     }
-    if components.iter().any(|&c| c as usize >= ids.len()) {
+    if without_id() {
         return Err(invalid("a component has no fragment id"));
     }
     for (axis, layer) in lower.iter().enumerate() {
@@ -509,10 +677,11 @@ impl PairStats {
 /// The faces across a block's lower faces, between each voxel on the face
 /// and the layer before it (`lower[axis]`, in face order), added to
 /// `pairs`; `affinity(axis, i)` is channel `axis` at block voxel `i` (C
-/// order). `comps` are the block's components (C order, `shape`).
+/// order). `component_at(i)` is the block's component at voxel `i` (C
+/// order, `shape`); each face's voxels are asked in ascending order.
 pub(crate) fn lower_faces(
     shape: [usize; 3],
-    comps: &[u32],
+    mut component_at: impl FnMut(usize) -> u32,
     ids: &[u64],
     lower: [Option<&[u64]>; 3],
     pairs: &mut PairStats,
@@ -526,7 +695,11 @@ pub(crate) fn lower_faces(
         for a in 0..shape[p] {
             for b in 0..shape[q] {
                 let i = a * strides[p] + b * strides[q];
-                pairs.add(ids[comps[i] as usize], layer[a * shape[q] + b], ContactStats::of_face(affinity(axis, i)));
+                pairs.add(
+                    ids[component_at(i) as usize],
+                    layer[a * shape[q] + b],
+                    ContactStats::of_face(affinity(axis, i)),
+                );
             }
         }
     }
@@ -860,6 +1033,33 @@ impl ComponentRuns {
         Ok(Self { shape, runs })
     }
 
+    /// Runs that fill a block of `shape` in C order given by their
+    /// components (`values`) and first voxels (`starts`, ascending from
+    /// 0, as a GPU's run-length encoding finds them): run `k` ends where
+    /// run `k + 1` starts, the last at the block's end. Fails when the
+    /// lists differ in length, the first start is not 0, the starts do not
+    /// ascend strictly or one lies past the block.
+    pub fn from_starts(shape: [usize; 3], values: &[u32], starts: &[u32]) -> Result<Self> {
+        let n: usize = shape.iter().product();
+        if values.len() != starts.len() {
+            return Err(invalid(format!("{} run values for {} run starts", values.len(), starts.len())));
+        }
+        if starts.first().is_some_and(|&s| s != 0) || (starts.is_empty() && n > 0) {
+            return Err(invalid("runs that do not start at the block's first voxel"));
+        }
+        let ends = starts.iter().skip(1).map(|&s| s as usize).chain([n]);
+        let runs = values
+            .iter()
+            .zip(starts)
+            .zip(ends)
+            .map(|((&value, &start), end)| match end.checked_sub(start as usize) {
+                Some(length) if length > 0 && length <= u32::MAX as usize => Ok([value, length as u32]),
+                _ => Err(invalid(format!("a run from voxel {start} to {end} in a block of {n}"))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { shape, runs })
+    }
+
     /// The block's shape `(z, y, x)`.
     pub fn shape(&self) -> [usize; 3] {
         self.shape
@@ -1022,6 +1222,37 @@ pub trait DecodeSteps: Sync {
         self.block_edges(dims, block, components, ids, lower, affinities.view())
     }
 
+    /// Step 5 on `block` with its components as runs (what the driver
+    /// holds): by default expanded and handed to
+    /// [`DecodeSteps::block_edges_from`]; a backend that expands them
+    /// where it counts (the GPU) spares the host the four bytes per voxel.
+    fn block_edge_runs_from(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        components: &ComponentRuns,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+    ) -> Result<EdgeList> {
+        self.block_edges_from(source, dims, block, components.expand().view(), ids, lower)
+    }
+
+    /// Step 3 with the components as runs, what the driver holds between
+    /// the steps: by default [`DecodeSteps::local_basins`]'s, run-length
+    /// encoded here; a backend that encodes them where it finds them (the
+    /// GPU) moves the runs instead of four bytes per voxel.
+    fn local_basin_runs(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        bits: Array3<u8>,
+        open: &OpenVoxels,
+        settled: &[u8],
+    ) -> Result<LocalBasinRuns> {
+        self.local_basins(dims, block, bits, open, settled).map(LocalBasinRuns::from)
+    }
+
     /// Step 3 ([`local_basins`]).
     fn local_basins(
         &self,
@@ -1076,6 +1307,19 @@ impl DecodeSteps for CpuSteps {
         settled: &[u8],
     ) -> Result<LocalBasins> {
         local_basins(dims, block, bits, open, settled)
+    }
+
+    /// The components found as in [`local_basins`], their runs taken
+    /// from them.
+    fn local_basin_runs(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        bits: Array3<u8>,
+        open: &OpenVoxels,
+        settled: &[u8],
+    ) -> Result<LocalBasinRuns> {
+        local_basin_runs(dims, block, bits, open, settled)
     }
 
     fn block_edges(
@@ -1141,7 +1385,7 @@ pub fn decode_blocks_with(
     // Each block's components are held packed until steps 5 and 7 unpack
     // them: four bytes per voxel of the whole volume would not fit.
     let basins = in_waves(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
-        steps.local_basins(dims, b, p.bits, &p.open, &settled).and_then(HeldBasins::pack)
+        steps.local_basin_runs(dims, b, p.bits, &p.open, &settled).and_then(HeldBasins::pack)
     })?;
     lap("local_basins", &mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(HeldBasins::summary).collect();
@@ -1152,8 +1396,8 @@ pub fn decode_blocks_with(
     lap("fragment_ids", &mut seconds.fragment_ids);
     let edges = in_waves(0..grid.len(), |b| {
         let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
-        let components = basins[b].components.unpack()?;
-        steps.block_edges_from(source, dims, blocks[b], components.view(), &fragments.ids[b], lower)
+        let components = basins[b].components.runs()?;
+        steps.block_edge_runs_from(source, dims, blocks[b], &components, &fragments.ids[b], lower)
     })?;
     drop(lower_layers);
     lap("block_edges", &mut seconds.block_edges);
@@ -1207,8 +1451,8 @@ struct HeldBasins {
 }
 
 impl HeldBasins {
-    fn pack(basins: LocalBasins) -> Result<Self> {
-        let LocalBasins { components, component_min, component_sizes, background, faces } = basins;
+    fn pack(basins: LocalBasinRuns) -> Result<Self> {
+        let LocalBasinRuns { components, component_min, component_sizes, background, faces } = basins;
         Ok(Self { components: PackedComponents::pack(components)?, component_min, component_sizes, background, faces })
     }
 
@@ -1236,11 +1480,10 @@ impl PackedComponents {
     /// Runs per piece that goes through the (de)compressor.
     const PIECE: usize = 1 << 13;
 
-    fn pack(components: Array3<u32>) -> Result<Self> {
+    fn pack(runs: ComponentRuns) -> Result<Self> {
         use std::io::Write;
-        let shape = components.dim();
-        let runs = ComponentRuns::of(components.view());
-        drop(components);
+        let [z, y, x] = runs.shape();
+        let shape = (z, y, x);
         let failed = |e: std::io::Error| invalid(format!("packing a block's components: {e}"));
         let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).map_err(failed)?;
         let mut piece: Vec<u8> = Vec::with_capacity(8 * Self::PIECE);
@@ -1253,10 +1496,6 @@ impl PackedComponents {
             encoder.write_all(&piece).map_err(failed)?;
         }
         Ok(Self { shape, bytes: encoder.finish().map_err(failed)? })
-    }
-
-    fn unpack(&self) -> Result<Array3<u32>> {
-        Ok(self.runs()?.expand())
     }
 
     fn runs(&self) -> Result<ComponentRuns> {
@@ -1421,7 +1660,10 @@ pub fn decode_with(
 
 #[cfg(test)]
 mod tests {
-    use super::{in_waves, invalid, region_graph, ComponentRuns, EdgeList, PackedComponents};
+    use super::{
+        basins_from_components, basins_from_runs, in_waves, invalid, lower_faces, region_graph, Block, ComponentRuns,
+        EdgeList, LocalBasinRuns, PackedComponents, PairStats, RunCursor,
+    };
     use gpu_waterz_core::ContactStats;
 
     /// A list of pairs of fragments `1..=n_fragments` drawn from `raw`,
@@ -1509,11 +1751,11 @@ mod tests {
         for (i, c) in components.iter_mut().enumerate() {
             *c = (i as u32 / 13) ^ 0xdead_beef;
         }
-        let packed = PackedComponents::pack(components.clone()).unwrap();
+        let packed = PackedComponents::pack(ComponentRuns::of(components.view())).unwrap();
         assert!(packed.bytes.len() < 4 * components.len());
-        assert_eq!(packed.unpack().unwrap(), components);
-        let empty = PackedComponents::pack(Array3::zeros((0, 4, 5))).unwrap();
-        assert_eq!(empty.unpack().unwrap().dim(), (0, 4, 5));
+        assert_eq!(packed.runs().unwrap().expand(), components);
+        let empty = PackedComponents::pack(ComponentRuns::of(Array3::zeros((0, 4, 5)).view())).unwrap();
+        assert_eq!(empty.runs().unwrap().expand().dim(), (0, 4, 5));
     }
 
     #[test]
@@ -1527,7 +1769,7 @@ mod tests {
         let runs = ComponentRuns::of(components.view());
         assert!(runs.runs().len() > 2 * ComponentRuns::PIECE, "several pieces");
         assert_eq!(runs.expand(), components);
-        let packed = PackedComponents::pack(components.clone()).unwrap();
+        let packed = PackedComponents::pack(runs.clone()).unwrap();
         assert_eq!(packed.runs().unwrap().expand(), components);
         let label_of: Vec<u64> = (0..1000u64).map(|c| c * 3 + 1).collect();
         let mut out = vec![0u64; components.len()];
@@ -1548,12 +1790,113 @@ mod tests {
     #[test]
     fn damaged_packed_components_are_errors() {
         let components = Array3::from_shape_fn((4, 50, 50), |(z, y, x)| (z * 2500 + y * 50 + x) as u32);
-        let packed = PackedComponents::pack(components).unwrap();
+        let packed = PackedComponents::pack(ComponentRuns::of(components.view())).unwrap();
         let short = PackedComponents { shape: packed.shape, bytes: packed.bytes[..packed.bytes.len() / 2].to_vec() };
-        assert!(short.unpack().is_err(), "a cut stream");
+        assert!(short.runs().is_err(), "a cut stream");
         let longer = PackedComponents { shape: (4, 50, 49), bytes: packed.bytes.clone() };
-        assert!(longer.unpack().is_err(), "more values than voxels");
+        assert!(longer.runs().is_err(), "more values than voxels");
         let more = PackedComponents { shape: (4, 50, 51), bytes: packed.bytes };
-        assert!(more.unpack().is_err(), "fewer values than voxels");
+        assert!(more.runs().is_err(), "fewer values than voxels");
+    }
+
+    /// Components `1..=n` in scan order of their first voxel (0:
+    /// background) from any values: each value renamed by its first
+    /// appearance, `background` values (below it) kept as 0.
+    fn scan_ordered(shape: (usize, usize, usize), raw: &[u8], background: u8) -> Array3<u32> {
+        let mut names = std::collections::HashMap::new();
+        let values: Vec<u32> = (0..shape.0 * shape.1 * shape.2)
+            .map(|i| {
+                let v = raw[i % raw.len()];
+                if v < background {
+                    return 0;
+                }
+                let next = names.len() as u32 + 1;
+                *names.entry(v).or_insert(next)
+            })
+            .collect();
+        Array3::from_shape_vec(shape, values).unwrap()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(60))]
+        /// Step 3's result from runs equals the one from the components
+        /// per voxel: smallest voxels, sizes, background and faces, for any
+        /// block shape and place, runs of any length; components out of
+        /// scan order are an error both ways.
+        #[test]
+        fn basins_from_runs_equal_basins_from_components(
+            shape in (1usize..9, 1usize..9, 1usize..9),
+            lo in (0u64..5, 0u64..5, 0u64..5),
+            raw in proptest::collection::vec(0u8..12, 1..40),
+            stretch in 1usize..30,
+            background in 0u8..4,
+            bits_seed: u64,
+            swap: bool,
+        ) {
+            let stretched: Vec<u8> = raw.iter().flat_map(|&v| std::iter::repeat_n(v, stretch)).collect();
+            let mut components = scan_ordered(shape, &stretched, background);
+            let block = Block { lo: [lo.0, lo.1, lo.2], hi: [lo.0 + shape.0 as u64, lo.1 + shape.1 as u64, lo.2 + shape.2 as u64] };
+            let dims = [block.hi[0] + 2, block.hi[1] + 1, block.hi[2] + 3];
+            let bits = Array3::from_shape_fn(shape, |(z, y, x)| {
+                ((bits_seed >> ((z + 3 * y + 7 * x) % 57)) as u8) & 0x3f
+            });
+            let largest = components.iter().copied().max().unwrap();
+            if swap && largest >= 2 {
+                // Components 1 and 2 swapped: 2 then comes first.
+                components.mapv_inplace(|c| match c { 1 => 2, 2 => 1, c => c });
+            }
+            let runs = ComponentRuns::of(components.view());
+            let want = basins_from_components(dims, block, components.as_standard_layout().iter().copied().collect(), bits.clone());
+            let got = basins_from_runs(dims, block, runs, bits);
+            match (want, got) {
+                (Ok(want), Ok(got)) => proptest::prop_assert_eq!(LocalBasinRuns::from(want), got),
+                (Err(_), Err(_)) => proptest::prop_assert!(swap),
+                (want, got) => proptest::prop_assert!(false, "{want:?} against {got:?}"),
+            }
+        }
+
+        /// Lookups in runs, in any order, give each voxel's component,
+        /// and the lower faces counted through them equal those counted
+        /// from the components per voxel.
+        #[test]
+        fn run_lookups_and_lower_faces_match_the_components(
+            shape in (1usize..8, 1usize..8, 1usize..8),
+            raw in proptest::collection::vec(0u32..6, 1..50),
+            stretch in 1usize..20,
+            lookups in proptest::collection::vec(0usize..1000, 0..200),
+        ) {
+            let n = shape.0 * shape.1 * shape.2;
+            let comps: Vec<u32> = (0..n).map(|i| raw[(i / stretch) % raw.len()]).collect();
+            let array = Array3::from_shape_vec(shape, comps.clone()).unwrap();
+            let runs = ComponentRuns::of(array.view());
+            let mut cursor = RunCursor::new(&runs);
+            for i in lookups.into_iter().map(|i| i % n) {
+                proptest::prop_assert_eq!(cursor.at(i), comps[i]);
+            }
+            let s = [shape.0, shape.1, shape.2];
+            let ids: Vec<u64> = (0..6u64).map(|c| if c == 0 { 0 } else { 10 + c }).collect();
+            let layers: Vec<Vec<u64>> = (0..3).map(|a| (0..s[(a + 1) % 3] * s[(a + 2) % 3]).map(|k| 1 + (k as u64 * 7) % 20).collect()).collect();
+            let lower = [Some(layers[0].as_slice()), Some(layers[1].as_slice()), Some(layers[2].as_slice())];
+            let affinity = |axis: usize, i: usize| (axis * 31 + i) as f32 / 997.0;
+            let (mut want, mut got) = (PairStats::default(), PairStats::default());
+            lower_faces(s, |i| comps[i], &ids, lower, &mut want, affinity);
+            let mut cursor = RunCursor::new(&runs);
+            lower_faces(s, |i| cursor.at(i), &ids, lower, &mut got, affinity);
+            proptest::prop_assert_eq!(want.into_edges(), got.into_edges());
+        }
+    }
+
+    #[test]
+    fn runs_from_starts_fill_the_block_or_are_errors() {
+        let runs = ComponentRuns::from_starts([1, 2, 3], &[4, 1, 4], &[0, 2, 5]).unwrap();
+        assert_eq!(runs.expand().as_slice().unwrap(), [4, 4, 1, 1, 1, 4]);
+        assert_eq!(runs, ComponentRuns::of(runs.expand().view()));
+        assert!(ComponentRuns::from_starts([1, 2, 3], &[4, 1], &[0]).is_err(), "lists of different lengths");
+        assert!(ComponentRuns::from_starts([1, 2, 3], &[4, 1], &[1, 3]).is_err(), "not from voxel 0");
+        assert!(ComponentRuns::from_starts([1, 2, 3], &[4, 1], &[0, 0]).is_err(), "a run of none");
+        assert!(ComponentRuns::from_starts([1, 2, 3], &[4, 1], &[0, 7]).is_err(), "a start past the block");
+        assert!(ComponentRuns::from_starts([1, 2, 3], &[4, 1, 2], &[0, 4, 3]).is_err(), "descending starts");
+        assert!(ComponentRuns::from_starts([1, 2, 3], &[], &[]).is_err(), "no runs for six voxels");
+        assert_eq!(ComponentRuns::from_starts([0, 2, 3], &[], &[]).unwrap().runs(), &[] as &[[u32; 2]]);
     }
 }

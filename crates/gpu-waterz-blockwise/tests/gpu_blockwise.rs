@@ -7,7 +7,7 @@
 
 use gpu_waterz_blockwise::{
     decode, decode_blocks_with, decode_with, fragment_ids, lower_layers, settle_open_plateaus, AffinitySource, Block,
-    BlockGrid, BlockSink, CpuSteps, DecodeSteps, GpuSteps, ImplicitSource, OpenVoxels,
+    BlockGrid, BlockSink, ComponentRuns, CpuSteps, DecodeSteps, GpuSteps, ImplicitSource, LocalBasinRuns, OpenVoxels,
 };
 use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_core::synthetic::{cell_affinities, cell_labels, quantized_affinities, random_affinities};
@@ -53,6 +53,10 @@ fn check(steps: &GpuSteps, affs: &Array4<f32>, block_shape: [u64; 3], what: &str
     for (b, (p, settled)) in gpu_plateaus.into_iter().zip(&settled).enumerate() {
         let block = grid.block(b);
         let want = CpuSteps.local_basins(dims, block, p.bits.clone(), &p.open, settled).unwrap();
+        // The runs the GPU encodes (what the driver holds) and the
+        // components it downloads whole.
+        let runs = steps.local_basin_runs(dims, block, p.bits.clone(), &p.open, settled).unwrap();
+        assert_eq!(runs, LocalBasinRuns::from(want.clone()), "{what}: block {b} {block:?}: basins as runs");
         let got = steps.local_basins(dims, block, p.bits, &p.open, settled).unwrap();
         assert_eq!(got, want, "{what}: block {b} {block:?}: basins");
     }
@@ -94,6 +98,9 @@ fn check_step5(steps: &GpuSteps, source: &dyn AffinitySource, block_shape: [u64;
         let want = CpuSteps.block_edges_from(source, dims, block, components, ids, lower).unwrap();
         let got = steps.block_edges_from(source, dims, block, components, ids, lower).unwrap();
         assert_eq!(got, want, "{what}: block {b} {block:?}: region-graph pairs");
+        let runs = ComponentRuns::of(components);
+        let got = steps.block_edge_runs_from(source, dims, block, &runs, ids, lower).unwrap();
+        assert_eq!(got, want, "{what}: block {b} {block:?}: region-graph pairs from runs");
     }
 }
 
