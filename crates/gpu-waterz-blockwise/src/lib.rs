@@ -70,7 +70,7 @@ pub use stages::{
     block_edges, check_components, component_labels, decode, decode_blocks, decode_blocks_with, decode_with,
     fragment_ids, local_basins, lower_layers, merge, region_graph, relabel, AffinitySource, BasinFaces, BasinSummary,
     BlockSink, BlockwiseSummary, ComponentRuns, CpuSteps, DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasinRuns,
-    LocalBasins, StepSeconds,
+    LocalBasins, PackedRuns, StepSeconds,
 };
 
 /// Errors of the blockwise decode.

@@ -1443,7 +1443,7 @@ fn in_waves<I: Send, T: Send>(
 /// A block's [`LocalBasins`] as [`decode_blocks_with`] holds them between
 /// steps: the components packed.
 struct HeldBasins {
-    components: PackedComponents,
+    components: PackedRuns,
     component_min: Vec<u64>,
     component_sizes: Vec<u64>,
     background: u64,
@@ -1453,7 +1453,7 @@ struct HeldBasins {
 impl HeldBasins {
     fn pack(basins: LocalBasinRuns) -> Result<Self> {
         let LocalBasinRuns { components, component_min, component_sizes, background, faces } = basins;
-        Ok(Self { components: PackedComponents::pack(components)?, component_min, component_sizes, background, faces })
+        Ok(Self { components: PackedRuns::pack(&components)?, component_min, component_sizes, background, faces })
     }
 
     fn summary(&self) -> BasinSummary<'_> {
@@ -1470,20 +1470,23 @@ impl HeldBasins {
 /// neighbours along the flattened block), each as its value and length
 /// (little-endian u32s), through zstd at level 1. Basins come out about 20
 /// times smaller; the runs (about ten voxels each) leave zstd a fifth of
-/// the bytes, and are quick to find and to fill.
-struct PackedComponents {
-    shape: (usize, usize, usize),
+/// the bytes, and are quick to find and to fill. What the driver holds
+/// between the steps, and what `gpu_waterz.blockwise` keeps (and Dask
+/// moves) instead of four bytes per voxel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedRuns {
+    shape: [usize; 3],
     bytes: Vec<u8>,
 }
 
-impl PackedComponents {
+impl PackedRuns {
     /// Runs per piece that goes through the (de)compressor.
     const PIECE: usize = 1 << 13;
 
-    fn pack(runs: ComponentRuns) -> Result<Self> {
+    /// The runs compressed.
+    pub fn pack(runs: &ComponentRuns) -> Result<Self> {
         use std::io::Write;
-        let [z, y, x] = runs.shape();
-        let shape = (z, y, x);
+        let shape = runs.shape();
         let failed = |e: std::io::Error| invalid(format!("packing a block's components: {e}"));
         let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).map_err(failed)?;
         let mut piece: Vec<u8> = Vec::with_capacity(8 * Self::PIECE);
@@ -1498,9 +1501,27 @@ impl PackedComponents {
         Ok(Self { shape, bytes: encoder.finish().map_err(failed)? })
     }
 
-    fn runs(&self) -> Result<ComponentRuns> {
+    /// Packed runs of a block of `shape` from their bytes (as
+    /// [`PackedRuns::bytes`] gave them); checked when unpacked.
+    pub fn from_bytes(shape: [usize; 3], bytes: Vec<u8>) -> Self {
+        Self { shape, bytes }
+    }
+
+    /// The block's shape `(z, y, x)`.
+    pub fn shape(&self) -> [usize; 3] {
+        self.shape
+    }
+
+    /// The compressed bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The runs, unpacked; fails when the bytes are not a whole stream of
+    /// runs that fill the block.
+    pub fn runs(&self) -> Result<ComponentRuns> {
         use std::io::Read;
-        let (z, y, x) = self.shape;
+        let [z, y, x] = self.shape;
         let failed = |e: std::io::Error| invalid(format!("unpacking a block's components: {e}"));
         let mut decoder = zstd::stream::Decoder::new(self.bytes.as_slice()).map_err(failed)?;
         let mut runs: Vec<[u32; 2]> = Vec::new();
@@ -1662,7 +1683,7 @@ pub fn decode_with(
 mod tests {
     use super::{
         basins_from_components, basins_from_runs, in_waves, invalid, lower_faces, region_graph, Block, ComponentRuns,
-        EdgeList, LocalBasinRuns, PackedComponents, PairStats, RunCursor,
+        EdgeList, LocalBasinRuns, PackedRuns, PairStats, RunCursor,
     };
     use gpu_waterz_core::ContactStats;
 
@@ -1751,10 +1772,10 @@ mod tests {
         for (i, c) in components.iter_mut().enumerate() {
             *c = (i as u32 / 13) ^ 0xdead_beef;
         }
-        let packed = PackedComponents::pack(ComponentRuns::of(components.view())).unwrap();
+        let packed = PackedRuns::pack(&ComponentRuns::of(components.view())).unwrap();
         assert!(packed.bytes.len() < 4 * components.len());
         assert_eq!(packed.runs().unwrap().expand(), components);
-        let empty = PackedComponents::pack(ComponentRuns::of(Array3::zeros((0, 4, 5)).view())).unwrap();
+        let empty = PackedRuns::pack(&ComponentRuns::of(Array3::zeros((0, 4, 5)).view())).unwrap();
         assert_eq!(empty.runs().unwrap().expand().dim(), (0, 4, 5));
     }
 
@@ -1769,7 +1790,7 @@ mod tests {
         let runs = ComponentRuns::of(components.view());
         assert!(runs.runs().len() > 2 * ComponentRuns::PIECE, "several pieces");
         assert_eq!(runs.expand(), components);
-        let packed = PackedComponents::pack(runs.clone()).unwrap();
+        let packed = PackedRuns::pack(&runs).unwrap();
         assert_eq!(packed.runs().unwrap().expand(), components);
         let label_of: Vec<u64> = (0..1000u64).map(|c| c * 3 + 1).collect();
         let mut out = vec![0u64; components.len()];
@@ -1790,12 +1811,12 @@ mod tests {
     #[test]
     fn damaged_packed_components_are_errors() {
         let components = Array3::from_shape_fn((4, 50, 50), |(z, y, x)| (z * 2500 + y * 50 + x) as u32);
-        let packed = PackedComponents::pack(ComponentRuns::of(components.view())).unwrap();
-        let short = PackedComponents { shape: packed.shape, bytes: packed.bytes[..packed.bytes.len() / 2].to_vec() };
+        let packed = PackedRuns::pack(&ComponentRuns::of(components.view())).unwrap();
+        let short = PackedRuns::from_bytes(packed.shape(), packed.bytes()[..packed.bytes().len() / 2].to_vec());
         assert!(short.runs().is_err(), "a cut stream");
-        let longer = PackedComponents { shape: (4, 50, 49), bytes: packed.bytes.clone() };
+        let longer = PackedRuns::from_bytes([4, 50, 49], packed.bytes().to_vec());
         assert!(longer.runs().is_err(), "more values than voxels");
-        let more = PackedComponents { shape: (4, 50, 51), bytes: packed.bytes };
+        let more = PackedRuns::from_bytes([4, 50, 51], packed.bytes().to_vec());
         assert!(more.runs().is_err(), "fewer values than voxels");
     }
 

@@ -4,13 +4,16 @@
 //! once. Every call releases the GIL while it computes.
 
 use gpu_waterz_blockwise::{
-    decode, decode_with, fragment_ids, region_graph, settle_open_plateaus, BasinFaces, BasinSummary, Block, BlockGrid,
-    BlockwiseError, CpuSteps, DecodeSteps, EdgeList, ErrorKind, GpuSteps, ImplicitSource, OpenVoxels,
+    decode, decode_with, fragment_ids, region_graph, settle_open_plateaus, AffinitySource, BasinFaces, BasinSummary,
+    Block, BlockGrid, BlockwiseError, ComponentRuns, CpuSteps, DecodeSteps, EdgeList, ErrorKind, GpuSteps,
+    ImplicitSource, OpenVoxels, PackedRuns,
 };
 use gpu_waterz_core::WatershedParams;
+use ndarray::{Array3, Array4, ArrayView4, Slice};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 fn err(e: BlockwiseError) -> PyErr {
     match e.kind() {
@@ -152,6 +155,211 @@ pub(crate) fn blockwise_basins<'py>(
         components.into_iter().map(|c| c.into_pyarray(py)).collect(),
         bits.into_iter().map(|b| b.into_pyarray(py)).collect(),
     ))
+}
+
+/// The basins of one block with the components packed
+/// ([`PackedRuns`]'s bytes, about a twentieth of four bytes per voxel).
+type PackedBasins<'py> =
+    (Bound<'py, PyBytes>, Array1<'py, u64>, Array1<'py, u64>, u64, Vec<Array1<'py, u32>>, Vec<Array1<'py, u8>>);
+
+/// [`blockwise_basins`] with the components packed: their runs
+/// (`DecodeSteps::local_basin_runs`: on the GPU, run-length encoded there)
+/// through zstd, as bytes that `blockwise_edges_packed`,
+/// `blockwise_edges_implicit_packed` and `blockwise_labels_packed` take
+/// back with the block's `lo` and `hi`.
+#[pyfunction]
+#[pyo3(signature = (dims, lo, hi, bits, open_index, open_mask, settled, backend="cpu", ordinal=0))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn blockwise_basins_packed<'py>(
+    py: Python<'py>,
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    bits: PyReadonlyArray3<'py, u8>,
+    open_index: PyReadonlyArray1<'py, u64>,
+    open_mask: PyReadonlyArray1<'py, u8>,
+    settled: PyReadonlyArray1<'py, u8>,
+    backend: &str,
+    ordinal: usize,
+) -> PyResult<PackedBasins<'py>> {
+    let bits = bits.as_array().to_owned();
+    let open = OpenVoxels { index: open_index.as_slice()?.to_vec(), mask: open_mask.as_slice()?.to_vec() };
+    let settled = settled.as_slice()?;
+    let steps = Steps::new(backend, ordinal)?;
+    let (packed, out) = py
+        .detach(|| {
+            let out = steps.get().local_basin_runs(dims, block(lo, hi), bits, &open, settled)?;
+            Ok::<_, BlockwiseError>((PackedRuns::pack(&out.components)?, out))
+        })
+        .map_err(err)?;
+    let BasinFaces { components, bits } = out.faces;
+    Ok((
+        PyBytes::new(py, packed.bytes()),
+        out.component_min.into_pyarray(py),
+        out.component_sizes.into_pyarray(py),
+        out.background,
+        components.into_iter().map(|c| c.into_pyarray(py)).collect(),
+        bits.into_iter().map(|b| b.into_pyarray(py)).collect(),
+    ))
+}
+
+/// The runs of the block `lo..hi` from [`blockwise_basins_packed`]'s bytes.
+fn unpack(lo: [u64; 3], hi: [u64; 3], packed: &[u8]) -> Result<ComponentRuns, BlockwiseError> {
+    let b = block(lo, hi);
+    if (0..3).any(|a| lo[a] > hi[a]) {
+        return Err(BlockwiseError::Invalid(format!("block {lo:?}..{hi:?} is reversed")));
+    }
+    let s = b.shape();
+    PackedRuns::from_bytes([s[0] as usize, s[1] as usize, s[2] as usize], packed.to_vec()).runs()
+}
+
+/// A block's own `(3, z, y, x)` affinities as the source of step 5 (the
+/// block's regions only).
+struct BlockValues<'a> {
+    dims: [u64; 3],
+    block: Block,
+    values: ArrayView4<'a, f32>,
+}
+
+impl AffinitySource for BlockValues<'_> {
+    fn dims(&self) -> [u64; 3] {
+        self.dims
+    }
+
+    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
+        let inside = (0..3).all(|a| self.block.lo[a] <= region.lo[a] && region.hi[a] <= self.block.hi[a]);
+        if !inside {
+            return Err(BlockwiseError::Invalid(format!(
+                "region {region:?} lies outside the block {:?} whose affinities were given",
+                self.block
+            )));
+        }
+        Ok(self
+            .values
+            .slice_each_axis(|axis| match axis.axis.index() {
+                0 => Slice::from(..),
+                a => Slice::from(
+                    (region.lo[a - 1] - self.block.lo[a - 1]) as usize
+                        ..(region.hi[a - 1] - self.block.lo[a - 1]) as usize,
+                ),
+            })
+            .to_owned())
+    }
+}
+
+/// [`blockwise_edges`] from [`blockwise_basins_packed`]'s bytes
+/// (`DecodeSteps::block_edge_runs_from`: on the GPU, the runs written out
+/// there).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (dims, lo, hi, packed, ids, lower, affinities, backend="cpu", ordinal=0))]
+pub(crate) fn blockwise_edges_packed<'py>(
+    py: Python<'py>,
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    packed: &[u8],
+    ids: PyReadonlyArray1<'py, u64>,
+    lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
+    affinities: PyReadonlyArray4<'py, f32>,
+    backend: &str,
+    ordinal: usize,
+) -> PyResult<Edges<'py>> {
+    let ids = ids.as_slice()?;
+    let lower = layers(&lower)?;
+    let (b, values) = (block(lo, hi), affinities.as_array());
+    let s = b.shape();
+    if values.shape() != [3, s[0] as usize, s[1] as usize, s[2] as usize] {
+        return Err(PyValueError::new_err(format!(
+            "affinities {:?} must be 3 channels of the block's {s:?}",
+            values.shape()
+        )));
+    }
+    let steps = Steps::new(backend, ordinal)?;
+    let out = py
+        .detach(|| {
+            let runs = unpack(lo, hi, packed)?;
+            let source = BlockValues { dims, block: b, values };
+            steps.get().block_edge_runs_from(&source, dims, b, &runs, ids, lower)
+        })
+        .map_err(err)?;
+    Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
+}
+
+/// [`blockwise_edges_implicit`] from [`blockwise_basins_packed`]'s bytes.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (seed, cell, dims, lo, hi, packed, ids, lower, backend="cpu", ordinal=0))]
+pub(crate) fn blockwise_edges_implicit_packed<'py>(
+    py: Python<'py>,
+    seed: u64,
+    cell: [usize; 3],
+    dims: [u64; 3],
+    lo: [u64; 3],
+    hi: [u64; 3],
+    packed: &[u8],
+    ids: PyReadonlyArray1<'py, u64>,
+    lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
+    backend: &str,
+    ordinal: usize,
+) -> PyResult<Edges<'py>> {
+    let source = implicit_source(seed, cell, dims)?;
+    let ids = ids.as_slice()?;
+    let lower = layers(&lower)?;
+    let steps = Steps::new(backend, ordinal)?;
+    let out = py
+        .detach(|| {
+            let runs = unpack(lo, hi, packed)?;
+            steps.get().block_edge_runs_from(&source, dims, block(lo, hi), &runs, ids, lower)
+        })
+        .map_err(err)?;
+    Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
+}
+
+/// The labels of the block `lo..hi` from [`blockwise_basins_packed`]'s
+/// bytes: `label_of[component]` per voxel.
+fn labels_packed<T: Copy + Default + Send + Sync>(
+    lo: [u64; 3],
+    hi: [u64; 3],
+    packed: &[u8],
+    label_of: &[T],
+) -> Result<Array3<T>, BlockwiseError> {
+    let runs = unpack(lo, hi, packed)?;
+    let [z, y, x] = runs.shape();
+    let mut out = vec![T::default(); z * y * x];
+    runs.fill_labels(label_of, &mut out)?;
+    Ok(Array3::from_shape_vec((z, y, x), out).expect("one label per voxel"))
+}
+
+/// A table from component to label, as Python passes it (the output's
+/// element type).
+#[derive(FromPyObject)]
+pub(crate) enum LabelTable<'py> {
+    Narrow(PyReadonlyArray1<'py, u32>),
+    Wide(PyReadonlyArray1<'py, u64>),
+}
+
+/// Step 7's labels of the block `lo..hi` from [`blockwise_basins_packed`]'s
+/// bytes: `label_of[component]` per voxel (`label_of` uint32 or uint64,
+/// the result of the same type), filled from the runs.
+#[pyfunction]
+pub(crate) fn blockwise_labels_packed<'py>(
+    py: Python<'py>,
+    lo: [u64; 3],
+    hi: [u64; 3],
+    packed: &[u8],
+    label_of: LabelTable<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match label_of {
+        LabelTable::Narrow(table) => {
+            let table = table.as_slice()?;
+            py.detach(|| labels_packed(lo, hi, packed, table)).map_err(err)?.into_pyarray(py).into_any()
+        }
+        LabelTable::Wide(table) => {
+            let table = table.as_slice()?;
+            py.detach(|| labels_packed(lo, hi, packed, table)).map_err(err)?.into_pyarray(py).into_any()
+        }
+    })
 }
 
 /// One block's summary as [`blockwise_basins`] returns it (less the
