@@ -159,6 +159,46 @@ def test_bad_inputs_raise_and_leave_no_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_packed_components_round_trip_and_bad_bytes_are_errors():
+    """Step 3's packed components give the labels of the unpacked ones
+    back; bytes that are not a block's packed components, a block of
+    another shape and affinities of another shape are ValueErrors."""
+    from gpu_waterz import _native
+
+    affs = cell_volume(11, shape=(10, 12, 14))
+    dims, lo, hi = [10, 12, 14], [0, 0, 0], [10, 12, 14]
+    bits, index, mask = _native.blockwise_local_plateaus(affs, dims, lo, hi, 0.0001, 0.9999)
+    settled = _native.blockwise_settle(dims, [index], [mask])[0]
+    packed, minima, sizes, background, faces, face_bits = _native.blockwise_basins_packed(
+        dims, lo, hi, bits, index, mask, settled)
+    assert isinstance(packed, bytes) and len(packed) < 4 * 10 * 12 * 14
+    n = len(minima)
+    identity = np.arange(n + 1, dtype=np.uint64)
+    components = _native.blockwise_labels_packed(lo, hi, packed, identity)
+    assert components.shape == (10, 12, 14) and components.dtype == np.uint64
+    assert int(components.max()) == n and int((components == 0).sum()) == background
+    assert np.array_equal(np.bincount(components.ravel(), minlength=n + 1)[1:], sizes)
+    # Each face's components, as the unpacked array gives them.
+    assert np.array_equal(faces[0], components[0].ravel()) and np.array_equal(faces[5], components[:, :, -1].ravel())
+    narrow = _native.blockwise_labels_packed(lo, hi, packed, identity.astype(np.uint32))
+    assert narrow.dtype == np.uint32 and np.array_equal(narrow, components)
+    with pytest.raises(ValueError, match="fragment id"):
+        _native.blockwise_labels_packed(lo, hi, packed, identity[:n])
+    with pytest.raises(ValueError):
+        _native.blockwise_labels_packed(lo, hi, packed[: len(packed) // 2], identity)
+    with pytest.raises(ValueError):
+        _native.blockwise_labels_packed(lo, hi, b"not a packed block", identity)
+    with pytest.raises(ValueError):
+        _native.blockwise_labels_packed(lo, [10, 12, 13], packed, identity)
+    with pytest.raises(ValueError, match="reversed"):
+        _native.blockwise_labels_packed([0, 0, 15], hi, packed, identity)
+    ids = np.arange(n + 1, dtype=np.uint64)
+    with pytest.raises(ValueError, match="3 channels"):
+        _native.blockwise_edges_packed(dims, lo, hi, packed, ids, [None, None, None], affs[:, :5])
+    u, v, count, total = _native.blockwise_edges_packed(dims, lo, hi, packed, ids, [None, None, None], affs)
+    assert len(u) == len(v) == len(count) == len(total) > 0 and np.all(u < v)
+
+
 def test_label_types(tmp_path):
     affs = cell_volume(6, shape=(12, 20, 18), cells=6)
     blockwise.agglomerate(affs, tmp_path / "auto", THRESHOLDS, (6, 7, 8))

@@ -117,56 +117,19 @@ pub(crate) fn blockwise_settle<'py>(
     Ok(settled.into_iter().map(|s| s.into_pyarray(py)).collect())
 }
 
-/// The basins of one block, as Python sees them: the components and the
-/// summary the global step reads.
-type Basins<'py> =
-    (Bound<'py, PyArray3<u32>>, Array1<'py, u64>, Array1<'py, u64>, u64, Vec<Array1<'py, u32>>, Vec<Array1<'py, u8>>);
-
-/// Step 3 for the block `lo..hi`: its directions and open voxels from
-/// step 1 and their settled directions from step 2. Returns the components
-/// (uint32), their smallest voxel indices and sizes, the background count,
-/// and the six faces' components and directions.
-#[pyfunction]
-#[pyo3(signature = (dims, lo, hi, bits, open_index, open_mask, settled, backend="cpu", ordinal=0))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn blockwise_basins<'py>(
-    py: Python<'py>,
-    dims: [u64; 3],
-    lo: [u64; 3],
-    hi: [u64; 3],
-    bits: PyReadonlyArray3<'py, u8>,
-    open_index: PyReadonlyArray1<'py, u64>,
-    open_mask: PyReadonlyArray1<'py, u8>,
-    settled: PyReadonlyArray1<'py, u8>,
-    backend: &str,
-    ordinal: usize,
-) -> PyResult<Basins<'py>> {
-    let bits = bits.as_array().to_owned();
-    let open = OpenVoxels { index: open_index.as_slice()?.to_vec(), mask: open_mask.as_slice()?.to_vec() };
-    let settled = settled.as_slice()?;
-    let steps = Steps::new(backend, ordinal)?;
-    let out = py.detach(|| steps.get().local_basins(dims, block(lo, hi), bits, &open, settled)).map_err(err)?;
-    let BasinFaces { components, bits } = out.faces;
-    Ok((
-        out.components.into_pyarray(py),
-        out.component_min.into_pyarray(py),
-        out.component_sizes.into_pyarray(py),
-        out.background,
-        components.into_iter().map(|c| c.into_pyarray(py)).collect(),
-        bits.into_iter().map(|b| b.into_pyarray(py)).collect(),
-    ))
-}
-
 /// The basins of one block with the components packed
 /// ([`PackedRuns`]'s bytes, about a twentieth of four bytes per voxel).
 type PackedBasins<'py> =
     (Bound<'py, PyBytes>, Array1<'py, u64>, Array1<'py, u64>, u64, Vec<Array1<'py, u32>>, Vec<Array1<'py, u8>>);
 
-/// [`blockwise_basins`] with the components packed: their runs
-/// (`DecodeSteps::local_basin_runs`: on the GPU, run-length encoded there)
-/// through zstd, as bytes that `blockwise_edges_packed`,
-/// `blockwise_edges_implicit_packed` and `blockwise_labels_packed` take
-/// back with the block's `lo` and `hi`.
+/// Step 3 for the block `lo..hi`: its directions and open voxels from
+/// step 1 and their settled directions from step 2. Returns the components
+/// packed (their runs, `DecodeSteps::local_basin_runs`, on the GPU
+/// run-length encoded there, through zstd: bytes that
+/// `blockwise_edges_packed`, `blockwise_edges_implicit_packed` and
+/// `blockwise_labels_packed` take back with the block's `lo` and `hi`),
+/// their smallest voxel indices and sizes, the background count, and the
+/// six faces' components and directions.
 #[pyfunction]
 #[pyo3(signature = (dims, lo, hi, bits, open_index, open_mask, settled, backend="cpu", ordinal=0))]
 #[allow(clippy::too_many_arguments)]
@@ -247,9 +210,12 @@ impl AffinitySource for BlockValues<'_> {
     }
 }
 
-/// [`blockwise_edges`] from [`blockwise_basins_packed`]'s bytes
-/// (`DecodeSteps::block_edge_runs_from`: on the GPU, the runs written out
-/// there).
+/// Step 5 for the block `lo..hi`: its packed components
+/// ([`blockwise_basins_packed`]) and table from steps 3 and 4, the
+/// fragments of the layer before it along each axis (None at the volume's
+/// start), and its own `(3, z, y, x)` affinities; the faces inside the
+/// block counted on the CPU (`backend="cpu"`) or on the GPU (`"gpu"`, CUDA
+/// device `ordinal`; `DecodeSteps::block_edge_runs_from`), the same pairs.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (dims, lo, hi, packed, ids, lower, affinities, backend="cpu", ordinal=0))]
@@ -286,7 +252,9 @@ pub(crate) fn blockwise_edges_packed<'py>(
     Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
 }
 
-/// [`blockwise_edges_implicit`] from [`blockwise_basins_packed`]'s bytes.
+/// Step 5 for the block `lo..hi` of the generated volume
+/// `ImplicitCells(dims, seed, cell)`, its affinities made here (on the GPU
+/// with `backend="gpu"`); otherwise as [`blockwise_edges_packed`].
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (seed, cell, dims, lo, hi, packed, ids, lower, backend="cpu", ordinal=0))]
@@ -362,8 +330,8 @@ pub(crate) fn blockwise_labels_packed<'py>(
     })
 }
 
-/// One block's summary as [`blockwise_basins`] returns it (less the
-/// components).
+/// One block's summary as [`blockwise_basins_packed`] returns it (less
+/// the components).
 type Summary<'py> = (
     PyReadonlyArray1<'py, u64>,
     PyReadonlyArray1<'py, u64>,
@@ -408,66 +376,6 @@ pub(crate) fn blockwise_fragment_ids<'py>(
 /// One block's region-graph part: pairs `u < v`, face counts and
 /// fixed-point sums.
 type Edges<'py> = (Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>, Array1<'py, u64>);
-
-/// Step 5 for the block `lo..hi`: its components and table from steps 3
-/// and 4, the fragments of the layer before it along each axis (None at
-/// the volume's start), and its own `(3, z, y, x)` affinities; the faces
-/// inside the block counted on the CPU (`backend="cpu"`) or on the GPU
-/// (`"gpu"`, CUDA device `ordinal`), the same pairs.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (dims, lo, hi, components, ids, lower, affinities, backend="cpu", ordinal=0))]
-pub(crate) fn blockwise_edges<'py>(
-    py: Python<'py>,
-    dims: [u64; 3],
-    lo: [u64; 3],
-    hi: [u64; 3],
-    components: PyReadonlyArray3<'py, u32>,
-    ids: PyReadonlyArray1<'py, u64>,
-    lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
-    affinities: PyReadonlyArray4<'py, f32>,
-    backend: &str,
-    ordinal: usize,
-) -> PyResult<Edges<'py>> {
-    let components = components.as_array();
-    let ids = ids.as_slice()?;
-    let lower = layers(&lower)?;
-    let affinities = affinities.as_array();
-    let steps = Steps::new(backend, ordinal)?;
-    let out =
-        py.detach(|| steps.get().block_edges(dims, block(lo, hi), components, ids, lower, affinities)).map_err(err)?;
-    Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
-}
-
-/// Step 5 for the block `lo..hi` of the generated volume
-/// `ImplicitCells(dims, seed, cell)`, its affinities made here (on the GPU
-/// with `backend="gpu"`); otherwise as `blockwise_edges`.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (seed, cell, dims, lo, hi, components, ids, lower, backend="cpu", ordinal=0))]
-pub(crate) fn blockwise_edges_implicit<'py>(
-    py: Python<'py>,
-    seed: u64,
-    cell: [usize; 3],
-    dims: [u64; 3],
-    lo: [u64; 3],
-    hi: [u64; 3],
-    components: PyReadonlyArray3<'py, u32>,
-    ids: PyReadonlyArray1<'py, u64>,
-    lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
-    backend: &str,
-    ordinal: usize,
-) -> PyResult<Edges<'py>> {
-    let source = implicit_source(seed, cell, dims)?;
-    let components = components.as_array();
-    let ids = ids.as_slice()?;
-    let lower = layers(&lower)?;
-    let steps = Steps::new(backend, ordinal)?;
-    let out = py
-        .detach(|| steps.get().block_edges_from(&source, dims, block(lo, hi), components, ids, lower))
-        .map_err(err)?;
-    Ok((out.u.into_pyarray(py), out.v.into_pyarray(py), out.count.into_pyarray(py), out.sum.into_pyarray(py)))
-}
 
 /// Step 6: every block's edges merged up to each threshold (ascending),
 /// by waterz's serial merging in exact arithmetic (`backend="cpu"`) or by

@@ -83,15 +83,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transport::sinkhorn_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_local_plateaus, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_settle, m)?)?;
-    m.add_function(wrap_pyfunction!(blockwise::blockwise_basins, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_basins_packed, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_edges_packed, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_edges_implicit_packed, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_labels_packed, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_fragment_ids, m)?)?;
-    m.add_function(wrap_pyfunction!(blockwise::blockwise_edges, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_local_plateaus_implicit, m)?)?;
-    m.add_function(wrap_pyfunction!(blockwise::blockwise_edges_implicit, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_merge, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_steps, m)?)?;
     m.add_function(wrap_pyfunction!(blockwise::blockwise_check_parameters, m)?)?;
