@@ -147,5 +147,58 @@ fn blockwise_region_graph(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cpu_reference, blockwise_settle, blockwise_region_graph);
+/// Step 4 (`fragment_ids`) over 64 blocks of 64 × 128 × 128 voxels with
+/// 340,000 components each (21.8 M in all, about what 16 Gvoxel of
+/// generated cells give in blocks of 256 × 512 × 512): each component's
+/// smallest voxel spaced three voxels apart, three voxels each, and faces
+/// whose voxels cross to the next block half of the time, between random
+/// components; throughput in components.
+fn blockwise_fragment_ids(c: &mut Criterion) {
+    use gpu_waterz_blockwise::{fragment_ids, BasinFaces, BasinSummary, BlockGrid};
+    let (dims, shape) = ([256u64, 512, 512], [64u64, 128, 128]);
+    let grid = BlockGrid::new(dims, shape).unwrap();
+    let n = 340_000u64;
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let blocks: Vec<(Vec<u64>, Vec<u64>, u64, BasinFaces)> = (0..grid.len())
+        .map(|b| {
+            let block = grid.block(b);
+            let minima = (0..n)
+                .map(|k| {
+                    let v = 3 * k;
+                    let (z, y, x) = (v / (shape[1] * shape[2]), (v / shape[2]) % shape[1], v % shape[2]);
+                    ((block.lo[0] + z) * dims[1] + block.lo[1] + y) * dims[2] + block.lo[2] + x
+                })
+                .collect();
+            let background = shape.iter().product::<u64>() - 3 * n;
+            let faces = BasinFaces {
+                components: std::array::from_fn(|d| {
+                    let area = (shape[(d % 3 + 1) % 3] * shape[(d % 3 + 2) % 3]) as usize;
+                    (0..area).map(|_| 1 + (next() % n) as u32).collect()
+                }),
+                bits: std::array::from_fn(|d| {
+                    let area = (shape[(d % 3 + 1) % 3] * shape[(d % 3 + 2) % 3]) as usize;
+                    (0..area).map(|_| if next() % 2 == 0 { 0x3f } else { 0 }).collect()
+                }),
+            };
+            (minima, vec![3; n as usize], background, faces)
+        })
+        .collect();
+    let summaries: Vec<BasinSummary<'_>> = blocks
+        .iter()
+        .map(|(m, s, b, f)| BasinSummary { component_min: m, component_sizes: s, background: *b, faces: f })
+        .collect();
+    let mut group = c.benchmark_group("blockwise");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(n * grid.len() as u64));
+    group.bench_function("fragment-ids/64x340000", |b| b.iter(|| fragment_ids(&grid, &summaries).unwrap()));
+    group.finish();
+}
+
+criterion_group!(benches, cpu_reference, blockwise_settle, blockwise_region_graph, blockwise_fragment_ids);
 criterion_main!(benches);
