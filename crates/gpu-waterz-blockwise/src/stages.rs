@@ -460,39 +460,43 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
     for &(p, q) in pairs.iter().flatten() {
         union(&mut parent, p, q);
     }
-    // Each fragment's smallest voxel and size, at its root.
-    let mut least = vec![u64::MAX; total];
-    let mut size = vec![0u64; total];
-    for (b, basin) in basins.iter().enumerate() {
-        for (c, (&m, &s)) in basin.component_min.iter().zip(basin.component_sizes).enumerate() {
-            let root = find(&mut parent, (first[b] + c) as u32) as usize;
-            least[root] = least[root].min(m);
-            size[root] += s;
-        }
-    }
-    let mut roots: Vec<usize> = (0..total).filter(|&r| parent[r] as usize == r).collect();
-    roots.sort_unstable_by_key(|&r| least[r]);
-    let mut label = vec![0u64; total];
-    let mut sizes = Vec::with_capacity(roots.len() + 1);
-    sizes.push(basins.iter().map(|b| b.background).sum());
-    for (k, &r) in roots.iter().enumerate() {
-        label[r] = k as u64 + 1;
-        sizes.push(size[r]);
-    }
     // Every node pointed at its root: parents are smaller than their
     // children, so in increasing order each parent already points at its
     // root.
     for p in 0..total {
         parent[p] = parent[parent[p] as usize];
     }
-    let node_label: Vec<u64> = parent.par_iter().map(|&root| label[root as usize]).collect();
+    // Each fragment's smallest voxel and size, at its root: every
+    // component's own, then each other member's folded into its root (few
+    // components are not roots; members are only read, roots only written).
+    let mut least: Vec<u64> = Vec::with_capacity(total);
+    least.par_extend(basins.par_iter().flat_map_iter(|b| b.component_min.iter().copied()));
+    let mut size: Vec<u64> = Vec::with_capacity(total);
+    size.par_extend(basins.par_iter().flat_map_iter(|b| b.component_sizes.iter().copied()));
+    for p in 0..total {
+        let root = parent[p] as usize;
+        if root != p {
+            least[root] = least[root].min(least[p]);
+            size[root] += size[p];
+        }
+    }
+    // The fragments numbered by their smallest voxels (distinct voxels:
+    // the fragments are disjoint), sorted on every thread.
+    let mut roots: Vec<u32> = (0..total as u32).into_par_iter().filter(|&r| parent[r as usize] == r).collect();
+    roots.par_sort_unstable_by_key(|&r| least[r as usize]);
+    let mut label = vec![0u64; total];
+    for (k, &r) in roots.iter().enumerate() {
+        label[r as usize] = k as u64 + 1;
+    }
+    let mut sizes = Vec::with_capacity(roots.len() + 1);
+    sizes.push(basins.iter().map(|b| b.background).sum());
+    sizes.par_extend(roots.par_iter().map(|&r| size[r as usize]));
     let ids = basins
-        .iter()
+        .par_iter()
         .enumerate()
         .map(|(b, basin)| {
-            std::iter::once(0)
-                .chain(node_label[first[b]..first[b] + basin.component_min.len()].iter().copied())
-                .collect()
+            let members = &parent[first[b]..first[b] + basin.component_min.len()];
+            std::iter::once(0).chain(members.iter().map(|&root| label[root as usize])).collect()
         })
         .collect();
     Ok(FragmentIds { n_fragments: roots.len() as u64, ids, sizes })
