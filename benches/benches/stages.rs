@@ -107,19 +107,24 @@ fn blockwise_settle(c: &mut Criterion) {
     group.finish();
 }
 
+/// A xorshift generator of the benches' synthetic inputs from `state`
+/// (not zero).
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// Step 6's host part (`region_graph`): 64 blocks' pair lists of 200,000
 /// pairs each (random pairs of 2 M fragments, each list sorted, as step 5
 /// gives them), summed into the whole graph; throughput in listed pairs.
 fn blockwise_region_graph(c: &mut Criterion) {
     use gpu_waterz_blockwise::{region_graph, EdgeList};
     let n_fragments = 2_000_000u64;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let lists: Vec<EdgeList> = (0..64)
         .map(|_| {
             let mut pairs: Vec<[u64; 2]> = (0..200_000)
@@ -158,13 +163,7 @@ fn blockwise_fragment_ids(c: &mut Criterion) {
     let (dims, shape) = ([256u64, 512, 512], [64u64, 128, 128]);
     let grid = BlockGrid::new(dims, shape).unwrap();
     let n = 340_000u64;
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let blocks: Vec<(Vec<u64>, Vec<u64>, u64, BasinFaces)> = (0..grid.len())
         .map(|b| {
             let block = grid.block(b);
@@ -183,7 +182,7 @@ fn blockwise_fragment_ids(c: &mut Criterion) {
                 }),
                 bits: std::array::from_fn(|d| {
                     let area = (shape[(d % 3 + 1) % 3] * shape[(d % 3 + 2) % 3]) as usize;
-                    (0..area).map(|_| if next() % 2 == 0 { 0x3f } else { 0 }).collect()
+                    (0..area).map(|_| if next().is_multiple_of(2) { 0x3f } else { 0 }).collect()
                 }),
             };
             (minima, vec![3; n as usize], background, faces)

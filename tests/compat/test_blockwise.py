@@ -174,24 +174,27 @@ def test_packed_components_round_trip_and_bad_bytes_are_errors():
     assert isinstance(packed, bytes) and len(packed) < 4 * 10 * 12 * 14
     n = len(minima)
     identity = np.arange(n + 1, dtype=np.uint64)
-    components = _native.blockwise_labels_packed(lo, hi, packed, identity)
+    components = _native.blockwise_labels_packed(lo, hi, packed, identity[None])[0]
     assert components.shape == (10, 12, 14) and components.dtype == np.uint64
     assert int(components.max()) == n and int((components == 0).sum()) == background
     assert np.array_equal(np.bincount(components.ravel(), minlength=n + 1)[1:], sizes)
     # Each face's components, as the unpacked array gives them.
     assert np.array_equal(faces[0], components[0].ravel()) and np.array_equal(faces[5], components[:, :, -1].ravel())
-    narrow = _native.blockwise_labels_packed(lo, hi, packed, identity.astype(np.uint32))
-    assert narrow.dtype == np.uint32 and np.array_equal(narrow, components)
+    # Several tables from one unpacking, in uint32 too.
+    tables = np.stack([identity, 2 * identity]).astype(np.uint32)
+    narrow = _native.blockwise_labels_packed(lo, hi, packed, tables)
+    assert narrow.shape == (2, 10, 12, 14) and narrow.dtype == np.uint32
+    assert np.array_equal(narrow[0], components) and np.array_equal(narrow[1], 2 * components)
     with pytest.raises(ValueError, match="fragment id"):
-        _native.blockwise_labels_packed(lo, hi, packed, identity[:n])
+        _native.blockwise_labels_packed(lo, hi, packed, identity[None, :n])
     with pytest.raises(ValueError):
-        _native.blockwise_labels_packed(lo, hi, packed[: len(packed) // 2], identity)
+        _native.blockwise_labels_packed(lo, hi, packed[: len(packed) // 2], identity[None])
     with pytest.raises(ValueError):
-        _native.blockwise_labels_packed(lo, hi, b"not a packed block", identity)
+        _native.blockwise_labels_packed(lo, hi, b"not a packed block", identity[None])
     with pytest.raises(ValueError):
-        _native.blockwise_labels_packed(lo, [10, 12, 13], packed, identity)
+        _native.blockwise_labels_packed(lo, [10, 12, 13], packed, identity[None])
     with pytest.raises(ValueError, match="reversed"):
-        _native.blockwise_labels_packed([0, 0, 15], hi, packed, identity)
+        _native.blockwise_labels_packed([0, 0, 15], hi, packed, identity[None])
     ids = np.arange(n + 1, dtype=np.uint64)
     with pytest.raises(ValueError, match="3 channels"):
         _native.blockwise_edges_packed(dims, lo, hi, packed, ids, [None, None, None], affs[:, :5])

@@ -9,8 +9,10 @@ use gpu_waterz_blockwise::{
     ImplicitSource, OpenVoxels, PackedRuns,
 };
 use gpu_waterz_core::WatershedParams;
-use ndarray::{Array3, Array4, ArrayView4, Slice};
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray3, PyReadonlyArray4};
+use ndarray::{Array4, ArrayView2, ArrayView4, Slice};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadonlyArray4,
+};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -285,47 +287,54 @@ pub(crate) fn blockwise_edges_implicit_packed<'py>(
 }
 
 /// The labels of the block `lo..hi` from [`blockwise_basins_packed`]'s
-/// bytes: `label_of[component]` per voxel.
+/// bytes, for each row `t` of `tables` (`(k, components)`):
+/// `tables[t, component]` per voxel, as `(k, z, y, x)`. The runs are
+/// unpacked once for every table.
 fn labels_packed<T: Copy + Default + Send + Sync>(
     lo: [u64; 3],
     hi: [u64; 3],
     packed: &[u8],
-    label_of: &[T],
-) -> Result<Array3<T>, BlockwiseError> {
+    tables: ArrayView2<'_, T>,
+) -> Result<Array4<T>, BlockwiseError> {
     let runs = unpack(lo, hi, packed)?;
     let [z, y, x] = runs.shape();
-    let mut out = vec![T::default(); z * y * x];
-    runs.fill_labels(label_of, &mut out)?;
-    Ok(Array3::from_shape_vec((z, y, x), out).expect("one label per voxel"))
+    let n = z * y * x;
+    let mut out = vec![T::default(); tables.nrows() * n];
+    for (table, labels) in tables.outer_iter().zip(out.chunks_mut(n.max(1))) {
+        let table = table.as_standard_layout();
+        runs.fill_labels(table.as_slice().expect("a standard layout is contiguous"), labels)?;
+    }
+    Ok(Array4::from_shape_vec((tables.nrows(), z, y, x), out).expect("one label per voxel and table"))
 }
 
-/// A table from component to label, as Python passes it (the output's
-/// element type).
+/// Tables from component to label, one per row, as Python passes them
+/// (the output's element type).
 #[derive(FromPyObject)]
-pub(crate) enum LabelTable<'py> {
-    Narrow(PyReadonlyArray1<'py, u32>),
-    Wide(PyReadonlyArray1<'py, u64>),
+pub(crate) enum LabelTables<'py> {
+    Narrow(PyReadonlyArray2<'py, u32>),
+    Wide(PyReadonlyArray2<'py, u64>),
 }
 
 /// Step 7's labels of the block `lo..hi` from [`blockwise_basins_packed`]'s
-/// bytes: `label_of[component]` per voxel (`label_of` uint32 or uint64,
-/// the result of the same type), filled from the runs.
+/// bytes, for every row of `tables` (`(k, components)`, uint32 or uint64):
+/// `tables[t, component]` per voxel, filled from the runs (unpacked once),
+/// as a `(k, z, y, x)` array of the tables' type.
 #[pyfunction]
 pub(crate) fn blockwise_labels_packed<'py>(
     py: Python<'py>,
     lo: [u64; 3],
     hi: [u64; 3],
     packed: &[u8],
-    label_of: LabelTable<'py>,
+    tables: LabelTables<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match label_of {
-        LabelTable::Narrow(table) => {
-            let table = table.as_slice()?;
-            py.detach(|| labels_packed(lo, hi, packed, table)).map_err(err)?.into_pyarray(py).into_any()
+    Ok(match tables {
+        LabelTables::Narrow(tables) => {
+            let tables = tables.as_array();
+            py.detach(|| labels_packed(lo, hi, packed, tables)).map_err(err)?.into_pyarray(py).into_any()
         }
-        LabelTable::Wide(table) => {
-            let table = table.as_slice()?;
-            py.detach(|| labels_packed(lo, hi, packed, table)).map_err(err)?.into_pyarray(py).into_any()
+        LabelTables::Wide(tables) => {
+            let tables = tables.as_array();
+            py.detach(|| labels_packed(lo, hi, packed, tables)).map_err(err)?.into_pyarray(py).into_any()
         }
     })
 }

@@ -275,16 +275,16 @@ def _write(output, lo, hi, basins, ids, segments, write_fragments):
     the output arrays' type."""
     import zarr
 
-    packed = _load(basins[0])
     region = (slice(lo[0], hi[0]), slice(lo[1], hi[1]), slice(lo[2], hi[2]))
     segmentation = zarr.open_array(os.path.join(output, "segmentation"), mode="r+")
-    for t in range(segments.shape[0]):
-        labels = _c(segments[t], segmentation.dtype)
-        segmentation[(t,) + region] = _native.blockwise_labels_packed(list(lo), list(hi), packed, labels)
+    # Every table's labels from one unpacking of the block's components
+    # (the fragments' table after the thresholds').
+    tables = segments if not write_fragments else np.concatenate([segments, ids[None].astype(segments.dtype)])
+    labels = _native.blockwise_labels_packed(list(lo), list(hi), _load(basins[0]), _c(tables, segmentation.dtype))
+    segmentation[(slice(None),) + region] = labels[:segments.shape[0]]
     if write_fragments:
         fragments = zarr.open_array(os.path.join(output, "fragments"), mode="r+")
-        labels = _c(ids.astype(fragments.dtype, copy=False), fragments.dtype)
-        fragments[region] = _native.blockwise_labels_packed(list(lo), list(hi), packed, labels)
+        fragments[region] = labels[-1]
     if isinstance(basins[0], _Spilled):
         os.remove(basins[0].path)
     return None
