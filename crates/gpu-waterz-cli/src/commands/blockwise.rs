@@ -16,7 +16,7 @@ use gpu_waterz_blockwise::{
     GpuSteps, ImplicitSource,
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
-use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, VolumeSource, ZarrArray};
+use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, StagingStore, VolumeSource, ZarrArray};
 use gpu_waterz_core::WatershedParams;
 use gpu_waterz_runtime::Gpu;
 use gpu_waterz_watershed::gpu::DeviceAffinities;
@@ -26,7 +26,6 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 use zarrs::array::{Array, ArraySubset, CodecOptions};
-use zarrs::filesystem::FilesystemStore;
 
 /// The arguments of `gpu-waterz blockwise`.
 #[derive(clap::Args)]
@@ -159,17 +158,18 @@ struct ZarrSink<'w> {
 /// The arrays of a [`ZarrSink`].
 struct Outputs {
     /// None without `--write-fragments`.
-    fragments: Option<Array<FilesystemStore>>,
-    segmentations: Vec<Array<FilesystemStore>>,
+    fragments: Option<Array<StagingStore>>,
+    segmentations: Vec<Array<StagingStore>>,
     /// Whether they are uint32.
     narrow: bool,
 }
 
-/// Stores `values` as `block` of `array`; a chunk of fill values is
-/// written too (zarr's readers take either; not writing it would cost a
-/// pass over every chunk to find out).
+/// Stores `values` as `block` of `array` (a plain file write per chunk:
+/// [`StagingStore`]); a chunk of fill values is written too (zarr's
+/// readers take either; not writing it would cost a pass over every chunk
+/// to find out).
 fn store<T: zarrs::array::Element>(
-    array: &Array<FilesystemStore>,
+    array: &Array<StagingStore>,
     block: Block,
     values: &[T],
 ) -> gpu_waterz_blockwise::Result<()> {
@@ -186,7 +186,7 @@ fn fill_and_store<T: zarrs::array::Element + Copy + Default + Send + Sync>(
     pool: &Mutex<Vec<Vec<T>>>,
     block: Block,
     runs: &ComponentRuns,
-    arrays: &[&Array<FilesystemStore>],
+    arrays: &[&Array<StagingStore>],
     labels_of: &[Vec<T>],
 ) -> gpu_waterz_blockwise::Result<()> {
     let taken = pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
@@ -212,7 +212,7 @@ impl ZarrSink<'_> {
         self.outputs.get().ok_or_else(|| BlockwiseError::Io("a block came before the output arrays were made".into()))
     }
 
-    fn arrays(outputs: &Outputs) -> Vec<&Array<FilesystemStore>> {
+    fn arrays(outputs: &Outputs) -> Vec<&Array<StagingStore>> {
         outputs.fragments.iter().chain(&outputs.segmentations).collect()
     }
 }

@@ -12,7 +12,7 @@
 
 use anyhow::{anyhow, Context, Result};
 use gpu_waterz::{Merge, ScoredEdge};
-use gpu_waterz_cli::io::{write_atomically, write_npy};
+use gpu_waterz_cli::io::{write_atomically, write_npy, StagingStore};
 use ndarray::{Array3, ArrayView3};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -105,7 +105,7 @@ pub struct ContainerWriter {
     label_type: LabelType,
     spatial: Map<String, Value>,
     zarr_format: u8,
-    zarr: Option<Arc<zarrs::filesystem::FilesystemStore>>,
+    zarr: Option<Arc<StagingStore>>,
     hdf5: Option<hdf5_pure::FileBuilder>,
 }
 
@@ -124,9 +124,9 @@ impl ContainerWriter {
             return Err(anyhow!("--zarr-format is 2 or 3, not {zarr_format}"));
         }
         let zarr = match container {
-            Container::Zarr => Some(Arc::new(
-                zarrs::filesystem::FilesystemStore::new(path).with_context(|| format!("opening {}", path.display()))?,
-            )),
+            Container::Zarr => {
+                Some(Arc::new(StagingStore::new(path).with_context(|| format!("opening {}", path.display()))?))
+            }
             _ => None,
         };
         let hdf5 = (container == Container::Hdf5).then(hdf5_pure::FileBuilder::new);
@@ -243,7 +243,7 @@ impl ContainerWriter {
         chunks: [u64; 3],
         narrow: bool,
         attributes: Map<String, Value>,
-    ) -> Result<zarrs::array::Array<zarrs::filesystem::FilesystemStore>> {
+    ) -> Result<zarrs::array::Array<StagingStore>> {
         let mut all = self.spatial.clone();
         all.extend(attributes);
         let numpy = if narrow { "<u4" } else { "<u8" };
@@ -261,7 +261,7 @@ impl ContainerWriter {
         numpy: &str,
         dimension_names: Option<[&str; 3]>,
         attributes: Map<String, Value>,
-    ) -> Result<zarrs::array::Array<zarrs::filesystem::FilesystemStore>> {
+    ) -> Result<zarrs::array::Array<StagingStore>> {
         let store = self.zarr.clone().expect("a zarr store");
         let path = format!("/{name}");
         let array = if self.zarr_format == 2 {

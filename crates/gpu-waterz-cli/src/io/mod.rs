@@ -12,7 +12,7 @@ mod zarr;
 
 pub use hdf5::{read_hdf5, ChunkedDataset};
 pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement, NpyFile};
-pub use zarr::{read_zarr, ZarrArray};
+pub use zarr::{read_zarr, StagingStore, ZarrArray};
 
 use ndarray::ArrayD;
 use std::path::{Path, PathBuf};
