@@ -244,14 +244,22 @@ impl<'a> SlotIndex<'a> {
         let rows = dims[0] * dims[1];
         if rows <= (4 * all.len() as u64).max(1 << 20) {
             // first[r]: the slots before row r; row r is first[r]..first[r + 1].
+            // Rows in pieces on every thread: each piece finds the slot of
+            // its first row and walks its rows' slots.
+            let row_length = dims[2];
             let mut first = vec![0u32; rows as usize + 1];
-            for &(v, _, _) in all {
-                first[(v / dims[2]) as usize + 1] += 1;
-            }
-            for r in 0..rows as usize {
-                first[r + 1] += first[r];
-            }
-            Self::Rows { all, row_length: dims[2], first }
+            let piece = (rows as usize).div_ceil(8 * rayon::current_num_threads()).max(1 << 12);
+            first[1..].par_chunks_mut(piece).enumerate().for_each(|(c, ends)| {
+                let r0 = (c * piece) as u64;
+                let mut s = all.partition_point(|e| e.0 / row_length < r0);
+                for (r, end) in (r0..).zip(ends.iter_mut()) {
+                    while s < all.len() && all[s].0 / row_length == r {
+                        s += 1;
+                    }
+                    *end = s as u32;
+                }
+            });
+            Self::Rows { all, row_length, first }
         } else {
             Self::Hashed(all.iter().enumerate().map(|(s, &(v, _, _))| (v, s as u32)).collect())
         }
@@ -404,10 +412,38 @@ pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<
     };
     let corners: Vec<usize> = (0..all.len()).into_par_iter().filter(|&s| bits[s] & CORNER_FLAG != 0).collect();
     divide(&mut bits, corners, neighbour);
+    // Each block's directions written plane by plane, the planes on every
+    // thread: a block's voxels in one plane are a stretch of its list, cut
+    // out here, and each plane's slots (in scan order) fill their blocks'
+    // stretches.
+    let plane = dims[1] * dims[2];
     let mut out: Vec<Vec<u8>> = open.iter().map(|o| vec![0u8; o.index.len()]).collect();
-    for (s, &(_, b, k)) in all.iter().enumerate() {
-        out[b as usize][k as usize] = bits[s] & DIRECTIONS;
+    let mut stretches: Vec<Vec<(u32, usize, &mut [u8])>> = (0..dims[0]).map(|_| Vec::new()).collect();
+    for (b, (o, values)) in open.iter().zip(out.iter_mut()).enumerate() {
+        let mut rest: &mut [u8] = values;
+        let mut start = 0;
+        while start < o.index.len() {
+            let z = o.index[start] / plane;
+            let end = start + o.index[start..].partition_point(|&v| v < (z + 1) * plane);
+            let (stretch, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
+            stretches[z as usize].push((b as u32, start, stretch));
+            rest = tail;
+            start = end;
+        }
     }
+    stretches.into_par_iter().enumerate().try_for_each(|(z, mut stretches)| -> Result<()> {
+        let z = z as u64;
+        let (lo, hi) = (all.partition_point(|e| e.0 < z * plane), all.partition_point(|e| e.0 < (z + 1) * plane));
+        let mut at = 0;
+        for (s, &(_, b, k)) in all[lo..hi].iter().enumerate() {
+            if stretches.get(at).is_none_or(|t| t.0 != b) {
+                at = stretches.iter().position(|t| t.0 == b).ok_or_else(|| invalid("an open voxel lost its block"))?;
+            }
+            let (_, first, stretch) = &mut stretches[at];
+            stretch[k as usize - *first] = bits[lo + s] & DIRECTIONS;
+        }
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -451,6 +487,35 @@ mod tests {
             let refs: Vec<&OpenVoxels> = blocks.iter().collect();
             let error = settle_open_plateaus(dims, &refs).unwrap_err().to_string();
             assert!(error.contains(what), "{error}");
+        }
+    }
+
+    /// The table of rows, made in pieces of rows on several threads, finds
+    /// every slot, also of rows at the pieces' edges, and no other voxel.
+    #[test]
+    fn slots_are_found_by_rows_in_pieces() {
+        let dims = [64u64, 512, 3];
+        let rows = dims[0] * dims[1];
+        // Voxels in some rows, none in others (runs of empty rows across
+        // the pieces' edges), the last row's last voxel included.
+        let voxels: Vec<u64> = (0..rows * dims[2])
+            .filter(|&v| {
+                let r = v / dims[2];
+                (r % 4096 < 3 || r % 4096 > 4090 || (r * 2_654_435_761).is_multiple_of(7)) && v.is_multiple_of(2)
+            })
+            .chain([rows * dims[2] - 1])
+            .collect();
+        let all: Vec<(u64, u32, u32)> = voxels.iter().enumerate().map(|(k, &v)| (v, 0, k as u32)).collect();
+        for threads in [1, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let index = pool.install(|| SlotIndex::new(&all, dims));
+            assert!(matches!(index, SlotIndex::Rows { .. }));
+            for (s, &(v, _, _)) in all.iter().enumerate() {
+                assert_eq!(index.get(v), Some(s), "{threads} threads, voxel {v}");
+            }
+            for v in (1..rows * dims[2] - 1).step_by(2).take(50_000) {
+                assert_eq!(index.get(v), None, "{threads} threads, voxel {v}");
+            }
         }
     }
 
