@@ -473,7 +473,7 @@ impl DecodeSteps for GpuSteps {
             for &t in thresholds {
                 parhac.merge_until(t as f32)?;
                 let roots = gpu.download(&parhac.roots()?).map_err(gpu_waterz_parhac::ParhacError::from)?;
-                tables.push(roots.into_iter().map(u64::from).collect());
+                tables.push(roots.into_par_iter().map(u64::from).collect());
             }
             Ok((thresholds.to_vec(), tables))
         })

@@ -7,6 +7,7 @@ use gpu_waterz_abi::graph::EdgeKey;
 use gpu_waterz_core::ContactStats;
 use gpu_waterz_runtime::primitives::ReducedRuns;
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
+use rayon::prelude::*;
 
 /// The most nodes an edge list may have: every endpoint fits the 32 bits
 /// of its half of an [`EdgeKey`].
@@ -47,34 +48,36 @@ pub struct HostRegionGraph {
 /// in strictly ascending order (so no edge repeats). Runs on the host
 /// only: nothing is launched for a graph that fails it.
 pub fn validate_edges(edges: &[[u64; 2]], n_nodes: u64) -> Result<(), GraphError> {
-    check_edges(edges.iter().copied(), n_nodes)
+    check_edges(edges.len(), |i| edges[i], n_nodes)
 }
 
 fn invalid(reason: String) -> GraphError {
     GraphError::InvalidGraph(reason)
 }
 
-fn check_edges(edges: impl Iterator<Item = [u64; 2]>, n_nodes: u64) -> Result<(), GraphError> {
+/// The check of [`validate_edges`] over `len` edges given by `edge`, on
+/// every thread; the error names the first edge that fails, as a walk in
+/// order would.
+fn check_edges(len: usize, edge: impl Fn(usize) -> [u64; 2] + Sync, n_nodes: u64) -> Result<(), GraphError> {
     if n_nodes > MAX_NODES {
         return Err(invalid(format!("{n_nodes} nodes: node ids must fit 32 bits (at most {MAX_NODES} nodes)")));
     }
-    let mut previous: Option<[u64; 2]> = None;
-    for (i, [u, v]) in edges.enumerate() {
-        if u >= v {
-            return Err(invalid(format!("edge {i} is ({u}, {v}): edges are (u, v) with u < v")));
-        }
-        if v >= n_nodes {
-            return Err(invalid(format!("edge {i} is ({u}, {v}): node {v} is not below the {n_nodes} nodes")));
-        }
-        if previous.is_some_and(|p| p >= [u, v]) {
-            let [pu, pv] = previous.unwrap_or_default();
-            return Err(invalid(format!(
-                "edge {i} ({u}, {v}) follows ({pu}, {pv}): edges must be sorted by (u, v), each once"
-            )));
-        }
-        previous = Some([u, v]);
+    let bad = |i: usize| {
+        let [u, v] = edge(i);
+        u >= v || v >= n_nodes || (i > 0 && edge(i - 1) >= [u, v])
+    };
+    let Some(i) = gpu_waterz_core::parallel::first_index(len, bad) else {
+        return Ok(());
+    };
+    let [u, v] = edge(i);
+    if u >= v {
+        return Err(invalid(format!("edge {i} is ({u}, {v}): edges are (u, v) with u < v")));
     }
-    Ok(())
+    if v >= n_nodes {
+        return Err(invalid(format!("edge {i} is ({u}, {v}): node {v} is not below the {n_nodes} nodes")));
+    }
+    let [pu, pv] = edge(i - 1);
+    Err(invalid(format!("edge {i} ({u}, {v}) follows ({pu}, {pv}): edges must be sorted by (u, v), each once")))
 }
 
 /// Fails unless `buffer` holds at least `n` elements.
@@ -114,9 +117,9 @@ impl DeviceEdges {
             return Err(invalid(format!("{} edges with {} statistics", edges.len(), stats.len())));
         }
         validate_edges(edges, n_nodes)?;
-        let keys = edges.iter().map(|&[u, v]| EdgeKey::new(u, v).bits()).collect();
-        let counts = stats.iter().map(|s| s.contact_count).collect();
-        let sums = stats.iter().map(|s| s.affinity_sum).collect();
+        let keys = edges.par_iter().map(|&[u, v]| EdgeKey::new(u, v).bits()).collect();
+        let counts = stats.par_iter().map(|s| s.contact_count).collect();
+        let sums = stats.par_iter().map(|s| s.affinity_sum).collect();
         Ok(Self {
             keys: gpu.upload(&non_empty(keys))?,
             counts: gpu.upload(&non_empty(counts))?,
@@ -149,8 +152,7 @@ impl DeviceEdges {
             return Err(invalid(format!("{n_nodes} nodes: node ids must fit 32 bits (at most {MAX_NODES} nodes)")));
         }
         let host_keys = gpu.download(&keys)?;
-        let endpoints = host_keys[..n_edges as usize].iter().map(|&k| EdgeKey::from_bits(k).endpoints());
-        check_edges(endpoints, n_nodes)?;
+        check_edges(n_edges as usize, |i| EdgeKey::from_bits(host_keys[i]).endpoints(), n_nodes)?;
         Ok(Self { keys, counts, sums, n_edges, n_nodes, n_entries: n_edges })
     }
 
@@ -237,5 +239,14 @@ mod tests {
         assert!(bad(&[[0, 2], [0, 1]], 3).contains("sorted"));
         // Ids that do not fit a key.
         assert!(bad(&[], MAX_NODES + 1).contains("32 bits"));
+        // A long list (checked on every thread) with faults in several
+        // places: the first is named.
+        let mut long: Vec<[u64; 2]> = (0..200_000).map(|i| [i, i + 1]).collect();
+        long[150_000] = [150_000, 150_000];
+        assert!(bad(&long, 200_001).contains("edge 150000 is (150000, 150000)"));
+        long[70_000] = [69_998, 70_001];
+        assert!(bad(&long, 200_001).contains("edge 70000 (69998, 70001) follows (69999, 70000)"));
+        long[20_000] = [20_000, 300_000];
+        assert!(bad(&long, 200_001).contains("edge 20000 is (20000, 300000): node 300000"));
     }
 }
