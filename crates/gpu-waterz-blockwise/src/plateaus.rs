@@ -434,12 +434,15 @@ pub fn settle_open_plateaus(dims: [u64; 3], open: &[&OpenVoxels]) -> Result<Vec<
     stretches.into_par_iter().enumerate().try_for_each(|(z, mut stretches)| -> Result<()> {
         let z = z as u64;
         let (lo, hi) = (all.partition_point(|e| e.0 < z * plane), all.partition_point(|e| e.0 < (z + 1) * plane));
-        let mut at = 0;
+        // Each block's stretch in this plane, by block.
+        let mut stretch_of = vec![u32::MAX; open.len()];
+        for (t, (b, _, _)) in stretches.iter().enumerate() {
+            stretch_of[*b as usize] = t as u32;
+        }
         for (s, &(_, b, k)) in all[lo..hi].iter().enumerate() {
-            if stretches.get(at).is_none_or(|t| t.0 != b) {
-                at = stretches.iter().position(|t| t.0 == b).ok_or_else(|| invalid("an open voxel lost its block"))?;
-            }
-            let (_, first, stretch) = &mut stretches[at];
+            let (_, first, stretch) = stretches
+                .get_mut(stretch_of[b as usize] as usize)
+                .ok_or_else(|| invalid("an open voxel lost its block"))?;
             stretch[k as usize - *first] = bits[lo + s] & DIRECTIONS;
         }
         Ok(())
