@@ -615,6 +615,104 @@ kernel! {
     }
 }
 
+/// Whether item `i` starts a run of equal values (`i == 0` or it differs
+/// from the item before).
+///
+/// # Safety
+/// `values` holds more than `i` u32s.
+#[inline(always)]
+unsafe fn starts_value_run(values: *const u32, i: u64) -> bool {
+    // SAFETY: `i` and `i - 1` (when `i > 0`) are below the length.
+    i == 0 || unsafe { *values.add(i as usize) != *values.add(i as usize - 1) }
+}
+
+kernel! {
+    /// Per-tile counts of the runs of equal values that start in each tile,
+    /// for [`emit_value_runs_u32`].
+    ///
+    /// # Safety
+    /// As [`scan_tile_sums`], with `values` for `input`.
+    ///
+    /// # Parameters
+    /// - `values`, `n`: the items; `tile_sums`: receives each tile's count.
+    ///
+    /// # Thread mapping
+    /// As [`scan_tile_sums`].
+    pub unsafe extern "ptx-kernel" fn count_value_runs_u32(
+        values: *const u32,
+        n: u64,
+        tile_sums: *mut u64,
+    ) as CountValueRunsU32Args {
+        // SAFETY: launched as documented; `i < n`.
+        unsafe { tile_sum(n, |i| starts_value_run(values, i) as u64, tile_sums) }
+    }
+}
+
+kernel! {
+    /// The run-length encoding of `values`: each run's first item and its
+    /// value, after the tile's offset (the exclusive scan of
+    /// [`count_value_runs_u32`] over the same values), in order.
+    ///
+    /// # Safety
+    /// `values` holds `n` u32s (`n <= 2^32`); `tile_offsets` one u64 per
+    /// tile, the scan of [`count_value_runs_u32`] over them; `starts` and
+    /// `run_values` one u32 per run; launched like [`scan_tile_sums`].
+    ///
+    /// # Parameters
+    /// - `values`, `n`; `tile_offsets`; `starts`, `run_values`: the runs.
+    ///
+    /// # Thread mapping
+    /// Block `b` owns tile `b`; thread `t` owns elements `t * SCAN_ITEMS ..`.
+    pub unsafe extern "ptx-kernel" fn emit_value_runs_u32(
+        values: *const u32,
+        n: u64,
+        tile_offsets: *const u64,
+        starts: *mut u32,
+        run_values: *mut u32,
+    ) as EmitValueRunsU32Args {
+        // SAFETY: launched as documented; `i < n`; positions stay below the
+        // number of runs.
+        unsafe {
+            tile_compact(n, |i| starts_value_run(values, i), tile_offsets, |i, pos| {
+                *starts.add(pos as usize) = i as u32;
+                *run_values.add(pos as usize) = *values.add(i as usize);
+            })
+        }
+    }
+}
+
+kernel! {
+    /// Runs written out: item `i` gets the value of the run that holds it
+    /// (`run_containing` over `starts`).
+    ///
+    /// # Safety
+    /// `starts` and `run_values` hold `n_runs >= 1` u32s, `out` `n`
+    /// writable u32s (`n <= 2^32`). Whatever `starts` holds, the search
+    /// stays below `n_runs`; ascending starts from 0 give the runs' values.
+    ///
+    /// # Parameters
+    /// - `starts`, `run_values`, `n_runs`: the runs; `n`: the items; `out`.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one item per iteration; the search's first steps
+    /// read the same starts across a warp.
+    pub unsafe extern "ptx-kernel" fn expand_runs_u32(
+        starts: *const u32,
+        run_values: *const u32,
+        n_runs: u64,
+        n: u64,
+        out: *mut u32,
+    ) as ExpandRunsU32Args {
+        grid_stride(n, |i| {
+            // SAFETY: the search's indices lie below `n_runs`, `i < n`.
+            unsafe {
+                let k = run_containing(n_runs, i, |k| *starts.add(k as usize) as u64);
+                *out.add(i as usize) = *run_values.add(k as usize);
+            }
+        });
+    }
+}
+
 kernel! {
     /// Reduce-by-key over sorted keys: run `r` (numbered by the exclusive scan
     /// of the head flags) gets its key, its length and the sum of its values.

@@ -230,6 +230,70 @@ pub struct RunHeadsArgs {
     pub flags: *mut u32,
 }
 
+/// `count_value_runs_u32`: per-tile counts of the runs' first items
+/// (`i == 0` or `values[i] != values[i - 1]`), for `emit_value_runs_u32`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CountValueRunsU32Args {
+    /// `n` u32s.
+    pub values: *const u32,
+    /// How many.
+    pub n: u64,
+    /// One u64 per tile of [`SCAN_TILE`].
+    pub tile_sums: *mut u64,
+}
+
+/// `emit_value_runs_u32`: the run-length encoding of `values`, each run's
+/// first item and value, in order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EmitValueRunsU32Args {
+    /// `n` u32s.
+    pub values: *const u32,
+    /// How many (at most 2^32).
+    pub n: u64,
+    /// One u64 per tile: the exclusive scan of `count_value_runs_u32`'s counts.
+    pub tile_offsets: *const u64,
+    /// One u32 per run: its first item.
+    pub starts: *mut u32,
+    /// One u32 per run: its value.
+    pub run_values: *mut u32,
+}
+
+/// `expand_runs_u32`: runs (first items ascending from 0, values) written
+/// out one value per item.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ExpandRunsU32Args {
+    /// `n_runs` u32s, ascending, the first 0.
+    pub starts: *const u32,
+    /// `n_runs` u32s.
+    pub run_values: *const u32,
+    /// How many runs (at least 1).
+    pub n_runs: u64,
+    /// Items (at most 2^32).
+    pub n: u64,
+    /// `n` writable u32s.
+    pub out: *mut u32,
+}
+
+/// The run that holds item `i` among `n_runs` (at least 1) runs whose
+/// first items `start(k)` ascend from `start(0) == 0`: the last `k` with
+/// `start(k) <= i` (a binary search; the kernels' and the host's).
+#[inline(always)]
+pub fn run_containing(n_runs: u64, i: u64, start: impl Fn(u64) -> u64) -> u64 {
+    let (mut lo, mut hi) = (0u64, n_runs);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if start(mid) <= i {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// `reduce_runs` and `reduce_runs_packed`: reduce-by-key over sorted keys.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -271,6 +335,9 @@ impl_kernel_args!(
     RadixHistogramArgs => RadixHistogram { keys, n, shift, hist },
     RadixScatterArgs => RadixScatter { keys_in, values_in, n, shift, offsets, keys_out, values_out },
     RunHeadsArgs => RunHeads { keys, n, flags },
+    CountValueRunsU32Args => CountValueRunsU32 { values, n, tile_sums },
+    EmitValueRunsU32Args => EmitValueRunsU32 { values, n, tile_offsets, starts, run_values },
+    ExpandRunsU32Args => ExpandRunsU32 { starts, run_values, n_runs, n, out },
     ReduceRunsArgs => ReduceRuns { keys, values, n, flags, run_offsets, out_keys, out_counts, out_sums },
 );
 

@@ -9,10 +9,13 @@
 //! the GPU ([`AffinitySource::read_on_gpu`]) is read there.
 
 use crate::plateaus::check_plateau_input;
-use crate::stages::{apply_settled, basins_from_components, check_block_edges, lower_faces, read_region, PairStats};
+use crate::stages::{
+    apply_settled, basins_from_components, basins_from_runs, check_block_edge_runs, check_block_edges, lower_faces,
+    read_region, PairStats, RunCursor,
+};
 use crate::{
-    invalid, voxel_at, voxel_index, AffinitySource, Block, DecodeSteps, EdgeList, LocalBasins, LocalPlateaus,
-    OpenVoxels, Result,
+    invalid, voxel_at, voxel_index, AffinitySource, Block, ComponentRuns, DecodeSteps, EdgeList, LocalBasinRuns,
+    LocalBasins, LocalPlateaus, OpenVoxels, Result,
 };
 use gpu_waterz_core::{ContactStats, Thresholds};
 use gpu_waterz_core::{Dims3, WatershedParams};
@@ -20,7 +23,8 @@ use gpu_waterz_graph::gpu::{DeviceEdges, HostRegionGraph};
 use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::{Gpu, StageTimer};
 use gpu_waterz_watershed::gpu::{
-    block_basins, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities, DeviceFragments, CORNER, OPEN,
+    block_basins, block_basins_on_device, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities,
+    DeviceFragments, CORNER, OPEN,
 };
 use gpu_waterz_watershed::WatershedError;
 use ndarray::{Array3, Array4, ArrayView3, ArrayView4, CowArray, Ix3};
@@ -182,19 +186,20 @@ fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> Loca
     LocalPlateaus { bits, open }
 }
 
-/// The region graph of the faces inside a block (the GPU's, over its
-/// fragment `labels`), downloaded. At the debug level, the stages' times
-/// (each ended by a synchronisation, so that the affinities' kernels, which
-/// `timer` started with, count as theirs) are logged.
+/// The region graph of the faces inside a block (the GPU's, over the
+/// fragments that `fragments` puts on the device), downloaded. At the
+/// debug level, the stages' times (each ended by a synchronisation, so
+/// that the affinities' kernels, which `timer` started with, count as
+/// theirs) are logged.
 fn count_inside(
     gpu: &Gpu,
     affs: DeviceAffinities,
-    labels: &BlockLabels<'_>,
+    fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments>,
     mut timer: StageTimer,
 ) -> Result<HostRegionGraph> {
     let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
     timed(&mut timer, "affinities")?;
-    let fragments = DeviceFragments::upload(gpu, &labels.labels, labels.dims, labels.n_fragments)?;
+    let fragments = fragments(gpu)?;
     timed(&mut timer, "labels up")?;
     let graph = gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?;
     timed(&mut timer, "region graph")?;
@@ -202,6 +207,82 @@ fn count_inside(
     timed(&mut timer, "graph down")?;
     tracing::debug!(stages_ms = ?timer.stages(), pairs = graph.edges.len(), "GPU block edges");
     Ok(graph)
+}
+
+/// The pairs of the faces inside a block (`graph`) and of those across its
+/// lower faces, counted here: `component_at(i)` is the block's component
+/// at voxel `i` (asked in ascending order per face), `affinity(axis, i)`
+/// channel `axis` there.
+fn block_pairs(
+    shape: [usize; 3],
+    component_at: impl FnMut(usize) -> u32,
+    ids: &[u64],
+    lower: [Option<&[u64]>; 3],
+    graph: HostRegionGraph,
+    affinity: impl Fn(usize, usize) -> f32,
+) -> EdgeList {
+    let mut pairs = PairStats::default();
+    lower_faces(shape, component_at, ids, lower, &mut pairs, affinity);
+    for (&[u, v], &stats) in graph.edges.iter().zip(&graph.stats) {
+        pairs.add(u, v, stats);
+    }
+    pairs.into_edges()
+}
+
+/// The one-voxel slabs of affinities across `block`'s lower faces (where
+/// `lower` has a layer), made on the GPU by `source` and downloaded.
+fn lower_slabs(
+    gpu: &Gpu,
+    source: &dyn AffinitySource,
+    block: Block,
+    lower: [Option<&[u64]>; 3],
+) -> Result<[Option<Array4<f32>>; 3]> {
+    let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
+    for axis in 0..3 {
+        if lower[axis].is_some() {
+            let mut slab = block;
+            slab.hi[axis] = slab.lo[axis] + 1;
+            slabs[axis] = Some(
+                made_on_gpu(gpu, source, slab)?
+                    .ok_or_else(|| invalid("the source made the block's affinities on the GPU, not a slab's"))?,
+            );
+        }
+    }
+    Ok(slabs)
+}
+
+/// The affinity of channel `axis` at voxel `i` of a block of `shape` on its
+/// lower face along `axis`, from [`lower_slabs`]'s slabs.
+fn slab_affinity(slabs: &[Option<Array4<f32>>; 3], shape: [usize; 3], axis: usize, i: usize) -> f32 {
+    let strides = [shape[1] * shape[2], shape[2], 1];
+    // Voxel `i` lies on the lower face along `axis` (its coordinate there
+    // is 0), so at the same place in the one-voxel slab.
+    let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
+    slab[[axis, i / strides[0], (i / strides[1]) % shape[1], i % shape[2]]]
+}
+
+/// A block's runs as the GPU's fragments take them: each run's first voxel
+/// and its fragment (`ids` of its component, checked by the caller), and
+/// the largest fragment id (fewer than 2^32).
+fn fragment_runs(block: Block, components: &ComponentRuns, ids: &[u64]) -> Result<(Vec<u32>, Vec<u32>, u64)> {
+    let n_fragments = ids.iter().copied().max().unwrap_or(0);
+    if n_fragments >= u32::MAX as u64 || block.len() > u32::MAX as u64 {
+        return Err(invalid(format!(
+            "block {:?}..{:?}: fragment ids up to {n_fragments} in {} voxels: fewer than 2^32 are taken",
+            block.lo,
+            block.hi,
+            block.len()
+        )));
+    }
+    let runs = components.runs();
+    let mut starts = Vec::with_capacity(runs.len());
+    let mut next = 0u64;
+    for &[_, length] in runs {
+        starts.push(next as u32);
+        next += length as u64;
+    }
+    let labels = runs.iter().map(|&[c, _]| ids[c as usize] as u32).collect();
+    Ok((starts, labels, n_fragments))
 }
 
 /// The affinities of `region` made on the GPU by `source` and downloaded
@@ -277,13 +358,13 @@ impl<'a> BlockLabels<'a> {
         graph: HostRegionGraph,
         affinity: impl Fn(usize, usize) -> f32,
     ) -> EdgeList {
-        let mut pairs = PairStats::default();
         let comps = self.components.as_slice().expect("a standard layout is contiguous");
-        lower_faces(self.shape, |i| comps[i], ids, lower, &mut pairs, affinity);
-        for (&[u, v], &stats) in graph.edges.iter().zip(&graph.stats) {
-            pairs.add(u, v, stats);
-        }
-        pairs.into_edges()
+        block_pairs(self.shape, |i| comps[i], ids, lower, graph, affinity)
+    }
+
+    /// Uploads the labels as the block's fragments.
+    fn upload(&self, gpu: &Gpu) -> Result<DeviceFragments> {
+        Ok(DeviceFragments::upload(gpu, &self.labels, self.dims, self.n_fragments)?)
     }
 }
 
@@ -306,7 +387,7 @@ impl GpuSteps {
         let graph = self.exclusive("block_edges", |gpu| {
             let timer = turn_timer(gpu)?;
             let affs = DeviceAffinities::upload_f32(gpu, values, labels.dims).map_err(WatershedError::from)?;
-            count_inside(gpu, affs, labels, timer)
+            count_inside(gpu, affs, |gpu| labels.upload(gpu), timer)
         })?;
         let n = values.len() / 3;
         Ok(labels.pairs(ids, lower, graph, |axis, i| values[axis * n + i]))
@@ -402,31 +483,62 @@ impl DecodeSteps for GpuSteps {
         let made = self.exclusive("block_edges", |gpu| {
             let timer = turn_timer(gpu)?;
             let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
-            let graph = count_inside(gpu, affs, &labels, timer)?;
-            let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
-            for axis in 0..3 {
-                if lower[axis].is_some() {
-                    let mut slab = block;
-                    slab.hi[axis] = slab.lo[axis] + 1;
-                    slabs[axis] =
-                        Some(made_on_gpu(gpu, source, slab)?.ok_or_else(|| {
-                            invalid("the source made the block's affinities on the GPU, not a slab's")
-                        })?);
-                }
-            }
-            Ok(Some((graph, slabs)))
+            let graph = count_inside(gpu, affs, |gpu| labels.upload(gpu), timer)?;
+            Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
         })?;
         let Some((graph, slabs)) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
         let s = labels.shape;
-        let strides = [s[1] * s[2], s[2], 1];
-        Ok(labels.pairs(ids, lower, graph, |axis, i| {
-            // Voxel `i` lies on the lower face along `axis` (its coordinate
-            // there is 0), so at the same place in the one-voxel slab.
-            let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
-            slab[[axis, i / strides[0], (i / strides[1]) % s[1], i % s[2]]]
-        }))
+        Ok(labels.pairs(ids, lower, graph, |axis, i| slab_affinity(&slabs, s, axis, i)))
+    }
+
+    /// Step 5 from the block's runs: each run's first voxel and fragment go
+    /// to the GPU (a few bytes per run, not four per voxel), which writes
+    /// the fragments out per voxel and counts the faces inside the block;
+    /// the faces across its lower faces are counted here from the runs.
+    /// The affinities are made on the GPU where the source makes them
+    /// there, else read on the host and uploaded.
+    fn block_edge_runs_from(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        components: &ComponentRuns,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+    ) -> Result<EdgeList> {
+        let shape = check_block_edge_runs(dims, block, components, ids, lower)?;
+        let (starts, labels, n_fragments) = fragment_runs(block, components, ids)?;
+        let block_dims = dims3(block.shape());
+        let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_runs(gpu, &starts, &labels, block_dims, n_fragments)?);
+        let made = self.exclusive("block_edges", |gpu| {
+            let timer = turn_timer(gpu)?;
+            let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
+            let graph = count_inside(gpu, affs, fragments, timer)?;
+            Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
+        })?;
+        let mut cursor = RunCursor::new(components);
+        if let Some((graph, slabs)) = made {
+            return Ok(block_pairs(
+                shape,
+                |i| cursor.at(i),
+                ids,
+                lower,
+                graph,
+                |axis, i| slab_affinity(&slabs, shape, axis, i),
+            ));
+        }
+        let affinities = read_region(source, block)?;
+        let values = affinities.as_standard_layout();
+        let values = values.as_slice().expect("a standard layout is contiguous");
+        let graph = self.exclusive("block_edges", |gpu| {
+            let timer = turn_timer(gpu)?;
+            let affs = DeviceAffinities::upload_f32(gpu, values, block_dims).map_err(WatershedError::from)?;
+            count_inside(gpu, affs, fragments, timer)
+        })?;
+        let n = values.len() / 3;
+        Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]))
     }
 
     /// Step 5's affinities made on the GPU and downloaded, where the source
@@ -453,6 +565,39 @@ impl DecodeSteps for GpuSteps {
         self.exclusive("local_basins", |gpu| Ok(block_basins(gpu, flat, dims3(block.shape()), &mut components)?))?;
         drop(standard);
         basins_from_components(dims, block, components, bits)
+    }
+
+    /// Step 3 with the components run-length encoded on the GPU: only the
+    /// runs' first voxels and components come down (about a tenth of the
+    /// four bytes per voxel on cell-like data).
+    fn local_basin_runs(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        mut bits: Array3<u8>,
+        open: &OpenVoxels,
+        settled: &[u8],
+    ) -> Result<LocalBasinRuns> {
+        apply_settled(dims, block, &mut bits, open, settled)?;
+        let standard = bits.as_standard_layout();
+        let flat = standard.as_slice().expect("a standard layout is contiguous");
+        let n = block.len();
+        let (starts, values) = self.exclusive("local_basins", |gpu| {
+            let (labels, _) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
+            let (starts, values, count) =
+                gpu_waterz_runtime::primitives::value_runs_u32(gpu, &labels, n).map_err(WatershedError::from)?;
+            drop(labels);
+            let mut starts = gpu.download(&starts).map_err(WatershedError::from)?;
+            let mut values = gpu.download(&values).map_err(WatershedError::from)?;
+            // The buffers hold one element even for no runs.
+            starts.truncate(count as usize);
+            values.truncate(count as usize);
+            Ok((starts, values))
+        })?;
+        drop(standard);
+        let bs = block.shape();
+        let runs = ComponentRuns::from_starts([bs[0] as usize, bs[1] as usize, bs[2] as usize], &values, &starts)?;
+        basins_from_runs(dims, block, runs, bits)
     }
 
     /// The GPU's ParHAC at ε = 0, as the whole-volume GPU decode merges

@@ -608,6 +608,18 @@ pub(crate) fn check_block_edges(
     check_edge_parts(dims, block, components.shape(), without_id, lower)
 }
 
+/// [`check_block_edges`] for the components as runs.
+pub(crate) fn check_block_edge_runs(
+    dims: [u64; 3],
+    block: Block,
+    components: &ComponentRuns,
+    ids: &[u64],
+    lower: [Option<&[u64]>; 3],
+) -> Result<[usize; 3]> {
+    let without_id = || components.runs().par_iter().any(|&[c, _]| c as usize >= ids.len());
+    check_edge_parts(dims, block, &components.shape(), without_id, lower)
+}
+
 /// Step 5's checks: the block in the volume, components of its shape
 /// (`without_id`: whether one has no fragment id) and a layer before each
 /// lower face that has a block before it.

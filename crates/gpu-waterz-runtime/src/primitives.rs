@@ -230,6 +230,103 @@ pub fn compact_indices(gpu: &Gpu, flags: &DeviceBuffer<u32>, n: u64) -> Result<(
     Ok((out.map_or_else(|| gpu.zeros(1), Ok)?, count))
 }
 
+/// The run-length encoding of the first `n` u32s of `values` (runs of
+/// equal neighbours, in order): each run's first item and its value (new
+/// buffers of at least one element) and the number of runs; `n` at most
+/// 2^32. One pass counts the runs per tile, a second writes them.
+pub fn value_runs_u32(
+    gpu: &Gpu,
+    values: &DeviceBuffer<u32>,
+    n: u64,
+) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>, u64)> {
+    gpu.check_device(values, "the values")?;
+    check_len("emit_value_runs_u32", "values", values, n)?;
+    check_u32_items("emit_value_runs_u32", n)?;
+    let mut out = None;
+    let count = tile_compaction(
+        gpu,
+        n,
+        |cfg, tile_sums| {
+            let args = CountValueRunsU32Args { values: values.as_ptr(), n, tile_sums };
+            // SAFETY: `values` holds n u32s, `tile_sums` one u64 per tile;
+            // one block of SCAN_THREADS per tile with its shared memory.
+            unsafe { gpu.launch(cfg, args) }
+        },
+        |cfg, tile_offsets, count| {
+            let mut starts = gpu.uninit::<u32>(count as usize)?;
+            let mut run_values = gpu.uninit::<u32>(count as usize)?;
+            let args = EmitValueRunsU32Args {
+                values: values.as_ptr(),
+                n,
+                tile_offsets,
+                starts: starts.as_mut_ptr(),
+                run_values: run_values.as_mut_ptr(),
+            };
+            // SAFETY: as above; `tile_offsets` is the scan of the tiles' run
+            // counts over the same values, and `starts` and `run_values`
+            // hold one u32 per run (`count`, which `n <= 2^32` bounds).
+            unsafe { gpu.launch(cfg, args) }?;
+            out = Some((starts, run_values));
+            Ok(())
+        },
+    )?;
+    let (starts, run_values) = match out {
+        Some(runs) => runs,
+        None => (gpu.zeros(1)?, gpu.zeros(1)?),
+    };
+    Ok((starts, run_values, count))
+}
+
+/// Runs written out, one value per item: `n` items (at most 2^32) from
+/// `n_runs` runs given by their first items (`starts`: ascending from 0)
+/// and values; a new buffer of at least one element. The starts are not
+/// checked here (the kernel stays in bounds whatever they hold; other
+/// starts give other values): callers check them where they make them.
+pub fn expand_runs_u32(
+    gpu: &Gpu,
+    starts: &DeviceBuffer<u32>,
+    run_values: &DeviceBuffer<u32>,
+    n_runs: u64,
+    n: u64,
+) -> Result<DeviceBuffer<u32>> {
+    gpu.check_device(starts, "the runs' starts")?;
+    gpu.check_device(run_values, "the runs' values")?;
+    check_len("expand_runs_u32", "starts", starts, n_runs)?;
+    check_len("expand_runs_u32", "run_values", run_values, n_runs)?;
+    check_u32_items("expand_runs_u32", n)?;
+    if n > 0 && n_runs == 0 {
+        return Err(crate::RuntimeError::InvalidLaunch {
+            kernel: "expand_runs_u32",
+            reason: format!("no runs for {n} items"),
+        });
+    }
+    let mut out = gpu.uninit::<u32>(n.max(1) as usize)?;
+    if n > 0 {
+        let args = ExpandRunsU32Args {
+            starts: starts.as_ptr(),
+            run_values: run_values.as_ptr(),
+            n_runs,
+            n,
+            out: out.as_mut_ptr(),
+        };
+        // SAFETY: `starts` and `run_values` hold `n_runs >= 1` u32s (the
+        // search's indices stay below it), `out` `n` u32s.
+        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    }
+    Ok(out)
+}
+
+/// Fails unless `n` items are indexed by u32 (at most 2^32).
+fn check_u32_items(kernel: &'static str, n: u64) -> Result<()> {
+    if n > 1 << 32 {
+        return Err(crate::RuntimeError::InvalidLaunch {
+            kernel,
+            reason: format!("{n} items: at most 2^32 are taken"),
+        });
+    }
+    Ok(())
+}
+
 /// An order-preserving compaction in two launches over scan tiles of
 /// `n` items: `count(cfg, tile_sums)` launches a kernel that writes each
 /// tile's count to `tile_sums` (one u64 per tile of [`SCAN_TILE`]); after

@@ -1,6 +1,8 @@
 //! The device-wide primitives against CPU computations on random input.
 
-use gpu_waterz_runtime::primitives::{compact_indices, digit_shifts, exclusive_scan, radix_sort_pairs, reduce_by_key};
+use gpu_waterz_runtime::primitives::{
+    compact_indices, digit_shifts, exclusive_scan, expand_runs_u32, radix_sort_pairs, reduce_by_key, value_runs_u32,
+};
 use gpu_waterz_runtime::testing::gpu;
 use rand::{Rng, SeedableRng};
 
@@ -154,4 +156,44 @@ fn counting_pairs_in_a_hash_table_equals_the_cpu_and_reports_a_full_table() {
     let h = gpu.upload(&[u32::MAX]).unwrap();
     assert!(count_u32_pairs(&gpu, &h, &h, 0, 1, 4).is_err(), "the reserved pair is refused");
     assert!(count_u32_pairs(&gpu, &h, &h, 0, 2, 4).is_err(), "pairs past the buffers are refused");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn value_runs_encode_and_expand_as_the_cpu() {
+    let gpu = gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(6);
+    for &n in SIZES {
+        // Runs of 1 to about 40 items, runs longer than a scan tile, and
+        // values equal to the run before's now and then not at all.
+        let mut values: Vec<u32> = Vec::with_capacity(n);
+        while values.len() < n {
+            let length = match rng.gen_range(0..50) {
+                0 => rng.gen_range(1000..5000),
+                _ => rng.gen_range(1..40),
+            };
+            let value = rng.gen_range(0..6u32) * 1_000_000_007 % u32::MAX;
+            values.extend(std::iter::repeat_n(value, length.min(n - values.len())));
+        }
+        let (mut starts, mut run_values) = (Vec::new(), Vec::new());
+        for (i, &v) in values.iter().enumerate() {
+            if i == 0 || v != values[i - 1] {
+                starts.push(i as u32);
+                run_values.push(v);
+            }
+        }
+        let buffer = gpu.upload(&values).unwrap();
+        let (got_starts, got_values, count) = value_runs_u32(&gpu, &buffer, n as u64).unwrap();
+        assert_eq!(count as usize, starts.len(), "n = {n}");
+        assert_eq!(gpu.download(&got_starts).unwrap(), starts, "n = {n}");
+        assert_eq!(gpu.download(&got_values).unwrap(), run_values, "n = {n}");
+        let expanded = expand_runs_u32(&gpu, &got_starts, &got_values, count, n as u64).unwrap();
+        assert_eq!(gpu.download(&expanded).unwrap(), values, "n = {n}");
+    }
+    // No items: no runs, and no runs for items is an error.
+    let empty = gpu.upload(&[7u32]).unwrap();
+    assert_eq!(value_runs_u32(&gpu, &empty, 0).unwrap().2, 0);
+    assert!(value_runs_u32(&gpu, &empty, 2).is_err(), "more items than the buffer holds");
+    assert!(expand_runs_u32(&gpu, &empty, &empty, 0, 5).is_err());
+    assert!(expand_runs_u32(&gpu, &empty, &empty, 2, 5).is_err(), "more runs than the buffers hold");
 }

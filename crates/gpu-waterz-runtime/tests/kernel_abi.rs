@@ -110,6 +110,9 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<RadixHistogramArgs>(c);
     check::<RadixScatterArgs>(c);
     check::<RunHeadsArgs>(c);
+    check::<CountValueRunsU32Args>(c);
+    check::<EmitValueRunsU32Args>(c);
+    check::<ExpandRunsU32Args>(c);
     check::<ReduceRunsArgs>(c);
     check::<ReduceRunsPackedArgs>(c);
     check::<WsMaskF32Args>(c);

@@ -171,4 +171,19 @@ fn fragments_from_user_labels_are_checked() {
     assert!(e.contains("label 4"), "{e}");
     let e = DeviceFragments::from_labels(&g, g.upload(&labels[..23]).unwrap(), dims, 4).unwrap_err().to_string();
     assert!(e.contains("23 labels"), "{e}");
+    // The same fragments as runs: written out per voxel on the device.
+    let (starts, run_labels) = ([0u32, 3, 4, 10, 23], [2u32, 0, 4, 1, 3]);
+    let want: Vec<u32> = (0..24u32).map(|i| run_labels[starts.partition_point(|&s| s <= i) - 1]).collect();
+    let runs = DeviceFragments::from_runs(&g, &starts, &run_labels, dims, 4).unwrap();
+    assert_eq!((runs.n_fragments(), runs.dims(), runs.plateau_levels()), (4, dims, 0));
+    assert_eq!(g.download(&runs.into_labels()).unwrap(), want);
+    let e = DeviceFragments::from_runs(&g, &starts, &run_labels, dims, 3).unwrap_err().to_string();
+    assert!(e.contains("run 2 has label 4"), "{e}");
+    for (bad_starts, what) in
+        [([1u32, 3, 4, 10, 23], "from 1"), ([0, 3, 3, 10, 23], "repeated"), ([0, 3, 4, 10, 24], "past the end")]
+    {
+        let e = DeviceFragments::from_runs(&g, &bad_starts, &run_labels, dims, 4).unwrap_err().to_string();
+        assert!(e.contains("run starts"), "{what}: {e}");
+    }
+    assert!(DeviceFragments::from_runs(&g, &starts[..4], &run_labels, dims, 4).is_err(), "lists of different lengths");
 }

@@ -7,7 +7,7 @@ use super::{launch, plateau, DeviceAffinities};
 use crate::WatershedError;
 use gpu_waterz_abi::watershed::{BLOCK_CORNER, BLOCK_OPEN};
 use gpu_waterz_core::{Dims3, WatershedParams};
-use gpu_waterz_runtime::{Gpu, StageTimer};
+use gpu_waterz_runtime::{DeviceBuffer, Gpu, StageTimer};
 
 /// Where a block lies in the region whose affinities are on the device:
 /// its first voxel in the region and its extent.
@@ -88,14 +88,32 @@ pub fn block_plateaus(
 /// spares the download the first touch of every page.
 pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3, labels: &mut [u32]) -> Result<u64, WatershedError> {
     let n = super::check_dims(block)?;
-    if bits.len() as u64 != n || labels.len() as u64 != n {
+    if labels.len() as u64 != n {
         return Err(WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
             kernel: "ws_block_inside_edges",
-            reason: format!(
-                "{} direction bytes and room for {} labels for a block of {n} voxels ({block:?})",
-                bits.len(),
-                labels.len()
-            ),
+            reason: format!("room for {} labels for a block of {n} voxels ({block:?})", labels.len()),
+        }));
+    }
+    let (device_labels, n_components) = block_basins_on_device(gpu, bits, block)?;
+    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
+    gpu.download_to_slice(&device_labels, labels)?;
+    timer.mark("labels down")?;
+    tracing::debug!(stages_ms = ?timer.stages(), "GPU block basins' download");
+    Ok(n_components)
+}
+
+/// [`block_basins`] with the labels left on the device (one per voxel of
+/// `block`, C order), and their number of components.
+pub fn block_basins_on_device(
+    gpu: &Gpu,
+    bits: &[u8],
+    block: Dims3,
+) -> Result<(DeviceBuffer<u32>, u64), WatershedError> {
+    let n = super::check_dims(block)?;
+    if bits.len() as u64 != n {
+        return Err(WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
+            kernel: "ws_block_inside_edges",
+            reason: format!("{} direction bytes for a block of {n} voxels ({block:?})", bits.len()),
         }));
     }
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
@@ -108,8 +126,6 @@ pub fn block_basins(gpu: &Gpu, bits: &[u8], block: Dims3, labels: &mut [u32]) ->
     let (device_labels, n_components) = launch::labels(gpu, &components)?;
     drop(components);
     timer.mark("components")?;
-    gpu.download_to_slice(&device_labels, labels)?;
-    timer.mark("labels down")?;
     tracing::debug!(stages_ms = ?timer.stages(), "GPU block basins");
-    Ok(n_components)
+    Ok((device_labels, n_components))
 }

@@ -17,7 +17,7 @@ mod launch;
 mod plateau;
 
 pub use affinities::{check_dims, AffinityBuffer, DeviceAffinities, MAX_VOXELS};
-pub use block::{block_basins, block_plateaus, BlockInRegion, CORNER, OPEN};
+pub use block::{block_basins, block_basins_on_device, block_plateaus, BlockInRegion, CORNER, OPEN};
 
 use crate::WatershedError;
 use gpu_waterz_core::{CoreError, Dims3, WatershedParams};
@@ -89,6 +89,44 @@ impl DeviceFragments {
         }
         check_labels(labels, n_fragments)?;
         Ok(Self { labels: gpu.upload(labels)?, n_fragments, dims, plateau_levels: 0 })
+    }
+
+    /// Fragments given as runs along the flattened volume (C order): run
+    /// `k` starts at voxel `starts[k]` (ascending from 0, each run at least
+    /// one voxel, the last to the end) and holds label `labels[k]`. Checked
+    /// on the host (the runs' starts and every label at most
+    /// `n_fragments`), uploaded, and written out per voxel on the device:
+    /// a few bytes per run cross instead of four per voxel.
+    pub fn from_runs(
+        gpu: &Gpu,
+        starts: &[u32],
+        labels: &[u32],
+        dims: Dims3,
+        n_fragments: u64,
+    ) -> Result<Self, WatershedError> {
+        let n = check_dims(dims)?;
+        if starts.len() != labels.len() {
+            return Err(invalid_labels(format!("{} run starts for {} run labels", starts.len(), labels.len())));
+        }
+        let ascending = starts.first().map_or(n == 0, |&s| s == 0)
+            && starts.windows(2).all(|w| w[0] < w[1])
+            && starts.last().is_none_or(|&s| (s as u64) < n);
+        if !ascending {
+            return Err(invalid_labels(format!(
+                "run starts that do not rise from 0 through a volume of {n} voxels ({dims:?})"
+            )));
+        }
+        if n_fragments > u32::MAX as u64 {
+            return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
+        }
+        if let Some(k) = labels.iter().position(|&l| l as u64 > n_fragments) {
+            let label = labels[k];
+            return Err(invalid_labels(format!("run {k} has label {label}, above the {n_fragments} fragments")));
+        }
+        let n_runs = starts.len() as u64;
+        let (starts, run_labels) = (gpu.upload(starts)?, gpu.upload(labels)?);
+        let labels = gpu_waterz_runtime::primitives::expand_runs_u32(gpu, &starts, &run_labels, n_runs, n)?;
+        Ok(Self { labels, n_fragments, dims, plateau_levels: 0 })
     }
 
     /// One label per voxel (C order): 0 for background, else `1..=n_fragments`.
