@@ -530,6 +530,9 @@ impl DecodeSteps for GpuSteps {
             ));
         }
         let affinities = read_region(source, block)?;
+        if affinities.shape() != [3, shape[0], shape[1], shape[2]] {
+            return Err(invalid(format!("affinities {:?} must be 3 channels of {shape:?}", affinities.shape())));
+        }
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
         let graph = self.exclusive("block_edges", |gpu| {
@@ -583,7 +586,7 @@ impl DecodeSteps for GpuSteps {
         let flat = standard.as_slice().expect("a standard layout is contiguous");
         let n = block.len();
         let (starts, values) = self.exclusive("local_basins", |gpu| {
-            let (labels, _) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
+            let (labels, n_components) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
             let (starts, values, count) =
                 gpu_waterz_runtime::primitives::value_runs_u32(gpu, &labels, n).map_err(WatershedError::from)?;
             drop(labels);
@@ -592,6 +595,15 @@ impl DecodeSteps for GpuSteps {
             // The buffers hold one element even for no runs.
             starts.truncate(count as usize);
             values.truncate(count as usize);
+            // Components are numbered 1..=n: the runs hold the largest.
+            if values.iter().copied().max().map_or(0, u64::from) != n_components {
+                return Err(invalid(format!(
+                    "block {:?}..{:?}: runs of components up to {:?} for {n_components} components",
+                    block.lo,
+                    block.hi,
+                    values.iter().max()
+                )));
+            }
             Ok((starts, values))
         })?;
         drop(standard);

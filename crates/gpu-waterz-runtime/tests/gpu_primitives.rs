@@ -172,7 +172,7 @@ fn value_runs_encode_and_expand_as_the_cpu() {
                 0 => rng.gen_range(1000..5000),
                 _ => rng.gen_range(1..40),
             };
-            let value = rng.gen_range(0..6u32) * 1_000_000_007 % u32::MAX;
+            let value = (rng.gen_range(0..6u64) * 1_000_000_007 % u32::MAX as u64) as u32;
             values.extend(std::iter::repeat_n(value, length.min(n - values.len())));
         }
         let (mut starts, mut run_values) = (Vec::new(), Vec::new());

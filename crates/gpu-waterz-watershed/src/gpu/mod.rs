@@ -49,8 +49,9 @@ impl DeviceAffinities {
 ///
 /// Every label is at most [`DeviceFragments::n_fragments`]: later stages
 /// index per-fragment arrays with the labels, so the labels are read-only
-/// and only [`watershed`] and the checked [`DeviceFragments::from_labels`]
-/// make fragments.
+/// and only [`watershed`] and the checked constructors
+/// ([`DeviceFragments::from_labels`], [`DeviceFragments::upload`],
+/// [`DeviceFragments::from_runs`]) make fragments.
 #[derive(Debug)]
 pub struct DeviceFragments {
     labels: DeviceBuffer<u32>,
