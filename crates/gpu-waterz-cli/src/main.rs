@@ -10,6 +10,12 @@ use clap::{Parser, Subcommand};
 use commands::{blockwise, demo, evaluate, generate, greyscale, ndimage, segment};
 use std::process::ExitCode;
 
+/// jemalloc, keeping freed pages for reuse a while (`.cargo/config.toml`):
+/// the blockwise decode takes and frees block-sized buffers all the time.
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "gpu-waterz", version, about = "Affinity graphs to neuron segmentations, with waterz's semantics")]
 struct Cli {
