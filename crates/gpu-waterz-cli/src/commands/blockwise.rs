@@ -406,8 +406,7 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     let (summary, peak_device_bytes, gpu_busy) = match &gpu {
         Some(gpu) => {
             let steps = GpuSteps::new(gpu.clone())?;
-            let summary = waiting_pool()?
-                .install(|| decode_blocks_with(&source, block, params, &args.thresholds, &sink, &steps))?;
+            let summary = decode_blocks_with(&source, block, params, &args.thresholds, &sink, &steps)?;
             let busy: Map<String, serde_json::Value> =
                 steps.busy_seconds().into_iter().map(|(step, s)| (step.to_string(), s.into())).collect();
             (summary, steps.peak_device_bytes(), Some(busy))
@@ -434,24 +433,6 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     folder.commit(args.fsync)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
-}
-
-/// The threads that run the blocks' steps when they take turns on the
-/// GPU: twice as many as the cores (unless `RAYON_NUM_THREADS` says),
-/// since a block's thread waits, idle, while other blocks' turns run: with
-/// one thread per core, those waits left cores without host work (16
-/// Gvoxel on the H200 in session 21: 96.1 s with 16 threads, 89.4 s with
-/// 32).
-fn waiting_pool() -> Result<rayon::ThreadPool> {
-    let threads = match std::env::var("RAYON_NUM_THREADS").ok().and_then(|n| n.parse::<usize>().ok()) {
-        Some(n) if n > 0 => n,
-        _ => 2 * std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("gpu-waterz-blockwise-{i}"))
-        .build()
-        .context("starting the blocks' threads")
 }
 
 /// The blockwise steps' seconds as a JSON object, in the steps' order.
