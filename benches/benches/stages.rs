@@ -199,5 +199,70 @@ fn blockwise_fragment_ids(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cpu_reference, blockwise_settle, blockwise_region_graph, blockwise_fragment_ids);
+/// Step 7's zarr chunks: a label chunk encoded from its runs straight into
+/// a zstd frame (`encode_runs`, with the row and the plane above as
+/// repeats) against what zarrs did before, the labels filled from the runs
+/// into a buffer and compressed by zstd at level 3, on real labels (pinky40,
+/// a dense automated segmentation, chunks of 64 x 256 x 256 and 128 x 512
+/// x 512). Skipped, with a message, without `../shared/data`.
+fn label_chunks(c: &mut Criterion) {
+    use gpu_waterz_cli::io::{encode_runs, read_hdf5, ValueRuns};
+    let data = std::env::var_os("GPU_WATERZ_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
+    let path = data.join("pinky40-labels-512.h5");
+    if !path.is_file() {
+        eprintln!("label-chunks skipped: no {}", path.display());
+        return;
+    }
+    let labels = read_hdf5(&path, "labels").unwrap().into_labels("labels").unwrap();
+    let mut group = c.benchmark_group("label-chunks");
+    group.sample_size(10);
+    for (z, y, x) in [(64usize, 256usize, 256usize), (128, 512, 512)] {
+        let chunk = labels.slice(ndarray::s![..z, ..y, ..x]).to_owned();
+        let values: Vec<u32> = chunk.iter().map(|&v| v as u32).collect();
+        let mut runs = ValueRuns::with_capacity(1 << 16);
+        for run in values.chunk_by(|a, b| a == b) {
+            runs.push(u64::from(run[0]), run.len() as u64);
+        }
+        let pairs: Vec<(u32, u32)> = runs.runs().map(|(v, n)| (v as u32, n as u32)).collect();
+        let repeats = [x as u64, (y * x) as u64];
+        let ours = encode_runs(4, &repeats, &runs).unwrap();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let zstd3 = zstd::bulk::compress(&bytes, 3).unwrap();
+        assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), bytes);
+        eprintln!(
+            "label-chunks {z}x{y}x{x}: {} runs, encode_runs {} bytes, zstd level 3 {} bytes",
+            pairs.len(),
+            ours.len(),
+            zstd3.len()
+        );
+        group.throughput(Throughput::Elements(values.len() as u64));
+        group.bench_function(format!("encode-runs/{z}x{y}x{x}"), |b| {
+            b.iter(|| encode_runs(4, &repeats, &runs).unwrap())
+        });
+        let mut buffer = vec![0u32; values.len()];
+        group.bench_function(format!("fill-and-zstd-3/{z}x{y}x{x}"), |b| {
+            b.iter(|| {
+                let mut at = 0;
+                for &(v, n) in &pairs {
+                    buffer[at..at + n as usize].fill(v);
+                    at += n as usize;
+                }
+                let bytes: Vec<u8> = buffer.iter().flat_map(|v| v.to_le_bytes()).collect();
+                zstd::bulk::compress(&bytes, 3).unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    cpu_reference,
+    blockwise_settle,
+    blockwise_region_graph,
+    blockwise_fragment_ids,
+    label_chunks
+);
 criterion_main!(benches);

@@ -197,3 +197,26 @@ def test_funlib_reads_the_outputs(tmp_path):
         assert list(ds.axis_names) == ["z", "y", "x"] and list(ds.units) == ["nm"] * 3, fmt
         assert ds.dtype == np.uint32 and ds.shape == (8, 32, 32), fmt
         np.testing.assert_array_equal(ds.to_ndarray(ds.roi), zarr.open_array(out / "segmentation_0", mode="r")[:])
+
+
+@pytest.mark.parametrize("label_type", ["auto", "uint64"])
+def test_blockwise_chunks_are_read_by_zarr_python(tmp_path, label_type):
+    """`gpu-waterz blockwise` writes its chunks as zstd frames made from the
+    labels' runs (no general compressor): zarr-python (numcodecs) reads
+    them, blocks at the volume's edge included, as the labels of `segment`
+    on the same volume."""
+    rng = np.random.default_rng(11)
+    gt = voronoi_labels(rng, (13, 40, 37), 25)
+    affs = cnn_like(rng, gt)
+    np.save(tmp_path / "affs.npy", affs)
+    expected = segment(tmp_path, "whole", tmp_path / "affs.npy")
+    out = tmp_path / "blocks.zarr"
+    run_cli("blockwise", "--affinities", tmp_path / "affs.npy", "--block", "5,16,11", "--thresholds", "0.3,0.5",
+            "--backend", "cpu", "--label-type", label_type, "--write-fragments", "--out", out)
+    group = zarr.open_group(out, mode="r")
+    for i, want in enumerate(expected):
+        got = group[f"segmentation_{i}"]
+        assert got.dtype == (np.uint64 if label_type == "uint64" else np.uint32)
+        assert got.chunks == (5, 16, 11)
+        np.testing.assert_array_equal(got[:], want)
+    assert group["fragments"][:].max() > 1

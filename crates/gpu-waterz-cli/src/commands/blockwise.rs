@@ -16,16 +16,18 @@ use gpu_waterz_blockwise::{
     GpuSteps, ImplicitSource,
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
-use gpu_waterz_cli::io::{ChunkedDataset, ElementType, NpyFile, StagingStore, VolumeSource, ZarrArray};
+use gpu_waterz_cli::io::{
+    encode_runs, ChunkedDataset, ElementType, NpyFile, StagingStore, ValueRuns, VolumeSource, ZarrArray,
+};
 use gpu_waterz_core::WatershedParams;
 use gpu_waterz_runtime::Gpu;
 use gpu_waterz_watershed::gpu::DeviceAffinities;
 use ndarray::{Array3, Array4, ArrayView3};
 use serde_json::{json, Map};
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-use zarrs::array::{Array, ArraySubset, CodecOptions};
+use zarrs::array::Array;
 
 /// The arguments of `gpu-waterz blockwise`.
 #[derive(clap::Args)]
@@ -140,19 +142,19 @@ impl AffinitySource for Source {
 /// The output arrays, made once the number of fragments is known
 /// ([`BlockSink::begin`]: uint32 when every label fits and the label type
 /// allows it); each block is one chunk of each (blocks write apart, and
-/// the blocks in flight keep the cores busy compressing).
+/// the blocks in flight keep the cores busy compressing). The chunks are
+/// encoded from runs of labels straight into zstd frames
+/// ([`encode_runs`]): no label buffer per block, no pass of a general
+/// compressor over every voxel.
 struct ZarrSink<'w> {
     writer: &'w ContainerWriter,
+    /// The writer's store, where the chunks go.
+    store: Arc<StagingStore>,
     dims: [u64; 3],
     chunks: [u64; 3],
     thresholds: &'w [f64],
     write_fragments: bool,
     outputs: OnceLock<Outputs>,
-    /// Label buffers that blocks relabel into, taken and given back from
-    /// block to block: pages written once cost less than fresh ones (the
-    /// kernel clears each new page), which cost more than the relabelling.
-    wide: Mutex<Vec<Vec<u64>>>,
-    narrow: Mutex<Vec<Vec<u32>>>,
 }
 
 /// The arrays of a [`ZarrSink`].
@@ -164,47 +166,43 @@ struct Outputs {
     narrow: bool,
 }
 
-/// Stores `values` as `block` of `array` (a plain file write per chunk:
-/// [`StagingStore`]); a chunk of fill values is written too (zarr's
-/// readers take either; not writing it would cost a pass over every chunk
-/// to find out).
-fn store<T: zarrs::array::Element>(
-    array: &Array<StagingStore>,
-    block: Block,
-    values: &[T],
-) -> gpu_waterz_blockwise::Result<()> {
-    let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 3, _>(|a| block.lo[a]..block.hi[a]));
-    let options = CodecOptions::default().with_store_empty_chunks(true);
-    array
-        .store_array_subset_opt(&subset, values, &options)
-        .map_err(|e| BlockwiseError::Io(format!("writing {block:?}: {e}")))
-}
-
-/// Fills a buffer of `pool` with each of `labels_of` over `runs` and
-/// stores it in the matching array, one array at a time.
-fn fill_and_store<T: zarrs::array::Element + Copy + Default + Send + Sync>(
-    pool: &Mutex<Vec<Vec<T>>>,
-    block: Block,
-    runs: &ComponentRuns,
-    arrays: &[&Array<StagingStore>],
-    labels_of: &[Vec<T>],
-) -> gpu_waterz_blockwise::Result<()> {
-    let taken = pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-    let mut buffer = taken.unwrap_or_default();
-    buffer.resize(runs.shape().iter().product(), T::default());
-    let (mut filling, mut storing) = (0.0, 0.0);
-    let written = arrays.iter().zip(labels_of).try_for_each(|(array, label_of)| {
-        let start = std::time::Instant::now();
-        runs.fill_labels(label_of, &mut buffer)?;
-        filling += start.elapsed().as_secs_f64();
-        let start = std::time::Instant::now();
-        let stored = store(array, block, &buffer);
-        storing += start.elapsed().as_secs_f64();
-        stored
-    });
-    tracing::debug!(?block, filling, storing, "block filled from runs and stored");
-    pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(buffer);
-    written
+/// The runs of labels of a chunk of shape `chunk` whose low corner holds
+/// a block of shape `block`, given by its runs `(label, count)` in C order
+/// (the rest of the chunk, past the volume's edge, is the fill value 0).
+/// Fails when the runs do not fill the block.
+fn chunk_runs(
+    block: [u64; 3],
+    chunk: [u64; 3],
+    runs: impl ExactSizeIterator<Item = (u64, u64)>,
+) -> gpu_waterz_blockwise::Result<ValueRuns> {
+    let mut out = ValueRuns::with_capacity(runs.len());
+    let [bz, by, bx] = block;
+    let [cz, cy, cx] = chunk;
+    let (mut in_row, mut rows, mut planes) = (0, 0, 0);
+    for (label, count) in runs {
+        let mut left = count;
+        while left > 0 {
+            if planes == bz {
+                return Err(BlockwiseError::Io(format!("runs of more voxels than a block of {block:?}")));
+            }
+            let here = left.min(bx - in_row);
+            out.push(label, here);
+            (in_row, left) = (in_row + here, left - here);
+            if in_row == bx {
+                out.push(0, cx - bx);
+                (in_row, rows) = (0, rows + 1);
+                if rows == by {
+                    out.push(0, (cy - by) * cx);
+                    (rows, planes) = (0, planes + 1);
+                }
+            }
+        }
+    }
+    if planes != bz {
+        return Err(BlockwiseError::Io(format!("runs of fewer voxels than a block of {block:?}")));
+    }
+    out.push(0, (cz - bz) * cy * cx);
+    Ok(out)
 }
 
 impl ZarrSink<'_> {
@@ -214,6 +212,25 @@ impl ZarrSink<'_> {
 
     fn arrays(outputs: &Outputs) -> Vec<&Array<StagingStore>> {
         outputs.fragments.iter().chain(&outputs.segmentations).collect()
+    }
+
+    /// Writes `block` of `array` (its chunk) from the block's runs of
+    /// labels in C order.
+    fn store_runs(
+        &self,
+        array: &Array<StagingStore>,
+        narrow: bool,
+        block: Block,
+        runs: impl ExactSizeIterator<Item = (u64, u64)>,
+    ) -> gpu_waterz_blockwise::Result<()> {
+        let io = |e: String| BlockwiseError::Io(format!("writing {block:?}: {e}"));
+        let indices: [u64; 3] = std::array::from_fn(|a| block.lo[a] / self.chunks[a]);
+        let runs = chunk_runs(block.shape(), self.chunks, runs)?;
+        let width = if narrow { 4 } else { 8 };
+        // The row and the plane above repeat most of a label chunk.
+        let [_, y, x] = self.chunks;
+        let frame = encode_runs(width, &[x, y * x], &runs).map_err(|e| io(e.to_string()))?;
+        self.store.write(&array.chunk_key(&indices), &frame).map_err(|e| io(e.to_string()))
     }
 }
 
@@ -243,8 +260,6 @@ impl BlockSink for ZarrSink<'_> {
         self.outputs.set(made).map_err(|_| BlockwiseError::Io("the output arrays were made twice".into()))
     }
 
-    /// Relabels into a reused buffer, one array at a time, each stored as
-    /// soon as it is made.
     fn write_components(
         &self,
         block: Block,
@@ -256,9 +271,8 @@ impl BlockSink for ZarrSink<'_> {
         self.write_runs(block, &ComponentRuns::of(components), ids, tables)
     }
 
-    /// Each array's labels filled from the runs straight into a pooled
-    /// buffer (no components array in between: step 7 is bound by the
-    /// host's memory traffic).
+    /// Each array's chunk encoded from the runs, their components mapped
+    /// to the array's labels.
     fn write_runs(
         &self,
         block: Block,
@@ -270,6 +284,9 @@ impl BlockSink for ZarrSink<'_> {
         if runs.shape().map(|n| n as u64) != block.shape() {
             return Err(BlockwiseError::Io(format!("runs of shape {:?} for block {block:?}", runs.shape())));
         }
+        if runs.runs().iter().any(|r| r[0] as usize >= ids.len()) {
+            return Err(BlockwiseError::Io(format!("block {block:?}: a component has no fragment id")));
+        }
         let mut labels_of = Vec::with_capacity(tables.len() + 1);
         if outputs.fragments.is_some() {
             labels_of.push(ids.to_vec());
@@ -277,14 +294,13 @@ impl BlockSink for ZarrSink<'_> {
         for table in tables {
             labels_of.push(component_labels(ids, table)?);
         }
-        let arrays = Self::arrays(outputs);
-        if outputs.narrow {
-            // Every label is at most the number of fragments (`begin`).
-            let labels_of: Vec<Vec<u32>> = labels_of.iter().map(|l| l.iter().map(|&v| v as u32).collect()).collect();
-            fill_and_store(&self.narrow, block, runs, &arrays, &labels_of)
-        } else {
-            fill_and_store(&self.wide, block, runs, &arrays, &labels_of)
+        let start = Instant::now();
+        for (array, label_of) in Self::arrays(outputs).into_iter().zip(&labels_of) {
+            let labels = runs.runs().iter().map(|&[c, n]| (label_of[c as usize], u64::from(n)));
+            self.store_runs(array, outputs.narrow, block, labels)?;
         }
+        tracing::debug!(?block, seconds = start.elapsed().as_secs_f64(), "block encoded from runs and stored");
+        Ok(())
     }
 
     fn write(
@@ -300,18 +316,13 @@ impl BlockSink for ZarrSink<'_> {
         }
         views.extend(segmentations.iter().map(|s| s.view()));
         for (array, values) in Self::arrays(outputs).into_iter().zip(views) {
+            if values.shape().iter().map(|&n| n as u64).ne(block.shape()) {
+                return Err(BlockwiseError::Io(format!("labels of shape {:?} for block {block:?}", values.shape())));
+            }
             let values = values.as_standard_layout();
             let values = values.as_slice().expect("a standard layout");
-            if outputs.narrow {
-                let narrow = values
-                    .iter()
-                    .map(|&v| u32::try_from(v))
-                    .collect::<Result<Vec<u32>, _>>()
-                    .map_err(|_| BlockwiseError::Io(format!("block {block:?}: a label does not fit uint32")))?;
-                store(array, block, &narrow)?;
-            } else {
-                store(array, block, values)?;
-            }
+            let runs: Vec<(u64, u64)> = values.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u64)).collect();
+            self.store_runs(array, outputs.narrow, block, runs.into_iter())?;
         }
         Ok(())
     }
@@ -393,15 +404,15 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     };
     let folder = OutputFolder::begin(&args.out, args.overwrite, false)?;
     let writer = ContainerWriter::new(Container::Zarr, folder.path(), args.label_type, Map::new(), 3)?;
+    let store = writer.zstd_zarr_store().context("the blockwise output is a zarr v3 group")?;
     let sink = ZarrSink {
         writer: &writer,
+        store,
         dims,
         chunks: block,
         thresholds: &args.thresholds,
         write_fragments: args.write_fragments,
         outputs: OnceLock::new(),
-        wide: Mutex::new(Vec::new()),
-        narrow: Mutex::new(Vec::new()),
     };
     let (summary, peak_device_bytes, gpu_busy) = match &gpu {
         Some(gpu) => {
@@ -446,4 +457,44 @@ pub fn step_seconds(s: &gpu_waterz_blockwise::StepSeconds) -> serde_json::Value 
         "merge": s.merge,
         "relabel_and_write": s.relabel_and_write,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The labels of `runs`, one per voxel.
+    fn expand(runs: &ValueRuns) -> Vec<u64> {
+        runs.runs().flat_map(|(label, n)| std::iter::repeat_n(label, n as usize)).collect()
+    }
+
+    fn pairs(runs: &ValueRuns) -> Vec<(u64, u64)> {
+        runs.runs().collect()
+    }
+
+    #[test]
+    fn chunk_runs_pad_a_block_at_the_volumes_edge() {
+        // A block of 2 x 2 x 3 (labels 1..=12) in a chunk of 3 x 3 x 4.
+        let block: Vec<(u64, u64)> = (1..=12).map(|v| (v, 1)).collect();
+        let runs = chunk_runs([2, 2, 3], [3, 3, 4], block.into_iter()).unwrap();
+        let mut want = vec![0u64; 36];
+        for (i, v) in (1..=12u64).enumerate() {
+            let (z, y, x) = (i / 6, i / 3 % 2, i % 3);
+            want[z * 12 + y * 4 + x] = v;
+        }
+        assert_eq!(expand(&runs), want);
+        // Neighbouring runs of one label are joined, across rows too.
+        let runs = chunk_runs([2, 2, 3], [2, 2, 3], [(5, 4), (5, 2), (6, 6)].into_iter()).unwrap();
+        assert_eq!(pairs(&runs), vec![(5, 6), (6, 6)]);
+        // A block of one label in a larger chunk: the padding splits it.
+        let runs = chunk_runs([1, 2, 2], [1, 2, 3], [(7, 4)].into_iter()).unwrap();
+        assert_eq!(pairs(&runs), vec![(7, 2), (0, 1), (7, 2), (0, 1)]);
+    }
+
+    #[test]
+    fn chunk_runs_that_do_not_fill_the_block_are_errors() {
+        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 7)].into_iter()).is_err());
+        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 9)].into_iter()).is_err());
+        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 8)].into_iter()).is_ok());
+    }
 }

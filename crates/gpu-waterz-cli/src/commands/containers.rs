@@ -232,6 +232,14 @@ impl ContainerWriter {
         self.label_type.narrow_for(max_label)
     }
 
+    /// The store of a zarr v3 writer, whose arrays' chunks are their
+    /// elements little-endian through zstd ([`Self::zarr_labels`]): a
+    /// caller may encode chunks itself and write them there. None for
+    /// other containers and zarr v2 (gzip).
+    pub fn zstd_zarr_store(&self) -> Option<Arc<StagingStore>> {
+        self.zarr.clone().filter(|_| self.zarr_format == 3)
+    }
+
     /// Creates the `(z, y, x)` zarr array `name` of `shape` in `chunks`
     /// (metadata written), uint32 when `narrow` else uint64, with this
     /// writer's spatial attributes and `attributes`, for a caller that
@@ -286,6 +294,9 @@ impl ContainerWriter {
                 _ => (zarrs::array::data_type::float64(), zarrs::array::FillValue::from(0f64)),
             };
             let mut builder = zarrs::array::ArrayBuilder::new(shape.to_vec(), chunks.to_vec(), data_type, fill);
+            // Little-endian bytes through zstd: what `zstd_zarr_store`'s
+            // callers encode themselves.
+            builder.array_to_bytes_codec(Arc::new(zarrs::array::codec::BytesCodec::little()));
             builder.bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(3, false))]);
             builder.dimension_names(dimension_names).attributes(attributes);
             builder.build(store, &path)

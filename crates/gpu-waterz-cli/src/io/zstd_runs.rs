@@ -1,0 +1,878 @@
+//! zstd frames written straight from runs of equal values.
+//!
+//! A label chunk is mostly long runs of one label, and most of its rows
+//! repeat the row before, most of its planes the plane before. A general
+//! compressor (zstd level 3 through zarrs) reads every byte of the chunk,
+//! made first in a buffer, to find those repeats again; here the runs are
+//! given, and the repeats are found by walking the runs. At each voxel the
+//! match with the voxels a given distance before (the row above, the plane
+//! above) that won last is tried first and taken when it reaches past the
+//! voxel's run; else the longest of the matches with those distances and
+//! with the voxel before (the run going on) is taken; else the voxel's
+//! value is written as literals. The frames are standard zstd frames (RFC
+//! 8878): any zstd decoder reads them, zarr's `zstd` codec among them
+//! (zarrs, and numcodecs for zarr-python: tested in `cli_blockwise` and
+//! by hand).
+//!
+//! What the frames use of the format: the frame's content size, a window
+//! that holds the farthest repeat, compressed blocks with raw literals and
+//! sequences coded with the predefined FSE tables (or an RLE table where a
+//! block's codes are all one), repeat offsets, and raw blocks where a
+//! block would not shrink. No checksum, no dictionary.
+
+use std::sync::OnceLock;
+
+/// The decoded bytes of one block at most (the format's bound).
+const BLOCK_BYTES: u64 = 128 << 10;
+
+/// The largest window used: what zstd's decoders accept without being
+/// told to (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`). Repeats farther away are not
+/// looked for.
+const MAX_WINDOW_LOG: u32 = 27;
+
+/// The frames' magic number.
+const MAGIC: u32 = 0xFD2F_B528;
+
+/// Extra bits of each literal-length code (RFC 8878, 3.1.1.3.2.1.1).
+const LITERAL_LENGTH_BITS: [u8; 36] =
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+
+/// Extra bits of each match-length code.
+const MATCH_LENGTH_BITS: [u8; 53] = [
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
+    3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+];
+
+/// The predefined distribution of literal-length codes (accuracy log 6;
+/// -1: a probability below one cell).
+const LITERAL_LENGTH_NORM: [i16; 36] =
+    [4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1];
+
+/// The predefined distribution of match-length codes (accuracy log 6).
+const MATCH_LENGTH_NORM: [i16; 53] = [
+    1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1,
+];
+
+/// The predefined distribution of offset codes (accuracy log 5).
+const OFFSET_NORM: [i16; 29] =
+    [1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1];
+
+/// Symbol compression modes of the sequences section.
+const MODE_PREDEFINED: u8 = 0;
+const MODE_RLE: u8 = 1;
+
+/// Block types.
+const BLOCK_RAW: u32 = 0;
+const BLOCK_COMPRESSED: u32 = 2;
+
+/// The first value of each code: `first`, then each code's range
+/// (`1 << bits`) after the one before.
+const fn bases<const N: usize>(first: u32, bits: &[u8; N]) -> [u32; N] {
+    let mut base = [0u32; N];
+    base[0] = first;
+    let mut i = 1;
+    while i < N {
+        base[i] = base[i - 1] + (1 << bits[i - 1]);
+        i += 1;
+    }
+    base
+}
+
+const LITERAL_LENGTH_BASE: [u32; 36] = bases(0, &LITERAL_LENGTH_BITS);
+const MATCH_LENGTH_BASE: [u32; 53] = bases(3, &MATCH_LENGTH_BITS);
+
+/// The code of `value` in a table of `bases` (the last base at or below
+/// it): the reference that the fast lookups below are tested against.
+#[cfg(test)]
+fn code_of(bases: &[u32], value: u32) -> usize {
+    bases.partition_point(|&b| b <= value) - 1
+}
+
+/// The codes of values below `N` (the part of a code table where the
+/// codes are not yet one per power of two).
+const fn small_codes<const N: usize, const M: usize>(bases: &[u32; M], first: u32) -> [u8; N] {
+    let mut codes = [0u8; N];
+    let mut v = 0;
+    while v < N {
+        let mut code = 0;
+        while code + 1 < M && bases[code + 1] <= v as u32 + first {
+            code += 1;
+        }
+        codes[v] = code as u8;
+        v += 1;
+    }
+    codes
+}
+
+const LITERAL_LENGTH_SMALL: [u8; 64] = small_codes(&LITERAL_LENGTH_BASE, 0);
+const MATCH_LENGTH_SMALL: [u8; 128] = small_codes(&MATCH_LENGTH_BASE, 3);
+
+/// The literal-length code of `literals` bytes.
+#[inline]
+fn literal_length_code(literals: u32) -> usize {
+    if literals < 64 {
+        LITERAL_LENGTH_SMALL[literals as usize] as usize
+    } else {
+        (31 - literals.leading_zeros()) as usize + 19
+    }
+}
+
+/// The match-length code of a match of `length` bytes (at least 3).
+#[inline]
+fn match_length_code(length: u32) -> usize {
+    let above = length - 3;
+    if above < 128 {
+        MATCH_LENGTH_SMALL[above as usize] as usize
+    } else {
+        (31 - above.leading_zeros()) as usize + 36
+    }
+}
+
+/// One cell of an FSE decoding table: the decoder in this state gives
+/// `symbol`, then reads `bits` bits and adds them to `base` for its next
+/// state.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cell {
+    symbol: u8,
+    bits: u8,
+    base: u16,
+}
+
+/// An FSE table as the encoder walks it: for each symbol and each state
+/// the decoder must reach next, the state that gives the symbol and gets
+/// there.
+struct FseTable {
+    accuracy_log: u8,
+    cells: Vec<Cell>,
+    /// `to[symbol << accuracy_log | next]`: the state that gives `symbol`
+    /// and whose range of next states holds `next`.
+    to: Vec<u16>,
+    /// A state of each symbol (the encoder's first, for the last sequence).
+    any: Vec<u16>,
+}
+
+impl FseTable {
+    /// The decoding table of a normalized distribution (RFC 8878, 4.1.1),
+    /// and its inverse for the encoder.
+    fn new(norm: &[i16], accuracy_log: u8) -> Self {
+        let size = 1usize << accuracy_log;
+        let mut cells = vec![Cell::default(); size];
+        // Symbols below one cell take the last cells, one each.
+        let mut high = size - 1;
+        for (s, &p) in norm.iter().enumerate() {
+            if p == -1 {
+                cells[high].symbol = s as u8;
+                high -= 1;
+            }
+        }
+        // The others are spread with the format's step, skipping those.
+        let step = (size >> 1) + (size >> 3) + 3;
+        let mut position = 0;
+        for (s, &p) in norm.iter().enumerate() {
+            for _ in 0..p.max(0) {
+                cells[position].symbol = s as u8;
+                position = (position + step) & (size - 1);
+                while position > high {
+                    position = (position + step) & (size - 1);
+                }
+            }
+        }
+        // Each symbol's states, in order, count from its probability up.
+        let mut next: Vec<usize> = norm.iter().map(|&p| if p == -1 { 1 } else { p as usize }).collect();
+        for cell in &mut cells {
+            let n = next[cell.symbol as usize];
+            next[cell.symbol as usize] += 1;
+            let bits = accuracy_log as u32 - (usize::BITS - 1 - n.leading_zeros());
+            cell.bits = bits as u8;
+            cell.base = ((n << bits) - size) as u16;
+        }
+        let mut to = vec![u16::MAX; norm.len() * size];
+        let mut any = vec![u16::MAX; norm.len()];
+        for (state, cell) in cells.iter().enumerate() {
+            let s = cell.symbol as usize;
+            let start = s * size + cell.base as usize;
+            to[start..start + (1 << cell.bits)].fill(state as u16);
+            if any[s] == u16::MAX {
+                any[s] = state as u16;
+            }
+        }
+        Self { accuracy_log, cells, to, any }
+    }
+
+    /// From the state `next` (the one after this sequence's), the state
+    /// that gives `symbol`; writes the bits that lead from it to `next`.
+    #[inline(always)]
+    fn step_back(&self, next: u16, symbol: u8, bits: &mut BitWriter) -> u16 {
+        let state = self.to[(symbol as usize) << self.accuracy_log | next as usize];
+        let cell = self.cells[state as usize];
+        bits.add(u32::from(next - cell.base), cell.bits);
+        state
+    }
+}
+
+/// The predefined tables of literal lengths, offsets and match lengths.
+fn predefined() -> &'static [FseTable; 3] {
+    static TABLES: OnceLock<[FseTable; 3]> = OnceLock::new();
+    TABLES.get_or_init(|| {
+        [FseTable::new(&LITERAL_LENGTH_NORM, 6), FseTable::new(&OFFSET_NORM, 5), FseTable::new(&MATCH_LENGTH_NORM, 6)]
+    })
+}
+
+/// Bits written from the lowest up, read back by the decoder from the end,
+/// into a buffer sized beforehand.
+struct BitWriter<'b> {
+    buffer: &'b mut [u8],
+    at: usize,
+    held: u64,
+    count: u32,
+}
+
+impl<'b> BitWriter<'b> {
+    fn new(buffer: &'b mut [u8]) -> Self {
+        Self { buffer, at: 0, held: 0, count: 0 }
+    }
+
+    /// Appends the low `bits` bits of `value` (`bits` at most 32; the
+    /// bits above them 0).
+    #[inline(always)]
+    fn add(&mut self, value: u32, bits: u8) {
+        debug_assert!(bits == 32 || value >> bits == 0);
+        self.held |= u64::from(value) << self.count;
+        self.count += bits as u32;
+        if self.count >= 32 {
+            self.buffer[self.at..self.at + 4].copy_from_slice(&(self.held as u32).to_le_bytes());
+            self.at += 4;
+            self.held >>= 32;
+            self.count -= 32;
+        }
+    }
+
+    /// The end mark (a 1 bit above the last one written) and the last
+    /// bytes; the bytes written.
+    fn finish(mut self) -> usize {
+        self.held |= 1 << self.count;
+        self.count += 1;
+        let bytes = self.count.div_ceil(8) as usize;
+        self.buffer[self.at..self.at + bytes].copy_from_slice(&self.held.to_le_bytes()[..bytes]);
+        self.at + bytes
+    }
+}
+
+/// A zstd sequence: `literals` bytes, then a match of `length` bytes at
+/// `offset` bytes back.
+#[derive(Clone, Copy, Debug)]
+struct Sequence {
+    literals: u32,
+    length: u32,
+    offset: u32,
+}
+
+/// Why runs cannot be encoded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunsError {
+    /// The width is not 4 or 8 bytes.
+    #[error("values of {0} bytes (4 or 8 are encoded)")]
+    Width(usize),
+    /// A value needs more bytes than the width.
+    #[error("the value {value} does not fit {width} bytes")]
+    Value {
+        /// The value.
+        value: u64,
+        /// The width.
+        width: usize,
+    },
+}
+
+/// Runs of equal values, neighbours always different: each run's value
+/// and the position after its last value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValueRuns {
+    values: Vec<u64>,
+    ends: Vec<u64>,
+}
+
+impl ValueRuns {
+    /// No runs, room for `runs` of them.
+    pub fn with_capacity(runs: usize) -> Self {
+        Self { values: Vec::with_capacity(runs), ends: Vec::with_capacity(runs) }
+    }
+
+    /// Appends `count` values `value`: the last run grows when it holds
+    /// the same value; nothing when `count` is 0.
+    #[inline]
+    pub fn push(&mut self, value: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        let end = self.len() + count;
+        match self.values.last() {
+            Some(&last) if last == value => *self.ends.last_mut().expect("one end per value") = end,
+            _ => {
+                self.values.push(value);
+                self.ends.push(end);
+            }
+        }
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> u64 {
+        self.ends.last().copied().unwrap_or(0)
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The runs, `(value, count)`.
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.values.iter().zip(&self.ends).zip(starts).map(|((&v, &end), start)| (v, end - start))
+    }
+}
+
+/// How many values from position `p` on (in run `r`) equal those from
+/// position `q` on (in run `s`, `q` before `p`), at most `limit`, and the
+/// runs that hold the positions that many after `p` and after `q`.
+/// `ends[k]`: the position after run `k`; `p + limit` at most the last end.
+#[inline]
+fn common(values: &[u64], ends: &[u64], p: u64, mut r: usize, q: u64, mut s: usize, limit: u64) -> (u64, usize, usize) {
+    let mut length = 0;
+    while values[r] == values[s] {
+        let (to_r, to_s) = (ends[r] - p, ends[s] - q);
+        length = to_r.min(to_s).min(limit);
+        r += usize::from(to_r == length);
+        s += usize::from(to_s == length);
+        if length == limit {
+            break;
+        }
+    }
+    (length, r, s)
+}
+
+/// Encodes `runs` as one zstd frame of the values written `width` bytes
+/// each, little-endian (4 for uint32, 8 for uint64). `repeats`: distances
+/// (in values) at which the values tend to repeat, besides the run
+/// itself; for a C-order chunk of shape `(z, y, x)`, `[x, y * x]` (the row
+/// and the plane above). Repeats farther than the largest window (128
+/// MiB) are not looked for.
+pub fn encode_runs(width: usize, repeats: &[u64], runs: &ValueRuns) -> Result<Vec<u8>, RunsError> {
+    match width {
+        4 => {
+            if let Some(&value) = runs.values.iter().find(|&&v| v > u64::from(u32::MAX)) {
+                return Err(RunsError::Value { value, width });
+            }
+            Ok(encode::<4>(repeats, runs))
+        }
+        8 => Ok(encode::<8>(repeats, runs)),
+        _ => Err(RunsError::Width(width)),
+    }
+}
+
+/// [`encode_runs`] of values `W` bytes wide that fit them.
+fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns) -> Vec<u8> {
+    let (values, ends) = (&runs.values[..], &runs.ends[..]);
+    let total = runs.len();
+    let w = W as u64;
+    // The distances looked at past the voxel before, nearest first, and
+    // the window that holds the farthest.
+    let mut distances: Vec<u64> = repeats.iter().copied().filter(|&d| d > 1 && d * w <= 1 << MAX_WINDOW_LOG).collect();
+    distances.sort_unstable();
+    distances.dedup();
+    let farthest = distances.last().copied().unwrap_or(1) * w;
+    let window_log = (64 - (farthest - 1).leading_zeros()).max(17);
+    let mut out = Vec::with_capacity(64 + values.len() * 2);
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    // Frame header: the content size in 4 or 8 bytes, not a single
+    // segment (the window), no checksum, no dictionary.
+    let bytes = total * w;
+    let wide_size = bytes > u64::from(u32::MAX);
+    out.push(if wide_size { 3 << 6 } else { 2 << 6 });
+    out.push(((window_log - 10) << 3) as u8);
+    if wide_size {
+        out.extend_from_slice(&bytes.to_le_bytes());
+    } else {
+        out.extend_from_slice(&(bytes as u32).to_le_bytes());
+    }
+    let mut block = BlockEncoder::<W>::new(values, ends);
+    // The run that holds voxel `p`, and for each distance the run that
+    // holds the voxel that far back.
+    let mut here = 0;
+    let mut back: Vec<(u64, usize)> = distances.iter().map(|&d| (d, 0)).collect();
+    let mut last_won = 0;
+    let mut p = 0u64;
+    while p < total {
+        let limit = total - p;
+        // The run going on (the voxel before holds the same value): the
+        // rest of it.
+        let start = if here == 0 { 0 } else { ends[here - 1] };
+        let (mut best, mut best_distance, mut next) =
+            if p > start { (ends[here] - p, 1, here + 1) } else { (0, 0, here) };
+        // The distance that won last is tried first; when its match goes
+        // past the run's end the others are not tried (most of a label
+        // chunk repeats the row above or the plane above for a long way).
+        for i in 0..back.len() {
+            let k = if i == 0 {
+                last_won
+            } else if i <= last_won {
+                i - 1
+            } else {
+                i
+            };
+            let (d, r) = &mut back[k];
+            if *d > p {
+                continue;
+            }
+            let q = p - *d;
+            let mut at = *r;
+            while ends[at] <= q {
+                at += 1;
+            }
+            *r = at;
+            let (length, after, behind) = common(values, ends, p, here, q, at, limit);
+            if length > best {
+                (best, best_distance, next) = (length, *d, after);
+                // The run of the voxel `d` before the match's end: where
+                // this distance looks next.
+                *r = behind;
+                last_won = k;
+                if i == 0 {
+                    break;
+                }
+            }
+        }
+        if best == 0 {
+            block.literal(values[here], &mut out);
+            best = 1;
+            next = here + usize::from(ends[here] == p + 1);
+        } else {
+            block.matched(best_distance, best, &mut out);
+        }
+        here = next;
+        p += best;
+    }
+    block.finish(&mut out);
+    out
+}
+
+/// Writes the extra bits of sequence `s` of `codes`, in the order literal
+/// length, match length, offset (the decoder reads them the other way).
+#[inline(always)]
+fn extra_bits(bits: &mut BitWriter, s: &Sequence, c: &Codes) {
+    let (ll, ml, of) = (c.literal_length as usize, c.match_length as usize, c.offset);
+    bits.add(s.literals - LITERAL_LENGTH_BASE[ll], LITERAL_LENGTH_BITS[ll]);
+    bits.add(s.length - MATCH_LENGTH_BASE[ml], MATCH_LENGTH_BITS[ml]);
+    bits.add(c.offset_value - (1 << of), of);
+}
+
+/// The codes of a sequence, and its offset value.
+#[derive(Clone, Copy, Debug, Default)]
+struct Codes {
+    literal_length: u8,
+    offset: u8,
+    match_length: u8,
+    offset_value: u32,
+}
+
+/// The blocks of a frame of values `W` bytes wide: one block's literals
+/// and sequences at a time, and the repeat offsets, which go on from
+/// block to block.
+struct BlockEncoder<'r, const W: usize> {
+    /// The runs' values and ends (the position after each).
+    values: &'r [u64],
+    ends: &'r [u64],
+    literals: Vec<u8>,
+    sequences: Vec<Sequence>,
+    /// Literal bytes not yet given to a sequence.
+    pending: u32,
+    /// The block's values so far, where it starts and the run there.
+    count: u64,
+    start: u64,
+    start_run: usize,
+    repeat_offsets: [u32; 3],
+    /// The codes of a block's sequences (kept to reuse their memory).
+    codes: Vec<Codes>,
+}
+
+impl<'r, const W: usize> BlockEncoder<'r, W> {
+    /// The values that fit a block.
+    const ROOM: u64 = BLOCK_BYTES / W as u64;
+
+    fn new(values: &'r [u64], ends: &'r [u64]) -> Self {
+        Self {
+            values,
+            ends,
+            literals: Vec::with_capacity(BLOCK_BYTES as usize),
+            sequences: Vec::new(),
+            pending: 0,
+            count: 0,
+            start: 0,
+            start_run: 0,
+            repeat_offsets: [1, 4, 8],
+            codes: Vec::new(),
+        }
+    }
+
+    /// Adds one value as literals.
+    #[inline]
+    fn literal(&mut self, value: u64, out: &mut Vec<u8>) {
+        if self.count == Self::ROOM {
+            self.flush(out, false);
+        }
+        let bytes: [u8; 8] = value.to_le_bytes();
+        self.literals.extend_from_slice(&bytes[..W]);
+        self.pending += W as u32;
+        self.count += 1;
+    }
+
+    /// Adds `count` values copied from `distance` values back, cut at the
+    /// blocks' ends.
+    #[inline]
+    fn matched(&mut self, distance: u64, mut count: u64, out: &mut Vec<u8>) {
+        loop {
+            if self.count == Self::ROOM {
+                self.flush(out, false);
+            }
+            let here = count.min(Self::ROOM - self.count);
+            // A block holds at most 128 KiB, and the window at most 128 MiB.
+            self.sequences.push(Sequence {
+                literals: self.pending,
+                length: (here * W as u64) as u32,
+                offset: (distance * W as u64) as u32,
+            });
+            self.pending = 0;
+            self.count += here;
+            count -= here;
+            if count == 0 {
+                return;
+            }
+        }
+    }
+
+    /// Writes the last block.
+    fn finish(mut self, out: &mut Vec<u8>) {
+        self.flush(out, true);
+    }
+
+    /// Writes the block (compressed, or raw when that is not shorter) and
+    /// starts the next.
+    fn flush(&mut self, out: &mut Vec<u8>, last: bool) {
+        let at = out.len();
+        out.extend_from_slice(&[0; 3]);
+        let before = self.repeat_offsets;
+        self.write_compressed(out);
+        let size = (out.len() - at - 3) as u64;
+        let decoded = self.count * W as u64;
+        let (kind, size) = if size < decoded {
+            (BLOCK_COMPRESSED, size)
+        } else {
+            // A raw block leaves the decoder's repeat offsets as they were.
+            self.repeat_offsets = before;
+            out.truncate(at + 3);
+            let (mut position, mut run) = (self.start, self.start_run);
+            let end = self.start + self.count;
+            while position < end {
+                let n = self.ends[run].min(end) - position;
+                let bytes: [u8; 8] = self.values[run].to_le_bytes();
+                for _ in 0..n {
+                    out.extend_from_slice(&bytes[..W]);
+                }
+                position += n;
+                run += 1;
+            }
+            (BLOCK_RAW, decoded)
+        };
+        let header = u32::from(last) | (kind << 1) | ((size as u32) << 3);
+        out[at..at + 3].copy_from_slice(&header.to_le_bytes()[..3]);
+        self.start += self.count;
+        while self.start_run < self.ends.len() && self.ends[self.start_run] <= self.start {
+            self.start_run += 1;
+        }
+        self.literals.clear();
+        self.sequences.clear();
+        self.pending = 0;
+        self.count = 0;
+    }
+
+    /// The offset value of a match at `offset` bytes after `literals`
+    /// literal bytes (a repeat code where one fits), with the repeat
+    /// offsets updated as the decoder updates them (RFC 8878, 3.1.2.5).
+    #[inline]
+    fn offset_value(&mut self, offset: u32, literals: u32) -> u32 {
+        let r = &mut self.repeat_offsets;
+        if literals > 0 {
+            if offset == r[0] {
+                return 1;
+            }
+            if offset == r[1] {
+                *r = [r[1], r[0], r[2]];
+                return 2;
+            }
+            if offset == r[2] {
+                *r = [r[2], r[0], r[1]];
+                return 3;
+            }
+        } else {
+            if offset == r[1] {
+                *r = [r[1], r[0], r[2]];
+                return 1;
+            }
+            if offset == r[2] {
+                *r = [r[2], r[0], r[1]];
+                return 2;
+            }
+            if offset == r[0].wrapping_sub(1) {
+                *r = [offset, r[0], r[1]];
+                return 3;
+            }
+        }
+        *r = [offset, r[0], r[1]];
+        offset + 3
+    }
+
+    /// The literals section (raw) and the sequences section.
+    fn write_compressed(&mut self, out: &mut Vec<u8>) {
+        let n = self.literals.len();
+        // Raw literals; the header's size format by the size.
+        if n < 32 {
+            out.push((n as u8) << 3);
+        } else if n < 4096 {
+            out.extend_from_slice(&[(1 << 2) | ((n as u8 & 0xF) << 4), (n >> 4) as u8]);
+        } else {
+            out.extend_from_slice(&[(3 << 2) | ((n as u8 & 0xF) << 4), (n >> 4) as u8, (n >> 12) as u8]);
+        }
+        out.extend_from_slice(&self.literals);
+        let count = self.sequences.len();
+        if count < 128 {
+            out.push(count as u8);
+        } else if count < 0x7F00 {
+            out.extend_from_slice(&[((count >> 8) + 128) as u8, count as u8]);
+        } else {
+            let rest = count - 0x7F00;
+            out.extend_from_slice(&[255, rest as u8, (rest >> 8) as u8]);
+        }
+        if count == 0 {
+            return;
+        }
+        // The codes, in the decoder's order: the repeat offsets change
+        // from sequence to sequence.
+        let mut codes = std::mem::take(&mut self.codes);
+        codes.clear();
+        for k in 0..count {
+            let s = self.sequences[k];
+            let offset_value = self.offset_value(s.offset, s.literals);
+            codes.push(Codes {
+                literal_length: literal_length_code(s.literals) as u8,
+                offset: (31 - offset_value.leading_zeros()) as u8,
+                match_length: match_length_code(s.length) as u8,
+                offset_value,
+            });
+        }
+        let first = codes[0];
+        let rle = [
+            codes.iter().all(|c| c.literal_length == first.literal_length),
+            codes.iter().all(|c| c.offset == first.offset),
+            codes.iter().all(|c| c.match_length == first.match_length),
+        ];
+        let symbols = |c: &Codes| [c.literal_length, c.offset, c.match_length];
+        let mode = |t: usize| if rle[t] { MODE_RLE } else { MODE_PREDEFINED };
+        out.push((mode(0) << 6) | (mode(1) << 4) | (mode(2) << 2));
+        for (&rle, symbol) in rle.iter().zip(symbols(&first)) {
+            if rle {
+                out.push(symbol);
+            }
+        }
+        // The bitstream, from the last sequence to the first: the decoder
+        // reads it backwards. A sequence takes at most 76 bits (16 + 16 +
+        // 27 extra bits, 17 of states).
+        let tables = predefined();
+        let at = out.len();
+        out.resize(at + count * 10 + 8, 0);
+        let mut bits = BitWriter::new(&mut out[at..]);
+        let last = count - 1;
+        let mut states: [u16; 3] = std::array::from_fn(|t| tables[t].any[symbols(&codes[last])[t] as usize]);
+        extra_bits(&mut bits, &self.sequences[last], &codes[last]);
+        for k in (0..last).rev() {
+            // The transitions into sequence k + 1's states, in the order
+            // offset, match length, literal length.
+            let symbol = symbols(&codes[k]);
+            for t in [1, 2, 0] {
+                if !rle[t] {
+                    states[t] = tables[t].step_back(states[t], symbol[t], &mut bits);
+                }
+            }
+            extra_bits(&mut bits, &self.sequences[k], &codes[k]);
+        }
+        // The first states, read first: literal length, offset, match length.
+        for t in [2, 1, 0] {
+            if !rle[t] {
+                bits.add(u32::from(states[t]), tables[t].accuracy_log);
+            }
+        }
+        let written = bits.finish();
+        out.truncate(at + written);
+        self.codes = codes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The values of `runs`, `width` bytes each, as a zstd decoder gives them.
+    fn expanded(width: usize, runs: &[(u64, u64)]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for &(value, count) in runs {
+            for _ in 0..count {
+                bytes.extend_from_slice(&value.to_le_bytes()[..width]);
+            }
+        }
+        bytes
+    }
+
+    /// The runs of `(value, count)` pairs (joined where neighbours hold
+    /// one value).
+    fn value_runs(runs: &[(u64, u64)]) -> ValueRuns {
+        let mut joined = ValueRuns::default();
+        for &(value, count) in runs {
+            joined.push(value, count);
+        }
+        joined
+    }
+
+    fn decoded(frame: &[u8]) -> Vec<u8> {
+        zstd::stream::decode_all(frame).expect("a valid zstd frame")
+    }
+
+    #[test]
+    fn tables_cover_every_next_state() {
+        for table in predefined() {
+            let size = 1usize << table.accuracy_log;
+            for (symbol, to) in table.to.chunks(size).enumerate() {
+                for (next, &state) in to.iter().enumerate() {
+                    let cell = table.cells[state as usize];
+                    assert_eq!(cell.symbol as usize, symbol);
+                    assert!(next >= cell.base as usize && next < cell.base as usize + (1 << cell.bits));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn codes_and_their_ranges() {
+        assert_eq!(code_of(&LITERAL_LENGTH_BASE, 4), 4);
+        assert_eq!(code_of(&LITERAL_LENGTH_BASE, 16), 16);
+        assert_eq!(code_of(&LITERAL_LENGTH_BASE, 65535), 34);
+        assert_eq!(code_of(&LITERAL_LENGTH_BASE, 131071), 35);
+        assert_eq!(code_of(&MATCH_LENGTH_BASE, 3), 0);
+        assert_eq!(code_of(&MATCH_LENGTH_BASE, 34), 31);
+        assert_eq!(code_of(&MATCH_LENGTH_BASE, 35), 32);
+        assert_eq!(code_of(&MATCH_LENGTH_BASE, 131072), 52);
+        assert_eq!(MATCH_LENGTH_BASE[52], 65539);
+        // A block holds 128 KiB: literal lengths stay below that, match lengths reach it.
+        for v in 0..=131_072u32 {
+            if v < 131_072 {
+                assert_eq!(literal_length_code(v), code_of(&LITERAL_LENGTH_BASE, v), "literals {v}");
+            }
+            if v >= 3 {
+                assert_eq!(match_length_code(v), code_of(&MATCH_LENGTH_BASE, v), "match {v}");
+            }
+        }
+        assert_eq!(LITERAL_LENGTH_BASE[35], 65536);
+    }
+
+    #[test]
+    fn decodes_to_the_runs_values() {
+        let cases: Vec<(usize, Vec<(u64, u64)>)> = vec![
+            (4, vec![(7, 1)]),
+            (4, vec![(7, 2)]),
+            (4, vec![(0, 1 << 20)]),
+            (8, vec![(u64::MAX, 3), (1, 1), (2, 1), (3, 100_000)]),
+            (4, (0..100_000u64).map(|v| (v * 2_654_435_761 % 4_000_000_000, 1)).collect()),
+            (4, (0..10_000u64).map(|v| (v, 1 + v % 7)).collect()),
+            (4, vec![(1, 32_767), (2, 1), (3, 32_768), (4, 32_769), (5, 1)]),
+            (8, vec![(9, 16_383), (10, 16_385), (11, 2)]),
+        ];
+        for (width, runs) in cases {
+            for repeats in [vec![], vec![3, 70_000], vec![2, 4, 1 << 25]] {
+                let frame = encode_runs(width, &repeats, &value_runs(&runs)).unwrap();
+                assert_eq!(decoded(&frame), expanded(width, &runs), "width {width}, {} runs", runs.len());
+                // The frame states its content size, as zarr's readers want.
+                let size = zstd::zstd_safe::get_frame_content_size(&frame).unwrap();
+                assert_eq!(size, Some(expanded(width, &runs).len() as u64));
+            }
+        }
+    }
+
+    #[test]
+    fn long_runs_shrink_and_short_ones_stay_raw() {
+        let runs: Vec<(u64, u64)> = (0..4096u64).map(|v| (v % 3, 64)).collect();
+        let frame = encode_runs(4, &[], &value_runs(&runs)).unwrap();
+        assert!(frame.len() * 20 < 4096 * 64 * 4, "{} bytes", frame.len());
+        let distinct: Vec<(u64, u64)> = (0..65_536u64).map(|v| (v, 1)).collect();
+        let frame = encode_runs(4, &[], &value_runs(&distinct)).unwrap();
+        assert!(frame.len() <= 65_536 * 4 + 64, "{} bytes", frame.len());
+        assert_eq!(decoded(&frame), expanded(4, &distinct));
+    }
+
+    #[test]
+    fn bad_runs_are_refused() {
+        assert!(matches!(encode_runs(2, &[], &value_runs(&[(1, 1)])), Err(RunsError::Width(2))));
+        assert!(matches!(encode_runs(4, &[], &value_runs(&[(1 << 32, 1)])), Err(RunsError::Value { .. })));
+        assert_eq!(decoded(&encode_runs(4, &[8], &ValueRuns::default()).unwrap()), Vec::<u8>::new());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn random_runs_decode_to_their_values(
+            wide in any::<bool>(),
+            runs in proptest::collection::vec((0u64..6, prop_oneof![1u64..4, 1u64..100, 1u64..70_000]), 0..300),
+            repeats in proptest::collection::vec(1u64..300, 0..3),
+            big in any::<u32>(),
+        ) {
+            let width = if wide { 8 } else { 4 };
+            // Values of every byte length, few of them so that neighbours repeat.
+            let runs: Vec<(u64, u64)> = runs
+                .into_iter()
+                .map(|(v, c)| (if v == 5 { u64::from(big) } else { v << (8 * v) }, c))
+                .map(|(v, c)| (if width == 4 { v & u64::from(u32::MAX) } else { v }, c))
+                .collect();
+            let frame = encode_runs(width, &repeats, &value_runs(&runs)).unwrap();
+            prop_assert_eq!(decoded(&frame), expanded(width, &runs));
+        }
+
+        /// Label-like volumes: rows and planes that mostly repeat.
+        #[test]
+        fn repeating_rows_and_planes_decode_to_their_values(
+            wide in any::<bool>(),
+            shape in (1u64..6, 1u64..40, 1u64..90),
+            cuts in proptest::collection::vec((0u64..100_000, 0u64..7), 0..60),
+        ) {
+            let width = if wide { 8 } else { 4 };
+            let (z, y, x) = shape;
+            // Cells: boxes of labels whose edges move by cut.
+            let label = |k: u64, j: u64, i: u64| {
+                let shift = cuts.iter().filter(|&&(at, _)| at % (z * y) == k * y + j).map(|c| c.1).sum::<u64>();
+                (k / 2) * 1000 + (j / 7) * 100 + (i + shift) / 11
+            };
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            for k in 0..z {
+                for j in 0..y {
+                    for i in 0..x {
+                        match runs.last_mut() {
+                            Some((v, n)) if *v == label(k, j, i) => *n += 1,
+                            _ => runs.push((label(k, j, i), 1)),
+                        }
+                    }
+                }
+            }
+            let frame = encode_runs(width, &[x, y * x], &value_runs(&runs)).unwrap();
+            prop_assert_eq!(decoded(&frame), expanded(width, &runs));
+        }
+    }
+}
