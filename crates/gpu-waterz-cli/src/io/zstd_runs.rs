@@ -16,9 +16,10 @@
 //!
 //! What the frames use of the format: the frame's content size, a window
 //! that holds the farthest repeat, compressed blocks with raw literals and
-//! sequences coded with the predefined FSE tables (or an RLE table where a
-//! block's codes are all one), repeat offsets, and raw blocks where a
-//! block would not shrink. No checksum, no dictionary.
+//! sequences coded, per block and code table, with an RLE table where the
+//! block's codes are all one, else the predefined FSE table or one made
+//! for the block's codes, whichever is shorter; repeat offsets; raw blocks
+//! where a block would not shrink. No checksum, no dictionary.
 
 use std::sync::OnceLock;
 
@@ -61,6 +62,15 @@ const OFFSET_NORM: [i16; 29] =
 /// Symbol compression modes of the sequences section.
 const MODE_PREDEFINED: u8 = 0;
 const MODE_RLE: u8 = 1;
+const MODE_FSE: u8 = 2;
+
+/// Per code table (literal lengths, offsets, match lengths): the
+/// predefined distribution and its accuracy log, the number of codes and
+/// the largest accuracy log of a table of the block's own.
+const PREDEFINED_NORMS: [&[i16]; 3] = [&LITERAL_LENGTH_NORM, &OFFSET_NORM, &MATCH_LENGTH_NORM];
+const PREDEFINED_LOGS: [u8; 3] = [6, 5, 6];
+const SYMBOLS: [usize; 3] = [36, 32, 53];
+const MAX_LOGS: [u8; 3] = [9, 8, 9];
 
 /// Block types.
 const BLOCK_RAW: u32 = 0;
@@ -129,86 +139,177 @@ fn match_length_code(length: u32) -> usize {
     }
 }
 
-/// One cell of an FSE decoding table: the decoder in this state gives
-/// `symbol`, then reads `bits` bits and adds them to `base` for its next
-/// state.
-#[derive(Clone, Copy, Debug, Default)]
-struct Cell {
-    symbol: u8,
-    bits: u8,
-    base: u16,
+/// The cells of an FSE table (RFC 8878, 4.1.1) in the decoder's order:
+/// each symbol's cells spread with the format's step, a symbol of
+/// probability "below one" (-1) in one of the last cells.
+fn spread(norm: &[i16], log: u8) -> Vec<u8> {
+    let size = 1usize << log;
+    let mut cells = vec![0u8; size];
+    let mut high = size - 1;
+    for (s, &p) in norm.iter().enumerate() {
+        if p == -1 {
+            cells[high] = s as u8;
+            high -= 1;
+        }
+    }
+    let step = (size >> 1) + (size >> 3) + 3;
+    let mut position = 0;
+    for (s, &p) in norm.iter().enumerate() {
+        for _ in 0..p.max(0) {
+            cells[position] = s as u8;
+            position = (position + step) & (size - 1);
+            while position > high {
+                position = (position + step) & (size - 1);
+            }
+        }
+    }
+    cells
 }
 
-/// An FSE table as the encoder walks it: for each symbol and each state
-/// the decoder must reach next, the state that gives the symbol and gets
-/// there.
+/// An FSE table as the encoder walks it (the layout of zstd's reference
+/// encoder): the states, `2^log + cell`, of each symbol in the decoder's
+/// order, and per symbol the numbers that give, from the state after it,
+/// the bits to write and the symbol's state.
 struct FseTable {
-    accuracy_log: u8,
-    cells: Vec<Cell>,
-    /// `to[symbol << accuracy_log | next]`: the state that gives `symbol`
-    /// and whose range of next states holds `next`.
-    to: Vec<u16>,
-    /// A state of each symbol (the encoder's first, for the last sequence).
-    any: Vec<u16>,
+    log: u8,
+    states: Vec<u16>,
+    /// Per symbol: `(delta_bits, delta_state)`.
+    symbols: Vec<(u32, i32)>,
 }
 
 impl FseTable {
-    /// The decoding table of a normalized distribution (RFC 8878, 4.1.1),
-    /// and its inverse for the encoder.
-    fn new(norm: &[i16], accuracy_log: u8) -> Self {
-        let size = 1usize << accuracy_log;
-        let mut cells = vec![Cell::default(); size];
-        // Symbols below one cell take the last cells, one each.
-        let mut high = size - 1;
-        for (s, &p) in norm.iter().enumerate() {
-            if p == -1 {
-                cells[high].symbol = s as u8;
-                high -= 1;
-            }
+    /// The table of a normalized distribution (`norm` sums to `2^log`).
+    fn new(norm: &[i16], log: u8) -> Self {
+        let size = 1u32 << log;
+        let cells = spread(norm, log);
+        let mut next = Vec::with_capacity(norm.len());
+        let mut total = 0usize;
+        for &p in norm {
+            next.push(total);
+            total += if p == -1 { 1 } else { p.max(0) as usize };
         }
-        // The others are spread with the format's step, skipping those.
-        let step = (size >> 1) + (size >> 3) + 3;
-        let mut position = 0;
+        let mut states = vec![0u16; size as usize];
+        for (cell, &s) in cells.iter().enumerate() {
+            states[next[s as usize]] = (size as usize + cell) as u16;
+            next[s as usize] += 1;
+        }
+        let mut symbols = vec![(0, 0); norm.len()];
+        let mut total = 0i32;
         for (s, &p) in norm.iter().enumerate() {
-            for _ in 0..p.max(0) {
-                cells[position].symbol = s as u8;
-                position = (position + step) & (size - 1);
-                while position > high {
-                    position = (position + step) & (size - 1);
+            symbols[s] = match p {
+                0 => (0, 0),
+                -1 | 1 => {
+                    total += 1;
+                    ((u32::from(log) << 16) - size, total - 2)
                 }
-            }
+                p => {
+                    let p = p as u32;
+                    let most_bits = u32::from(log) - (31 - (p - 1).leading_zeros());
+                    total += p as i32;
+                    ((most_bits << 16) - (p << most_bits), total - 2 * p as i32)
+                }
+            };
         }
-        // Each symbol's states, in order, count from its probability up.
-        let mut next: Vec<usize> = norm.iter().map(|&p| if p == -1 { 1 } else { p as usize }).collect();
-        for cell in &mut cells {
-            let n = next[cell.symbol as usize];
-            next[cell.symbol as usize] += 1;
-            let bits = accuracy_log as u32 - (usize::BITS - 1 - n.leading_zeros());
-            cell.bits = bits as u8;
-            cell.base = ((n << bits) - size) as u16;
-        }
-        let mut to = vec![u16::MAX; norm.len() * size];
-        let mut any = vec![u16::MAX; norm.len()];
-        for (state, cell) in cells.iter().enumerate() {
-            let s = cell.symbol as usize;
-            let start = s * size + cell.base as usize;
-            to[start..start + (1 << cell.bits)].fill(state as u16);
-            if any[s] == u16::MAX {
-                any[s] = state as u16;
-            }
-        }
-        Self { accuracy_log, cells, to, any }
+        Self { log, states, symbols }
     }
 
-    /// From the state `next` (the one after this sequence's), the state
-    /// that gives `symbol`; writes the bits that lead from it to `next`.
-    #[inline(always)]
-    fn step_back(&self, next: u16, symbol: u8, bits: &mut BitWriter) -> u16 {
-        let state = self.to[(symbol as usize) << self.accuracy_log | next as usize];
-        let cell = self.cells[state as usize];
-        bits.add(u32::from(next - cell.base), cell.bits);
-        state
+    /// The state of `symbol` the encoder starts from (the last sequence's).
+    fn first_state(&self, symbol: u8) -> u32 {
+        let (delta_bits, delta_state) = self.symbols[symbol as usize];
+        let bits = (delta_bits + (1 << 15)) >> 16;
+        let value = (bits << 16) - delta_bits;
+        u32::from(self.states[((value >> bits) as i32 + delta_state) as usize])
     }
+
+    /// From `state` (the next sequence's), writes the bits that the decoder
+    /// reads to get there and returns the state of `symbol`.
+    #[inline(always)]
+    fn step_back(&self, state: u32, symbol: u8, bits: &mut BitWriter) -> u32 {
+        let (delta_bits, delta_state) = self.symbols[symbol as usize];
+        let n = (state + delta_bits) >> 16;
+        bits.add(state & ((1 << n) - 1), n as u8);
+        u32::from(self.states[((state >> n) as i32 + delta_state) as usize])
+    }
+
+    /// Writes the first state's cell (read first by the decoder).
+    fn write_state(&self, state: u32, bits: &mut BitWriter) {
+        bits.add(state & ((1 << self.log) - 1), self.log);
+    }
+}
+
+/// A distribution over `2^log` cells in proportion to `counts`: each
+/// symbol counted at least one cell, the largest what rounding leaves.
+/// `counts` holds at most `2^log` symbols counted, at least one.
+fn normalize(counts: &[u32], log: u8) -> Vec<i16> {
+    let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+    let size = 1i64 << log;
+    let mut norm: Vec<i16> =
+        counts.iter().map(|&c| if c == 0 { 0 } else { ((u64::from(c) << log) / total).max(1) as i16 }).collect();
+    let mut sum: i64 = norm.iter().map(|&p| i64::from(p)).sum();
+    while sum != size {
+        let largest = (0..norm.len()).max_by_key(|&s| (norm[s], s)).expect("a counted symbol");
+        if sum < size {
+            norm[largest] += (size - sum) as i16;
+            sum = size;
+        } else {
+            let taken = (sum - size).min(i64::from(norm[largest]) - 1);
+            norm[largest] -= taken as i16;
+            sum -= taken;
+        }
+    }
+    norm
+}
+
+/// Writes the description of a distribution (RFC 8878, 4.1.1): the
+/// accuracy log, then each symbol's cells plus one in as few bits as the
+/// cells left allow, runs of absent symbols as 2-bit repeat flags.
+fn write_distribution(norm: &[i16], log: u8, out: &mut Vec<u8>) {
+    let (mut held, mut count) = (u64::from(log - 5), 4u32);
+    let mut add = |value: u64, bits: u32, out: &mut Vec<u8>| {
+        held |= value << count;
+        count += bits;
+        while count >= 8 {
+            out.push(held as u8);
+            held >>= 8;
+            count -= 8;
+        }
+    };
+    let size = 1i32 << log;
+    let (mut remaining, mut threshold, mut bits) = (size + 1, size, u32::from(log) + 1);
+    let (mut symbol, mut previous_zero) = (0, false);
+    while symbol < norm.len() && remaining > 1 {
+        if previous_zero {
+            let mut start = symbol;
+            while norm[symbol] == 0 {
+                symbol += 1;
+            }
+            while symbol >= start + 24 {
+                start += 24;
+                add(0xFFFF, 16, out);
+            }
+            while symbol >= start + 3 {
+                start += 3;
+                add(3, 2, out);
+            }
+            add((symbol - start) as u64, 2, out);
+        }
+        let p = i32::from(norm[symbol]);
+        symbol += 1;
+        let max = (2 * threshold - 1) - remaining;
+        remaining -= p.abs();
+        let mut value = p + 1;
+        if value >= threshold {
+            value += max;
+        }
+        add(value as u64, bits - u32::from(value < max), out);
+        previous_zero = value == 1;
+        while remaining < threshold {
+            bits -= 1;
+            threshold >>= 1;
+        }
+    }
+    // The last byte, its bits above the description's zero.
+    add(0, 7, out);
 }
 
 /// The predefined tables of literal lengths, offsets and match lengths.
@@ -670,29 +771,64 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
                 offset_value,
             });
         }
-        let first = codes[0];
-        let rle = [
-            codes.iter().all(|c| c.literal_length == first.literal_length),
-            codes.iter().all(|c| c.offset == first.offset),
-            codes.iter().all(|c| c.match_length == first.match_length),
-        ];
+        // Per code table: one code (RLE), else the predefined table or one
+        // made for the block's codes, whichever writes fewer bits.
         let symbols = |c: &Codes| [c.literal_length, c.offset, c.match_length];
-        let mode = |t: usize| if rle[t] { MODE_RLE } else { MODE_PREDEFINED };
-        out.push((mode(0) << 6) | (mode(1) << 4) | (mode(2) << 2));
-        for (&rle, symbol) in rle.iter().zip(symbols(&first)) {
-            if rle {
-                out.push(symbol);
+        let mut made: [Option<FseTable>; 3] = [None, None, None];
+        let mut modes = [MODE_PREDEFINED; 3];
+        let mut descriptions: [Vec<u8>; 3] = Default::default();
+        for t in 0..3 {
+            let mut counts = [0u32; 53];
+            for c in &codes {
+                counts[symbols(c)[t] as usize] += 1;
+            }
+            let used = counts.iter().filter(|&&n| n > 0).count();
+            if used == 1 {
+                modes[t] = MODE_RLE;
+                descriptions[t].push(symbols(&codes[0])[t]);
+                continue;
+            }
+            let (norm, log) = (PREDEFINED_NORMS[t], PREDEFINED_LOGS[t]);
+            let bits_with = |norm: &[i16], log: u8| -> f64 {
+                let mut bits = 0.0;
+                for (s, &n) in counts.iter().enumerate() {
+                    if n > 0 {
+                        let p = norm.get(s).map_or(0, |&p| if p == -1 { 1 } else { p });
+                        if p == 0 {
+                            return f64::INFINITY;
+                        }
+                        bits += f64::from(n) * (f64::from(log) - f64::from(p).log2());
+                    }
+                }
+                bits
+            };
+            let predefined_bits = bits_with(norm, log);
+            let fewest = (usize::BITS - (used - 1).leading_zeros()).max(5) as u8;
+            let log = ((usize::BITS - count.leading_zeros()) as u8).clamp(fewest, MAX_LOGS[t]);
+            let own = normalize(&counts[..SYMBOLS[t]], log);
+            let mut description = Vec::new();
+            write_distribution(&own, log, &mut description);
+            if bits_with(&own, log) + 8.0 * (description.len() as f64) < predefined_bits {
+                made[t] = Some(FseTable::new(&own, log));
+                modes[t] = MODE_FSE;
+                descriptions[t] = description;
             }
         }
+        out.push((modes[0] << 6) | (modes[1] << 4) | (modes[2] << 2));
+        for description in &descriptions {
+            out.extend_from_slice(description);
+        }
+        let rle = modes.map(|m| m == MODE_RLE);
         // The bitstream, from the last sequence to the first: the decoder
-        // reads it backwards. A sequence takes at most 76 bits (16 + 16 +
-        // 27 extra bits, 17 of states).
-        let tables = predefined();
+        // reads it backwards. A sequence takes at most 85 bits (16 + 16 +
+        // 27 extra bits, 26 of states).
+        let predefined = predefined();
+        let tables: [&FseTable; 3] = std::array::from_fn(|t| made[t].as_ref().unwrap_or(&predefined[t]));
         let at = out.len();
-        out.resize(at + count * 10 + 8, 0);
+        out.resize(at + count * 11 + 8, 0);
         let mut bits = BitWriter::new(&mut out[at..]);
         let last = count - 1;
-        let mut states: [u16; 3] = std::array::from_fn(|t| tables[t].any[symbols(&codes[last])[t] as usize]);
+        let mut states: [u32; 3] = std::array::from_fn(|t| tables[t].first_state(symbols(&codes[last])[t]));
         extra_bits(&mut bits, &self.sequences[last], &codes[last]);
         for k in (0..last).rev() {
             // The transitions into sequence k + 1's states, in the order
@@ -708,7 +844,7 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         // The first states, read first: literal length, offset, match length.
         for t in [2, 1, 0] {
             if !rle[t] {
-                bits.add(u32::from(states[t]), tables[t].accuracy_log);
+                tables[t].write_state(states[t], &mut bits);
             }
         }
         let written = bits.finish();
@@ -747,15 +883,65 @@ mod tests {
         zstd::stream::decode_all(frame).expect("a valid zstd frame")
     }
 
+    /// The decoder's view of a table (RFC 8878, 4.1.1): per cell its
+    /// symbol, bits and base of the next state.
+    fn decoder_cells(norm: &[i16], log: u8) -> Vec<(u8, u8, u32)> {
+        let size = 1u32 << log;
+        let mut next: Vec<u32> = norm.iter().map(|&p| if p == -1 { 1 } else { p.max(0) as u32 }).collect();
+        spread(norm, log)
+            .into_iter()
+            .map(|s| {
+                let n = next[s as usize];
+                next[s as usize] += 1;
+                let bits = u32::from(log) - (31 - n.leading_zeros());
+                (s, bits as u8, (n << bits) - size)
+            })
+            .collect()
+    }
+
+    /// Every step of the encoder lands on a cell of its symbol from which
+    /// the decoder, reading the bits written, comes back to the state it
+    /// started from; the predefined tables and normalized ones.
     #[test]
-    fn tables_cover_every_next_state() {
-        for table in predefined() {
-            let size = 1usize << table.accuracy_log;
-            for (symbol, to) in table.to.chunks(size).enumerate() {
-                for (next, &state) in to.iter().enumerate() {
-                    let cell = table.cells[state as usize];
-                    assert_eq!(cell.symbol as usize, symbol);
-                    assert!(next >= cell.base as usize && next < cell.base as usize + (1 << cell.bits));
+    fn each_step_back_is_the_decoders_step_forward() {
+        let mut norms: Vec<(Vec<i16>, u8)> =
+            vec![(LITERAL_LENGTH_NORM.to_vec(), 6), (OFFSET_NORM.to_vec(), 5), (MATCH_LENGTH_NORM.to_vec(), 6)];
+        for (seed, log) in [(1u64, 5u8), (2, 6), (3, 8), (4, 9)] {
+            let mut state = seed;
+            let counts: Vec<u32> = (0..40)
+                .map(|_| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let v = (state >> 33) % 1000;
+                    if v < 300 {
+                        0
+                    } else {
+                        (v * v / 1000) as u32
+                    }
+                })
+                .collect();
+            norms.push((normalize(&counts, log), log));
+        }
+        for (norm, log) in norms {
+            assert_eq!(norm.iter().map(|&p| i32::from(p.abs())).sum::<i32>(), 1 << log);
+            let table = FseTable::new(&norm, log);
+            let cells = decoder_cells(&norm, log);
+            let size = 1u32 << log;
+            for (symbol, &p) in norm.iter().enumerate() {
+                if p == 0 {
+                    continue;
+                }
+                let first = table.first_state(symbol as u8);
+                assert_eq!(cells[(first - size) as usize].0 as usize, symbol);
+                for next in size..2 * size {
+                    let mut buffer = [0u8; 16];
+                    let mut bits = BitWriter::new(&mut buffer);
+                    let state = table.step_back(next, symbol as u8, &mut bits);
+                    let (s, n, base) = cells[(state - size) as usize];
+                    assert_eq!(s as usize, symbol);
+                    // The bits written are the next state's offset from the base.
+                    let written = next - size - base;
+                    assert!(written < 1 << n, "symbol {symbol}, next {next}");
+                    assert_eq!(u64::from(written), bits.held & ((1 << n) - 1));
                 }
             }
         }
