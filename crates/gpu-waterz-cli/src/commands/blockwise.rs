@@ -173,9 +173,10 @@ struct Outputs {
 fn chunk_runs(
     block: [u64; 3],
     chunk: [u64; 3],
-    runs: impl ExactSizeIterator<Item = (u64, u64)>,
+    runs: impl IntoIterator<Item = (u64, u64)>,
 ) -> gpu_waterz_blockwise::Result<ValueRuns> {
-    let mut out = ValueRuns::with_capacity(runs.len());
+    let runs = runs.into_iter();
+    let mut out = ValueRuns::with_capacity(runs.size_hint().0);
     let [bz, by, bx] = block;
     let [cz, cy, cx] = chunk;
     let (mut in_row, mut rows, mut planes) = (0, 0, 0);
@@ -221,7 +222,7 @@ impl ZarrSink<'_> {
         array: &Array<StagingStore>,
         narrow: bool,
         block: Block,
-        runs: impl ExactSizeIterator<Item = (u64, u64)>,
+        runs: impl IntoIterator<Item = (u64, u64)>,
     ) -> gpu_waterz_blockwise::Result<()> {
         let io = |e: String| BlockwiseError::Io(format!("writing {block:?}: {e}"));
         let indices: [u64; 3] = std::array::from_fn(|a| block.lo[a] / self.chunks[a]);
@@ -287,15 +288,11 @@ impl BlockSink for ZarrSink<'_> {
         if runs.runs().iter().any(|r| r[0] as usize >= ids.len()) {
             return Err(BlockwiseError::Io(format!("block {block:?}: a component has no fragment id")));
         }
-        let mut labels_of = Vec::with_capacity(tables.len() + 1);
-        if outputs.fragments.is_some() {
-            labels_of.push(ids.to_vec());
-        }
-        for table in tables {
-            labels_of.push(component_labels(ids, table)?);
-        }
+        let segments = tables.iter().map(|table| component_labels(ids, table)).collect::<Result<Vec<_>, _>>()?;
+        let fragments = outputs.fragments.is_some().then_some(ids);
+        let labels_of = fragments.into_iter().chain(segments.iter().map(Vec::as_slice));
         let start = Instant::now();
-        for (array, label_of) in Self::arrays(outputs).into_iter().zip(&labels_of) {
+        for (array, label_of) in Self::arrays(outputs).into_iter().zip(labels_of) {
             let labels = runs.runs().iter().map(|&[c, n]| (label_of[c as usize], u64::from(n)));
             self.store_runs(array, outputs.narrow, block, labels)?;
         }
@@ -321,8 +318,8 @@ impl BlockSink for ZarrSink<'_> {
             }
             let values = values.as_standard_layout();
             let values = values.as_slice().expect("a standard layout");
-            let runs: Vec<(u64, u64)> = values.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u64)).collect();
-            self.store_runs(array, outputs.narrow, block, runs.into_iter())?;
+            let runs = values.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u64));
+            self.store_runs(array, outputs.narrow, block, runs)?;
         }
         Ok(())
     }
@@ -476,7 +473,7 @@ mod tests {
     fn chunk_runs_pad_a_block_at_the_volumes_edge() {
         // A block of 2 x 2 x 3 (labels 1..=12) in a chunk of 3 x 3 x 4.
         let block: Vec<(u64, u64)> = (1..=12).map(|v| (v, 1)).collect();
-        let runs = chunk_runs([2, 2, 3], [3, 3, 4], block.into_iter()).unwrap();
+        let runs = chunk_runs([2, 2, 3], [3, 3, 4], block).unwrap();
         let mut want = vec![0u64; 36];
         for (i, v) in (1..=12u64).enumerate() {
             let (z, y, x) = (i / 6, i / 3 % 2, i % 3);
@@ -484,17 +481,17 @@ mod tests {
         }
         assert_eq!(expand(&runs), want);
         // Neighbouring runs of one label are joined, across rows too.
-        let runs = chunk_runs([2, 2, 3], [2, 2, 3], [(5, 4), (5, 2), (6, 6)].into_iter()).unwrap();
+        let runs = chunk_runs([2, 2, 3], [2, 2, 3], [(5, 4), (5, 2), (6, 6)]).unwrap();
         assert_eq!(pairs(&runs), vec![(5, 6), (6, 6)]);
         // A block of one label in a larger chunk: the padding splits it.
-        let runs = chunk_runs([1, 2, 2], [1, 2, 3], [(7, 4)].into_iter()).unwrap();
+        let runs = chunk_runs([1, 2, 2], [1, 2, 3], [(7, 4)]).unwrap();
         assert_eq!(pairs(&runs), vec![(7, 2), (0, 1), (7, 2), (0, 1)]);
     }
 
     #[test]
     fn chunk_runs_that_do_not_fill_the_block_are_errors() {
-        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 7)].into_iter()).is_err());
-        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 9)].into_iter()).is_err());
-        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 8)].into_iter()).is_ok());
+        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 7)]).is_err());
+        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 9)]).is_err());
+        assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 8)]).is_ok());
     }
 }

@@ -315,9 +315,7 @@ fn write_distribution(norm: &[i16], log: u8, out: &mut Vec<u8>) {
 /// The predefined tables of literal lengths, offsets and match lengths.
 fn predefined() -> &'static [FseTable; 3] {
     static TABLES: OnceLock<[FseTable; 3]> = OnceLock::new();
-    TABLES.get_or_init(|| {
-        [FseTable::new(&LITERAL_LENGTH_NORM, 6), FseTable::new(&OFFSET_NORM, 5), FseTable::new(&MATCH_LENGTH_NORM, 6)]
-    })
+    TABLES.get_or_init(|| std::array::from_fn(|t| FseTable::new(PREDEFINED_NORMS[t], PREDEFINED_LOGS[t])))
 }
 
 /// Bits written from the lowest up, read back by the decoder from the end,
