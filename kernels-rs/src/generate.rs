@@ -6,8 +6,9 @@
 use crate::device::*;
 use crate::watershed::coords;
 use gpu_waterz_abi::generate::{
-    cell_coordinate, cell_label, nearer, seed_distance, trilinear, GenAddNoiseArgs, GenAffinitiesArgs, GenBoundaryArgs,
-    GenBoxBlurArgs, GenDilateArgs, GenImplicitLabelsArgs, GenInsideArgs, CELL_INSIDE, MEMBRANE_INSIDE, NOISE_SPACING,
+    cell_coordinate, cell_label, lattice_value, nearer, seed_distance, trilinear, GenAddNoiseArgs, GenAffinitiesArgs,
+    GenBoundaryArgs, GenBoxBlurArgs, GenDilateArgs, GenImplicitLabelsArgs, GenInsideArgs, GenNoiseLatticeArgs,
+    CELL_INSIDE, MEMBRANE_INSIDE, NOISE_SPACING,
 };
 use gpu_waterz_abi::Dims3;
 
@@ -195,6 +196,35 @@ kernel! {
                 }
                 *out.add(i as usize) = sum / count;
             }
+        });
+    }
+}
+
+kernel! {
+    /// The smooth noise's values at the lattice points of a table:
+    /// `values[t] = lattice_value(seed, first + point t)`.
+    ///
+    /// # Safety
+    /// `values` holds one f32 per point of `table` (fewer than 2^32).
+    ///
+    /// # Parameters
+    /// - `seed`: the noise's seed; `first`, `table`: the table's first
+    ///   lattice point and extent; `values`: the table, C order.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one lattice point per iteration.
+    pub unsafe extern "ptx-kernel" fn gen_noise_lattice(
+        seed: u64,
+        first: Dims3,
+        table: Dims3,
+        values: *mut f32,
+    ) as GenNoiseLatticeArgs {
+        let n = table.z * table.y * table.x;
+        grid_stride(n, |t| {
+            let (a, b, c) = coords(t, table);
+            let value = lattice_value(seed, first.z + a, first.y + b, first.x + c);
+            // SAFETY: `t` is a point of the table.
+            unsafe { *values.add(t as usize) = value };
         });
     }
 }

@@ -60,6 +60,33 @@ pub fn trilinear(spacing: u64, at: [u64; 3], corner: impl Fn(u64, u64, u64) -> f
     v
 }
 
+/// One step of the SplitMix64 generator from `state`: the next state and
+/// its 64 random bits.
+#[inline(always)]
+pub fn splitmix64(state: u64) -> (u64, u64) {
+    let state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (state, z ^ (z >> 31))
+}
+
+/// A float in `[0, 1)` from the top 24 of 64 random bits.
+#[inline(always)]
+pub fn unit_f32(bits: u64) -> f32 {
+    (bits >> 40) as f32 / (1u64 << 24) as f32
+}
+
+/// The smooth noise's hashed value in `[0, 1)` at lattice point `(a, b,
+/// c)` for `seed`: the first float of the SplitMix64 generator started
+/// from the point's hash.
+#[inline(always)]
+pub fn lattice_value(seed: u64, a: u64, b: u64, c: u64) -> f32 {
+    let start =
+        seed ^ a.wrapping_mul(0x9E37_79B9) ^ b.wrapping_mul(0x85EB_CA6B) << 1 ^ c.wrapping_mul(0xC2B2_AE35) << 2;
+    unit_f32(splitmix64(start).1)
+}
+
 /// The lattice spacing of the generator's smooth noise.
 pub const NOISE_SPACING: u64 = 3;
 
@@ -167,6 +194,21 @@ pub struct GenAddNoiseArgs {
     pub amplitude: f32,
 }
 
+/// `gen_noise_lattice`: the smooth noise's values ([`lattice_value`]) at
+/// the lattice points of a table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GenNoiseLatticeArgs {
+    /// The noise's seed.
+    pub seed: u64,
+    /// The table's first lattice point.
+    pub first: Dims3,
+    /// The table's extent (fewer than 2^32 points).
+    pub table: Dims3,
+    /// One f32 per point of the table, C order.
+    pub values: *mut f32,
+}
+
 /// `gen_affinities`: for each voxel of a block inside the region and each
 /// axis `c`, 0 where the voxel's volume coordinate along `c` is 0, else
 /// `min(q[v], q[v - e_c])`.
@@ -195,6 +237,7 @@ impl_kernel_args!(
     GenInsideArgs => GenInside { mask, n, q },
     GenBoxBlurArgs => GenBoxBlur { q, dims, axis, out },
     GenAddNoiseArgs => GenAddNoise { q, dims, origin, lattice, first, table, amplitude },
+    GenNoiseLatticeArgs => GenNoiseLattice { seed, first, table, values },
     GenAffinitiesArgs => GenAffinities { q, dims, origin, offset, block, affinities },
 );
 
@@ -215,5 +258,23 @@ mod tests {
         assert!((trilinear(3, [4, 5, 7], |_, _, _| 1.0) - 1.0).abs() < 1e-6);
         assert_eq!(trilinear(0, [4, 5, 7], |a, b, c| (a * 100 + b * 10 + c) as f32), 457.0);
         assert_eq!(trilinear(2, [1, 0, 0], |a, _, _| a as f32), 0.5);
+    }
+
+    #[test]
+    fn splitmix64_gives_the_reference_sequence_and_lattice_values_lie_in_the_unit_interval() {
+        // SplitMix64 from state 0 (Vigna's reference generator).
+        let (state, first) = splitmix64(0);
+        assert_eq!(first, 0xE220_A839_7B1D_CDAF);
+        assert_eq!(splitmix64(state).1, 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(unit_f32(u64::MAX), 1.0 - 1.0 / (1u64 << 24) as f32);
+        assert_eq!(unit_f32(0), 0.0);
+        let values: [f32; 64] = core::array::from_fn(|i| {
+            let i = i as u64;
+            lattice_value(7, i / 16, (i / 4) % 4, i % 4)
+        });
+        assert!(values.iter().all(|v| (0.0..1.0).contains(v)));
+        // Neighbouring points differ, and the seed changes the value.
+        assert!(values.windows(2).all(|w| w[0] != w[1]));
+        assert_ne!(lattice_value(7, 1, 2, 3), lattice_value(8, 1, 2, 3));
     }
 }

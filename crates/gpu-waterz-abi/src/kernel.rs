@@ -180,6 +180,7 @@ kernels! {
     GenInside => "gen_inside",
     GenBoxBlur => "gen_box_blur",
     GenAddNoise => "gen_add_noise",
+    GenNoiseLattice => "gen_noise_lattice",
     GenAffinities => "gen_affinities",
 }
 

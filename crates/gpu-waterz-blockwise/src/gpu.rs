@@ -433,9 +433,12 @@ impl DecodeSteps for GpuSteps {
         let region = self.plateau_region(dims, block);
         let at = block_in_region(block, region);
         let mut bytes = touched::<u8>(block);
-        let made = self.exclusive("local_plateaus", |gpu| match source.read_on_gpu(gpu, region)? {
-            Some(affs) => Ok(block_plateaus(gpu, affs, at, params, &mut bytes).map(|()| true)?),
-            None => Ok(false),
+        let made = self.exclusive("local_plateaus", |gpu| {
+            let mut timer = turn_timer(gpu)?;
+            let Some(affs) = source.read_on_gpu(gpu, region)? else { return Ok(false) };
+            timer.mark("affinities").map_err(WatershedError::from)?;
+            tracing::debug!(stages_ms = ?timer.stages(), "GPU block affinities");
+            Ok(block_plateaus(gpu, affs, at, params, &mut bytes).map(|()| true)?)
         })?;
         if made {
             Ok(plateaus_from_bytes(dims, block, bytes))
@@ -586,12 +589,18 @@ impl DecodeSteps for GpuSteps {
         let flat = standard.as_slice().expect("a standard layout is contiguous");
         let n = block.len();
         let (starts, values) = self.exclusive("local_basins", |gpu| {
+            let mut timer = turn_timer(gpu)?;
+            let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
             let (labels, n_components) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
+            timed(&mut timer, "components")?;
             let (starts, values, count) =
                 gpu_waterz_runtime::primitives::value_runs_u32(gpu, &labels, n).map_err(WatershedError::from)?;
             drop(labels);
+            timed(&mut timer, "runs")?;
             let mut starts = gpu.download(&starts).map_err(WatershedError::from)?;
             let mut values = gpu.download(&values).map_err(WatershedError::from)?;
+            timed(&mut timer, "runs down")?;
+            tracing::debug!(stages_ms = ?timer.stages(), runs = count, "GPU block runs");
             // The buffers hold one element even for no runs.
             starts.truncate(count as usize);
             values.truncate(count as usize);

@@ -185,9 +185,7 @@ pub struct NoiseLattice {
 impl NoiseLattice {
     /// The lattice around the (non-empty) block of `shape` at `origin`.
     pub fn new(seed: u64, origin: [usize; 3], shape: [usize; 3]) -> Self {
-        let spacing = NOISE_SPACING as usize;
-        let first: [usize; 3] = std::array::from_fn(|a| origin[a] / spacing);
-        let extent: [usize; 3] = std::array::from_fn(|a| (origin[a] + shape[a] - 1) / spacing + 2 - first[a]);
+        let (first, extent) = Self::span(origin, shape);
         let n = extent;
         let values = (0..n[0] * n[1] * n[2])
             .into_par_iter()
@@ -196,6 +194,16 @@ impl NoiseLattice {
             })
             .collect();
         Self { first, extent, values }
+    }
+
+    /// The first lattice point and the extent of the lattice around the
+    /// (non-empty) block of `shape` at `origin`: every corner of its
+    /// voxels, without the values.
+    pub fn span(origin: [usize; 3], shape: [usize; 3]) -> ([usize; 3], [usize; 3]) {
+        let spacing = NOISE_SPACING as usize;
+        let first: [usize; 3] = std::array::from_fn(|a| origin[a] / spacing);
+        let extent: [usize; 3] = std::array::from_fn(|a| (origin[a] + shape[a] - 1) / spacing + 2 - first[a]);
+        (first, extent)
     }
 }
 

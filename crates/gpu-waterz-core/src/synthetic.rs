@@ -17,16 +17,14 @@ impl SplitMix64 {
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        let (state, bits) = gpu_waterz_abi::generate::splitmix64(self.0);
+        self.0 = state;
+        bits
     }
 
     /// A float in `[0, 1)` with 24 random bits.
     pub fn next_f32(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+        gpu_waterz_abi::generate::unit_f32(self.next_u64())
     }
 
     /// An integer in `0..n`.
@@ -74,12 +72,7 @@ pub fn value_noise(seed: u64, z: usize, y: usize, x: usize, spacing: usize) -> f
 /// The hashed value in `[0, 1)` at lattice point `(a, b, c)` of
 /// [`value_noise`] (the GPU generator's lattice table holds these).
 pub fn lattice_value(seed: u64, a: usize, b: usize, c: usize) -> f32 {
-    SplitMix64::new(
-        seed ^ (a as u64).wrapping_mul(0x9E37_79B9)
-            ^ (b as u64).wrapping_mul(0x85EB_CA6B) << 1
-            ^ (c as u64).wrapping_mul(0xC2B2_AE35) << 2,
-    )
-    .next_f32()
+    gpu_waterz_abi::generate::lattice_value(seed, a as u64, b as u64, c as u64)
 }
 
 /// The trilinear interpolation at voxel `at` of the values `corner(a, b,

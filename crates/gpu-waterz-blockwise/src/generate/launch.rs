@@ -6,7 +6,7 @@
 
 use gpu_waterz_abi::generate::{
     GenAddNoiseArgs, GenAffinitiesArgs, GenBoundaryArgs, GenBoxBlurArgs, GenDilateArgs, GenImplicitLabelsArgs,
-    GenInsideArgs, NOISE_SPACING,
+    GenInsideArgs, GenNoiseLatticeArgs, NOISE_SPACING,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, Result, RuntimeError};
@@ -111,6 +111,18 @@ pub(super) fn box_blur(gpu: &Gpu, q: &DeviceBuffer<f32>, dims: Dims3, axis: u64)
     // axis is 0, 1 or 2.
     unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
     Ok(out)
+}
+
+/// The smooth noise's lattice values for `seed` at the points of `table`
+/// from point `first` (fewer than 2^32 points).
+pub(super) fn noise_lattice(gpu: &Gpu, seed: u64, first: Dims3, table: Dims3) -> Result<DeviceBuffer<f32>> {
+    const KERNEL: &str = "gen_noise_lattice";
+    let n = voxels(KERNEL, table)?;
+    let mut values = gpu.uninit::<f32>(n as usize)?;
+    let args = GenNoiseLatticeArgs { seed, first, table, values: values.as_mut_ptr() };
+    // SAFETY: one f32 per point of a table of fewer than 2^32 points.
+    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    Ok(values)
 }
 
 /// Adds the smooth noise to `q` (the region `origin + dims`) from

@@ -67,16 +67,16 @@ impl ImplicitSource {
                 block.lo, block.hi
             )));
         }
-        // The seeds and the noise lattice around the region, as the host
-        // generator tables them.
+        // The seeds around the region, as the host generator tables them,
+        // and the span of the noise lattice around it.
         let lo = region.lo;
         let (at, extent) = (lo.map(|v| v as usize), region.shape().map(|v| v as usize));
         let table = field.seed_table(at, extent);
         let cell = [field.cell.0 as u64, field.cell.1 as u64, field.cell.2 as u64];
         let cells = table.extent.map(|n| n as u64);
         let seeds: Vec<f32> = table.seeds.iter().flatten().copied().collect();
-        let lattice = NoiseLattice::new(params.seed, at, extent);
-        let (first_point, points) = (lattice.first.map(|v| v as u64), lattice.extent.map(|v| v as u64));
+        let (first_point, points) = NoiseLattice::span(at, extent);
+        let (first_point, points) = (dims3(first_point.map(|v| v as u64)), dims3(points.map(|v| v as u64)));
         let (region_dims, origin) = (dims3(region.shape()), dims3(lo));
         let seeds = gpu.upload(&seeds).map_err(gpu_err)?;
         let labels = launch::labels(gpu, &seeds, dims3(cells), dims3(cell), origin, region_dims).map_err(gpu_err)?;
@@ -92,8 +92,10 @@ impl ImplicitSource {
                 q = launch::box_blur(gpu, &q, region_dims, axis).map_err(gpu_err)?;
             }
         }
-        let lattice = gpu.upload(&lattice.values).map_err(gpu_err)?;
-        launch::add_noise(gpu, &mut q, region_dims, origin, &lattice, dims3(first_point), dims3(points), params.noise)
+        // The lattice's values hashed on the device, as the host's
+        // `NoiseLattice` hashes them.
+        let lattice = launch::noise_lattice(gpu, params.seed, first_point, points).map_err(gpu_err)?;
+        launch::add_noise(gpu, &mut q, region_dims, origin, &lattice, first_point, points, params.noise)
             .map_err(gpu_err)?;
         let offset = dims3(std::array::from_fn(|a| block.lo[a] - lo[a]));
         let affinities =
