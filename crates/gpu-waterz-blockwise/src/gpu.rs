@@ -237,6 +237,7 @@ fn lower_slabs(
     block: Block,
     lower: [Option<&[u64]>; 3],
 ) -> Result<[Option<Array4<f32>>; 3]> {
+    let start = std::time::Instant::now();
     let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
     for axis in 0..3 {
         if lower[axis].is_some() {
@@ -248,6 +249,8 @@ fn lower_slabs(
             );
         }
     }
+    // Each slab's download waits for its kernels: the time is the slabs'.
+    tracing::debug!(ms = start.elapsed().as_secs_f64() * 1e3, "GPU block lower slabs");
     Ok(slabs)
 }
 
