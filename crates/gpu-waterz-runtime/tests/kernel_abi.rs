@@ -208,6 +208,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GenInsideArgs>(c);
     check::<GenBoxBlurArgs>(c);
     check::<GenAddNoiseArgs>(c);
+    check::<GenNoiseLatticeArgs>(c);
     check::<GenAffinitiesArgs>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
