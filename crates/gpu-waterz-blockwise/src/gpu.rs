@@ -237,7 +237,7 @@ fn lower_slabs(
     block: Block,
     lower: [Option<&[u64]>; 3],
 ) -> Result<[Option<Array4<f32>>; 3]> {
-    let start = std::time::Instant::now();
+    let mut timer = turn_timer(gpu)?;
     let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
     for axis in 0..3 {
         if lower[axis].is_some() {
@@ -249,8 +249,8 @@ fn lower_slabs(
             );
         }
     }
-    // Each slab's download waits for its kernels: the time is the slabs'.
-    tracing::debug!(ms = start.elapsed().as_secs_f64() * 1e3, "GPU block lower slabs");
+    timer.mark("lower slabs").map_err(WatershedError::from)?;
+    tracing::debug!(stages_ms = ?timer.stages(), "GPU block lower slabs");
     Ok(slabs)
 }
 
@@ -592,10 +592,10 @@ impl DecodeSteps for GpuSteps {
         let flat = standard.as_slice().expect("a standard layout is contiguous");
         let n = block.len();
         let (starts, values) = self.exclusive("local_basins", |gpu| {
+            // `block_basins_on_device` logs its own stages; these are the runs'.
+            let (labels, n_components) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
             let mut timer = turn_timer(gpu)?;
             let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
-            let (labels, n_components) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
-            timed(&mut timer, "components")?;
             let (starts, values, count) =
                 gpu_waterz_runtime::primitives::value_runs_u32(gpu, &labels, n).map_err(WatershedError::from)?;
             drop(labels);
