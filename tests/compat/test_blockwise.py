@@ -202,6 +202,64 @@ def test_packed_components_round_trip_and_bad_bytes_are_errors():
     assert len(u) == len(v) == len(count) == len(total) > 0 and np.all(u < v)
 
 
+def test_spilled_arrays_read_back_and_load_safely_in_threads(tmp_path):
+    """Spilled .npy files read back exactly (both orders, empty, every
+    dtype the steps spill), a truncated file is a ValueError, and threads
+    loading them while the collector runs finalisers never fail with
+    CPython 3.11's "AST constructor recursion depth mismatch" (the .npy
+    header parse, python/cpython#106905)."""
+    import gc
+    import sys
+    import threading
+
+    arrays = [np.arange(6 * 7 * 9, dtype=np.uint8).reshape(6, 7, 9), np.zeros((0, 3), np.uint64),
+              np.asfortranarray(np.arange(24, dtype=np.int64).reshape(2, 3, 4)),
+              np.linspace(0, 1, 10, dtype=np.float32), np.array(7, dtype=np.uint32)]
+    paths = []
+    for i, a in enumerate(arrays):
+        paths.append(str(tmp_path / f"a{i}.npy"))
+        np.save(paths[-1], a)
+        back = blockwise._load(blockwise._Spilled(paths[-1]))
+        assert back.dtype == a.dtype and back.shape == a.shape and np.array_equal(back, a)
+    truncated = str(tmp_path / "truncated.npy")
+    with open(paths[0], "rb") as f, open(truncated, "wb") as g:
+        g.write(f.read()[:-5])
+    with pytest.raises(ValueError, match="ends after"):
+        blockwise._load(blockwise._Spilled(truncated))
+
+    class Cyclic:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            sum(range(200))
+
+    errors = []
+
+    def work():
+        try:
+            for _ in range(400):
+                for path in paths:
+                    Cyclic()
+                    blockwise._load(blockwise._Spilled(path))
+        except Exception as e:  # noqa: BLE001 - the test reports whatever a thread raised
+            errors.append(e)
+
+    threshold, interval = gc.get_threshold(), sys.getswitchinterval()
+    gc.set_threshold(50, 2, 2)
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gc.set_threshold(*threshold)
+        sys.setswitchinterval(interval)
+    assert errors == []
+
+
 def test_label_types(tmp_path):
     affs = cell_volume(6, shape=(12, 20, 18), cells=6)
     blockwise.agglomerate(affs, tmp_path / "auto", THRESHOLDS, (6, 7, 8))

@@ -34,6 +34,7 @@ is what travels best (each task reads its block).
 
 import os
 import shutil
+import threading
 import time
 import uuid
 
@@ -83,13 +84,22 @@ class ImplicitCells:
         return _native.implicit_cell_affinities(self.seed, list(self.cell), list(self.dims), list(lo), list(hi))
 
 
+# CPython 3.11 keeps the AST constructor's recursion depth per interpreter,
+# not per thread: two threads parsing at once (NumPy parses each .npy header
+# with ``ast.literal_eval``) can fail with "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905). Every .npy header this
+# module reads is parsed under this lock; the array data is read outside it.
+_NPY_HEADER_LOCK = threading.Lock()
+
+
 def _open_path(spec):
     """The array that ``spec`` names: ``FILE.npy`` (memory-mapped),
     ``FILE.h5:DATASET`` or ``FILE.hdf5:DATASET`` (h5py), ``DIR`` (a zarr
     array) or ``DIR:ARRAY`` (an array of a zarr group)."""
     path, _, key = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
     if path.endswith(".npy"):
-        return np.load(path, mmap_mode="r")
+        with _NPY_HEADER_LOCK:
+            return np.load(path, mmap_mode="r")
     if path.endswith((".h5", ".hdf5", ".hdf")):
         import h5py
 
@@ -193,11 +203,34 @@ def _kept(value, spill):
     return _Spilled(spill)
 
 
+def _read_npy(path):
+    """The array in the .npy file ``path``, read into memory, its header
+    parsed under :data:`_NPY_HEADER_LOCK`."""
+    fmt = np.lib.format
+    with open(path, "rb") as f:
+        with _NPY_HEADER_LOCK:
+            version = fmt.read_magic(f)
+            if version == (1, 0):
+                shape, fortran_order, dtype = fmt.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran_order, dtype = fmt.read_array_header_2_0(f)
+            else:
+                f.seek(0)
+                return np.load(f)
+        count = int(np.prod(shape, dtype=np.int64))
+        data = np.fromfile(f, dtype=dtype, count=count)
+    if data.size != count:
+        raise ValueError(f"{path}: the file ends after {data.size} of its {count} elements")
+    if fortran_order:
+        return data.reshape(shape[::-1]).transpose()
+    return data.reshape(shape)
+
+
 def _load(value):
     if not isinstance(value, _Spilled):
         return value
     if value.path.endswith(".npy"):
-        return np.load(value.path)
+        return _read_npy(value.path)
     with open(value.path, "rb") as f:
         return f.read()
 
