@@ -123,8 +123,8 @@ impl GpuSteps {
 /// was in flight at once (the host's memory ran out at 16 Gvoxel). Here
 /// the wait is a plain thread's (a scoped thread takes `gate`, calls
 /// `install` and the caller joins it), so waiting for the GPU takes up
-/// nothing else (what a block's other nested rayon calls may take up, the
-/// driver's waves bound); `work` runs on one of `turn`'s threads, and the
+/// nothing else (the driver's blocks are not rayon tasks either, so a
+/// block's other nested rayon calls take up no other block); `work` runs on one of `turn`'s threads, and the
 /// rayon calls inside it on all of them (`turn` had one thread before, and
 /// the host work inside a turn, such as the copies through pinned memory,
 /// ran serially: a fifth to a half of each turn). A lock held by the
@@ -591,7 +591,7 @@ impl DecodeSteps for GpuSteps {
         let standard = bits.as_standard_layout();
         let flat = standard.as_slice().expect("a standard layout is contiguous");
         let n = block.len();
-        let (starts, values) = self.exclusive("local_basins", |gpu| {
+        let (starts, values, n_components) = self.exclusive("local_basins", |gpu| {
             // `block_basins_on_device` logs its own stages; these are the runs'.
             let (labels, n_components) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
             let mut timer = turn_timer(gpu)?;
@@ -607,17 +607,17 @@ impl DecodeSteps for GpuSteps {
             // The buffers hold one element even for no runs.
             starts.truncate(count as usize);
             values.truncate(count as usize);
-            // Components are numbered 1..=n: the runs hold the largest.
-            if values.iter().copied().max().map_or(0, u64::from) != n_components {
-                return Err(invalid(format!(
-                    "block {:?}..{:?}: runs of components up to {:?} for {n_components} components",
-                    block.lo,
-                    block.hi,
-                    values.iter().max()
-                )));
-            }
-            Ok((starts, values))
+            Ok((starts, values, n_components))
         })?;
+        // Components are numbered 1..=n: the runs hold the largest (checked
+        // here, after the turn, which the other blocks wait for).
+        let largest = values.par_iter().copied().max();
+        if largest.map_or(0, u64::from) != n_components {
+            return Err(invalid(format!(
+                "block {:?}..{:?}: runs of components up to {largest:?} for {n_components} components",
+                block.lo, block.hi
+            )));
+        }
         drop(standard);
         let bs = block.shape();
         let runs = ComponentRuns::from_starts([bs[0] as usize, bs[1] as usize, bs[2] as usize], &values, &starts)?;

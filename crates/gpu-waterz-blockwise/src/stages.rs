@@ -1392,7 +1392,7 @@ pub fn decode_blocks_with(
         clock = Instant::now();
         tracing::info!(step = name, seconds = *step, "blockwise step done");
     };
-    let plateaus = in_waves(blocks.iter(), |&b| steps.local_plateaus_from(source, dims, b, params))?;
+    let plateaus = pulled(blocks.iter(), |&b| steps.local_plateaus_from(source, dims, b, params))?;
     lap("local_plateaus", &mut seconds.local_plateaus);
     let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
@@ -1400,7 +1400,7 @@ pub fn decode_blocks_with(
     lap("settle_open_plateaus", &mut seconds.settle_open_plateaus);
     // Each block's components are held packed until steps 5 and 7 unpack
     // them: four bytes per voxel of the whole volume would not fit.
-    let basins = in_waves(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
+    let basins = pulled(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
         steps.local_basin_runs(dims, b, p.bits, &p.open, &settled).and_then(HeldBasins::pack)
     })?;
     lap("local_basins", &mut seconds.local_basins);
@@ -1410,7 +1410,7 @@ pub fn decode_blocks_with(
         (0..grid.len()).into_par_iter().map(|b| lower_layers(&grid, b, &summaries, &fragments)).collect();
     drop(summaries);
     lap("fragment_ids", &mut seconds.fragment_ids);
-    let edges = in_waves(0..grid.len(), |b| {
+    let edges = pulled(0..grid.len(), |b| {
         let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
         let components = basins[b].components.runs()?;
         steps.block_edge_runs_from(source, dims, blocks[b], &components, &fragments.ids[b], lower)
@@ -1425,7 +1425,7 @@ pub fn decode_blocks_with(
     let (thresholds, tables) = steps.merge(fragments.n_fragments, graph, stats, thresholds)?;
     lap("merge", &mut seconds.merge);
     sink.begin(fragments.n_fragments)?;
-    in_waves(0..grid.len(), |b| {
+    pulled(0..grid.len(), |b| {
         let runs = basins[b].components.runs()?;
         sink.write_runs(blocks[b], &runs, &fragments.ids[b], &tables)
     })?;
@@ -1433,27 +1433,45 @@ pub fn decode_blocks_with(
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
 }
 
-/// `work` on every item, in parallel, in waves of twice as many items as
-/// the threads, the results in order. A block's step may wait inside a
-/// nested rayon call (the GPU's steps wait for their turn on a plain
-/// thread, but relabelling and counting split their loops), and a rayon
-/// worker that waits takes up other tasks meanwhile: blocks, each holding
-/// its arrays. In waves, the blocks of a step in flight are at most one
-/// wave's, whatever the nesting.
-fn in_waves<I: Send, T: Send>(
-    items: impl IntoIterator<Item = I>,
-    work: impl Fn(I) -> Result<T> + Sync + Send,
+/// `work` on every item, in parallel, the results in order. Each of the
+/// pool's threads runs one loop ([`rayon::broadcast`]) that takes the next
+/// item as soon as it is done with one, so no thread waits for the others
+/// between items (as it did at the end of each wave of blocks before). The
+/// items are not rayon tasks: a worker that waits inside a block's nested
+/// rayon call (the GPU's steps wait for their turn on a plain thread, but
+/// relabelling and counting split their loops) takes up pieces of those
+/// calls meanwhile, never another block, so at most one block per thread is
+/// in flight, whatever the nesting. After an error no item is started; the
+/// error of the first failed item is returned. A panic in `work` stops the
+/// loops too, and reaches the caller.
+fn pulled<I: Send, T: Send>(
+    items: impl IntoIterator<Item = I, IntoIter: Send>,
+    work: impl Fn(I) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
-    let wave = 2 * rayon::current_num_threads().max(1);
-    let mut items = items.into_iter();
-    let mut out = Vec::new();
-    loop {
-        let next: Vec<I> = items.by_ref().take(wave).collect();
-        if next.is_empty() {
-            return Ok(out);
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    let items = Mutex::new(items.into_iter().enumerate());
+    let stop = AtomicBool::new(false);
+    let done: Vec<Vec<(usize, Result<T>)>> = rayon::broadcast(|_| {
+        let mut done = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let next = items.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).next();
+            let Some((k, item)) = next else { break };
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(item))).unwrap_or_else(|panic| {
+                    stop.store(true, Ordering::Relaxed);
+                    std::panic::resume_unwind(panic)
+                });
+            if result.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            done.push((k, result));
         }
-        out.extend(next.into_par_iter().map(&work).collect::<Result<Vec<T>>>()?);
-    }
+        done
+    });
+    let mut done: Vec<(usize, Result<T>)> = done.into_iter().flatten().collect();
+    done.sort_unstable_by_key(|&(k, _)| k);
+    done.into_iter().map(|(_, result)| result).collect()
 }
 
 /// A block's [`LocalBasins`] as [`decode_blocks_with`] holds them between
@@ -1698,8 +1716,8 @@ pub fn decode_with(
 #[cfg(test)]
 mod tests {
     use super::{
-        basins_from_components, basins_from_runs, in_waves, invalid, lower_faces, region_graph, Block, ComponentRuns,
-        EdgeList, LocalBasinRuns, PackedRuns, PairStats, RunCursor,
+        basins_from_components, basins_from_runs, invalid, lower_faces, region_graph, Block, ComponentRuns, EdgeList,
+        LocalBasinRuns, PackedRuns, PairStats, RunCursor,
     };
     use gpu_waterz_core::ContactStats;
 
@@ -1771,13 +1789,64 @@ mod tests {
     }
 
     #[test]
-    fn waves_keep_the_order_and_stop_at_an_error() {
+    fn pulled_items_keep_the_order_and_stop_at_an_error() {
         let n = 10 * rayon::current_num_threads() + 3;
-        let squares = in_waves(0..n, |i| Ok(i * i)).unwrap();
+        let squares = super::pulled(0..n, |i| Ok(i * i)).unwrap();
         assert_eq!(squares, (0..n).map(|i| i * i).collect::<Vec<_>>());
-        assert!(in_waves(0..0, |i: usize| Ok(i)).unwrap().is_empty());
-        let failed = in_waves(0..n, |i| if i == n - 1 { Err(invalid("the last one")) } else { Ok(i) });
+        assert!(super::pulled(0..0, |i: usize| Ok(i)).unwrap().is_empty());
+        let failed = super::pulled(0..n, |i| if i == n - 1 { Err(invalid("the last one")) } else { Ok(i) });
         assert!(failed.unwrap_err().to_string().contains("the last one"));
+        // The first failed item's error; items after a failure are not
+        // started (one thread: none after it).
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let failed = one.install(|| {
+            super::pulled(0..n, |i| {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= 4 {
+                    Err(invalid(format!("item {i}")))
+                } else {
+                    Ok(i)
+                }
+            })
+        });
+        assert!(failed.unwrap_err().to_string().contains("item 4"));
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 5);
+    }
+
+    /// A block whose work waits for rayon work (here on another pool) takes
+    /// up no other block meanwhile: at most one item per thread is in
+    /// flight.
+    #[test]
+    fn pulled_items_in_flight_are_at_most_the_threads() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let other = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let sums = pool.install(|| {
+            super::pulled(0..40u64, |i| {
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                // Work on another pool, as a GPU step's turn: a worker that
+                // waits for it there keeps busy with this pool's work
+                // meanwhile (`ThreadPool::install`).
+                let sum = other.install(|| {
+                    std::thread::sleep(std::time::Duration::from_micros(500));
+                    2 * i
+                });
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok(sum)
+            })
+        });
+        assert_eq!(sums.unwrap(), (0..40u64).map(|i| 2 * i).collect::<Vec<_>>());
+        assert!(most.load(Ordering::SeqCst) <= 3, "{} items in flight on 3 threads", most.load(Ordering::SeqCst));
+    }
+
+    /// A panic in one item's work reaches the caller.
+    #[test]
+    fn a_panic_in_a_pulled_item_reaches_the_caller() {
+        let caught =
+            std::panic::catch_unwind(|| super::pulled(0..50, |i| if i == 7 { panic!("item seven") } else { Ok(i) }));
+        assert!(caught.is_err());
     }
     use ndarray::{Array3, ShapeBuilder};
 

@@ -31,7 +31,9 @@ struct Cli {
 
 /// Logs the library's `tracing` events on stderr at the level asked for
 /// (errors only by default: the commands print the library's warnings
-/// themselves, once).
+/// themselves, once). At the debug level and below each line starts with
+/// the seconds since the start, so that a log tells when each block's
+/// stages ran, not only how long.
 fn init_logging(cli: &Cli) {
     let level = cli.log_level.unwrap_or(match cli.verbose {
         0 => tracing::Level::ERROR,
@@ -39,7 +41,12 @@ fn init_logging(cli: &Cli) {
         2 => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     });
-    let _ = tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).without_time().try_init();
+    let logs = tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr);
+    let _ = if level >= tracing::Level::DEBUG {
+        logs.with_timer(tracing_subscriber::fmt::time::uptime()).try_init()
+    } else {
+        logs.without_time().try_init()
+    };
 }
 
 #[derive(Subcommand)]

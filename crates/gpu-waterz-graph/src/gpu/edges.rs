@@ -202,9 +202,14 @@ impl DeviceEdges {
         let keys = gpu.download(&self.keys)?;
         let counts = gpu.download(&self.counts)?;
         let sums = gpu.download(&self.sums)?;
+        // On the calling thread's rayon pool: the blockwise decode downloads
+        // a block's graph (about a million pairs) inside its turn on the GPU.
         Ok(HostRegionGraph {
-            edges: keys[..n].iter().map(|&k| EdgeKey::from_bits(k).endpoints()).collect(),
-            stats: (0..n).map(|e| ContactStats { contact_count: counts[e], affinity_sum: sums[e] }).collect(),
+            edges: keys[..n].par_iter().map(|&k| EdgeKey::from_bits(k).endpoints()).collect(),
+            stats: (0..n)
+                .into_par_iter()
+                .map(|e| ContactStats { contact_count: counts[e], affinity_sum: sums[e] })
+                .collect(),
         })
     }
 }

@@ -109,8 +109,12 @@ impl DeviceFragments {
         if starts.len() != labels.len() {
             return Err(invalid_labels(format!("{} run starts for {} run labels", starts.len(), labels.len())));
         }
+        // On the calling thread's rayon pool, as the labels below: the
+        // blockwise decode checks millions of runs here inside its turn on
+        // the GPU, which the other blocks wait for.
         let ascending = starts.first().map_or(n == 0, |&s| s == 0)
-            && starts.windows(2).all(|w| w[0] < w[1])
+            && gpu_waterz_core::parallel::first_index(starts.len().saturating_sub(1), |k| starts[k] >= starts[k + 1])
+                .is_none()
             && starts.last().is_none_or(|&s| (s as u64) < n);
         if !ascending {
             return Err(invalid_labels(format!(
@@ -120,7 +124,7 @@ impl DeviceFragments {
         if n_fragments > u32::MAX as u64 {
             return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
         }
-        if let Some(k) = labels.iter().position(|&l| l as u64 > n_fragments) {
+        if let Some(k) = gpu_waterz_core::parallel::first_position(labels, |&l| l as u64 > n_fragments) {
             let label = labels[k];
             return Err(invalid_labels(format!("run {k} has label {label}, above the {n_fragments} fragments")));
         }
