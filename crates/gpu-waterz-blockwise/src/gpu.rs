@@ -8,10 +8,10 @@
 //! graph merged by the GPU's ParHAC. A source that makes its affinities on
 //! the GPU ([`AffinitySource::read_on_gpu`]) is read there.
 
-use crate::plateaus::check_plateau_input;
+use crate::plateaus::{check_plateau_input, check_plateau_shape};
 use crate::stages::{
     apply_settled, basins_from_components, basins_from_runs, check_block_edge_runs, check_block_edges, lower_faces,
-    read_region, PairStats, RunCursor,
+    read_region, read_region_codes, PairStats, RunCursor,
 };
 use crate::{
     invalid, voxel_at, voxel_index, AffinitySource, Block, ComponentRuns, DecodeSteps, EdgeList, LocalBasinRuns,
@@ -444,11 +444,22 @@ impl DecodeSteps for GpuSteps {
             Ok(block_plateaus(gpu, affs, at, params, &mut bytes).map(|()| true)?)
         })?;
         if made {
-            Ok(plateaus_from_bytes(dims, block, bytes))
-        } else {
-            drop(bytes);
-            self.local_plateaus(dims, block, read_region(source, region)?.view(), params)
+            return Ok(plateaus_from_bytes(dims, block, bytes));
         }
+        if let Some(codes) = read_region_codes(source, region)? {
+            // Codes stored as uint8 go up as they are: a quarter of the bytes.
+            check_plateau_shape(dims, block, region, codes.shape(), params)?;
+            let codes = codes.as_standard_layout();
+            let flat = codes.as_slice().expect("a standard layout is contiguous");
+            self.exclusive("local_plateaus", |gpu| {
+                let affs = DeviceAffinities::upload_u8(gpu, flat, dims3(region.shape()))
+                    .map_err(gpu_waterz_watershed::WatershedError::from)?;
+                Ok(block_plateaus(gpu, affs, at, params, &mut bytes)?)
+            })?;
+            return Ok(plateaus_from_bytes(dims, block, bytes));
+        }
+        drop(bytes);
+        self.local_plateaus(dims, block, read_region(source, region)?.view(), params)
     }
 
     /// Step 5 with the faces inside the block counted by the GPU's region
@@ -535,17 +546,32 @@ impl DecodeSteps for GpuSteps {
                 |axis, i| slab_affinity(&slabs, shape, axis, i),
             ));
         }
+        // The faces inside counted in the block's turn, over the affinities
+        // that `upload` puts on the device.
+        type Upload<'u> = &'u (dyn Fn(&Gpu) -> std::result::Result<DeviceAffinities, WatershedError> + Sync);
+        let count_uploaded = |upload: Upload<'_>| {
+            self.exclusive("block_edges", |gpu| {
+                let timer = turn_timer(gpu)?;
+                count_inside(gpu, upload(gpu)?, fragments, timer)
+            })
+        };
+        if let Some(codes) = read_region_codes(source, block)? {
+            // Codes stored as uint8 go up as they are; the lower faces read
+            // them as the GPU does (`k / 255`).
+            let codes = codes.as_standard_layout();
+            let flat = codes.as_slice().expect("a standard layout is contiguous");
+            let graph = count_uploaded(&|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims).map_err(Into::into))?;
+            let n = flat.len() / 3;
+            let affinity = |axis: usize, i: usize| gpu_waterz_core::affinities::u8_affinity(flat[axis * n + i]);
+            return Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, affinity));
+        }
         let affinities = read_region(source, block)?;
         if affinities.shape() != [3, shape[0], shape[1], shape[2]] {
             return Err(invalid(format!("affinities {:?} must be 3 channels of {shape:?}", affinities.shape())));
         }
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let graph = self.exclusive("block_edges", |gpu| {
-            let timer = turn_timer(gpu)?;
-            let affs = DeviceAffinities::upload_f32(gpu, values, block_dims).map_err(WatershedError::from)?;
-            count_inside(gpu, affs, fragments, timer)
-        })?;
+        let graph = count_uploaded(&|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims).map_err(Into::into))?;
         let n = values.len() / 3;
         Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]))
     }

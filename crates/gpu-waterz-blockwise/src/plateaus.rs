@@ -78,6 +78,29 @@ fn divide(bits: &mut [u8], corners: Vec<usize>, neighbour: impl Fn(usize, usize)
     }
 }
 
+/// [`check_plateau_input`] but the values': `shape` must be that of the
+/// `(3, z, y, x)` affinities of `region` (for uint8 codes, every value is
+/// one), and the watershed's thresholds waterz's.
+pub(crate) fn check_plateau_shape(
+    dims: [u64; 3],
+    block: Block,
+    region: Block,
+    shape: &[usize],
+    params: WatershedParams,
+) -> Result<()> {
+    block.check(dims)?;
+    let hs = region.shape();
+    let expected = [3usize, hs[0] as usize, hs[1] as usize, hs[2] as usize];
+    if shape != expected {
+        return Err(invalid(format!(
+            "the affinities of block {:?}..{:?} must cover the region {:?}..{:?}, shape {expected:?}, not {shape:?}",
+            block.lo, block.hi, region.lo, region.hi
+        )));
+    }
+    check_watershed_thresholds(params.aff_threshold_low as f64, params.aff_threshold_high as f64)?;
+    Ok(())
+}
+
 /// Checks step 1's input for `block` of a volume of `dims`: `affinities`
 /// must be the `(3, z, y, x)` affinities of `region`, finite, and the
 /// watershed's thresholds waterz's (finite, in `[0, 1]`, low < high: no
@@ -89,20 +112,8 @@ pub(crate) fn check_plateau_input(
     affinities: ArrayView4<'_, f32>,
     params: WatershedParams,
 ) -> Result<()> {
-    block.check(dims)?;
+    check_plateau_shape(dims, block, region, affinities.shape(), params)?;
     let hs = region.shape();
-    let expected = [3usize, hs[0] as usize, hs[1] as usize, hs[2] as usize];
-    if affinities.shape() != expected {
-        return Err(invalid(format!(
-            "the affinities of block {:?}..{:?} must cover the region {:?}..{:?}, shape {expected:?}, not {:?}",
-            block.lo,
-            block.hi,
-            region.lo,
-            region.hi,
-            affinities.shape()
-        )));
-    }
-    check_watershed_thresholds(params.aff_threshold_low as f64, params.aff_threshold_high as f64)?;
     if let Some((k, &value)) = affinities.iter().enumerate().find(|(_, v)| !v.is_finite()) {
         let (c, rest) = (k / (hs[0] * hs[1] * hs[2]) as usize, k as u64 % (hs[0] * hs[1] * hs[2]));
         return Err(CoreError::AffinityValue {

@@ -929,6 +929,18 @@ pub trait AffinitySource: Sync {
         let _ = (gpu, region);
         Ok(None)
     }
+
+    /// The affinities of `region` as uint8 codes, `(3, z, y, x)`, where the
+    /// source stores them so: code `k` means `k / 255`
+    /// ([`gpu_waterz_core::affinities::u8_affinity`]), exactly what
+    /// [`AffinitySource::read`] gives. [`crate::GpuSteps`] uploads the codes
+    /// (a quarter of float32's bytes, read by the kernels as they are) and
+    /// reads the lower faces' affinities from them; the CPU's steps read
+    /// float32. `None`, the default: the source gives float32 only.
+    fn read_codes(&self, region: Block) -> Result<Option<Array4<u8>>> {
+        let _ = region;
+        Ok(None)
+    }
 }
 
 /// `source`'s affinities of `region`, checked to be `(3, region)`.
@@ -940,6 +952,18 @@ pub(crate) fn read_region(source: &dyn AffinitySource, region: Block) -> Result<
         return Err(invalid(format!("the source gave {:?} values for a region of {want:?}", values.shape())));
     }
     Ok(values)
+}
+
+/// `source`'s uint8 codes of `region` where it gives them
+/// ([`AffinitySource::read_codes`]), checked to be `(3, region)`.
+pub(crate) fn read_region_codes(source: &dyn AffinitySource, region: Block) -> Result<Option<Array4<u8>>> {
+    let Some(codes) = source.read_codes(region)? else { return Ok(None) };
+    let s = region.shape();
+    let want = [3, s[0] as usize, s[1] as usize, s[2] as usize];
+    if codes.shape() != want {
+        return Err(invalid(format!("the source gave {:?} codes for a region of {want:?}", codes.shape())));
+    }
+    Ok(Some(codes))
 }
 
 /// A `(3, z, y, x)` array in memory as an [`AffinitySource`].

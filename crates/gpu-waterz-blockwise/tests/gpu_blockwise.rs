@@ -279,8 +279,14 @@ fn generated_volumes_made_on_the_gpu_equal_the_hosts() {
     check_step5(&steps, &source, [16, 32, 32], "generated");
     let want = decode_with(affs.view(), [16, 32, 32], PARAMS, &THRESHOLDS, &steps).unwrap();
     assert_eq!(summary.n_fragments, want.n_fragments);
+    assert_written(sink, &want, BlockGrid::new(source.dims(), [16, 32, 32]).unwrap().len(), "generated");
+}
+
+/// Every block of the grid written once, each the same part of `want`'s
+/// fragments and segmentations.
+fn assert_written(sink: Collected, want: &gpu_waterz_blockwise::Decoded, blocks: usize, what: &str) {
     let written = sink.0.into_inner().unwrap();
-    assert_eq!(written.len(), BlockGrid::new(source.dims(), [16, 32, 32]).unwrap().len());
+    assert_eq!(written.len(), blocks, "{what}");
     for (block, fragments, segmentations) in written {
         let cut = |a: &Array3<u64>| {
             a.slice_each_axis(|axis| {
@@ -289,9 +295,67 @@ fn generated_volumes_made_on_the_gpu_equal_the_hosts() {
             })
             .to_owned()
         };
-        assert_eq!(fragments, cut(&want.fragments), "block {block:?}");
+        assert_eq!(fragments, cut(&want.fragments), "{what}: block {block:?}");
         for (got, whole) in segmentations.iter().zip(&want.segmentations) {
-            assert_eq!(got, &cut(whole), "block {block:?}");
+            assert_eq!(got, &cut(whole), "{what}: block {block:?}");
+        }
+    }
+}
+
+/// uint8 affinities in memory ([`AffinitySource::read_codes`], as the
+/// CLI's uint8 files), with their float32 reads counted.
+struct Codes {
+    codes: Array4<u8>,
+    float_reads: AtomicUsize,
+}
+
+impl AffinitySource for Codes {
+    fn dims(&self) -> [u64; 3] {
+        let s = self.codes.shape();
+        [s[1] as u64, s[2] as u64, s[3] as u64]
+    }
+
+    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
+        self.float_reads.fetch_add(1, Ordering::Relaxed);
+        Ok(self.read_codes(region)?.expect("codes").mapv(gpu_waterz_core::affinities::u8_affinity))
+    }
+
+    fn read_codes(&self, region: Block) -> gpu_waterz_blockwise::Result<Option<Array4<u8>>> {
+        let codes = self.codes.slice_each_axis(|axis| match axis.axis.index() {
+            0 => Slice::from(..),
+            a => Slice::from(region.lo[a - 1] as usize..region.hi[a - 1] as usize),
+        });
+        Ok(Some(codes.to_owned()))
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn uint8_codes_go_up_as_codes_and_decode_as_their_float32_values() {
+    let steps = GpuSteps::new(gpu()).unwrap();
+    let cells = ImplicitCells { seed: 9, cell: (10, 14, 12) };
+    let plain = GeneratorParams { weak_spots: 0, false_walls: 0, ..Default::default() };
+    let volume = (36, 50, 44);
+    let (cell_affs, _) = cells.block(&plain, volume, (0, 0, 0), volume).unwrap();
+    // Cells, and few levels (plateaus across many blocks).
+    let volumes = [
+        cell_affs.mapv(|a| (a * 255.0).round() as u8),
+        quantized_affinities(3, (20, 26, 30), 3).mapv(|a| (a * 255.0).round() as u8),
+    ];
+    for (k, codes) in volumes.into_iter().enumerate() {
+        let affs = codes.mapv(gpu_waterz_core::affinities::u8_affinity);
+        let source = Codes { codes, float_reads: 0.into() };
+        for block in [[12, 16, 16], [7, 9, 11]] {
+            let what = format!("volume {k}, blocks {block:?}");
+            source.float_reads.store(0, Ordering::Relaxed);
+            let sink = Collected::default();
+            let summary = decode_blocks_with(&source, block, PARAMS, &THRESHOLDS, &sink, &steps).unwrap();
+            assert_eq!(source.float_reads.load(Ordering::Relaxed), 0, "{what}: every block read as codes");
+            let want = decode_with(affs.view(), block, PARAMS, &THRESHOLDS, &steps).unwrap();
+            assert_eq!(summary.n_fragments, want.n_fragments, "{what}");
+            assert_written(sink, &want, BlockGrid::new(source.dims(), block).unwrap().len(), &what);
+            // Step 5 from the runs (codes) against the CPU's count.
+            check_step5(&steps, &source, block, &what);
         }
     }
 }

@@ -137,6 +137,22 @@ impl AffinitySource for Source {
             _ => Ok(None),
         }
     }
+
+    /// uint8 files give their codes as stored (the GPU's steps upload them
+    /// so: a quarter of float32's bytes, and no conversion here).
+    fn read_codes(&self, region: Block) -> gpu_waterz_blockwise::Result<Option<Array4<u8>>> {
+        let [z, y, x] = region.shape().map(|n| n as usize);
+        let [lz, ly, lx] = region.lo.map(|n| n as usize);
+        let (lo, hi) = ([0, lz, ly, lx], [3, lz + z, ly + y, lx + x]);
+        let codes = match self {
+            Source::Zarr(array) if array.dtype() == ElementType::U8 => array.read_region_u8(lo, hi),
+            Source::Npy(file) if file.dtype() == ElementType::U8 => file.read_region_u8(lo, hi),
+            Source::Hdf5(dataset) if dataset.dtype() == ElementType::U8 => dataset.read_region_u8(lo, hi),
+            _ => return Ok(None),
+        };
+        let codes = codes.map_err(|e| BlockwiseError::Io(e.to_string()))?;
+        Array4::from_shape_vec((3, z, y, x), codes).map(Some).map_err(|e| BlockwiseError::Io(e.to_string()))
+    }
 }
 
 /// The output arrays, made once the number of fragments is known
@@ -467,6 +483,60 @@ mod tests {
 
     fn pairs(runs: &ValueRuns) -> Vec<(u64, u64)> {
         runs.runs().collect()
+    }
+
+    /// uint8 files (npy, zarr, HDF5) give their codes, which read as their
+    /// float32 values; float32 files give none.
+    #[test]
+    fn uint8_sources_give_codes_that_read_as_their_values() {
+        let dir = std::env::temp_dir().join(format!("gpu-waterz-blockwise-codes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let shape = [3usize, 9, 10, 11];
+        let codes = ndarray::Array4::from_shape_fn(shape, |(c, z, y, x)| ((c * 97 + z * 31 + y * 7 + x) % 256) as u8);
+        let flat: Vec<u8> = codes.iter().copied().collect();
+        let floats = codes.mapv(gpu_waterz_core::affinities::u8_affinity);
+        let npy = dir.join("u.npy");
+        gpu_waterz_cli::io::write_npy(&npy, &codes.view()).unwrap();
+        let npy_f32 = dir.join("f.npy");
+        gpu_waterz_cli::io::write_npy(&npy_f32, &floats.view()).unwrap();
+        let root = dir.join("u.zarr");
+        let store = Arc::new(zarrs::filesystem::FilesystemStore::new(&root).unwrap());
+        let array = zarrs::array::ArrayBuilder::new(
+            shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+            vec![2, 4, 3, 5],
+            zarrs::array::data_type::uint8(),
+            zarrs::array::FillValue::from(0u8),
+        )
+        .build(store, "/affs")
+        .unwrap();
+        array.store_metadata().unwrap();
+        array.store_array_subset(&array.subset_all(), &flat[..]).unwrap();
+        let h5 = dir.join("u.h5");
+        let mut builder = hdf5_pure::FileBuilder::new();
+        builder.create_dataset("u").with_u8_data(&flat).with_shape(&[3, 9, 10, 11]).with_chunks(&[3, 4, 4, 4]);
+        builder.write(&h5).unwrap();
+        let sources = [
+            Source::Npy(NpyFile::open(&npy).unwrap()),
+            Source::Zarr(ZarrArray::open(&root, "/affs").unwrap().expect("an array")),
+            Source::Hdf5(ChunkedDataset::open(&h5, "u").unwrap().expect("a chunked dataset")),
+        ];
+        let regions = [
+            Block { lo: [0; 3], hi: [9, 10, 11] },
+            Block { lo: [2, 3, 4], hi: [7, 8, 9] },
+            Block { lo: [8, 0, 10], hi: [9, 10, 11] },
+        ];
+        for source in &sources {
+            for region in regions {
+                let got = source.read_codes(region).unwrap().expect("codes of a uint8 source");
+                let want = source.read(region).unwrap();
+                assert_eq!(got.shape(), want.shape(), "{region:?}");
+                assert_eq!(got.mapv(gpu_waterz_core::affinities::u8_affinity), want, "{region:?}");
+            }
+        }
+        let float_source = Source::Npy(NpyFile::open(&npy_f32).unwrap());
+        assert!(float_source.read_codes(regions[1]).unwrap().is_none());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -264,6 +264,40 @@ impl ChunkedDataset {
     /// (uint8 as `k / 255`, [`gpu_waterz_core::affinities::u8_affinity`]), C
     /// order: the chunks it meets decoded on every core, each copied in part.
     pub fn read_region_f32(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<f32>, IoError> {
+        let u8_values = self.dtype == ElementType::U8;
+        self.read_region_as(lo, hi, |target: &mut [f32], values: &[u8]| {
+            if u8_values {
+                for (t, &v) in target.iter_mut().zip(values) {
+                    *t = gpu_waterz_core::affinities::u8_affinity(v);
+                }
+            } else {
+                for (t, v) in target.iter_mut().zip(values.chunks_exact(4)) {
+                    *t = f32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+                }
+            }
+        })
+    }
+
+    /// The uint8 values of the box `lo..hi` of a uint8 dataset of rank 4, as
+    /// stored, in C order (what [`ChunkedDataset::read_region_f32`] gives as
+    /// `k / 255`, in a quarter of the bytes).
+    pub fn read_region_u8(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<u8>, IoError> {
+        if self.dtype != ElementType::U8 {
+            let reason = format!("uint8 regions are read from uint8 datasets, not {:?}", self.dtype);
+            return Err(format_err(&self.file, "HDF5", reason));
+        }
+        self.read_region_as(lo, hi, |target: &mut [u8], values: &[u8]| target.copy_from_slice(values))
+    }
+
+    /// The box `lo..hi` of a float32 or uint8 dataset of rank 4 in C order,
+    /// each row of a chunk inside it written by `convert` from the chunk's
+    /// bytes (as many values as the row holds).
+    fn read_region_as<T: Copy + Default>(
+        &self,
+        lo: [usize; 4],
+        hi: [usize; 4],
+        convert: impl Fn(&mut [T], &[u8]),
+    ) -> Result<Vec<T>, IoError> {
         use rayon::prelude::*;
         let bad = |reason: String| format_err(&self.file, "HDF5", reason);
         if self.shape.len() != 4 || !matches!(self.dtype, ElementType::F32 | ElementType::U8) {
@@ -276,7 +310,7 @@ impl ChunkedDataset {
             return Err(bad(format!("the box {lo:?}..{hi:?} is not inside {:?}", self.shape)));
         }
         let extent: [usize; 4] = std::array::from_fn(|a| hi[a] - lo[a]);
-        let mut out = vec![0f32; extent.iter().product()];
+        let mut out = vec![T::default(); extent.iter().product()];
         if out.is_empty() {
             return Ok(out);
         }
@@ -300,17 +334,7 @@ impl ChunkedDataset {
                         let at = [i, j, k, from[3]];
                         let src: usize = (0..4).map(|a| (at[a] - c.offset[a] as usize) * chunk_strides[a]).sum();
                         let dst: usize = (0..4).map(|a| (at[a] - lo[a]) * out_strides[a]).sum();
-                        let values = &bytes[src * elem..(src + row) * elem];
-                        let target = &mut out[dst..dst + row];
-                        if self.dtype == ElementType::U8 {
-                            for (t, &v) in target.iter_mut().zip(values) {
-                                *t = gpu_waterz_core::affinities::u8_affinity(v);
-                            }
-                        } else {
-                            for (t, v) in target.iter_mut().zip(values.chunks_exact(4)) {
-                                *t = f32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-                            }
-                        }
+                        convert(&mut out[dst..dst + row], &bytes[src * elem..(src + row) * elem]);
                     }
                 }
             }
@@ -681,6 +705,15 @@ mod parallel_tests {
                     }
                 }
                 assert_eq!(got, want, "{name} {lo:?}..{hi:?}");
+                // The codes as stored, of uint8 datasets only.
+                match layout.read_region_u8(lo, hi) {
+                    Ok(codes) if u8s => {
+                        let read: Vec<f32> = codes.into_iter().map(gpu_waterz_core::affinities::u8_affinity).collect();
+                        assert_eq!(read, want, "{name} {lo:?}..{hi:?} as codes");
+                    }
+                    Err(e) if !u8s => assert!(e.to_string().contains("uint8"), "{e}"),
+                    other => panic!("{name}: {other:?}"),
+                }
             }
             let e = layout.read_region_f32([0, 0, 0, 0], [3, 10, 10, 11]).unwrap_err().to_string();
             assert!(e.contains("not inside"), "{e}");

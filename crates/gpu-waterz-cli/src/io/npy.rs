@@ -123,6 +123,31 @@ impl NpyFile {
     /// ([`gpu_waterz_core::affinities::u8_affinity`]). One positioned read
     /// per row of the box, so that several threads may read at once.
     pub fn read_region_f32(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<f32>, IoError> {
+        let mut values = Vec::with_capacity((0..4).map(|a| hi[a].saturating_sub(lo[a])).product());
+        let dtype = self.dtype;
+        self.read_region_rows(lo, hi, |bytes| match dtype {
+            ElementType::U8 => values.extend(bytes.iter().map(|&k| gpu_waterz_core::affinities::u8_affinity(k))),
+            _ => values.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        })?;
+        Ok(values)
+    }
+
+    /// The uint8 values of the box `lo..hi` of a four-dimensional uint8
+    /// array, as stored, in C order (what [`NpyFile::read_region_f32`] gives
+    /// as `k / 255`, in a quarter of the bytes).
+    pub fn read_region_u8(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<u8>, IoError> {
+        if self.dtype != ElementType::U8 {
+            let reason = format!("uint8 regions are read from uint8 arrays, not {:?}", self.dtype);
+            return Err(format_err(&self.path, "npy", reason));
+        }
+        let mut values = Vec::with_capacity((0..4).map(|a| hi[a].saturating_sub(lo[a])).product());
+        self.read_region_rows(lo, hi, |bytes| values.extend_from_slice(bytes))?;
+        Ok(values)
+    }
+
+    /// The box `lo..hi` of a four-dimensional float32 or uint8 array, row
+    /// by row along x in C order, each row's bytes handed to `row`.
+    fn read_region_rows(&self, lo: [usize; 4], hi: [usize; 4], mut row: impl FnMut(&[u8])) -> Result<(), IoError> {
         let bad = |reason: String| format_err(&self.path, "npy", reason);
         if self.shape.len() != 4 || !matches!(self.dtype, ElementType::F32 | ElementType::U8) {
             return Err(bad(format!(
@@ -136,23 +161,17 @@ impl NpyFile {
         let read_err = |source| IoError::Read { path: self.path.clone(), cause: source };
         let elem = self.dtype.size();
         let (run, [_, zd, yd, xd]) = (hi[3] - lo[3], [self.shape[0], self.shape[1], self.shape[2], self.shape[3]]);
-        let mut values = Vec::with_capacity((0..4).map(|a| hi[a] - lo[a]).product());
         let mut bytes = vec![0u8; run * elem];
         for c in lo[0]..hi[0] {
             for z in lo[1]..hi[1] {
                 for y in lo[2]..hi[2] {
                     let first = ((c * zd + z) * yd + y) * xd + lo[3];
                     self.file.read_exact_at(&mut bytes, self.offset + (first * elem) as u64).map_err(read_err)?;
-                    match self.dtype {
-                        ElementType::U8 => {
-                            values.extend(bytes.iter().map(|&k| gpu_waterz_core::affinities::u8_affinity(k)))
-                        }
-                        _ => values.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-                    }
+                    row(&bytes);
                 }
             }
         }
-        Ok(values)
+        Ok(())
     }
 
     /// Reads the whole array, in large pieces on all threads straight into
