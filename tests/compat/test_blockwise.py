@@ -406,9 +406,11 @@ def test_backends_are_named_and_the_cpu_merges_serially(tmp_path):
 
 
 @pytest.mark.skipif(not REQUIRE_GPU and not gpu_usable(), reason="needs an NVIDIA GPU")
-@pytest.mark.parametrize("volume", ["cells", "plateaus"])
+@pytest.mark.parametrize("volume", ["cells", "plateaus", "uint8"])
 def test_gpu_blocks_equal_the_whole_volume_on_the_gpu(tmp_path, volume):
-    affs = {"cells": lambda: cell_volume(7), "plateaus": lambda: plateau_volume(5, shape=(20, 22, 18))}[volume]()
+    # uint8 blocks go to the GPU as codes (k / 255), the whole volume too.
+    affs = {"cells": lambda: cell_volume(7), "plateaus": lambda: plateau_volume(5, shape=(20, 22, 18)),
+            "uint8": lambda: np.round(cell_volume(8) * 255).astype(np.uint8)}[volume]()
     result = blockwise.agglomerate(affs, tmp_path / "gpu", THRESHOLDS, (6, 7, 5), backend="gpu")
     assert result.merged_on == "gpu" and result.open_voxels > 0
     fragments, segmentations, _ = read(tmp_path / "gpu")

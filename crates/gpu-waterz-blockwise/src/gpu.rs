@@ -436,13 +436,14 @@ impl DecodeSteps for GpuSteps {
         let region = self.plateau_region(dims, block);
         let at = block_in_region(block, region);
         let mut bytes = touched::<u8>(block);
-        let made = self.exclusive("local_plateaus", |gpu| {
-            let mut timer = turn_timer(gpu)?;
-            let Some(affs) = source.read_on_gpu(gpu, region)? else { return Ok(false) };
-            timer.mark("affinities").map_err(WatershedError::from)?;
-            tracing::debug!(stages_ms = ?timer.stages(), "GPU block affinities");
-            Ok(block_plateaus(gpu, affs, at, params, &mut bytes).map(|()| true)?)
-        })?;
+        let made = source.makes_on_gpu()
+            && self.exclusive("local_plateaus", |gpu| {
+                let mut timer = turn_timer(gpu)?;
+                let Some(affs) = source.read_on_gpu(gpu, region)? else { return Ok(false) };
+                timer.mark("affinities").map_err(WatershedError::from)?;
+                tracing::debug!(stages_ms = ?timer.stages(), "GPU block affinities");
+                Ok(block_plateaus(gpu, affs, at, params, &mut bytes).map(|()| true)?)
+            })?;
         if made {
             return Ok(plateaus_from_bytes(dims, block, bytes));
         }
@@ -497,12 +498,16 @@ impl DecodeSteps for GpuSteps {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
         // The block's affinities and the one-voxel slabs of its lower faces
         // in one turn (each turn is a wait for the GPU).
-        let made = self.exclusive("block_edges", |gpu| {
-            let timer = turn_timer(gpu)?;
-            let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
-            let graph = count_inside(gpu, affs, |gpu| labels.upload(gpu), timer)?;
-            Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
-        })?;
+        let made = if source.makes_on_gpu() {
+            self.exclusive("block_edges", |gpu| {
+                let timer = turn_timer(gpu)?;
+                let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
+                let graph = count_inside(gpu, affs, |gpu| labels.upload(gpu), timer)?;
+                Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
+            })?
+        } else {
+            None
+        };
         let Some((graph, slabs)) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
@@ -529,12 +534,16 @@ impl DecodeSteps for GpuSteps {
         let (starts, labels, n_fragments) = fragment_runs(block, components, ids)?;
         let block_dims = dims3(block.shape());
         let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_runs(gpu, &starts, &labels, block_dims, n_fragments)?);
-        let made = self.exclusive("block_edges", |gpu| {
-            let timer = turn_timer(gpu)?;
-            let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
-            let graph = count_inside(gpu, affs, fragments, timer)?;
-            Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
-        })?;
+        let made = if source.makes_on_gpu() {
+            self.exclusive("block_edges", |gpu| {
+                let timer = turn_timer(gpu)?;
+                let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
+                let graph = count_inside(gpu, affs, fragments, timer)?;
+                Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
+            })?
+        } else {
+            None
+        };
         let mut cursor = RunCursor::new(components);
         if let Some((graph, slabs)) = made {
             return Ok(block_pairs(
@@ -579,6 +588,9 @@ impl DecodeSteps for GpuSteps {
     /// Step 5's affinities made on the GPU and downloaded, where the source
     /// makes them there; else read on the host.
     fn read_affinities(&self, source: &dyn AffinitySource, region: Block) -> Result<Array4<f32>> {
+        if !source.makes_on_gpu() {
+            return read_region(source, region);
+        }
         match self.exclusive("read_affinities", |gpu| made_on_gpu(gpu, source, region))? {
             Some(values) => Ok(values),
             None => read_region(source, region),

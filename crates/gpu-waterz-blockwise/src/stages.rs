@@ -921,6 +921,16 @@ pub trait AffinitySource: Sync {
     fn dims(&self) -> [u64; 3];
     /// The affinities of `region` (inside the volume), `(3, z, y, x)`.
     fn read(&self, region: Block) -> Result<Array4<f32>>;
+    /// Whether the source makes its affinities on the GPU
+    /// ([`AffinitySource::read_on_gpu`] gives them). A GPU step asks
+    /// `read_on_gpu` inside its turn only then: the default, `false`, spares
+    /// a source that reads on the host a wait for a turn that would only
+    /// learn so. A source that makes them there says `true` (else it is
+    /// read on the host, with the same values, more slowly).
+    fn makes_on_gpu(&self) -> bool {
+        false
+    }
+
     /// The affinities of `region` made on `gpu`, by a source that makes
     /// them there (a generated volume, [`crate::ImplicitSource`]):
     /// the same values as [`AffinitySource::read`]. `None`, the default:

@@ -192,6 +192,10 @@ impl AffinitySource for Generated {
         self.source.read(region)
     }
 
+    fn makes_on_gpu(&self) -> bool {
+        self.source.makes_on_gpu()
+    }
+
     fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> gpu_waterz_blockwise::Result<Option<DeviceAffinities>> {
         self.source.read_on_gpu(gpu, region)
     }

@@ -37,16 +37,52 @@ type Plateaus<'py> = (Bound<'py, PyArray3<u8>>, Array1<'py, u64>, Array1<'py, u8
 type EdgeColumns<'py> =
     (PyReadonlyArray1<'py, u64>, PyReadonlyArray1<'py, u64>, PyReadonlyArray1<'py, u64>, PyReadonlyArray1<'py, u64>);
 
+/// A block's `(3, z, y, x)` affinities as Python passes them: float32, or
+/// uint8 codes meaning `k / 255`, which the GPU's steps upload as they are
+/// (a quarter of the bytes) and the CPU's read as float32.
+#[derive(FromPyObject)]
+pub(crate) enum Affinities<'py> {
+    F32(PyReadonlyArray4<'py, f32>),
+    U8(PyReadonlyArray4<'py, u8>),
+}
+
+impl Affinities<'_> {
+    fn view(&self) -> AffinityView<'_> {
+        match self {
+            Affinities::F32(values) => AffinityView::F32(values.as_array()),
+            Affinities::U8(codes) => AffinityView::U8(codes.as_array()),
+        }
+    }
+}
+
+/// [`Affinities`] borrowed.
+#[derive(Clone, Copy)]
+enum AffinityView<'a> {
+    F32(ArrayView4<'a, f32>),
+    U8(ArrayView4<'a, u8>),
+}
+
+impl AffinityView<'_> {
+    fn shape(&self) -> &[usize] {
+        match self {
+            AffinityView::F32(values) => values.shape(),
+            AffinityView::U8(codes) => codes.shape(),
+        }
+    }
+}
+
 /// Step 1 for the block `lo..hi` of a volume of `dims`: `affinities` are
-/// the `(3, z, y, x)` float32 affinities of its halo (one voxel below, two
-/// above, clipped). Returns the directions (uint8, the block's shape), the
-/// open voxels' indices (uint64) and masks (uint8).
+/// the `(3, z, y, x)` affinities (float32, or uint8 codes `k / 255`) of
+/// its halo as the backend reads it (one voxel below on the CPU, two on
+/// the GPU; two above; clipped). Returns the
+/// directions (uint8, the block's shape), the open voxels' indices (uint64)
+/// and masks (uint8).
 #[pyfunction]
 #[pyo3(signature = (affinities, dims, lo, hi, aff_threshold_low, aff_threshold_high, backend="cpu", ordinal=0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn blockwise_local_plateaus<'py>(
     py: Python<'py>,
-    affinities: PyReadonlyArray4<'py, f32>,
+    affinities: Affinities<'py>,
     dims: [u64; 3],
     lo: [u64; 3],
     hi: [u64; 3],
@@ -55,10 +91,22 @@ pub(crate) fn blockwise_local_plateaus<'py>(
     backend: &str,
     ordinal: usize,
 ) -> PyResult<Plateaus<'py>> {
-    let view = affinities.as_array();
+    let view = affinities.view();
     let params = WatershedParams { aff_threshold_low, aff_threshold_high };
     let steps = Steps::new(backend, ordinal)?;
-    let out = py.detach(|| steps.get().local_plateaus(dims, block(lo, hi), view, params)).map_err(err)?;
+    let out = py
+        .detach(|| {
+            let (steps, b) = (steps.get(), block(lo, hi));
+            match view {
+                AffinityView::F32(values) => steps.local_plateaus(dims, b, values, params),
+                AffinityView::U8(_) => {
+                    b.check(dims)?;
+                    let source = BlockValues { dims, block: steps.plateau_region(dims, b), values: view };
+                    steps.local_plateaus_from(&source, dims, b, params)
+                }
+            }
+        })
+        .map_err(err)?;
     Ok((out.bits.into_pyarray(py), out.open.index.into_pyarray(py), out.open.mask.into_pyarray(py)))
 }
 
@@ -178,20 +226,27 @@ fn unpack(lo: [u64; 3], hi: [u64; 3], packed: &[u8]) -> Result<ComponentRuns, Bl
     PackedRuns::from_bytes([s[0] as usize, s[1] as usize, s[2] as usize], packed.to_vec()).runs()
 }
 
-/// A block's own `(3, z, y, x)` affinities as the source of step 5 (the
-/// block's regions only).
+/// The `(3, z, y, x)` affinities of one region (`block`) as the source of a
+/// step that reads inside it (a block and its halo in step 1, the block in
+/// step 5); uint8 codes are given as codes.
 struct BlockValues<'a> {
     dims: [u64; 3],
     block: Block,
-    values: ArrayView4<'a, f32>,
+    values: AffinityView<'a>,
 }
 
-impl AffinitySource for BlockValues<'_> {
-    fn dims(&self) -> [u64; 3] {
-        self.dims
-    }
-
-    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
+impl BlockValues<'_> {
+    /// `array`'s part that holds `region`, which must lie inside the block.
+    fn part<T: Clone>(&self, array: ArrayView4<'_, T>, region: Block) -> gpu_waterz_blockwise::Result<Array4<T>> {
+        let s = self.block.shape();
+        if self.values.shape() != [3, s[0] as usize, s[1] as usize, s[2] as usize] {
+            return Err(BlockwiseError::Invalid(format!(
+                "affinities {:?} must be 3 channels of the region {:?}..{:?}",
+                self.values.shape(),
+                self.block.lo,
+                self.block.hi
+            )));
+        }
         let inside = (0..3).all(|a| self.block.lo[a] <= region.lo[a] && region.hi[a] <= self.block.hi[a]);
         if !inside {
             return Err(BlockwiseError::Invalid(format!(
@@ -199,8 +254,7 @@ impl AffinitySource for BlockValues<'_> {
                 self.block
             )));
         }
-        Ok(self
-            .values
+        Ok(array
             .slice_each_axis(|axis| match axis.axis.index() {
                 0 => Slice::from(..),
                 a => Slice::from(
@@ -212,10 +266,31 @@ impl AffinitySource for BlockValues<'_> {
     }
 }
 
+impl AffinitySource for BlockValues<'_> {
+    fn dims(&self) -> [u64; 3] {
+        self.dims
+    }
+
+    fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
+        match self.values {
+            AffinityView::F32(values) => self.part(values, region),
+            AffinityView::U8(codes) => Ok(self.part(codes, region)?.mapv(gpu_waterz_core::affinities::u8_affinity)),
+        }
+    }
+
+    fn read_codes(&self, region: Block) -> gpu_waterz_blockwise::Result<Option<Array4<u8>>> {
+        match self.values {
+            AffinityView::F32(_) => Ok(None),
+            AffinityView::U8(codes) => self.part(codes, region).map(Some),
+        }
+    }
+}
+
 /// Step 5 for the block `lo..hi`: its packed components
 /// ([`blockwise_basins_packed`]) and table from steps 3 and 4, the
 /// fragments of the layer before it along each axis (None at the volume's
-/// start), and its own `(3, z, y, x)` affinities; the faces inside the
+/// start), and its own `(3, z, y, x)` affinities (float32, or uint8 codes
+/// `k / 255`, uploaded as codes on the GPU); the faces inside the
 /// block counted on the CPU (`backend="cpu"`) or on the GPU (`"gpu"`, CUDA
 /// device `ordinal`; `DecodeSteps::block_edge_runs_from`), the same pairs.
 #[pyfunction]
@@ -229,13 +304,13 @@ pub(crate) fn blockwise_edges_packed<'py>(
     packed: &[u8],
     ids: PyReadonlyArray1<'py, u64>,
     lower: [Option<PyReadonlyArray1<'py, u64>>; 3],
-    affinities: PyReadonlyArray4<'py, f32>,
+    affinities: Affinities<'py>,
     backend: &str,
     ordinal: usize,
 ) -> PyResult<Edges<'py>> {
     let ids = ids.as_slice()?;
     let lower = layers(&lower)?;
-    let (b, values) = (block(lo, hi), affinities.as_array());
+    let (b, values) = (block(lo, hi), affinities.view());
     let s = b.shape();
     if values.shape() != [3, s[0] as usize, s[1] as usize, s[2] as usize] {
         return Err(PyValueError::new_err(format!(

@@ -118,6 +118,10 @@ impl crate::AffinitySource for ImplicitSource {
         Ok(affinities)
     }
 
+    fn makes_on_gpu(&self) -> bool {
+        true
+    }
+
     fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> Result<Option<DeviceAffinities>> {
         self.affinities_on(gpu, region).map(Some)
     }

@@ -130,6 +130,10 @@ impl AffinitySource for Source {
         Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
     }
 
+    fn makes_on_gpu(&self) -> bool {
+        matches!(self, Source::Implicit(_))
+    }
+
     /// A generated volume is made on the GPU when the steps run there.
     fn read_on_gpu(&self, gpu: &Gpu, region: Block) -> gpu_waterz_blockwise::Result<Option<DeviceAffinities>> {
         match self {

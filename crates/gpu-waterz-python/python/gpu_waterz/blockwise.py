@@ -153,8 +153,11 @@ class _Source:
                 self.array = _open_path(self.path)
             values = np.asarray(self.array[0:3, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]])
         if values.dtype == np.uint8:
-            values = values.astype(np.float32) / np.float32(255)
-        elif values.dtype != np.float32:
+            # uint8 codes (k / 255) go to the native steps as they are: the
+            # GPU's upload them so (a quarter of float32's bytes), the CPU's
+            # read them as float32.
+            return np.ascontiguousarray(values)
+        if values.dtype != np.float32:
             if values.dtype.kind not in "fiu":
                 raise ValueError(f"affinities of dtype {values.dtype} are not taken")
             values = values.astype(np.float32)
