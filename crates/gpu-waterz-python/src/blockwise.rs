@@ -525,7 +525,7 @@ fn steps_gpu(backend: &str, ordinal: usize, thresholds: &[f64]) -> PyResult<Opti
 /// The steps of one call: the CPU's, or the GPU's on a device.
 enum Steps {
     Cpu,
-    Gpu(GpuSteps),
+    Gpu(std::sync::Arc<GpuSteps>),
 }
 
 impl Steps {
@@ -533,7 +533,7 @@ impl Steps {
     /// machine ([`steps_gpu`]).
     fn new(backend: &str, ordinal: usize) -> PyResult<Self> {
         Ok(match steps_gpu(backend, ordinal, &[])? {
-            Some(gpu) => Steps::Gpu(GpuSteps::new(gpu).map_err(err)?),
+            Some(gpu) => Steps::Gpu(shared_gpu_steps(gpu).map_err(err)?),
             None => Steps::Cpu,
         })
     }
@@ -541,9 +541,29 @@ impl Steps {
     fn get(&self) -> &dyn DecodeSteps {
         match self {
             Steps::Cpu => &CpuSteps,
-            Steps::Gpu(gpu) => gpu,
+            Steps::Gpu(gpu) => gpu.as_ref(),
         }
     }
+}
+
+/// The process's GPU steps on `gpu`'s device, made on first use: the
+/// blocks that Python's threads (a Dask worker's, the local runner's) hand
+/// to one device take their turns on it one at a time, as the CLI's do, so
+/// that one block's arrays are on the device at a time (what
+/// `max_gpu_bytes` sizes the blocks for), and the threads that run a turn's
+/// host work are started once, not per call.
+fn shared_gpu_steps(gpu: gpu_waterz::Gpu) -> gpu_waterz_blockwise::Result<std::sync::Arc<GpuSteps>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static STEPS: OnceLock<Mutex<HashMap<usize, Arc<GpuSteps>>>> = OnceLock::new();
+    let mut steps = STEPS.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(shared) = steps.get(&gpu.ordinal()) {
+        return Ok(shared.clone());
+    }
+    let ordinal = gpu.ordinal();
+    let shared = Arc::new(GpuSteps::new(gpu)?);
+    steps.insert(ordinal, shared.clone());
+    Ok(shared)
 }
 
 /// The layers before a block's lower faces, as Python passes them.
