@@ -124,10 +124,11 @@ impl GpuSteps {
 /// the wait is a plain thread's (a scoped thread takes `gate`, calls
 /// `install` and the caller joins it), so waiting for the GPU takes up
 /// nothing else (the driver's blocks are not rayon tasks either, so a
-/// block's other nested rayon calls take up no other block); `work` runs on one of `turn`'s threads, and the
-/// rayon calls inside it on all of them (`turn` had one thread before, and
-/// the host work inside a turn, such as the copies through pinned memory,
-/// ran serially: a fifth to a half of each turn). A lock held by the
+/// block's other nested rayon calls take up no other block); `work` runs
+/// on one of `turn`'s threads, and the rayon calls inside it on all of
+/// them (`turn` had one thread before, and the host work inside a turn,
+/// such as the copies through pinned memory, ran serially: a fifth to a
+/// half of each turn). A lock held by the
 /// asking rayon worker would not do: while it waits for `install`, that
 /// worker may run another block's task that waits for the same lock.
 /// `work` must not ask for the turn again: it would wait for itself.
