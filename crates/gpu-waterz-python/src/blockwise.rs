@@ -547,8 +547,9 @@ impl Steps {
 }
 
 /// The process's GPU steps on `gpu`'s device, made on first use: the
-/// blocks that Python's threads (a Dask worker's, the local runner's) hand
-/// to one device take their turns on it one at a time, as the CLI's do, so
+/// blocks that Python's threads (a Dask worker's, the local runner's, and
+/// `agglomerate`'s decodes under `max_gpu_bytes`) hand to one device take
+/// their turns on it one at a time, as the CLI's do, so
 /// that one block's arrays are on the device at a time (what
 /// `max_gpu_bytes` sizes the blocks for), and the threads that run a turn's
 /// host work are started once, not per call.
@@ -609,7 +610,7 @@ pub(crate) fn blockwise_decode<'py>(
     let on_gpu = gpu.is_some();
     let out = py
         .detach(|| match gpu {
-            Some(gpu) => decode_with(view, block_shape, params, &thresholds, &GpuSteps::new(gpu)?),
+            Some(gpu) => decode_with(view, block_shape, params, &thresholds, shared_gpu_steps(gpu)?.as_ref()),
             None => decode(view, block_shape, params, &thresholds),
         })
         .map_err(err)?;
