@@ -310,6 +310,9 @@ fn made_on_gpu(gpu: &Gpu, source: &dyn AffinitySource, region: Block) -> Result<
         .map_err(|_| invalid(format!("the source made {len} values on the GPU for a region of {s:?}")))
 }
 
+/// Puts a block's affinities on the device (inside its turn).
+type Upload<'u> = &'u (dyn Fn(&Gpu) -> gpu_waterz_runtime::Result<DeviceAffinities> + Sync);
+
 /// A timer of a turn's stages, recording at the debug level.
 fn turn_timer(gpu: &Gpu) -> Result<StageTimer> {
     StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG)).map_err(|e| WatershedError::from(e).into())
@@ -373,6 +376,38 @@ impl<'a> BlockLabels<'a> {
 }
 
 impl GpuSteps {
+    /// Step 1 of `block` in one turn over the affinities of its
+    /// [`DecodeSteps::plateau_region`] that `upload` puts on the device.
+    fn plateaus_uploaded(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        params: WatershedParams,
+        upload: Upload<'_>,
+    ) -> Result<LocalPlateaus> {
+        let at = block_in_region(block, self.plateau_region(dims, block));
+        let mut bytes = touched::<u8>(block);
+        self.exclusive("local_plateaus", |gpu| {
+            let affs = upload(gpu).map_err(WatershedError::from)?;
+            Ok(block_plateaus(gpu, affs, at, params, &mut bytes)?)
+        })?;
+        Ok(plateaus_from_bytes(dims, block, bytes))
+    }
+
+    /// Step 5's faces inside a block, counted in one turn over the
+    /// fragments that `fragments` and the affinities that `upload` put on
+    /// the device.
+    fn graph_uploaded(
+        &self,
+        fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments> + Send,
+        upload: Upload<'_>,
+    ) -> Result<HostRegionGraph> {
+        self.exclusive("block_edges", |gpu| {
+            let timer = turn_timer(gpu)?;
+            count_inside(gpu, upload(gpu).map_err(WatershedError::from)?, fragments, timer)
+        })
+    }
+
     /// Step 5 of a block whose affinities are on the host: uploaded and
     /// counted inside on the GPU, the lower faces counted here.
     fn edges_of_host_values(
@@ -388,11 +423,8 @@ impl GpuSteps {
         }
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let graph = self.exclusive("block_edges", |gpu| {
-            let timer = turn_timer(gpu)?;
-            let affs = DeviceAffinities::upload_f32(gpu, values, labels.dims).map_err(WatershedError::from)?;
-            count_inside(gpu, affs, |gpu| labels.upload(gpu), timer)
-        })?;
+        let graph = self
+            .graph_uploaded(|gpu| labels.upload(gpu), &|gpu| DeviceAffinities::upload_f32(gpu, values, labels.dims))?;
         let n = values.len() / 3;
         Ok(labels.pairs(ids, lower, graph, |axis, i| values[axis * n + i]))
     }
@@ -414,19 +446,30 @@ impl DecodeSteps for GpuSteps {
         check_plateau_input(dims, block, region, affinities, params)?;
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let at = block_in_region(block, region);
-        let mut bytes = touched::<u8>(block);
-        self.exclusive("local_plateaus", |gpu| {
-            let affs = DeviceAffinities::upload_f32(gpu, values, dims3(region.shape()))
-                .map_err(gpu_waterz_watershed::WatershedError::from)?;
-            Ok(block_plateaus(gpu, affs, at, params, &mut bytes)?)
-        })?;
-        Ok(plateaus_from_bytes(dims, block, bytes))
+        let dims_of_region = dims3(region.shape());
+        self.plateaus_uploaded(dims, block, params, &|gpu| DeviceAffinities::upload_f32(gpu, values, dims_of_region))
+    }
+
+    /// Step 1 from codes: uploaded as they are (a quarter of float32's
+    /// bytes), read by the kernels as `k / 255`.
+    fn local_plateaus_codes(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        codes: ArrayView4<'_, u8>,
+        params: WatershedParams,
+    ) -> Result<LocalPlateaus> {
+        let region = self.plateau_region(dims, block);
+        check_plateau_shape(dims, block, region, codes.shape(), params)?;
+        let codes = codes.as_standard_layout();
+        let flat = codes.as_slice().expect("a standard layout is contiguous");
+        let dims_of_region = dims3(region.shape());
+        self.plateaus_uploaded(dims, block, params, &|gpu| DeviceAffinities::upload_u8(gpu, flat, dims_of_region))
     }
 
     /// Step 1 on affinities the source makes on the GPU
-    /// ([`AffinitySource::read_on_gpu`]), else read on the host and
-    /// uploaded.
+    /// ([`AffinitySource::read_on_gpu`]), else read on the host (as codes
+    /// where it stores uint8) and uploaded.
     fn local_plateaus_from(
         &self,
         source: &dyn AffinitySource,
@@ -435,33 +478,24 @@ impl DecodeSteps for GpuSteps {
         params: WatershedParams,
     ) -> Result<LocalPlateaus> {
         let region = self.plateau_region(dims, block);
-        let at = block_in_region(block, region);
-        let mut bytes = touched::<u8>(block);
-        let made = source.makes_on_gpu()
-            && self.exclusive("local_plateaus", |gpu| {
+        if source.makes_on_gpu() {
+            let at = block_in_region(block, region);
+            let mut bytes = touched::<u8>(block);
+            let made = self.exclusive("local_plateaus", |gpu| {
                 let mut timer = turn_timer(gpu)?;
                 let Some(affs) = source.read_on_gpu(gpu, region)? else { return Ok(false) };
                 timer.mark("affinities").map_err(WatershedError::from)?;
                 tracing::debug!(stages_ms = ?timer.stages(), "GPU block affinities");
                 Ok(block_plateaus(gpu, affs, at, params, &mut bytes).map(|()| true)?)
             })?;
-        if made {
-            return Ok(plateaus_from_bytes(dims, block, bytes));
+            if made {
+                return Ok(plateaus_from_bytes(dims, block, bytes));
+            }
         }
-        if let Some(codes) = read_region_codes(source, region)? {
-            // Codes stored as uint8 go up as they are: a quarter of the bytes.
-            check_plateau_shape(dims, block, region, codes.shape(), params)?;
-            let codes = codes.as_standard_layout();
-            let flat = codes.as_slice().expect("a standard layout is contiguous");
-            self.exclusive("local_plateaus", |gpu| {
-                let affs = DeviceAffinities::upload_u8(gpu, flat, dims3(region.shape()))
-                    .map_err(gpu_waterz_watershed::WatershedError::from)?;
-                Ok(block_plateaus(gpu, affs, at, params, &mut bytes)?)
-            })?;
-            return Ok(plateaus_from_bytes(dims, block, bytes));
+        match read_region_codes(source, region)? {
+            Some(codes) => self.local_plateaus_codes(dims, block, codes.view(), params),
+            None => self.local_plateaus(dims, block, read_region(source, region)?.view(), params),
         }
-        drop(bytes);
-        self.local_plateaus(dims, block, read_region(source, region)?.view(), params)
     }
 
     /// Step 5 with the faces inside the block counted by the GPU's region
@@ -556,21 +590,12 @@ impl DecodeSteps for GpuSteps {
                 |axis, i| slab_affinity(&slabs, shape, axis, i),
             ));
         }
-        // The faces inside counted in the block's turn, over the affinities
-        // that `upload` puts on the device.
-        type Upload<'u> = &'u (dyn Fn(&Gpu) -> std::result::Result<DeviceAffinities, WatershedError> + Sync);
-        let count_uploaded = |upload: Upload<'_>| {
-            self.exclusive("block_edges", |gpu| {
-                let timer = turn_timer(gpu)?;
-                count_inside(gpu, upload(gpu)?, fragments, timer)
-            })
-        };
         if let Some(codes) = read_region_codes(source, block)? {
             // Codes stored as uint8 go up as they are; the lower faces read
             // them as the GPU does (`k / 255`).
             let codes = codes.as_standard_layout();
             let flat = codes.as_slice().expect("a standard layout is contiguous");
-            let graph = count_uploaded(&|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims).map_err(Into::into))?;
+            let graph = self.graph_uploaded(fragments, &|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims))?;
             let n = flat.len() / 3;
             let affinity = |axis: usize, i: usize| gpu_waterz_core::affinities::u8_affinity(flat[axis * n + i]);
             return Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, affinity));
@@ -581,7 +606,7 @@ impl DecodeSteps for GpuSteps {
         }
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let graph = count_uploaded(&|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims).map_err(Into::into))?;
+        let graph = self.graph_uploaded(fragments, &|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims))?;
         let n = values.len() / 3;
         Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]))
     }

@@ -1224,6 +1224,21 @@ pub trait DecodeSteps: Sync {
         params: WatershedParams,
     ) -> Result<LocalPlateaus>;
 
+    /// Step 1 from uint8 codes (`k / 255`,
+    /// [`gpu_waterz_core::affinities::u8_affinity`]) of
+    /// [`DecodeSteps::plateau_region`]: by default their float32 values
+    /// handed to [`DecodeSteps::local_plateaus`]; the GPU uploads the codes
+    /// as they are (a quarter of the bytes).
+    fn local_plateaus_codes(
+        &self,
+        dims: [u64; 3],
+        block: Block,
+        codes: ArrayView4<'_, u8>,
+        params: WatershedParams,
+    ) -> Result<LocalPlateaus> {
+        self.local_plateaus(dims, block, codes.mapv(gpu_waterz_core::affinities::u8_affinity).view(), params)
+    }
+
     /// Step 1 on `block`, its affinities (of
     /// [`DecodeSteps::plateau_region`]) taken from `source`: by default
     /// read on the host and handed to [`DecodeSteps::local_plateaus`].

@@ -99,11 +99,7 @@ pub(crate) fn blockwise_local_plateaus<'py>(
             let (steps, b) = (steps.get(), block(lo, hi));
             match view {
                 AffinityView::F32(values) => steps.local_plateaus(dims, b, values, params),
-                AffinityView::U8(_) => {
-                    b.check(dims)?;
-                    let source = BlockValues { dims, block: steps.plateau_region(dims, b), values: view };
-                    steps.local_plateaus_from(&source, dims, b, params)
-                }
+                AffinityView::U8(codes) => steps.local_plateaus_codes(dims, b, codes, params),
             }
         })
         .map_err(err)?;
@@ -226,9 +222,8 @@ fn unpack(lo: [u64; 3], hi: [u64; 3], packed: &[u8]) -> Result<ComponentRuns, Bl
     PackedRuns::from_bytes([s[0] as usize, s[1] as usize, s[2] as usize], packed.to_vec()).runs()
 }
 
-/// The `(3, z, y, x)` affinities of one region (`block`) as the source of a
-/// step that reads inside it (a block and its halo in step 1, the block in
-/// step 5); uint8 codes are given as codes.
+/// A block's own `(3, z, y, x)` affinities as the source of step 5 (the
+/// block's regions only); uint8 codes are given as codes.
 struct BlockValues<'a> {
     dims: [u64; 3],
     block: Block,
@@ -236,17 +231,9 @@ struct BlockValues<'a> {
 }
 
 impl BlockValues<'_> {
-    /// `array`'s part that holds `region`, which must lie inside the block.
+    /// `array`'s part that holds `region`, which must lie inside the block
+    /// (`array` is the block's, as the caller checked).
     fn part<T: Clone>(&self, array: ArrayView4<'_, T>, region: Block) -> gpu_waterz_blockwise::Result<Array4<T>> {
-        let s = self.block.shape();
-        if self.values.shape() != [3, s[0] as usize, s[1] as usize, s[2] as usize] {
-            return Err(BlockwiseError::Invalid(format!(
-                "affinities {:?} must be 3 channels of the region {:?}..{:?}",
-                self.values.shape(),
-                self.block.lo,
-                self.block.hi
-            )));
-        }
         let inside = (0..3).all(|a| self.block.lo[a] <= region.lo[a] && region.hi[a] <= self.block.hi[a]);
         if !inside {
             return Err(BlockwiseError::Invalid(format!(

@@ -117,17 +117,12 @@ impl AffinitySource for Source {
     }
 
     fn read(&self, region: Block) -> gpu_waterz_blockwise::Result<Array4<f32>> {
-        let [z, y, x] = region.shape().map(|n| n as usize);
-        let [lz, ly, lx] = region.lo.map(|n| n as usize);
-        let (lo, hi) = ([0, lz, ly, lx], [3, lz + z, ly + y, lx + x]);
-        let values = match self {
-            Source::Zarr(array) => array.read_region_f32(lo, hi),
-            Source::Npy(file) => file.read_region_f32(lo, hi),
-            Source::Hdf5(dataset) => dataset.read_region_f32(lo, hi),
-            Source::Implicit(generated) => return generated.read(region),
-        };
-        let values = values.map_err(|e| BlockwiseError::Io(e.to_string()))?;
-        Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
+        match self {
+            Source::Zarr(array) => channels_of(region, |lo, hi| array.read_region_f32(lo, hi)),
+            Source::Npy(file) => channels_of(region, |lo, hi| file.read_region_f32(lo, hi)),
+            Source::Hdf5(dataset) => channels_of(region, |lo, hi| dataset.read_region_f32(lo, hi)),
+            Source::Implicit(generated) => generated.read(region),
+        }
     }
 
     fn makes_on_gpu(&self) -> bool {
@@ -145,18 +140,32 @@ impl AffinitySource for Source {
     /// uint8 files give their codes as stored (the GPU's steps upload them
     /// so: a quarter of float32's bytes, and no conversion here).
     fn read_codes(&self, region: Block) -> gpu_waterz_blockwise::Result<Option<Array4<u8>>> {
-        let [z, y, x] = region.shape().map(|n| n as usize);
-        let [lz, ly, lx] = region.lo.map(|n| n as usize);
-        let (lo, hi) = ([0, lz, ly, lx], [3, lz + z, ly + y, lx + x]);
         let codes = match self {
-            Source::Zarr(array) if array.dtype() == ElementType::U8 => array.read_region_u8(lo, hi),
-            Source::Npy(file) if file.dtype() == ElementType::U8 => file.read_region_u8(lo, hi),
-            Source::Hdf5(dataset) if dataset.dtype() == ElementType::U8 => dataset.read_region_u8(lo, hi),
+            Source::Zarr(array) if array.dtype() == ElementType::U8 => {
+                channels_of(region, |lo, hi| array.read_region_u8(lo, hi))
+            }
+            Source::Npy(file) if file.dtype() == ElementType::U8 => {
+                channels_of(region, |lo, hi| file.read_region_u8(lo, hi))
+            }
+            Source::Hdf5(dataset) if dataset.dtype() == ElementType::U8 => {
+                channels_of(region, |lo, hi| dataset.read_region_u8(lo, hi))
+            }
             _ => return Ok(None),
         };
-        let codes = codes.map_err(|e| BlockwiseError::Io(e.to_string()))?;
-        Array4::from_shape_vec((3, z, y, x), codes).map(Some).map_err(|e| BlockwiseError::Io(e.to_string()))
+        codes.map(Some)
     }
+}
+
+/// The first three channels of `region`, `(3, z, y, x)`, from `read` of a
+/// file's box `lo..hi` in `(c, z, y, x)`.
+fn channels_of<T>(
+    region: Block,
+    read: impl FnOnce([usize; 4], [usize; 4]) -> Result<Vec<T>, gpu_waterz_cli::io::IoError>,
+) -> gpu_waterz_blockwise::Result<Array4<T>> {
+    let [z, y, x] = region.shape().map(|n| n as usize);
+    let [lz, ly, lx] = region.lo.map(|n| n as usize);
+    let values = read([0, lz, ly, lx], [3, lz + z, ly + y, lx + x]).map_err(|e| BlockwiseError::Io(e.to_string()))?;
+    Array4::from_shape_vec((3, z, y, x), values).map_err(|e| BlockwiseError::Io(e.to_string()))
 }
 
 /// The output arrays, made once the number of fragments is known

@@ -168,23 +168,11 @@ impl ZarrArray {
     /// as `k / 255` ([`gpu_waterz_core::affinities::u8_affinity`]). Safe to
     /// call from several threads at once.
     pub fn read_region_f32(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<f32>, IoError> {
-        if (0..4).any(|a| lo[a] > hi[a] || hi[a] > self.shape[a]) {
-            let reason = format!("array {:?}: the box {lo:?}..{hi:?} is not inside {:?}", self.array, self.shape);
-            return Err(format_err(&self.root, "zarr", reason));
-        }
-        let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 4, _>(|a| lo[a] as u64..hi[a] as u64));
-        let n = (0..4).map(|a| hi[a] - lo[a]).product();
         match self.dtype {
             ElementType::U8 => {
-                let mut values = Vec::<u8>::new();
-                self.read_box(&subset, n, 1, &mut values)?;
-                Ok(values.into_iter().map(gpu_waterz_core::affinities::u8_affinity).collect())
+                Ok(self.read_region_u8(lo, hi)?.into_iter().map(gpu_waterz_core::affinities::u8_affinity).collect())
             }
-            _ => {
-                let mut values = Vec::<f32>::new();
-                self.read_box(&subset, n, 4, &mut values)?;
-                Ok(values)
-            }
+            _ => self.read_region(lo, hi, 4),
         }
     }
 
@@ -193,17 +181,24 @@ impl ZarrArray {
     /// `k / 255`, in a quarter of the bytes). Safe to call from several
     /// threads at once.
     pub fn read_region_u8(&self, lo: [usize; 4], hi: [usize; 4]) -> Result<Vec<u8>, IoError> {
-        if self.dtype != ElementType::U8 || (0..4).any(|a| lo[a] > hi[a] || hi[a] > self.shape[a]) {
-            let reason = format!(
-                "array {:?}: uint8 regions inside the array are read from uint8 arrays, not the box \
-                 {lo:?}..{hi:?} of {:?} {:?}",
-                self.array, self.dtype, self.shape
-            );
+        if self.dtype != ElementType::U8 {
+            let reason =
+                format!("array {:?}: uint8 regions are read from uint8 arrays, not {:?}", self.array, self.dtype);
+            return Err(format_err(&self.root, "zarr", reason));
+        }
+        self.read_region(lo, hi, 1)
+    }
+
+    /// The elements (`T`, `elem` bytes each: the array's type) of the box
+    /// `lo..hi`, which must lie inside the array, in C order.
+    fn read_region<T: bytemuck::Pod>(&self, lo: [usize; 4], hi: [usize; 4], elem: usize) -> Result<Vec<T>, IoError> {
+        if (0..4).any(|a| lo[a] > hi[a] || hi[a] > self.shape[a]) {
+            let reason = format!("array {:?}: the box {lo:?}..{hi:?} is not inside {:?}", self.array, self.shape);
             return Err(format_err(&self.root, "zarr", reason));
         }
         let subset = ArraySubset::new_with_ranges(&std::array::from_fn::<_, 4, _>(|a| lo[a] as u64..hi[a] as u64));
-        let mut values = Vec::<u8>::new();
-        self.read_box(&subset, (0..4).map(|a| hi[a] - lo[a]).product(), 1, &mut values)?;
+        let mut values = Vec::new();
+        self.read_box(&subset, (0..4).map(|a| hi[a] - lo[a]).product(), elem, &mut values)?;
         Ok(values)
     }
 
