@@ -530,6 +530,10 @@ pub const WARP_PAST_F64: bool = false;
 /// registers, more warps per multiprocessor; eight rows read fewer halo
 /// rows but measured slower, `docs/BENCHMARKS.md`).
 pub const WARP_ROWS_F32: u32 = 4;
+/// Output rows per warp of the fixed-window float32 warp kernels
+/// ([`WarpGeometry::fixed`]), whose constant windows leave registers for
+/// more rows: each plane's halo rows are then read for more output rows.
+pub const WARP_ROWS_FIXED_F32: u32 = 8;
 /// Output rows per warp of the float64 warp kernels.
 pub const WARP_ROWS_F64: u32 = 4;
 /// The longest window along every axis of the warp kernels.
@@ -562,8 +566,8 @@ pub struct WarpGeometry {
     /// `extent[0] / chunk_z`, `extent[1] / rows`, `extent[2] /
     /// outputs_x()` rounded up.
     pub tiles: [u32; 3],
-    /// Output rows per warp: the kernel's (`WARP_ROWS_F32` or
-    /// `WARP_ROWS_F64`).
+    /// Output rows per warp: the kernel's (`WARP_ROWS_F32`,
+    /// `WARP_ROWS_FIXED_F32` or `WARP_ROWS_F64`).
     pub rows: u32,
     /// 0: the box `low..=high`; 1: a plus, the three segments `low..=high`
     /// along one axis through `centre` (the `grey_warp_plus_*` and
