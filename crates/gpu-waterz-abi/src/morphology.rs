@@ -528,7 +528,7 @@ pub const WARP_PAST_F32: bool = true;
 pub const WARP_PAST_F64: bool = false;
 /// Output rows per warp of the float32 warp kernels (four: fewer
 /// registers, more warps per multiprocessor; eight rows read fewer halo
-/// rows but measured slower, `docs/BENCHMARKS.md`).
+/// rows but measured slower in these generic kernels, `docs/BENCHMARKS.md`).
 pub const WARP_ROWS_F32: u32 = 4;
 /// Output rows per warp of the fixed-window float32 warp kernels
 /// ([`WarpGeometry::fixed`]), whose constant windows leave registers for

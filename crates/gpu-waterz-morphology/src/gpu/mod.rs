@@ -282,7 +282,8 @@ fn box_or_plus(footprint: &Footprint) -> Option<(bool, [i32; 3])> {
 }
 
 /// The warp kernels' geometry of `batch` (rank 1 to 3) for `footprint`
-/// with `T`'s output rows per warp, or `None` when the element is not a
+/// with `T`'s output rows per warp (its fixed-window kernels' rows where
+/// the geometry is `fixed()`), or `None` when the element is not a
 /// flat box (or, where `T`'s kernels take them, a flat plus), the rank is
 /// larger, the window does not fit the kernels or a
 /// plane is too large for their 32-bit offsets. Output planes per warp:
