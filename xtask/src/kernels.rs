@@ -139,8 +139,11 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("grey_warp_max_f32", 128, 5),
     ("grey_warp_plus_min_f32", 128, 4),
     ("grey_warp_plus_max_f32", 128, 4),
-    ("grey_warp_fixed_min_f32", 128, 5),
-    ("grey_warp_fixed_max_f32", 128, 5),
+    // The fixed-window kernels' six rows per warp fit 128 registers: four
+    // blocks per multiprocessor (eight rows took 168 registers, three
+    // blocks, and measured slower, `docs/BENCHMARKS.md`).
+    ("grey_warp_fixed_min_f32", 128, 4),
+    ("grey_warp_fixed_max_f32", 128, 4),
     ("grey_warp_fixed_plus_min_f32", 128, 4),
     ("grey_warp_fixed_plus_max_f32", 128, 4),
 ];

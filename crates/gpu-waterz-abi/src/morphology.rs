@@ -528,8 +528,14 @@ pub const WARP_PAST_F32: bool = true;
 pub const WARP_PAST_F64: bool = false;
 /// Output rows per warp of the float32 warp kernels (four: fewer
 /// registers, more warps per multiprocessor; eight rows read fewer halo
-/// rows but measured slower, `docs/BENCHMARKS.md`).
+/// rows but measured slower in these generic kernels, `docs/BENCHMARKS.md`).
 pub const WARP_ROWS_F32: u32 = 4;
+/// Output rows per warp of the fixed-window float32 warp kernels
+/// ([`WarpGeometry::fixed`]), whose constant windows leave registers for
+/// more rows: each plane's halo rows are then read for more output rows
+/// (six: 128 registers, four blocks per multiprocessor; eight took 168
+/// registers and measured slower, `docs/BENCHMARKS.md`).
+pub const WARP_ROWS_FIXED_F32: u32 = 6;
 /// Output rows per warp of the float64 warp kernels.
 pub const WARP_ROWS_F64: u32 = 4;
 /// The longest window along every axis of the warp kernels.
@@ -562,8 +568,8 @@ pub struct WarpGeometry {
     /// `extent[0] / chunk_z`, `extent[1] / rows`, `extent[2] /
     /// outputs_x()` rounded up.
     pub tiles: [u32; 3],
-    /// Output rows per warp: the kernel's (`WARP_ROWS_F32` or
-    /// `WARP_ROWS_F64`).
+    /// Output rows per warp: the kernel's (`WARP_ROWS_F32`,
+    /// `WARP_ROWS_FIXED_F32` or `WARP_ROWS_F64`).
     pub rows: u32,
     /// 0: the box `low..=high`; 1: a plus, the three segments `low..=high`
     /// along one axis through `centre` (the `grey_warp_plus_*` and

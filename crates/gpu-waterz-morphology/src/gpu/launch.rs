@@ -109,6 +109,9 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
     ) -> Result<()>;
     /// Output rows per warp of the warp kernels for this type.
     const WARP_ROWS: u32;
+    /// Output rows per warp of the fixed-window warp kernels for this type
+    /// (geometries with `WarpGeometry::fixed`).
+    const WARP_FIXED_ROWS: u32;
     /// Whether the warp kernels take pluses of this type (float32 only: in
     /// float64 the plus kernels measured faster).
     const WARP_PLUS: bool;
@@ -131,10 +134,11 @@ macro_rules! grey_launches {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident, $tile:ident $tile_args:ident,
         $boxed:ident $box_args:ident, $plus:ident $plus_args:ident,
         $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr, $past:expr,
-        fixed $fixed_min:ident $fixed_max:ident
+        fixed $fixed_rows:expr, $fixed_min:ident $fixed_max:ident
         $(, plus $plus_min:ident $plus_max:ident, fixed $fixed_plus_min:ident $fixed_plus_max:ident)?;)*) => {$(
         impl GreyKernels for $t {
             const WARP_ROWS: u32 = $rows;
+            const WARP_FIXED_ROWS: u32 = $fixed_rows;
             const WARP_PAST: bool = $past;
             const WARP_PLUS: bool = false $(|| !stringify!($plus_min).is_empty())?;
 
@@ -152,7 +156,8 @@ macro_rules! grey_launches {
                 output: &mut DeviceBuffer<Self>,
             ) -> Result<()> {
                 const K: &str = stringify!($warp_min);
-                let config = check_warp(gpu, K, geometry, $rows, $past)?;
+                let rows = if geometry.fixed() { $fixed_rows } else { $rows };
+                let config = check_warp(gpu, K, geometry, rows, $past)?;
                 let n = values_of(K, geometry.items, geometry.extent)?;
                 check_pair(gpu, K, n, input, output)?;
                 if n == 0 {
@@ -340,12 +345,12 @@ grey_launches! {
     f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args, grey_tile_f32 GreyTileF32Args,
         grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args,
         grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32,
-        fixed GreyWarpFixedMinF32Args GreyWarpFixedMaxF32Args,
+        fixed WARP_ROWS_FIXED_F32, GreyWarpFixedMinF32Args GreyWarpFixedMaxF32Args,
         plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args, fixed GreyWarpFixedPlusMinF32Args GreyWarpFixedPlusMaxF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
         grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
         grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64,
-        fixed GreyWarpFixedMinF64Args GreyWarpFixedMaxF64Args;
+        fixed WARP_ROWS_F64, GreyWarpFixedMinF64Args GreyWarpFixedMaxF64Args;
 }
 
 /// Checks a warp geometry (windows, rows, past columns, chunk, tile

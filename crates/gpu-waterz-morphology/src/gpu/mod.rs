@@ -282,7 +282,8 @@ fn box_or_plus(footprint: &Footprint) -> Option<(bool, [i32; 3])> {
 }
 
 /// The warp kernels' geometry of `batch` (rank 1 to 3) for `footprint`
-/// with `T`'s output rows per warp, or `None` when the element is not a
+/// with `T`'s output rows per warp (its fixed-window kernels' rows where
+/// the geometry is `fixed()`), or `None` when the element is not a
 /// flat box (or, where `T`'s kernels take them, a flat plus), the rank is
 /// larger, the window does not fit the kernels or a
 /// plane is too large for their 32-bit offsets. Output planes per warp:
@@ -290,7 +291,6 @@ fn box_or_plus(footprint: &Footprint) -> Option<(bool, [i32; 3])> {
 /// multiprocessor (about 1.6 times the 20 it holds; 128 made 256³ and 64 ×
 /// 64³ take chunks of 4 planes, half of them halo, `docs/BENCHMARKS.md`).
 fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Option<WarpGeometry>> {
-    let rows = T::WARP_ROWS;
     let rank = batch.shape.len();
     if !(1..=3).contains(&rank) || footprint.rank() != rank {
         return Ok(None);
@@ -304,9 +304,6 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
     let Some(extent) = padded_extent(batch.shape, |n| n as u64 + 2 * WARP_X as u64 <= u32::MAX as u64) else {
         return Ok(None);
     };
-    if (extent[1] as u64 + rows as u64) * (extent[2] as u64 + WARP_X as u64) >= u32::MAX as u64 {
-        return Ok(None);
-    }
     let Some((low, high)) = padded_window(footprint) else {
         return Ok(None);
     };
@@ -316,12 +313,20 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
         chunk_z: 32,
         low,
         high,
-        tiles: [0, extent[1].div_ceil(rows), 0],
-        rows,
+        tiles: [0, 0, 0],
+        rows: T::WARP_ROWS,
         plus: plus as u32,
         centre,
         past: T::WARP_PAST as u32,
     };
+    // The fixed-window kernels take their own rows per warp.
+    if geometry.fixed() {
+        geometry.rows = T::WARP_FIXED_ROWS;
+    }
+    if (extent[1] as u64 + geometry.rows as u64) * (extent[2] as u64 + WARP_X as u64) >= u32::MAX as u64 {
+        return Ok(None);
+    }
+    geometry.tiles[1] = extent[1].div_ceil(geometry.rows);
     geometry.tiles[2] = extent[2].div_ceil(geometry.outputs_x());
     if !geometry.windows_fit()
         || geometry.tiles[1] as u64 * geometry.tiles[2] as u64 * extent[0] as u64 > u32::MAX as u64
