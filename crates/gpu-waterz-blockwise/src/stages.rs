@@ -1467,10 +1467,13 @@ pub fn decode_blocks_with(
     drop(lower_layers);
     lap("block_edges", &mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
+    let summing = Instant::now();
+    let block_edges: usize = edges.iter().map(|e| e.u.len()).sum();
     let (graph, stats) = region_graph(fragments.n_fragments, &edge_refs)?;
     drop(edge_refs);
     drop(edges);
     let n_edges = graph.len() as u64;
+    tracing::debug!(block_edges, n_edges, seconds = summing.elapsed().as_secs_f64(), "region graph summed");
     let (thresholds, tables) = steps.merge(fragments.n_fragments, graph, stats, thresholds)?;
     lap("merge", &mut seconds.merge);
     sink.begin(fragments.n_fragments)?;
@@ -1572,6 +1575,8 @@ impl PackedRuns {
         let shape = runs.shape();
         let failed = |e: std::io::Error| invalid(format!("packing a block's components: {e}"));
         let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).map_err(failed)?;
+        // The frame says its size, so that unpacking allocates the runs once.
+        encoder.set_pledged_src_size(Some(8 * runs.runs().len() as u64)).map_err(failed)?;
         let mut piece: Vec<u8> = Vec::with_capacity(8 * Self::PIECE);
         for runs in runs.runs().chunks(Self::PIECE) {
             piece.clear();
@@ -1607,7 +1612,11 @@ impl PackedRuns {
         let [z, y, x] = self.shape;
         let failed = |e: std::io::Error| invalid(format!("unpacking a block's components: {e}"));
         let mut decoder = zstd::stream::Decoder::new(self.bytes.as_slice()).map_err(failed)?;
-        let mut runs: Vec<[u32; 2]> = Vec::new();
+        // Room for the runs the frame says it holds (at most one per voxel:
+        // the bytes may come from elsewhere), else grown as they come.
+        let said = zstd::zstd_safe::get_frame_content_size(&self.bytes).ok().flatten().unwrap_or(0) / 8;
+        let voxels = z.saturating_mul(y).saturating_mul(x) as u64;
+        let mut runs: Vec<[u32; 2]> = Vec::with_capacity(said.min(voxels) as usize);
         let mut piece = vec![0u8; 8 * Self::PIECE];
         loop {
             // Fill the piece (or what is left of the stream) with whole runs.
@@ -1909,6 +1918,9 @@ mod tests {
         let packed = PackedRuns::pack(&ComponentRuns::of(components.view())).unwrap();
         assert!(packed.bytes.len() < 4 * components.len());
         assert_eq!(packed.runs().unwrap().expand(), components);
+        // The frame says how many bytes of runs it holds.
+        let n_runs = ComponentRuns::of(components.view()).runs().len() as u64;
+        assert_eq!(zstd::zstd_safe::get_frame_content_size(packed.bytes()).unwrap(), Some(8 * n_runs));
         let empty = PackedRuns::pack(&ComponentRuns::of(Array3::zeros((0, 4, 5)).view())).unwrap();
         assert_eq!(empty.runs().unwrap().expand().dim(), (0, 4, 5));
     }

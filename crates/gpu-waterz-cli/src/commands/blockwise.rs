@@ -17,7 +17,7 @@ use gpu_waterz_blockwise::{
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{
-    encode_runs, ChunkedDataset, ElementType, NpyFile, StagingStore, ValueRuns, VolumeSource, ZarrArray,
+    encode_runs_into, ChunkedDataset, ElementType, NpyFile, StagingStore, ValueRuns, VolumeSource, ZarrArray,
 };
 use gpu_waterz_core::WatershedParams;
 use gpu_waterz_runtime::Gpu;
@@ -85,6 +85,13 @@ pub struct BlockwiseArgs {
     /// graphs (the GPU's ParHAC, the CPU's serial merging).
     #[arg(long, value_enum, default_value = "auto")]
     backend: Backend,
+    /// Threads that work on blocks (reading, the CPU's steps, relabelling
+    /// and encoding the chunks); 0: one per core (or RAYON_NUM_THREADS).
+    /// With the GPU, the host's work inside its turns (the copies through
+    /// pinned memory) keeps its own thread per core: fewer block threads
+    /// leave those turns cores to run on.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
     /// Watershed: affinities at or below this never connect voxels.
     #[arg(long, default_value_t = 0.0001)]
     aff_threshold_low: f64,
@@ -197,15 +204,30 @@ struct Outputs {
 
 /// The runs of labels of a chunk of shape `chunk` whose low corner holds
 /// a block of shape `block`, given by its runs `(label, count)` in C order
-/// (the rest of the chunk, past the volume's edge, is the fill value 0).
-/// Fails when the runs do not fill the block.
-fn chunk_runs(
+/// (the rest of the chunk, past the volume's edge, is the fill value 0),
+/// into `out` (cleared first). Fails when the runs do not fill the block.
+fn chunk_runs_into(
     block: [u64; 3],
     chunk: [u64; 3],
     runs: impl IntoIterator<Item = (u64, u64)>,
-) -> gpu_waterz_blockwise::Result<ValueRuns> {
+    out: &mut ValueRuns,
+) -> gpu_waterz_blockwise::Result<()> {
+    let more = || BlockwiseError::Io(format!("runs of more voxels than a block of {block:?}"));
+    let fewer = || BlockwiseError::Io(format!("runs of fewer voxels than a block of {block:?}"));
+    out.clear();
     let runs = runs.into_iter();
-    let mut out = ValueRuns::with_capacity(runs.size_hint().0);
+    if block == chunk {
+        // No padding: the runs are the chunk's runs (`push` joins equal
+        // neighbours), checked once at the end.
+        for (label, count) in runs {
+            out.push(label, count);
+        }
+        return match out.len().cmp(&block.iter().product()) {
+            std::cmp::Ordering::Equal => Ok(()),
+            std::cmp::Ordering::Greater => Err(more()),
+            std::cmp::Ordering::Less => Err(fewer()),
+        };
+    }
     let [bz, by, bx] = block;
     let [cz, cy, cx] = chunk;
     let (mut in_row, mut rows, mut planes) = (0, 0, 0);
@@ -213,7 +235,7 @@ fn chunk_runs(
         let mut left = count;
         while left > 0 {
             if planes == bz {
-                return Err(BlockwiseError::Io(format!("runs of more voxels than a block of {block:?}")));
+                return Err(more());
             }
             let here = left.min(bx - in_row);
             out.push(label, here);
@@ -229,10 +251,17 @@ fn chunk_runs(
         }
     }
     if planes != bz {
-        return Err(BlockwiseError::Io(format!("runs of fewer voxels than a block of {block:?}")));
+        return Err(fewer());
     }
     out.push(0, (cz - bz) * cy * cx);
-    Ok(out)
+    Ok(())
+}
+
+thread_local! {
+    /// Each writing thread's chunk runs and frame, kept from chunk to
+    /// chunk: tens of megabytes each, which would otherwise be mapped and
+    /// zeroed by the kernel afresh for every chunk of every array.
+    static CHUNK_SCRATCH: std::cell::RefCell<(ValueRuns, Vec<u8>)> = std::cell::RefCell::default();
 }
 
 impl ZarrSink<'_> {
@@ -255,12 +284,14 @@ impl ZarrSink<'_> {
     ) -> gpu_waterz_blockwise::Result<()> {
         let io = |e: String| BlockwiseError::Io(format!("writing {block:?}: {e}"));
         let indices: [u64; 3] = std::array::from_fn(|a| block.lo[a] / self.chunks[a]);
-        let runs = chunk_runs(block.shape(), self.chunks, runs)?;
         let width = if narrow { 4 } else { 8 };
         // The row and the plane above repeat most of a label chunk.
         let [_, y, x] = self.chunks;
-        let frame = encode_runs(width, &[x, y * x], &runs).map_err(|e| io(e.to_string()))?;
-        self.store.write(&array.chunk_key(&indices), &frame).map_err(|e| io(e.to_string()))
+        CHUNK_SCRATCH.with_borrow_mut(|(chunk, frame)| {
+            chunk_runs_into(block.shape(), self.chunks, runs, chunk)?;
+            encode_runs_into(width, &[x, y * x], chunk, frame).map_err(|e| io(e.to_string()))?;
+            self.store.write(&array.chunk_key(&indices), frame).map_err(|e| io(e.to_string()))
+        })
     }
 }
 
@@ -440,16 +471,23 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         write_fragments: args.write_fragments,
         outputs: OnceLock::new(),
     };
-    let (summary, peak_device_bytes, gpu_busy) = match &gpu {
-        Some(gpu) => {
-            let steps = GpuSteps::new(gpu.clone())?;
-            let summary = decode_blocks_with(&source, block, params, &args.thresholds, &sink, &steps)?;
-            let busy: Map<String, serde_json::Value> =
-                steps.busy_seconds().into_iter().map(|(step, s)| (step.to_string(), s.into())).collect();
-            (summary, steps.peak_device_bytes(), Some(busy))
-        }
-        None => (decode_blocks_with(&source, block, params, &args.thresholds, &sink, &CpuSteps)?, None, None),
-    };
+    let blocks_pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .thread_name(|i| format!("gpu-waterz-blocks-{i}"))
+        .build()
+        .context("starting the blocks' threads")?;
+    let (summary, peak_device_bytes, gpu_busy) = blocks_pool.install(|| -> Result<_> {
+        Ok(match &gpu {
+            Some(gpu) => {
+                let steps = GpuSteps::new(gpu.clone())?;
+                let summary = decode_blocks_with(&source, block, params, &args.thresholds, &sink, &steps)?;
+                let busy: Map<String, serde_json::Value> =
+                    steps.busy_seconds().into_iter().map(|(step, s)| (step.to_string(), s.into())).collect();
+                (summary, steps.peak_device_bytes(), Some(busy))
+            }
+            None => (decode_blocks_with(&source, block, params, &args.thresholds, &sink, &CpuSteps)?, None, None),
+        })
+    })?;
     let mut report = json!({
         "backend": if gpu.is_some() { "gpu" } else { "cpu" },
         "peak_device_bytes": peak_device_bytes,
@@ -496,6 +534,18 @@ mod tests {
 
     fn pairs(runs: &ValueRuns) -> Vec<(u64, u64)> {
         runs.runs().collect()
+    }
+
+    /// [`chunk_runs_into`] a buffer that held other runs before.
+    fn chunk_runs(
+        block: [u64; 3],
+        chunk: [u64; 3],
+        runs: impl IntoIterator<Item = (u64, u64)>,
+    ) -> gpu_waterz_blockwise::Result<ValueRuns> {
+        let mut out = ValueRuns::default();
+        out.push(9, 100);
+        chunk_runs_into(block, chunk, runs, &mut out)?;
+        Ok(out)
     }
 
     /// uint8 files (npy, zarr, HDF5) give their codes, which read as their
@@ -576,5 +626,12 @@ mod tests {
         assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 7)]).is_err());
         assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 9)]).is_err());
         assert!(chunk_runs([2, 2, 2], [2, 2, 2], [(1, 8)]).is_ok());
+        // The same in a chunk that pads the block.
+        assert!(chunk_runs([2, 2, 2], [3, 2, 3], [(1, 7)]).is_err());
+        assert!(chunk_runs([2, 2, 2], [3, 2, 3], [(1, 9)]).is_err());
+        assert_eq!(
+            pairs(&chunk_runs([2, 2, 2], [3, 2, 3], [(1, 8)]).unwrap()),
+            vec![(1, 2), (0, 1), (1, 2), (0, 1), (1, 2), (0, 1), (1, 2), (0, 7)]
+        );
     }
 }
