@@ -22,6 +22,7 @@ mod graph;
 mod launch;
 mod module;
 pub mod primitives;
+mod priority;
 mod staging;
 pub mod testing;
 mod timer;
@@ -31,6 +32,7 @@ pub use device::{Gpu, POOL_KEEP_DIVISOR};
 pub use gpu_waterz_abi as abi;
 pub use graph::Graph;
 pub use launch::{check_len, tiled_config, LaunchConfig, BLOCK};
+pub use priority::lower_thread_priority;
 pub use staging::{STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
 pub use timer::StageTimer;
 

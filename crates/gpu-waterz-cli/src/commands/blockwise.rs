@@ -17,7 +17,7 @@ use gpu_waterz_blockwise::{
 };
 use gpu_waterz_cli::generate::{GeneratorParams, ImplicitCells};
 use gpu_waterz_cli::io::{
-    encode_runs_into, ChunkedDataset, ElementType, NpyFile, StagingStore, ValueRuns, VolumeSource, ZarrArray,
+    encode_runs, ChunkedDataset, ElementType, NpyFile, StagingStore, ValueRuns, VolumeSource, ZarrArray,
 };
 use gpu_waterz_core::WatershedParams;
 use gpu_waterz_runtime::Gpu;
@@ -88,8 +88,8 @@ pub struct BlockwiseArgs {
     /// Threads that work on blocks (reading, the CPU's steps, relabelling
     /// and encoding the chunks); 0: one per core (or RAYON_NUM_THREADS).
     /// With the GPU, the host's work inside its turns (the copies through
-    /// pinned memory) keeps its own thread per core: fewer block threads
-    /// leave those turns cores to run on.
+    /// pinned memory) keeps its own thread per core, and the block threads
+    /// run at a lower priority (nice +10) so that it gets the cores first.
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Watershed: affinities at or below this never connect voxels.
@@ -204,18 +204,17 @@ struct Outputs {
 
 /// The runs of labels of a chunk of shape `chunk` whose low corner holds
 /// a block of shape `block`, given by its runs `(label, count)` in C order
-/// (the rest of the chunk, past the volume's edge, is the fill value 0),
-/// into `out` (cleared first). Fails when the runs do not fill the block.
-fn chunk_runs_into(
+/// (the rest of the chunk, past the volume's edge, is the fill value 0).
+/// Fails when the runs do not fill the block.
+fn chunk_runs(
     block: [u64; 3],
     chunk: [u64; 3],
     runs: impl IntoIterator<Item = (u64, u64)>,
-    out: &mut ValueRuns,
-) -> gpu_waterz_blockwise::Result<()> {
+) -> gpu_waterz_blockwise::Result<ValueRuns> {
     let more = || BlockwiseError::Io(format!("runs of more voxels than a block of {block:?}"));
     let fewer = || BlockwiseError::Io(format!("runs of fewer voxels than a block of {block:?}"));
-    out.clear();
     let runs = runs.into_iter();
+    let mut out = ValueRuns::with_capacity(runs.size_hint().0);
     if block == chunk {
         // No padding: the runs are the chunk's runs (`push` joins equal
         // neighbours), checked once at the end.
@@ -223,7 +222,7 @@ fn chunk_runs_into(
             out.push(label, count);
         }
         return match out.len().cmp(&block.iter().product()) {
-            std::cmp::Ordering::Equal => Ok(()),
+            std::cmp::Ordering::Equal => Ok(out),
             std::cmp::Ordering::Greater => Err(more()),
             std::cmp::Ordering::Less => Err(fewer()),
         };
@@ -254,14 +253,7 @@ fn chunk_runs_into(
         return Err(fewer());
     }
     out.push(0, (cz - bz) * cy * cx);
-    Ok(())
-}
-
-thread_local! {
-    /// Each writing thread's chunk runs and frame, kept from chunk to
-    /// chunk: tens of megabytes each, which would otherwise be mapped and
-    /// zeroed by the kernel afresh for every chunk of every array.
-    static CHUNK_SCRATCH: std::cell::RefCell<(ValueRuns, Vec<u8>)> = std::cell::RefCell::default();
+    Ok(out)
 }
 
 impl ZarrSink<'_> {
@@ -287,11 +279,9 @@ impl ZarrSink<'_> {
         let width = if narrow { 4 } else { 8 };
         // The row and the plane above repeat most of a label chunk.
         let [_, y, x] = self.chunks;
-        CHUNK_SCRATCH.with_borrow_mut(|(chunk, frame)| {
-            chunk_runs_into(block.shape(), self.chunks, runs, chunk)?;
-            encode_runs_into(width, &[x, y * x], chunk, frame).map_err(|e| io(e.to_string()))?;
-            self.store.write(&array.chunk_key(&indices), frame).map_err(|e| io(e.to_string()))
-        })
+        let runs = chunk_runs(block.shape(), self.chunks, runs)?;
+        let frame = encode_runs(width, &[x, y * x], &runs).map_err(|e| io(e.to_string()))?;
+        self.store.write(&array.chunk_key(&indices), &frame).map_err(|e| io(e.to_string()))
     }
 }
 
@@ -471,16 +461,24 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
         write_fragments: args.write_fragments,
         outputs: OnceLock::new(),
     };
+    let on_gpu = gpu.is_some();
     let blocks_pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .thread_name(|i| format!("gpu-waterz-blocks-{i}"))
+        .start_handler(move |_| {
+            if on_gpu {
+                gpu_waterz_runtime::lower_thread_priority(BLOCK_THREAD_NICE);
+            }
+        })
         .build()
         .context("starting the blocks' threads")?;
+    // The GPU's turn threads are started here, at the process's priority
+    // (threads inherit their starter's), not from a block thread.
+    let gpu_steps = gpu.as_ref().map(|gpu| GpuSteps::new(gpu.clone())).transpose()?;
     let (summary, peak_device_bytes, gpu_busy) = blocks_pool.install(|| -> Result<_> {
-        Ok(match &gpu {
-            Some(gpu) => {
-                let steps = GpuSteps::new(gpu.clone())?;
-                let summary = decode_blocks_with(&source, block, params, &args.thresholds, &sink, &steps)?;
+        Ok(match &gpu_steps {
+            Some(steps) => {
+                let summary = decode_blocks_with(&source, block, params, &args.thresholds, &sink, steps)?;
                 let busy: Map<String, serde_json::Value> =
                     steps.busy_seconds().into_iter().map(|(step, s)| (step.to_string(), s.into())).collect();
                 (summary, steps.peak_device_bytes(), Some(busy))
@@ -510,6 +508,13 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
     Ok(())
 }
 
+/// How much lower the blocks' threads run than the GPU's turn threads
+/// with the GPU (a nice value added to the process's): when every core is
+/// busy with blocks, the host's share of a GPU turn (its copies through
+/// pinned memory) still gets the cores at once; the GPU waits on it, and
+/// every block waits on the GPU.
+const BLOCK_THREAD_NICE: i32 = 10;
+
 /// The blockwise steps' seconds as a JSON object, in the steps' order.
 pub fn step_seconds(s: &gpu_waterz_blockwise::StepSeconds) -> serde_json::Value {
     json!({
@@ -534,18 +539,6 @@ mod tests {
 
     fn pairs(runs: &ValueRuns) -> Vec<(u64, u64)> {
         runs.runs().collect()
-    }
-
-    /// [`chunk_runs_into`] a buffer that held other runs before.
-    fn chunk_runs(
-        block: [u64; 3],
-        chunk: [u64; 3],
-        runs: impl IntoIterator<Item = (u64, u64)>,
-    ) -> gpu_waterz_blockwise::Result<ValueRuns> {
-        let mut out = ValueRuns::default();
-        out.push(9, 100);
-        chunk_runs_into(block, chunk, runs, &mut out)?;
-        Ok(out)
     }
 
     /// uint8 files (npy, zarr, HDF5) give their codes, which read as their

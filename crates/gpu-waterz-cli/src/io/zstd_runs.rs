@@ -415,12 +415,6 @@ impl ValueRuns {
         }
     }
 
-    /// Removes every run, keeping the memory for the next runs.
-    pub fn clear(&mut self) {
-        self.values.clear();
-        self.ends.clear();
-    }
-
     /// The number of values.
     pub fn len(&self) -> u64 {
         self.ends.last().copied().unwrap_or(0)
@@ -464,31 +458,20 @@ fn common(values: &[u64], ends: &[u64], p: u64, mut r: usize, q: u64, mut s: usi
 /// and the plane above). Repeats farther than the largest window (128
 /// MiB) are not looked for.
 pub fn encode_runs(width: usize, repeats: &[u64], runs: &ValueRuns) -> Result<Vec<u8>, RunsError> {
-    let mut frame = Vec::new();
-    encode_runs_into(width, repeats, runs, &mut frame)?;
-    Ok(frame)
-}
-
-/// [`encode_runs`] into `frame`, which is cleared first (its memory is
-/// kept: a writer that encodes many chunks reuses one buffer).
-pub fn encode_runs_into(width: usize, repeats: &[u64], runs: &ValueRuns, frame: &mut Vec<u8>) -> Result<(), RunsError> {
-    frame.clear();
     match width {
         4 => {
             if let Some(&value) = runs.values.iter().find(|&&v| v > u64::from(u32::MAX)) {
                 return Err(RunsError::Value { value, width });
             }
-            encode::<4>(repeats, runs, frame);
+            Ok(encode::<4>(repeats, runs))
         }
-        8 => encode::<8>(repeats, runs, frame),
-        _ => return Err(RunsError::Width(width)),
+        8 => Ok(encode::<8>(repeats, runs)),
+        _ => Err(RunsError::Width(width)),
     }
-    Ok(())
 }
 
-/// [`encode_runs`] of values `W` bytes wide that fit them, appended to
-/// `out`.
-fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns, out: &mut Vec<u8>) {
+/// [`encode_runs`] of values `W` bytes wide that fit them.
+fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns) -> Vec<u8> {
     let (values, ends) = (&runs.values[..], &runs.ends[..]);
     let total = runs.len();
     let w = W as u64;
@@ -499,7 +482,7 @@ fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns, out: &mut Vec<u8>) 
     distances.dedup();
     let farthest = distances.last().copied().unwrap_or(1) * w;
     let window_log = (64 - (farthest - 1).leading_zeros()).max(17);
-    out.reserve(64 + values.len() * 2);
+    let mut out = Vec::with_capacity(64 + values.len() * 2);
     out.extend_from_slice(&MAGIC.to_le_bytes());
     // Frame header: the content size in 4 or 8 bytes, not a single
     // segment (the window), no checksum, no dictionary.
@@ -560,16 +543,17 @@ fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns, out: &mut Vec<u8>) 
             }
         }
         if best == 0 {
-            block.literal(values[here], out);
+            block.literal(values[here], &mut out);
             best = 1;
             next = here + usize::from(ends[here] == p + 1);
         } else {
-            block.matched(best_distance, best, out);
+            block.matched(best_distance, best, &mut out);
         }
         here = next;
         p += best;
     }
-    block.finish(out);
+    block.finish(&mut out);
+    out
 }
 
 /// Writes the extra bits of sequence `s` of `codes`, in the order literal
