@@ -121,6 +121,8 @@ fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
 /// Step 6's host part (`region_graph`): 64 blocks' pair lists of 200,000
 /// pairs each (random pairs of 2 M fragments, each list sorted, as step 5
 /// gives them), summed into the whole graph; throughput in listed pairs.
+/// Then lists as blocks give them (each block's fragments apart, a few
+/// pairs across a face).
 fn blockwise_region_graph(c: &mut Criterion) {
     use gpu_waterz_blockwise::{region_graph, EdgeList};
     let n_fragments = 2_000_000u64;
@@ -149,6 +151,35 @@ fn blockwise_region_graph(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Elements(total as u64));
     group.bench_function("region-graph/64x200000", |b| b.iter(|| region_graph(n_fragments, &refs).unwrap()));
+    // As the blocks give them: each block's pairs among its own fragments
+    // (ids numbered block by block), and a few (3 %) across its lower
+    // face, with the block before's fragments; sorted per block.
+    let per_block = n_fragments / 64;
+    let blocks: Vec<EdgeList> = (0..64u64)
+        .map(|b| {
+            let first = 1 + b * per_block;
+            let mut pairs: Vec<[u64; 2]> = (0..200_000)
+                .map(|k| {
+                    let below = b > 0 && k % 33 == 0;
+                    let u = if below { first - 1 - next() % per_block } else { first + next() % (per_block - 1) };
+                    let v = u.max(first) + 1 + next() % 64;
+                    [u, v.min(first + per_block - 1).max(u + 1)]
+                })
+                .collect();
+            pairs.sort_unstable();
+            pairs.dedup();
+            EdgeList {
+                u: pairs.iter().map(|p| p[0]).collect(),
+                v: pairs.iter().map(|p| p[1]).collect(),
+                count: vec![3; pairs.len()],
+                sum: vec![1 << 20; pairs.len()],
+            }
+        })
+        .collect();
+    let refs: Vec<&EdgeList> = blocks.iter().collect();
+    let total: usize = blocks.iter().map(|l| l.u.len()).sum();
+    group.throughput(Throughput::Elements(total as u64));
+    group.bench_function("region-graph/blocks-64x200000", |b| b.iter(|| region_graph(n_fragments, &refs).unwrap()));
     group.finish();
 }
 

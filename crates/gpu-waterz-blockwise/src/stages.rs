@@ -753,10 +753,15 @@ pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 
             .into_par_iter()
             .map(|r| {
                 let (lo, hi) = (r.checked_sub(1).map(|s| splitters[s]), splitters.get(r).copied());
-                let mut pairs = Vec::new();
-                for list in edges {
-                    let start = lo.map_or(0, |lo| first_not_below(list, lo));
-                    let end = hi.map_or(list.u.len(), |hi| first_not_below(list, hi));
+                let spans: Vec<(usize, usize)> = edges
+                    .iter()
+                    .map(|list| {
+                        let start = lo.map_or(0, |lo| first_not_below(list, lo));
+                        (start, hi.map_or(list.u.len(), |hi| first_not_below(list, hi)))
+                    })
+                    .collect();
+                let mut pairs = Vec::with_capacity(spans.iter().map(|(start, end)| end - start).sum());
+                for (list, &(start, end)) in edges.iter().zip(&spans) {
                     pairs.extend((start..end).map(|k| listed_pair(list, k)));
                 }
                 // A stable sort merges the lists' ascending runs.
@@ -770,9 +775,28 @@ pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 
         pairs.par_sort_unstable_by_key(|&(e, _)| e);
         vec![sum_runs(pairs)?]
     };
-    let graph = parts.par_iter().flat_map_iter(|(graph, _)| graph.iter().copied()).collect();
-    let stats = parts.par_iter().flat_map_iter(|(_, stats)| stats.iter().copied()).collect();
+    let graph = concatenated(parts.iter().map(|(graph, _)| graph.as_slice()).collect());
+    let stats = concatenated(parts.iter().map(|(_, stats)| stats.as_slice()).collect());
     Ok((graph, stats))
+}
+
+/// `parts` one after the other, copied on all threads (a parallel
+/// `collect` of them would gather pieces and append them on one thread).
+fn concatenated<T: Copy + Default + Send + Sync>(parts: Vec<&[T]>) -> Vec<T> {
+    let total = parts.iter().map(|p| p.len()).sum();
+    let mut out = Vec::with_capacity(total);
+    out.par_extend(rayon::iter::repeat_n(T::default(), total));
+    let mut rest = out.as_mut_slice();
+    let mut pieces = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let (piece, tail) = rest.split_at_mut(part.len());
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces.into_par_iter().zip(parts).for_each(|(piece, part)| {
+        piece.par_chunks_mut(1 << 16).zip(part.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
+    });
+    out
 }
 
 /// Ranges of pairs per thread in [`region_graph`]'s merge (a few, so that
@@ -817,8 +841,8 @@ fn range_splitters(edges: &[&EdgeList], ranges: usize) -> Vec<[u64; 2]> {
 /// The statistics of sorted `pairs` summed per pair (an error where a sum
 /// overflows).
 fn sum_runs(pairs: Vec<([u64; 2], ContactStats)>) -> Result<(Vec<[u64; 2]>, Vec<ContactStats>)> {
-    let mut graph: Vec<[u64; 2]> = Vec::new();
-    let mut stats: Vec<ContactStats> = Vec::new();
+    let mut graph: Vec<[u64; 2]> = Vec::with_capacity(pairs.len());
+    let mut stats: Vec<ContactStats> = Vec::with_capacity(pairs.len());
     for (e, s) in pairs {
         if graph.last() == Some(&e) {
             let last = stats.last_mut().expect("one statistic per edge");
