@@ -125,6 +125,18 @@ fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
 /// pairs across a face).
 fn blockwise_region_graph(c: &mut Criterion) {
     use gpu_waterz_blockwise::{region_graph, EdgeList};
+    // A block's list: its pairs sorted, each once, each with three faces
+    // whose fixed-point affinities sum to 2^20.
+    let edge_list = |mut pairs: Vec<[u64; 2]>| {
+        pairs.sort_unstable();
+        pairs.dedup();
+        EdgeList {
+            u: pairs.iter().map(|p| p[0]).collect(),
+            v: pairs.iter().map(|p| p[1]).collect(),
+            count: vec![3; pairs.len()],
+            sum: vec![1 << 20; pairs.len()],
+        }
+    };
     let n_fragments = 2_000_000u64;
     let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let lists: Vec<EdgeList> = (0..64)
@@ -135,14 +147,7 @@ fn blockwise_region_graph(c: &mut Criterion) {
                     [u, u + 1 + next() % (n_fragments - u)]
                 })
                 .collect();
-            pairs.sort_unstable();
-            pairs.dedup();
-            EdgeList {
-                u: pairs.iter().map(|p| p[0]).collect(),
-                v: pairs.iter().map(|p| p[1]).collect(),
-                count: vec![3; pairs.len()],
-                sum: vec![1 << 20; pairs.len()],
-            }
+            edge_list(pairs)
         })
         .collect();
     let refs: Vec<&EdgeList> = lists.iter().collect();
@@ -166,14 +171,7 @@ fn blockwise_region_graph(c: &mut Criterion) {
                     [u, v.min(first + per_block - 1).max(u + 1)]
                 })
                 .collect();
-            pairs.sort_unstable();
-            pairs.dedup();
-            EdgeList {
-                u: pairs.iter().map(|p| p[0]).collect(),
-                v: pairs.iter().map(|p| p[1]).collect(),
-                count: vec![3; pairs.len()],
-                sum: vec![1 << 20; pairs.len()],
-            }
+            edge_list(pairs)
         })
         .collect();
     let refs: Vec<&EdgeList> = blocks.iter().collect();
