@@ -141,7 +141,7 @@ fn blockwise_region_graph(c: &mut Criterion) {
     let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let lists: Vec<EdgeList> = (0..64)
         .map(|_| {
-            let mut pairs: Vec<[u64; 2]> = (0..200_000)
+            let pairs: Vec<[u64; 2]> = (0..200_000)
                 .map(|_| {
                     let u = 1 + next() % (n_fragments - 1);
                     [u, u + 1 + next() % (n_fragments - u)]
@@ -163,7 +163,7 @@ fn blockwise_region_graph(c: &mut Criterion) {
     let blocks: Vec<EdgeList> = (0..64u64)
         .map(|b| {
             let first = 1 + b * per_block;
-            let mut pairs: Vec<[u64; 2]> = (0..200_000)
+            let pairs: Vec<[u64; 2]> = (0..200_000)
                 .map(|k| {
                     let below = b > 0 && k % 33 == 0;
                     let u = if below { first - 1 - next() % per_block } else { first + next() % (per_block - 1) };
