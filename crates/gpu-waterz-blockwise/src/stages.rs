@@ -775,14 +775,17 @@ pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 
         pairs.par_sort_unstable_by_key(|&(e, _)| e);
         vec![sum_runs(pairs)?]
     };
-    let graph = concatenated(parts.iter().map(|(graph, _)| graph.as_slice()).collect());
-    let stats = concatenated(parts.iter().map(|(_, stats)| stats.as_slice()).collect());
-    Ok((graph, stats))
+    let (graphs, stats): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+    Ok((concatenated(graphs), concatenated(stats)))
 }
 
 /// `parts` one after the other, copied on all threads (a parallel
-/// `collect` of them would gather pieces and append them on one thread).
-fn concatenated<T: Copy + Default + Send + Sync>(parts: Vec<&[T]>) -> Vec<T> {
+/// `collect` of them would gather pieces and append them on one thread);
+/// a single part as it is.
+fn concatenated<T: Copy + Default + Send + Sync>(mut parts: Vec<Vec<T>>) -> Vec<T> {
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
+    }
     let total = parts.iter().map(|p| p.len()).sum();
     let mut out = Vec::with_capacity(total);
     out.par_extend(rayon::iter::repeat_n(T::default(), total));
@@ -793,7 +796,7 @@ fn concatenated<T: Copy + Default + Send + Sync>(parts: Vec<&[T]>) -> Vec<T> {
         pieces.push(piece);
         rest = tail;
     }
-    pieces.into_par_iter().zip(parts).for_each(|(piece, part)| {
+    pieces.into_par_iter().zip(&parts).for_each(|(piece, part)| {
         piece.par_chunks_mut(1 << 16).zip(part.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s));
     });
     out
@@ -1639,8 +1642,14 @@ impl PackedRuns {
         // Room for the runs the frame says it holds (at most one per voxel:
         // the bytes may come from elsewhere), else grown as they come.
         let said = zstd::zstd_safe::get_frame_content_size(&self.bytes).ok().flatten().unwrap_or(0) / 8;
-        let voxels = z.saturating_mul(y).saturating_mul(x) as u64;
-        let mut runs: Vec<[u32; 2]> = Vec::with_capacity(said.min(voxels) as usize);
+        let voxels = z
+            .checked_mul(y)
+            .and_then(|n| n.checked_mul(x))
+            .ok_or_else(|| invalid(format!("a block of shape {:?} has too many voxels", self.shape)))?;
+        let mut runs: Vec<[u32; 2]> = Vec::new();
+        // Only room: a frame that says more than it holds fails below, and
+        // room that cannot be had is grown as the runs come instead.
+        let _ = runs.try_reserve_exact(said.min(voxels as u64) as usize);
         let mut piece = vec![0u8; 8 * Self::PIECE];
         loop {
             // Fill the piece (or what is left of the stream) with whole runs.
@@ -1988,6 +1997,16 @@ mod tests {
         assert!(longer.runs().is_err(), "more values than voxels");
         let more = PackedRuns::from_bytes([4, 50, 51], packed.bytes().to_vec());
         assert!(more.runs().is_err(), "fewer values than voxels");
+        // A frame that says it holds far more than it does, for a huge
+        // block, or a block whose voxels overflow: errors, not aborts.
+        let mut header = packed.bytes().to_vec();
+        header.truncate(18);
+        let huge = PackedRuns::from_bytes([1 << 20, 1 << 20, 1 << 20], packed.bytes().to_vec());
+        assert!(huge.runs().is_err(), "a huge block");
+        let cut = PackedRuns::from_bytes([1 << 20, 1 << 20, 1 << 20], header);
+        assert!(cut.runs().is_err(), "a header alone");
+        let overflow = PackedRuns::from_bytes([1 << 40, 1 << 40, 1 << 40], packed.bytes().to_vec());
+        assert!(overflow.runs().is_err(), "voxels that overflow");
     }
 
     /// Components `1..=n` in scan order of their first voxel (0:

@@ -30,20 +30,25 @@ mod tests {
     use super::lower_thread_priority;
 
     /// The thread's nice value goes up by the amount, and only that
-    /// thread's.
+    /// thread's (and the threads it starts).
     #[cfg(target_os = "linux")]
     #[test]
     fn a_lowered_thread_keeps_the_others_priority() {
         // SAFETY: getpriority only reads its arguments.
         let before = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-        let lowered = std::thread::spawn(move || {
+        let (lowered, started) = std::thread::spawn(move || {
             assert!(lower_thread_priority(3));
             // SAFETY: as above.
-            unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+            let lowered = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+            // A thread it starts inherits its priority.
+            // SAFETY: as above.
+            let started = std::thread::spawn(|| unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }).join().unwrap();
+            (lowered, started)
         })
         .join()
         .unwrap();
         assert_eq!(lowered, (before + 3).min(19));
+        assert_eq!(started, lowered);
         // SAFETY: as above.
         assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, before);
     }

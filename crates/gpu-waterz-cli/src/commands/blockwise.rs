@@ -217,15 +217,15 @@ fn chunk_runs(
     let mut out = ValueRuns::with_capacity(runs.size_hint().0);
     if block == chunk {
         // No padding: the runs are the chunk's runs (`push` joins equal
-        // neighbours), checked once at the end.
+        // neighbours).
+        let n: u64 = block.iter().product();
         for (label, count) in runs {
+            if count > n - out.len() {
+                return Err(more());
+            }
             out.push(label, count);
         }
-        return match out.len().cmp(&block.iter().product()) {
-            std::cmp::Ordering::Equal => Ok(out),
-            std::cmp::Ordering::Greater => Err(more()),
-            std::cmp::Ordering::Less => Err(fewer()),
-        };
+        return if out.len() == n { Ok(out) } else { Err(fewer()) };
     }
     let [bz, by, bx] = block;
     let [cz, cy, cx] = chunk;
@@ -512,7 +512,9 @@ pub fn run(args: &BlockwiseArgs) -> Result<()> {
 /// with the GPU (a nice value added to the process's): when every core is
 /// busy with blocks, the host's share of a GPU turn (its copies through
 /// pinned memory) still gets the cores at once; the GPU waits on it, and
-/// every block waits on the GPU.
+/// every block waits on the GPU. (The thread that hands a block to the turn
+/// is started by the block's thread and runs at its priority, so the
+/// hand-over between turns may still wait for a core.)
 const BLOCK_THREAD_NICE: i32 = 10;
 
 /// The blockwise steps' seconds as a JSON object, in the steps' order.
