@@ -232,14 +232,9 @@ fn block_pairs(
 
 /// The one-voxel slabs of affinities across `block`'s lower faces (where
 /// `lower` has a layer), made on the GPU by `source` and downloaded.
-fn lower_slabs(
-    gpu: &Gpu,
-    source: &dyn AffinitySource,
-    block: Block,
-    lower: [Option<&[u64]>; 3],
-) -> Result<[Option<Array4<f32>>; 3]> {
+fn lower_slabs(gpu: &Gpu, source: &dyn AffinitySource, block: Block, lower: [Option<&[u64]>; 3]) -> Result<LowerSlabs> {
     let mut timer = turn_timer(gpu)?;
-    let mut slabs: [Option<Array4<f32>>; 3] = [None, None, None];
+    let mut slabs: LowerSlabs = [None, None, None];
     for axis in 0..3 {
         if lower[axis].is_some() {
             let mut slab = block;
@@ -257,7 +252,7 @@ fn lower_slabs(
 
 /// The affinity of channel `axis` at voxel `i` of a block of `shape` on its
 /// lower face along `axis`, from [`lower_slabs`]'s slabs.
-fn slab_affinity(slabs: &[Option<Array4<f32>>; 3], shape: [usize; 3], axis: usize, i: usize) -> f32 {
+fn slab_affinity(slabs: &LowerSlabs, shape: [usize; 3], axis: usize, i: usize) -> f32 {
     let strides = [shape[1] * shape[2], shape[2], 1];
     // Voxel `i` lies on the lower face along `axis` (its coordinate there
     // is 0), so at the same place in the one-voxel slab.
@@ -309,6 +304,10 @@ fn made_on_gpu(gpu: &Gpu, source: &dyn AffinitySource, region: Block) -> Result<
         .map(Some)
         .map_err(|_| invalid(format!("the source made {len} values on the GPU for a region of {s:?}")))
 }
+
+/// The one-voxel slabs of affinities below a block's lower faces, one per
+/// axis where there is a block below.
+type LowerSlabs = [Option<Array4<f32>>; 3];
 
 /// Puts a block's affinities on the device (inside its turn).
 type Upload<'u> = &'u (dyn Fn(&Gpu) -> gpu_waterz_runtime::Result<DeviceAffinities> + Sync);
@@ -392,6 +391,28 @@ impl GpuSteps {
             Ok(block_plateaus(gpu, affs, at, params, &mut bytes)?)
         })?;
         Ok(plateaus_from_bytes(dims, block, bytes))
+    }
+
+    /// Step 5 of a block whose source makes its affinities on the GPU: the
+    /// faces inside counted over the fragments that `fragments` put on the
+    /// device, and the one-voxel slabs of its lower faces, in one turn (each
+    /// turn is a wait for the GPU). `None` where the source makes none.
+    fn graph_made_on_gpu(
+        &self,
+        source: &dyn AffinitySource,
+        block: Block,
+        lower: [Option<&[u64]>; 3],
+        fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments> + Send,
+    ) -> Result<Option<(HostRegionGraph, LowerSlabs)>> {
+        if !source.makes_on_gpu() {
+            return Ok(None);
+        }
+        self.exclusive("block_edges", |gpu| {
+            let timer = turn_timer(gpu)?;
+            let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
+            let graph = count_inside(gpu, affs, fragments, timer)?;
+            Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
+        })
     }
 
     /// Step 5's faces inside a block, counted in one turn over the
@@ -531,18 +552,7 @@ impl DecodeSteps for GpuSteps {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
-        // The block's affinities and the one-voxel slabs of its lower faces
-        // in one turn (each turn is a wait for the GPU).
-        let made = if source.makes_on_gpu() {
-            self.exclusive("block_edges", |gpu| {
-                let timer = turn_timer(gpu)?;
-                let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
-                let graph = count_inside(gpu, affs, |gpu| labels.upload(gpu), timer)?;
-                Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
-            })?
-        } else {
-            None
-        };
+        let made = self.graph_made_on_gpu(source, block, lower, |gpu| labels.upload(gpu))?;
         let Some((graph, slabs)) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
@@ -569,16 +579,7 @@ impl DecodeSteps for GpuSteps {
         let (starts, labels, n_fragments) = fragment_runs(block, components, ids)?;
         let block_dims = dims3(block.shape());
         let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_runs(gpu, &starts, &labels, block_dims, n_fragments)?);
-        let made = if source.makes_on_gpu() {
-            self.exclusive("block_edges", |gpu| {
-                let timer = turn_timer(gpu)?;
-                let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
-                let graph = count_inside(gpu, affs, fragments, timer)?;
-                Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
-            })?
-        } else {
-            None
-        };
+        let made = self.graph_made_on_gpu(source, block, lower, fragments)?;
         let mut cursor = RunCursor::new(components);
         if let Some((graph, slabs)) = made {
             return Ok(block_pairs(

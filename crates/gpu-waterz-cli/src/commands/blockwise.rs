@@ -211,22 +211,8 @@ fn chunk_runs(
     chunk: [u64; 3],
     runs: impl IntoIterator<Item = (u64, u64)>,
 ) -> gpu_waterz_blockwise::Result<ValueRuns> {
-    let more = || BlockwiseError::Io(format!("runs of more voxels than a block of {block:?}"));
-    let fewer = || BlockwiseError::Io(format!("runs of fewer voxels than a block of {block:?}"));
     let runs = runs.into_iter();
     let mut out = ValueRuns::with_capacity(runs.size_hint().0);
-    if block == chunk {
-        // No padding: the runs are the chunk's runs (`push` joins equal
-        // neighbours).
-        let n: u64 = block.iter().product();
-        for (label, count) in runs {
-            if count > n - out.len() {
-                return Err(more());
-            }
-            out.push(label, count);
-        }
-        return if out.len() == n { Ok(out) } else { Err(fewer()) };
-    }
     let [bz, by, bx] = block;
     let [cz, cy, cx] = chunk;
     let (mut in_row, mut rows, mut planes) = (0, 0, 0);
@@ -234,7 +220,7 @@ fn chunk_runs(
         let mut left = count;
         while left > 0 {
             if planes == bz {
-                return Err(more());
+                return Err(BlockwiseError::Io(format!("runs of more voxels than a block of {block:?}")));
             }
             let here = left.min(bx - in_row);
             out.push(label, here);
@@ -250,7 +236,7 @@ fn chunk_runs(
         }
     }
     if planes != bz {
-        return Err(fewer());
+        return Err(BlockwiseError::Io(format!("runs of fewer voxels than a block of {block:?}")));
     }
     out.push(0, (cz - bz) * cy * cx);
     Ok(out)
@@ -276,10 +262,10 @@ impl ZarrSink<'_> {
     ) -> gpu_waterz_blockwise::Result<()> {
         let io = |e: String| BlockwiseError::Io(format!("writing {block:?}: {e}"));
         let indices: [u64; 3] = std::array::from_fn(|a| block.lo[a] / self.chunks[a]);
+        let runs = chunk_runs(block.shape(), self.chunks, runs)?;
         let width = if narrow { 4 } else { 8 };
         // The row and the plane above repeat most of a label chunk.
         let [_, y, x] = self.chunks;
-        let runs = chunk_runs(block.shape(), self.chunks, runs)?;
         let frame = encode_runs(width, &[x, y * x], &runs).map_err(|e| io(e.to_string()))?;
         self.store.write(&array.chunk_key(&indices), &frame).map_err(|e| io(e.to_string()))
     }
