@@ -286,12 +286,69 @@ fn label_chunks(c: &mut Criterion) {
     group.finish();
 }
 
+/// Step 7's label chunks as the blockwise decode of generated cells gives
+/// them: one block of 256 x 512 x 512 (`ImplicitCells`, the CLI's
+/// `--implicit` source with its defaults) decoded whole on the CPU and
+/// merged at 0.3 and 0.5, each segmentation's runs encoded into a zstd
+/// frame (`encode_runs`, the row and the plane above as repeats), with
+/// the labels filled into a buffer and compressed by zstd level 3 as the
+/// anchor. Making the input takes a minute or so before the measurement.
+fn label_chunks_generated(c: &mut Criterion) {
+    use gpu_waterz::{Agglomeration, Backend, Config};
+    use gpu_waterz_cli::io::{encode_runs, ValueRuns};
+    use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
+    let shape = (256usize, 512usize, 512usize);
+    let params = GeneratorParams { weak_spots: 0, false_walls: 0, ..Default::default() };
+    let (affinities, _) = ImplicitCells::new(1).block(&params, shape, (0, 0, 0), shape).unwrap();
+    let graph = AffinityGraph::from_f32(affinities.view()).unwrap();
+    let mut run = Agglomeration::new(&graph, Config::new(&[0.3, 0.5]).backend(Backend::Cpu)).unwrap();
+    drop(affinities);
+    let mut group = c.benchmark_group("label-chunks");
+    group.sample_size(10);
+    while let Some(result) = run.next_threshold().unwrap() {
+        let values = result.segmentation.as_slice().expect("a standard layout");
+        let mut runs = ValueRuns::with_capacity(1 << 20);
+        for run in values.chunk_by(|a, b| a == b) {
+            runs.push(run[0], run.len() as u64);
+        }
+        let repeats = [shape.2 as u64, (shape.1 * shape.2) as u64];
+        let ours = encode_runs(4, &repeats, &runs).unwrap();
+        let bytes: Vec<u8> = values.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect();
+        let zstd3 = zstd::bulk::compress(&bytes, 3).unwrap();
+        assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), bytes);
+        let name = format!("generated-{}", result.threshold);
+        eprintln!(
+            "label-chunks {name}: {} runs, encode_runs {} bytes, zstd level 3 {} bytes",
+            runs.runs().count(),
+            ours.len(),
+            zstd3.len()
+        );
+        group.throughput(Throughput::Elements(values.len() as u64));
+        group.bench_function(format!("encode-runs/{name}"), |b| b.iter(|| encode_runs(4, &repeats, &runs).unwrap()));
+        let pairs: Vec<(u32, u64)> = runs.runs().map(|(v, n)| (v as u32, n)).collect();
+        let mut buffer = vec![0u32; values.len()];
+        group.bench_function(format!("fill-and-zstd-3/{name}"), |b| {
+            b.iter(|| {
+                let mut at = 0;
+                for &(v, n) in &pairs {
+                    buffer[at..at + n as usize].fill(v);
+                    at += n as usize;
+                }
+                let bytes: Vec<u8> = buffer.iter().flat_map(|v| v.to_le_bytes()).collect();
+                zstd::bulk::compress(&bytes, 3).unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     cpu_reference,
     blockwise_settle,
     blockwise_region_graph,
     blockwise_fragment_ids,
-    label_chunks
+    label_chunks,
+    label_chunks_generated
 );
 criterion_main!(benches);

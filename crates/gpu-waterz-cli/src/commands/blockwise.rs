@@ -204,15 +204,16 @@ struct Outputs {
 
 /// The runs of labels of a chunk of shape `chunk` whose low corner holds
 /// a block of shape `block`, given by its runs `(label, count)` in C order
-/// (the rest of the chunk, past the volume's edge, is the fill value 0).
-/// Fails when the runs do not fill the block.
+/// (the rest of the chunk, past the volume's edge, is the fill value 0),
+/// into `out` (cleared first: a block's arrays reuse one). Fails when the
+/// runs do not fill the block.
 fn chunk_runs(
     block: [u64; 3],
     chunk: [u64; 3],
     runs: impl IntoIterator<Item = (u64, u64)>,
-) -> gpu_waterz_blockwise::Result<ValueRuns> {
-    let runs = runs.into_iter();
-    let mut out = ValueRuns::with_capacity(runs.size_hint().0);
+    out: &mut ValueRuns,
+) -> gpu_waterz_blockwise::Result<()> {
+    out.clear();
     let [bz, by, bx] = block;
     let [cz, cy, cx] = chunk;
     let (mut in_row, mut rows, mut planes) = (0, 0, 0);
@@ -239,7 +240,7 @@ fn chunk_runs(
         return Err(BlockwiseError::Io(format!("runs of fewer voxels than a block of {block:?}")));
     }
     out.push(0, (cz - bz) * cy * cx);
-    Ok(out)
+    Ok(())
 }
 
 impl ZarrSink<'_> {
@@ -252,21 +253,22 @@ impl ZarrSink<'_> {
     }
 
     /// Writes `block` of `array` (its chunk) from the block's runs of
-    /// labels in C order.
+    /// labels in C order, made in `buffer`.
     fn store_runs(
         &self,
         array: &Array<StagingStore>,
         narrow: bool,
         block: Block,
         runs: impl IntoIterator<Item = (u64, u64)>,
+        buffer: &mut ValueRuns,
     ) -> gpu_waterz_blockwise::Result<()> {
         let io = |e: String| BlockwiseError::Io(format!("writing {block:?}: {e}"));
         let indices: [u64; 3] = std::array::from_fn(|a| block.lo[a] / self.chunks[a]);
-        let runs = chunk_runs(block.shape(), self.chunks, runs)?;
+        chunk_runs(block.shape(), self.chunks, runs, buffer)?;
         let width = if narrow { 4 } else { 8 };
         // The row and the plane above repeat most of a label chunk.
         let [_, y, x] = self.chunks;
-        let frame = encode_runs(width, &[x, y * x], &runs).map_err(|e| io(e.to_string()))?;
+        let frame = encode_runs(width, &[x, y * x], buffer).map_err(|e| io(e.to_string()))?;
         self.store.write(&array.chunk_key(&indices), &frame).map_err(|e| io(e.to_string()))
     }
 }
@@ -328,9 +330,14 @@ impl BlockSink for ZarrSink<'_> {
         let fragments = outputs.fragments.is_some().then_some(ids);
         let labels_of = fragments.into_iter().chain(segments.iter().map(Vec::as_slice));
         let start = Instant::now();
+        // One buffer of label runs for the block's arrays: at most one run
+        // per component run, one more where a run crosses a row's end, and
+        // the padding's after each row and plane.
+        let rows = runs.shape()[0] * runs.shape()[1];
+        let mut buffer = ValueRuns::with_capacity(runs.runs().len() + 3 * rows + 1);
         for (array, label_of) in Self::arrays(outputs).into_iter().zip(labels_of) {
             let labels = runs.runs().iter().map(|&[c, n]| (label_of[c as usize], u64::from(n)));
-            self.store_runs(array, outputs.narrow, block, labels)?;
+            self.store_runs(array, outputs.narrow, block, labels, &mut buffer)?;
         }
         tracing::debug!(?block, seconds = start.elapsed().as_secs_f64(), "block encoded from runs and stored");
         Ok(())
@@ -348,6 +355,7 @@ impl BlockSink for ZarrSink<'_> {
             views.push(fragments.view());
         }
         views.extend(segmentations.iter().map(|s| s.view()));
+        let mut buffer = ValueRuns::default();
         for (array, values) in Self::arrays(outputs).into_iter().zip(views) {
             if values.shape().iter().map(|&n| n as u64).ne(block.shape()) {
                 return Err(BlockwiseError::Io(format!("labels of shape {:?} for block {block:?}", values.shape())));
@@ -355,7 +363,7 @@ impl BlockSink for ZarrSink<'_> {
             let values = values.as_standard_layout();
             let values = values.as_slice().expect("a standard layout");
             let runs = values.chunk_by(|a, b| a == b).map(|run| (run[0], run.len() as u64));
-            self.store_runs(array, outputs.narrow, block, runs)?;
+            self.store_runs(array, outputs.narrow, block, runs, &mut buffer)?;
         }
         Ok(())
     }
@@ -527,6 +535,19 @@ mod tests {
 
     fn pairs(runs: &ValueRuns) -> Vec<(u64, u64)> {
         runs.runs().collect()
+    }
+
+    /// [`chunk_runs`] into a new buffer.
+    fn chunk_runs(
+        block: [u64; 3],
+        chunk: [u64; 3],
+        runs: impl IntoIterator<Item = (u64, u64)>,
+    ) -> gpu_waterz_blockwise::Result<ValueRuns> {
+        // Something there already, which the call clears.
+        let mut out = ValueRuns::default();
+        out.push(9, 3);
+        super::chunk_runs(block, chunk, runs, &mut out)?;
+        Ok(out)
     }
 
     /// uint8 files (npy, zarr, HDF5) give their codes, which read as their

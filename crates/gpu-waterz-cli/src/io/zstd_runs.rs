@@ -17,9 +17,10 @@
 //! What the frames use of the format: the frame's content size, a window
 //! that holds the farthest repeat, compressed blocks with raw literals and
 //! sequences coded, per block and code table, with an RLE table where the
-//! block's codes are all one, else the predefined FSE table or one made
-//! for the block's codes, whichever is shorter; repeat offsets; raw blocks
-//! where a block would not shrink. No checksum, no dictionary.
+//! block's codes are all one, else the predefined FSE table, one made for
+//! the block's codes or the one the block before made (repeat mode),
+//! whichever is shorter; repeat offsets; raw blocks where a block would not
+//! shrink. No checksum, no dictionary.
 
 use std::sync::OnceLock;
 
@@ -63,6 +64,17 @@ const OFFSET_NORM: [i16; 29] =
 const MODE_PREDEFINED: u8 = 0;
 const MODE_RLE: u8 = 1;
 const MODE_FSE: u8 = 2;
+const MODE_REPEAT: u8 = 3;
+
+/// The table of a code field that the decoder holds from the last
+/// compressed block with sequences, which the next such block may repeat
+/// (`MODE_REPEAT`) instead of describing its own.
+enum TableInUse {
+    /// The predefined table, or one code (RLE): not worth repeating.
+    Other,
+    /// A table made for a block's codes, and its distribution.
+    Made { norm: Vec<i16>, table: FseTable },
+}
 
 /// Per code table (literal lengths, offsets, match lengths): the
 /// predefined distribution and its accuracy log, the number of codes and
@@ -319,7 +331,11 @@ fn predefined() -> &'static [FseTable; 3] {
 }
 
 /// Bits written from the lowest up, read back by the decoder from the end,
-/// into a buffer sized beforehand.
+/// into a buffer sized beforehand with 8 bytes to spare. Bits are added to
+/// a 64-bit holder without a test, and [`BitWriter::flush`] writes its
+/// whole bytes, also without one: the caller flushes often enough that the
+/// holder never takes more than 63 bits (a branch per added field, taken at
+/// random, cost more than the fields).
 struct BitWriter<'b> {
     buffer: &'b mut [u8],
     at: usize,
@@ -333,25 +349,30 @@ impl<'b> BitWriter<'b> {
     }
 
     /// Appends the low `bits` bits of `value` (`bits` at most 32; the
-    /// bits above them 0).
+    /// bits above them 0; at most 63 held after it).
     #[inline(always)]
     fn add(&mut self, value: u32, bits: u8) {
         debug_assert!(bits == 32 || value >> bits == 0);
+        debug_assert!(self.count + u32::from(bits) < 64, "{} bits held", self.count + u32::from(bits));
         self.held |= u64::from(value) << self.count;
-        self.count += bits as u32;
-        if self.count >= 32 {
-            self.buffer[self.at..self.at + 4].copy_from_slice(&(self.held as u32).to_le_bytes());
-            self.at += 4;
-            self.held >>= 32;
-            self.count -= 32;
-        }
+        self.count += u32::from(bits);
+    }
+
+    /// Writes the whole bytes held; at most 7 bits stay.
+    #[inline(always)]
+    fn flush(&mut self) {
+        let bytes = (self.count >> 3) as usize;
+        self.buffer[self.at..self.at + 8].copy_from_slice(&self.held.to_le_bytes());
+        self.at += bytes;
+        // At most 7 bytes: the holder never has all 64 bits.
+        self.held >>= bytes * 8;
+        self.count &= 7;
     }
 
     /// The end mark (a 1 bit above the last one written) and the last
     /// bytes; the bytes written.
     fn finish(mut self) -> usize {
-        self.held |= 1 << self.count;
-        self.count += 1;
+        self.add(1, 1);
         let bytes = self.count.div_ceil(8) as usize;
         self.buffer[self.at..self.at + bytes].copy_from_slice(&self.held.to_le_bytes()[..bytes]);
         self.at + bytes
@@ -413,6 +434,12 @@ impl ValueRuns {
                 self.ends.push(end);
             }
         }
+    }
+
+    /// No runs, the room kept.
+    pub fn clear(&mut self) {
+        self.values.clear();
+        self.ends.clear();
     }
 
     /// The number of values.
@@ -558,10 +585,14 @@ fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns) -> Vec<u8> {
 
 /// Writes the extra bits of sequence `s` of `codes`, in the order literal
 /// length, match length, offset (the decoder reads them the other way).
+/// At most 59 bits: 16 and 16 for the lengths (a block holds 128 KiB),
+/// 27 for the offset (the window is at most 2^27); flushed after the first
+/// field, so from at most 7 + 16 held bits after it, at most 50 follow.
 #[inline(always)]
 fn extra_bits(bits: &mut BitWriter, s: &Sequence, c: &Codes) {
     let (ll, ml, of) = (c.literal_length as usize, c.match_length as usize, c.offset);
     bits.add(s.literals - LITERAL_LENGTH_BASE[ll], LITERAL_LENGTH_BITS[ll]);
+    bits.flush();
     bits.add(s.length - MATCH_LENGTH_BASE[ml], MATCH_LENGTH_BITS[ml]);
     bits.add(c.offset_value - (1 << of), of);
 }
@@ -593,6 +624,11 @@ struct BlockEncoder<'r, const W: usize> {
     repeat_offsets: [u32; 3],
     /// The codes of a block's sequences (kept to reuse their memory).
     codes: Vec<Codes>,
+    /// Per code field, the table the decoder holds, and the one the block
+    /// being written leaves it (None: it repeats the one held), taken on
+    /// when the block is kept compressed.
+    in_use: [TableInUse; 3],
+    block_tables: [Option<TableInUse>; 3],
 }
 
 impl<'r, const W: usize> BlockEncoder<'r, W> {
@@ -611,6 +647,8 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
             start_run: 0,
             repeat_offsets: [1, 4, 8],
             codes: Vec::new(),
+            in_use: std::array::from_fn(|_| TableInUse::Other),
+            block_tables: [None, None, None],
         }
     }
 
@@ -664,10 +702,18 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         self.write_compressed(out);
         let size = (out.len() - at - 3) as u64;
         let decoded = self.count * W as u64;
+        let tables = std::mem::take(&mut self.block_tables);
         let (kind, size) = if size < decoded {
+            // The decoder now holds this block's tables.
+            for (in_use, table) in self.in_use.iter_mut().zip(tables) {
+                if let Some(table) = table {
+                    *in_use = table;
+                }
+            }
             (BLOCK_COMPRESSED, size)
         } else {
-            // A raw block leaves the decoder's repeat offsets as they were.
+            // A raw block leaves the decoder's repeat offsets and tables as
+            // they were.
             self.repeat_offsets = before;
             out.truncate(at + 3);
             let (mut position, mut run) = (self.start, self.start_run);
@@ -757,36 +803,39 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         }
         // The codes, in the decoder's order: the repeat offsets change
         // from sequence to sequence.
+        // And each table's codes counted on the way.
         let mut codes = std::mem::take(&mut self.codes);
         codes.clear();
+        let mut all_counts = [[0u32; 53]; 3];
         for k in 0..count {
             let s = self.sequences[k];
             let offset_value = self.offset_value(s.offset, s.literals);
-            codes.push(Codes {
+            let c = Codes {
                 literal_length: literal_length_code(s.literals) as u8,
                 offset: (31 - offset_value.leading_zeros()) as u8,
                 match_length: match_length_code(s.length) as u8,
                 offset_value,
-            });
+            };
+            all_counts[0][c.literal_length as usize] += 1;
+            all_counts[1][c.offset as usize] += 1;
+            all_counts[2][c.match_length as usize] += 1;
+            codes.push(c);
         }
-        // Per code table: one code (RLE), else the predefined table or one
-        // made for the block's codes, whichever writes fewer bits.
+        // Per code table: one code (RLE), else the predefined table, one
+        // made for the block's codes (with its description) or the one the
+        // decoder holds from the block before, whichever writes fewer bits.
         let symbols = |c: &Codes| [c.literal_length, c.offset, c.match_length];
-        let mut made: [Option<FseTable>; 3] = [None, None, None];
         let mut modes = [MODE_PREDEFINED; 3];
         let mut descriptions: [Vec<u8>; 3] = Default::default();
-        for t in 0..3 {
-            let mut counts = [0u32; 53];
-            for c in &codes {
-                counts[symbols(c)[t] as usize] += 1;
-            }
+        let mut block_tables: [Option<TableInUse>; 3] = [None, None, None];
+        for (t, counts) in all_counts.iter().enumerate() {
             let used = counts.iter().filter(|&&n| n > 0).count();
             if used == 1 {
                 modes[t] = MODE_RLE;
                 descriptions[t].push(symbols(&codes[0])[t]);
+                block_tables[t] = Some(TableInUse::Other);
                 continue;
             }
-            let (norm, log) = (PREDEFINED_NORMS[t], PREDEFINED_LOGS[t]);
             let bits_with = |norm: &[i16], log: u8| -> f64 {
                 let mut bits = 0.0;
                 for (s, &n) in counts.iter().enumerate() {
@@ -800,14 +849,22 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
                 }
                 bits
             };
-            let predefined_bits = bits_with(norm, log);
+            let mut fewest_bits = bits_with(PREDEFINED_NORMS[t], PREDEFINED_LOGS[t]);
+            block_tables[t] = Some(TableInUse::Other);
+            if let TableInUse::Made { norm, table } = &self.in_use[t] {
+                let repeated = bits_with(norm, table.log);
+                if repeated < fewest_bits {
+                    (fewest_bits, modes[t], block_tables[t]) = (repeated, MODE_REPEAT, None);
+                }
+            }
             let fewest = (usize::BITS - (used - 1).leading_zeros()).max(5) as u8;
             let log = ((usize::BITS - count.leading_zeros()) as u8).clamp(fewest, MAX_LOGS[t]);
             let own = normalize(&counts[..SYMBOLS[t]], log);
             let mut description = Vec::new();
             write_distribution(&own, log, &mut description);
-            if bits_with(&own, log) + 8.0 * (description.len() as f64) < predefined_bits {
-                made[t] = Some(FseTable::new(&own, log));
+            if bits_with(&own, log) + 8.0 * (description.len() as f64) < fewest_bits {
+                let table = FseTable::new(&own, log);
+                block_tables[t] = Some(TableInUse::Made { norm: own, table });
                 modes[t] = MODE_FSE;
                 descriptions[t] = description;
             }
@@ -821,7 +878,11 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         // reads it backwards. A sequence takes at most 85 bits (16 + 16 +
         // 27 extra bits, 26 of states).
         let predefined = predefined();
-        let tables: [&FseTable; 3] = std::array::from_fn(|t| made[t].as_ref().unwrap_or(&predefined[t]));
+        let tables: [&FseTable; 3] = std::array::from_fn(|t| match (modes[t], &block_tables[t], &self.in_use[t]) {
+            (MODE_FSE, Some(TableInUse::Made { table, .. }), _) => table,
+            (MODE_REPEAT, _, TableInUse::Made { table, .. }) => table,
+            _ => &predefined[t],
+        });
         let at = out.len();
         out.resize(at + count * 11 + 8, 0);
         let mut bits = BitWriter::new(&mut out[at..]);
@@ -830,7 +891,8 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         extra_bits(&mut bits, &self.sequences[last], &codes[last]);
         for k in (0..last).rev() {
             // The transitions into sequence k + 1's states, in the order
-            // offset, match length, literal length.
+            // offset, match length, literal length: at most 26 bits.
+            bits.flush();
             let symbol = symbols(&codes[k]);
             for t in [1, 2, 0] {
                 if !rle[t] {
@@ -839,7 +901,9 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
             }
             extra_bits(&mut bits, &self.sequences[k], &codes[k]);
         }
-        // The first states, read first: literal length, offset, match length.
+        // The first states, read first: literal length, offset, match
+        // length (at most 26 bits).
+        bits.flush();
         for t in [2, 1, 0] {
             if !rle[t] {
                 tables[t].write_state(states[t], &mut bits);
@@ -848,6 +912,7 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         let written = bits.finish();
         out.truncate(at + written);
         self.codes = codes;
+        self.block_tables = block_tables;
     }
 }
 
@@ -1000,6 +1065,83 @@ mod tests {
         let frame = encode_runs(4, &[], &value_runs(&distinct)).unwrap();
         assert!(frame.len() <= 65_536 * 4 + 64, "{} bytes", frame.len());
         assert_eq!(decoded(&frame), expanded(4, &distinct));
+    }
+
+    /// The symbol compression modes byte of each compressed block of
+    /// `frame` that has sequences (the frames `encode_runs` writes: a
+    /// window descriptor and a content size, raw literals).
+    fn sequence_modes(frame: &[u8]) -> Vec<u8> {
+        let descriptor = frame[4];
+        let mut at = 6 + if descriptor >> 6 == 3 { 8 } else { 4 };
+        let mut modes = Vec::new();
+        loop {
+            let header = u32::from_le_bytes([frame[at], frame[at + 1], frame[at + 2], 0]);
+            let (last, kind, size) = (header & 1 == 1, (header >> 1) & 3, (header >> 3) as usize);
+            at += 3;
+            if kind == BLOCK_COMPRESSED {
+                let first = frame[at];
+                let (literals, header_bytes) = match (first >> 2) & 3 {
+                    0 | 2 => (usize::from(first >> 3), 1),
+                    1 => (usize::from(first >> 4) | usize::from(frame[at + 1]) << 4, 2),
+                    _ => (
+                        usize::from(first >> 4) | usize::from(frame[at + 1]) << 4 | usize::from(frame[at + 2]) << 12,
+                        3,
+                    ),
+                };
+                let mut s = at + header_bytes + literals;
+                let count = match frame[s] {
+                    0 => 0,
+                    b if b < 128 => usize::from(b),
+                    255 => 1,
+                    _ => 2,
+                };
+                s += match frame[s] {
+                    b if b < 128 => 1,
+                    255 => 3,
+                    _ => 2,
+                };
+                if count > 0 {
+                    modes.push(frame[s]);
+                }
+                at += size;
+            } else {
+                at += if kind == BLOCK_RAW { size } else { 1 };
+            }
+            if last {
+                return modes;
+            }
+        }
+    }
+
+    /// A label-like chunk of many blocks whose codes are alike from block
+    /// to block: some blocks repeat the table the block before made, and
+    /// zstd reads the frame back.
+    #[test]
+    fn blocks_repeat_the_table_before() {
+        let (z, y, x) = (16u64, 128u64, 128u64);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut runs = ValueRuns::default();
+        let mut pairs = Vec::new();
+        for k in 0..z {
+            for j in 0..y {
+                // Cells 11 wide whose edges move by 0 to 2 from row to row.
+                for i in 0..x {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let label = (k / 4) * 10_000 + (j / 9) * 100 + (i + state % 3) / 11;
+                    runs.push(label, 1);
+                    pairs.push((label, 1));
+                }
+            }
+        }
+        let frame = encode_runs(4, &[x, y * x], &runs).unwrap();
+        assert_eq!(decoded(&frame), expanded(4, &pairs));
+        let modes = sequence_modes(&frame);
+        assert!(modes.len() > 4, "{} blocks with sequences", modes.len());
+        let field_modes = |m: u8| [m >> 6, (m >> 4) & 3, (m >> 2) & 3];
+        assert!(modes.iter().any(|&m| field_modes(m).contains(&MODE_REPEAT)), "modes {modes:?}");
+        assert!(modes.iter().any(|&m| field_modes(m).contains(&MODE_FSE)), "modes {modes:?}");
     }
 
     #[test]
