@@ -228,14 +228,55 @@ fn blockwise_fragment_ids(c: &mut Criterion) {
     group.finish();
 }
 
-/// Step 7's zarr chunks: a label chunk encoded from its runs straight into
-/// a zstd frame (`encode_runs`, with the row and the plane above as
-/// repeats) against what zarrs did before, the labels filled from the runs
-/// into a buffer and compressed by zstd at level 3, on real labels (pinky40,
-/// a dense automated segmentation, chunks of 64 x 256 x 256 and 128 x 512
-/// x 512). Skipped, with a message, without `../shared/data`.
+/// One label chunk of `shape` (C order, uint32 `values`) in group
+/// `label-chunks`: encoded from its runs straight into a zstd frame
+/// (`encode_runs`, with the row and the plane above as repeats), against
+/// the labels filled from the runs into a buffer and compressed by zstd at
+/// level 3, as zarrs did. Checks the frame and prints both sizes first.
+fn label_chunk(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    shape: [usize; 3],
+    values: &[u32],
+) {
+    use gpu_waterz_cli::io::{encode_runs, ValueRuns};
+    let mut runs = ValueRuns::with_capacity(1 << 16);
+    for run in values.chunk_by(|a, b| a == b) {
+        runs.push(u64::from(run[0]), run.len() as u64);
+    }
+    let pairs: Vec<(u32, usize)> = runs.runs().map(|(v, n)| (v as u32, n as usize)).collect();
+    let repeats = [shape[2] as u64, (shape[1] * shape[2]) as u64];
+    let ours = encode_runs(4, &repeats, &runs).unwrap();
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let zstd3 = zstd::bulk::compress(&bytes, 3).unwrap();
+    assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), bytes);
+    eprintln!(
+        "label-chunks {name}: {} runs, encode_runs {} bytes, zstd level 3 {} bytes",
+        pairs.len(),
+        ours.len(),
+        zstd3.len()
+    );
+    group.throughput(Throughput::Elements(values.len() as u64));
+    group.bench_function(format!("encode-runs/{name}"), |b| b.iter(|| encode_runs(4, &repeats, &runs).unwrap()));
+    let mut buffer = vec![0u32; values.len()];
+    group.bench_function(format!("fill-and-zstd-3/{name}"), |b| {
+        b.iter(|| {
+            let mut at = 0;
+            for &(v, n) in &pairs {
+                buffer[at..at + n].fill(v);
+                at += n;
+            }
+            let bytes: Vec<u8> = buffer.iter().flat_map(|v| v.to_le_bytes()).collect();
+            zstd::bulk::compress(&bytes, 3).unwrap()
+        })
+    });
+}
+
+/// Step 7's zarr chunks ([`label_chunk`]) on real labels (pinky40, a dense
+/// automated segmentation, chunks of 64 x 256 x 256 and 128 x 512 x 512).
+/// Skipped, with a message, without `../shared/data`.
 fn label_chunks(c: &mut Criterion) {
-    use gpu_waterz_cli::io::{encode_runs, read_hdf5, ValueRuns};
+    use gpu_waterz_cli::io::read_hdf5;
     let data = std::env::var_os("GPU_WATERZ_DATA")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
@@ -248,54 +289,19 @@ fn label_chunks(c: &mut Criterion) {
     let mut group = c.benchmark_group("label-chunks");
     group.sample_size(10);
     for (z, y, x) in [(64usize, 256usize, 256usize), (128, 512, 512)] {
-        let chunk = labels.slice(ndarray::s![..z, ..y, ..x]).to_owned();
-        let values: Vec<u32> = chunk.iter().map(|&v| v as u32).collect();
-        let mut runs = ValueRuns::with_capacity(1 << 16);
-        for run in values.chunk_by(|a, b| a == b) {
-            runs.push(u64::from(run[0]), run.len() as u64);
-        }
-        let pairs: Vec<(u32, u32)> = runs.runs().map(|(v, n)| (v as u32, n as u32)).collect();
-        let repeats = [x as u64, (y * x) as u64];
-        let ours = encode_runs(4, &repeats, &runs).unwrap();
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let zstd3 = zstd::bulk::compress(&bytes, 3).unwrap();
-        assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), bytes);
-        eprintln!(
-            "label-chunks {z}x{y}x{x}: {} runs, encode_runs {} bytes, zstd level 3 {} bytes",
-            pairs.len(),
-            ours.len(),
-            zstd3.len()
-        );
-        group.throughput(Throughput::Elements(values.len() as u64));
-        group.bench_function(format!("encode-runs/{z}x{y}x{x}"), |b| {
-            b.iter(|| encode_runs(4, &repeats, &runs).unwrap())
-        });
-        let mut buffer = vec![0u32; values.len()];
-        group.bench_function(format!("fill-and-zstd-3/{z}x{y}x{x}"), |b| {
-            b.iter(|| {
-                let mut at = 0;
-                for &(v, n) in &pairs {
-                    buffer[at..at + n as usize].fill(v);
-                    at += n as usize;
-                }
-                let bytes: Vec<u8> = buffer.iter().flat_map(|v| v.to_le_bytes()).collect();
-                zstd::bulk::compress(&bytes, 3).unwrap()
-            })
-        });
+        let values: Vec<u32> = labels.slice(ndarray::s![..z, ..y, ..x]).iter().map(|&v| v as u32).collect();
+        label_chunk(&mut group, &format!("{z}x{y}x{x}"), [z, y, x], &values);
     }
     group.finish();
 }
 
-/// Step 7's label chunks as the blockwise decode of generated cells gives
-/// them: one block of 256 x 512 x 512 (`ImplicitCells`, the CLI's
-/// `--implicit` source with its defaults) decoded whole on the CPU and
-/// merged at 0.3 and 0.5, each segmentation's runs encoded into a zstd
-/// frame (`encode_runs`, the row and the plane above as repeats), with
-/// the labels filled into a buffer and compressed by zstd level 3 as the
-/// anchor. Making the input takes a minute or so before the measurement.
+/// Step 7's zarr chunks ([`label_chunk`]) as the blockwise decode of
+/// generated cells gives them: one block of 256 x 512 x 512
+/// (`ImplicitCells`, the CLI's `--implicit` source with its defaults)
+/// decoded whole on the CPU and merged at 0.3 and 0.5. Making the input
+/// takes a minute or so before the measurement.
 fn label_chunks_generated(c: &mut Criterion) {
     use gpu_waterz::{Agglomeration, Backend, Config};
-    use gpu_waterz_cli::io::{encode_runs, ValueRuns};
     use gpu_waterz_core::generate::{GeneratorParams, ImplicitCells};
     let shape = (256usize, 512usize, 512usize);
     let params = GeneratorParams { weak_spots: 0, false_walls: 0, ..Default::default() };
@@ -306,38 +312,8 @@ fn label_chunks_generated(c: &mut Criterion) {
     let mut group = c.benchmark_group("label-chunks");
     group.sample_size(10);
     while let Some(result) = run.next_threshold().unwrap() {
-        let values = result.segmentation.as_slice().expect("a standard layout");
-        let mut runs = ValueRuns::with_capacity(1 << 20);
-        for run in values.chunk_by(|a, b| a == b) {
-            runs.push(run[0], run.len() as u64);
-        }
-        let repeats = [shape.2 as u64, (shape.1 * shape.2) as u64];
-        let ours = encode_runs(4, &repeats, &runs).unwrap();
-        let bytes: Vec<u8> = values.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect();
-        let zstd3 = zstd::bulk::compress(&bytes, 3).unwrap();
-        assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), bytes);
-        let name = format!("generated-{}", result.threshold);
-        eprintln!(
-            "label-chunks {name}: {} runs, encode_runs {} bytes, zstd level 3 {} bytes",
-            runs.runs().count(),
-            ours.len(),
-            zstd3.len()
-        );
-        group.throughput(Throughput::Elements(values.len() as u64));
-        group.bench_function(format!("encode-runs/{name}"), |b| b.iter(|| encode_runs(4, &repeats, &runs).unwrap()));
-        let pairs: Vec<(u32, u64)> = runs.runs().map(|(v, n)| (v as u32, n)).collect();
-        let mut buffer = vec![0u32; values.len()];
-        group.bench_function(format!("fill-and-zstd-3/{name}"), |b| {
-            b.iter(|| {
-                let mut at = 0;
-                for &(v, n) in &pairs {
-                    buffer[at..at + n as usize].fill(v);
-                    at += n as usize;
-                }
-                let bytes: Vec<u8> = buffer.iter().flat_map(|v| v.to_le_bytes()).collect();
-                zstd::bulk::compress(&bytes, 3).unwrap()
-            })
-        });
+        let values: Vec<u32> = result.segmentation.iter().map(|&v| v as u32).collect();
+        label_chunk(&mut group, &format!("generated-{}", result.threshold), [shape.0, shape.1, shape.2], &values);
     }
     group.finish();
 }
