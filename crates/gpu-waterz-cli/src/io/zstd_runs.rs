@@ -624,11 +624,8 @@ struct BlockEncoder<'r, const W: usize> {
     repeat_offsets: [u32; 3],
     /// The codes of a block's sequences (kept to reuse their memory).
     codes: Vec<Codes>,
-    /// Per code field, the table the decoder holds, and the one the block
-    /// being written leaves it (None: it repeats the one held), taken on
-    /// when the block is kept compressed.
+    /// Per code field, the table the decoder holds.
     in_use: [TableInUse; 3],
-    block_tables: [Option<TableInUse>; 3],
 }
 
 impl<'r, const W: usize> BlockEncoder<'r, W> {
@@ -648,7 +645,6 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
             repeat_offsets: [1, 4, 8],
             codes: Vec::new(),
             in_use: std::array::from_fn(|_| TableInUse::Other),
-            block_tables: [None, None, None],
         }
     }
 
@@ -699,10 +695,9 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         let at = out.len();
         out.extend_from_slice(&[0; 3]);
         let before = self.repeat_offsets;
-        self.write_compressed(out);
+        let tables = self.write_compressed(out);
         let size = (out.len() - at - 3) as u64;
         let decoded = self.count * W as u64;
-        let tables = std::mem::take(&mut self.block_tables);
         let (kind, size) = if size < decoded {
             // The decoder now holds this block's tables.
             for (in_use, table) in self.in_use.iter_mut().zip(tables) {
@@ -777,8 +772,10 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         offset + 3
     }
 
-    /// The literals section (raw) and the sequences section.
-    fn write_compressed(&mut self, out: &mut Vec<u8>) {
+    /// The literals section (raw) and the sequences section; per code
+    /// field, the table the block leaves the decoder holding if it is kept
+    /// compressed (None: the one held stays, repeated or not used).
+    fn write_compressed(&mut self, out: &mut Vec<u8>) -> [Option<TableInUse>; 3] {
         let n = self.literals.len();
         // Raw literals; the header's size format by the size.
         if n < 32 {
@@ -799,7 +796,7 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
             out.extend_from_slice(&[255, rest as u8, (rest >> 8) as u8]);
         }
         if count == 0 {
-            return;
+            return [None, None, None];
         }
         // The codes, in the decoder's order: the repeat offsets change
         // from sequence to sequence.
@@ -912,7 +909,7 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         let written = bits.finish();
         out.truncate(at + written);
         self.codes = codes;
-        self.block_tables = block_tables;
+        block_tables
     }
 }
 
