@@ -311,6 +311,9 @@ fn label_chunks_generated(c: &mut Criterion) {
     drop(affinities);
     let mut group = c.benchmark_group("label-chunks");
     group.sample_size(10);
+    let fragments: Vec<u32> = run.fragments().unwrap().iter().map(|&v| v as u32).collect();
+    label_chunk(&mut group, "generated-fragments", [shape.0, shape.1, shape.2], &fragments);
+    drop(fragments);
     while let Some(result) = run.next_threshold().unwrap() {
         let values: Vec<u32> = result.segmentation.iter().map(|&v| v as u32).collect();
         label_chunk(&mut group, &format!("generated-{}", result.threshold), [shape.0, shape.1, shape.2], &values);

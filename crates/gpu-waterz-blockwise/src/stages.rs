@@ -1024,12 +1024,36 @@ impl AffinitySource for ArrayView4<'_, f32> {
 /// Where [`decode_blocks`] writes each block's result, from several
 /// threads at once, each block once.
 pub trait BlockSink: Sync {
-    /// Called once before the first block is written, with the number of
-    /// fragments (every label written is at most that): a sink may pick its
-    /// element type by it. The default does nothing.
+    /// Called once before the first block is written or prepared (once
+    /// the fragments are numbered, before the region graph's step), with
+    /// the number of fragments (every label written is at most that): a
+    /// sink may pick its element type by it. The default does nothing.
     fn begin(&self, n_fragments: u64) -> Result<()> {
         let _ = n_fragments;
         Ok(())
+    }
+
+    /// Called in step 5 for each block, once its fragments are known and
+    /// while the region graph is counted (on the GPU, the host's threads
+    /// mostly wait there), with its components as runs and their fragment
+    /// ids: a sink may write what depends on the fragments alone and keep
+    /// what the merge's tables only relabel, so that step 7 has less to do.
+    /// Returns whether it kept what [`BlockSink::write_prepared`] needs
+    /// for this block (then step 7 calls that, not
+    /// [`BlockSink::write_runs`], and the driver drops the block's runs
+    /// after step 5). The default keeps nothing.
+    fn prepare_runs(&self, block: Block, runs: &ComponentRuns, ids: &[u64]) -> Result<bool> {
+        let _ = (block, runs, ids);
+        Ok(false)
+    }
+
+    /// Step 7 of a block that [`BlockSink::prepare_runs`] kept: its
+    /// segmentations, fragment `f`'s label at threshold `t` being
+    /// `tables[t][f]`. The default fails (a sink that keeps blocks writes
+    /// them).
+    fn write_prepared(&self, block: Block, tables: &[Vec<u64>]) -> Result<()> {
+        let _ = tables;
+        Err(invalid(format!("block {:?}..{:?} was not prepared by this sink", block.lo, block.hi)))
     }
 
     /// The fragments of `block` (waterz's labels) and its segmentation at
@@ -1476,7 +1500,7 @@ pub fn decode_blocks_with(
     lap("settle_open_plateaus", &mut seconds.settle_open_plateaus);
     // Each block's components are held packed until steps 5 and 7 unpack
     // them: four bytes per voxel of the whole volume would not fit.
-    let basins = pulled(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
+    let mut basins = pulled(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
         steps.local_basin_runs(dims, b, p.bits, &p.open, &settled).and_then(HeldBasins::pack)
     })?;
     lap("local_basins", &mut seconds.local_basins);
@@ -1485,13 +1509,21 @@ pub fn decode_blocks_with(
     let lower_layers: Vec<[Option<Vec<u64>>; 3]> =
         (0..grid.len()).into_par_iter().map(|b| lower_layers(&grid, b, &summaries, &fragments)).collect();
     drop(summaries);
+    sink.begin(fragments.n_fragments)?;
     lap("fragment_ids", &mut seconds.fragment_ids);
-    let edges = pulled(0..grid.len(), |b| {
+    let (edges, prepared): (Vec<EdgeList>, Vec<bool>) = pulled(0..grid.len(), |b| {
         let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
-        let components = basins[b].components.runs()?;
-        steps.block_edge_runs_from(source, dims, blocks[b], &components, &fragments.ids[b], lower)
-    })?;
+        let components = basins[b].runs()?;
+        let edges = steps.block_edge_runs_from(source, dims, blocks[b], &components, &fragments.ids[b], lower)?;
+        Ok((edges, sink.prepare_runs(blocks[b], &components, &fragments.ids[b])?))
+    })?
+    .into_iter()
+    .unzip();
     drop(lower_layers);
+    // The runs of the blocks the sink kept are not read again.
+    for (held, _) in basins.iter_mut().zip(&prepared).filter(|(_, &kept)| kept) {
+        held.components = None;
+    }
     lap("block_edges", &mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
     let summing = Instant::now();
@@ -1503,10 +1535,11 @@ pub fn decode_blocks_with(
     tracing::debug!(block_edges, n_edges, seconds = summing.elapsed().as_secs_f64(), "region graph summed");
     let (thresholds, tables) = steps.merge(fragments.n_fragments, graph, stats, thresholds)?;
     lap("merge", &mut seconds.merge);
-    sink.begin(fragments.n_fragments)?;
     pulled(0..grid.len(), |b| {
-        let runs = basins[b].components.runs()?;
-        sink.write_runs(blocks[b], &runs, &fragments.ids[b], &tables)
+        if prepared[b] {
+            return sink.write_prepared(blocks[b], &tables);
+        }
+        sink.write_runs(blocks[b], &basins[b].runs()?, &fragments.ids[b], &tables)
     })?;
     lap("relabel_and_write", &mut seconds.relabel_and_write);
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
@@ -1554,9 +1587,10 @@ fn pulled<I: Send, T: Send>(
 }
 
 /// A block's [`LocalBasins`] as [`decode_blocks_with`] holds them between
-/// steps: the components packed.
+/// steps: the components packed (none once the sink has kept what it
+/// writes of the block).
 struct HeldBasins {
-    components: PackedRuns,
+    components: Option<PackedRuns>,
     component_min: Vec<u64>,
     component_sizes: Vec<u64>,
     background: u64,
@@ -1566,7 +1600,15 @@ struct HeldBasins {
 impl HeldBasins {
     fn pack(basins: LocalBasinRuns) -> Result<Self> {
         let LocalBasinRuns { components, component_min, component_sizes, background, faces } = basins;
-        Ok(Self { components: PackedRuns::pack(&components)?, component_min, component_sizes, background, faces })
+        Ok(Self { components: Some(PackedRuns::pack(&components)?), component_min, component_sizes, background, faces })
+    }
+
+    /// The components' runs, unpacked.
+    fn runs(&self) -> Result<ComponentRuns> {
+        self.components
+            .as_ref()
+            .ok_or_else(|| invalid("a block's components were dropped before their last use"))?
+            .runs()
     }
 
     fn summary(&self) -> BasinSummary<'_> {

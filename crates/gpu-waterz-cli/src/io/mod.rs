@@ -14,7 +14,7 @@ mod zstd_runs;
 pub use hdf5::{read_hdf5, ChunkedDataset};
 pub use npy::{npy_bytes, npy_bytes_u64, npy_header, read_npy, write_npy, NpyElement, NpyFile};
 pub use zarr::{read_zarr, StagingStore, ZarrArray};
-pub use zstd_runs::{encode_runs, RunsError, ValueRuns};
+pub use zstd_runs::{encode_runs, LabelFrame, RunsError, ValueRuns};
 
 use ndarray::ArrayD;
 use std::path::{Path, PathBuf};

@@ -21,6 +21,15 @@
 //! the block's codes or the one the block before made (repeat mode),
 //! whichever is shorter; repeat offsets; raw blocks where a block would not
 //! shrink. No checksum, no dictionary.
+//!
+//! Every choice the encoder makes reads only which values are equal, never
+//! the values themselves, and the values appear in a frame only as raw
+//! bytes (raw literals, raw blocks). So a frame of the runs of `v` is,
+//! with the values in those bytes replaced by `f(v)`, a frame of the runs
+//! of `f(v)` for any `f`: [`LabelFrame`] keeps where the values lie, and
+//! [`LabelFrame::relabelled`] writes the frame of a relabelling without
+//! walking the runs again (the frame is that of the finer runs, so it is
+//! larger than one encoded from the relabelled runs).
 
 use std::sync::OnceLock;
 
@@ -403,6 +412,9 @@ pub enum RunsError {
         /// The width.
         width: usize,
     },
+    /// A relabelling has no label for a value of the frame.
+    #[error("the value {0} has no new label")]
+    Unmapped(u64),
 }
 
 /// Runs of equal values, neighbours always different: each run's value
@@ -485,20 +497,67 @@ fn common(values: &[u64], ends: &[u64], p: u64, mut r: usize, q: u64, mut s: usi
 /// and the plane above). Repeats farther than the largest window (128
 /// MiB) are not looked for.
 pub fn encode_runs(width: usize, repeats: &[u64], runs: &ValueRuns) -> Result<Vec<u8>, RunsError> {
-    match width {
-        4 => {
-            if let Some(&value) = runs.values.iter().find(|&&v| v > u64::from(u32::MAX)) {
-                return Err(RunsError::Value { value, width });
+    Ok(LabelFrame::encode(width, repeats, runs)?.bytes)
+}
+
+/// A frame of [`encode_runs`] and where its values lie (the raw literals
+/// and raw blocks), so that a relabelling of the values can be written
+/// without encoding again ([`LabelFrame::relabelled`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelFrame {
+    bytes: Vec<u8>,
+    width: usize,
+    /// The byte ranges of the frame that hold values, `width` bytes each.
+    values: Vec<std::ops::Range<usize>>,
+}
+
+impl LabelFrame {
+    /// [`encode_runs`], keeping where the values lie.
+    pub fn encode(width: usize, repeats: &[u64], runs: &ValueRuns) -> Result<Self, RunsError> {
+        let (bytes, values) = match width {
+            4 => {
+                if let Some(&value) = runs.values.iter().find(|&&v| v > u64::from(u32::MAX)) {
+                    return Err(RunsError::Value { value, width });
+                }
+                encode::<4>(repeats, runs)
             }
-            Ok(encode::<4>(repeats, runs))
+            8 => encode::<8>(repeats, runs),
+            _ => return Err(RunsError::Width(width)),
+        };
+        Ok(Self { bytes, width, values })
+    }
+
+    /// The frame.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The frame of the same values with each value `v` replaced by
+    /// `label(v)` (the runs' structure kept: where `label` joins runs the
+    /// frame is larger than one encoded from the new runs). Fails where
+    /// `label` gives `None` or a value wider than the frame's.
+    pub fn relabelled(&self, mut label: impl FnMut(u64) -> Option<u64>) -> Result<Vec<u8>, RunsError> {
+        let mut bytes = self.bytes.clone();
+        let width = self.width;
+        for range in &self.values {
+            for value in bytes[range.clone()].chunks_exact_mut(width) {
+                let mut word = [0u8; 8];
+                word[..width].copy_from_slice(value);
+                let old = u64::from_le_bytes(word);
+                let new = label(old).ok_or(RunsError::Unmapped(old))?;
+                if width < 8 && new >> (8 * width) != 0 {
+                    return Err(RunsError::Value { value: new, width });
+                }
+                value.copy_from_slice(&new.to_le_bytes()[..width]);
+            }
         }
-        8 => Ok(encode::<8>(repeats, runs)),
-        _ => Err(RunsError::Width(width)),
+        Ok(bytes)
     }
 }
 
-/// [`encode_runs`] of values `W` bytes wide that fit them.
-fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns) -> Vec<u8> {
+/// [`LabelFrame::encode`] of values `W` bytes wide that fit them: the
+/// frame and the byte ranges of its values.
+fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
     let (values, ends) = (&runs.values[..], &runs.ends[..]);
     let total = runs.len();
     let w = W as u64;
@@ -579,8 +638,8 @@ fn encode<const W: usize>(repeats: &[u64], runs: &ValueRuns) -> Vec<u8> {
         here = next;
         p += best;
     }
-    block.finish(&mut out);
-    out
+    let values = block.finish(&mut out);
+    (out, values)
 }
 
 /// Writes the extra bits of sequence `s` of `codes`, in the order literal
@@ -626,6 +685,8 @@ struct BlockEncoder<'r, const W: usize> {
     codes: Vec<Codes>,
     /// Per code field, the table the decoder holds.
     in_use: [TableInUse; 3],
+    /// The byte ranges of the frame written so far that hold values.
+    value_ranges: Vec<std::ops::Range<usize>>,
 }
 
 impl<'r, const W: usize> BlockEncoder<'r, W> {
@@ -645,6 +706,7 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
             repeat_offsets: [1, 4, 8],
             codes: Vec::new(),
             in_use: std::array::from_fn(|_| TableInUse::Other),
+            value_ranges: Vec::new(),
         }
     }
 
@@ -684,9 +746,11 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         }
     }
 
-    /// Writes the last block.
-    fn finish(mut self, out: &mut Vec<u8>) {
+    /// Writes the last block; gives the byte ranges of the frame that
+    /// hold values.
+    fn finish(mut self, out: &mut Vec<u8>) -> Vec<std::ops::Range<usize>> {
         self.flush(out, true);
+        self.value_ranges
     }
 
     /// Writes the block (compressed, or raw when that is not shorter) and
@@ -695,6 +759,7 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
         let at = out.len();
         out.extend_from_slice(&[0; 3]);
         let before = self.repeat_offsets;
+        let ranges_before = self.value_ranges.len();
         let tables = self.write_compressed(out);
         let size = (out.len() - at - 3) as u64;
         let decoded = self.count * W as u64;
@@ -711,6 +776,8 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
             // they were.
             self.repeat_offsets = before;
             out.truncate(at + 3);
+            self.value_ranges.truncate(ranges_before);
+            self.value_ranges.push(at + 3..at + 3 + decoded as usize);
             let (mut position, mut run) = (self.start, self.start_run);
             let end = self.start + self.count;
             while position < end {
@@ -784,6 +851,9 @@ impl<'r, const W: usize> BlockEncoder<'r, W> {
             out.extend_from_slice(&[(1 << 2) | ((n as u8 & 0xF) << 4), (n >> 4) as u8]);
         } else {
             out.extend_from_slice(&[(3 << 2) | ((n as u8 & 0xF) << 4), (n >> 4) as u8, (n >> 12) as u8]);
+        }
+        if n > 0 {
+            self.value_ranges.push(out.len()..out.len() + n);
         }
         out.extend_from_slice(&self.literals);
         let count = self.sequences.len();
@@ -1197,5 +1267,40 @@ mod tests {
             let frame = encode_runs(width, &[x, y * x], &value_runs(&runs)).unwrap();
             prop_assert_eq!(decoded(&frame), expanded(width, &runs));
         }
+
+        /// A relabelled frame decodes to the relabelled values, in raw
+        /// blocks (short runs) and compressed ones alike, and so do the
+        /// values of the map that joins neighbouring runs.
+        #[test]
+        fn relabelled_frames_decode_to_the_new_labels(
+            wide in any::<bool>(),
+            runs in proptest::collection::vec((0u64..40, prop_oneof![1u64..3, 1u64..100, 1u64..70_000]), 0..300),
+            repeats in proptest::collection::vec(1u64..300, 0..3),
+            modulus in 1u64..12,
+            offset in any::<u32>(),
+            short in any::<bool>(),
+        ) {
+            let width = if wide { 8 } else { 4 };
+            // Runs of one value alone leave the blocks raw.
+            let runs: Vec<(u64, u64)> = runs.into_iter().map(|(v, n)| (v, if short { 1 } else { n })).collect();
+            let frame = LabelFrame::encode(width, &repeats, &value_runs(&runs)).unwrap();
+            prop_assert_eq!(decoded(frame.bytes()), expanded(width, &runs));
+            let label = |v: u64| v % modulus + u64::from(offset);
+            let relabelled = frame.relabelled(|v| Some(label(v))).unwrap();
+            prop_assert_eq!(relabelled.len(), frame.bytes().len());
+            let new: Vec<(u64, u64)> = runs.iter().map(|&(v, n)| (label(v), n)).collect();
+            prop_assert_eq!(decoded(&relabelled), expanded(width, &new));
+        }
+    }
+
+    #[test]
+    fn relabelling_refuses_missing_and_wide_labels() {
+        let runs = value_runs(&[(1, 3), (2, 5), (1, 4)]);
+        let frame = LabelFrame::encode(4, &[4], &runs).unwrap();
+        assert!(matches!(frame.relabelled(|v| (v == 1).then_some(9)), Err(RunsError::Unmapped(2))));
+        assert!(matches!(frame.relabelled(|_| Some(1 << 32)), Err(RunsError::Value { value: 4294967296, width: 4 })));
+        let wide = LabelFrame::encode(8, &[4], &runs).unwrap();
+        let relabelled = wide.relabelled(|v| Some(v << 40)).unwrap();
+        assert_eq!(decoded(&relabelled), expanded(8, &[(1 << 40, 3), (2 << 40, 5), (1 << 40, 4)]));
     }
 }
