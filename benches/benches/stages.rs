@@ -313,6 +313,16 @@ fn label_chunks_generated(c: &mut Criterion) {
     group.sample_size(10);
     let fragments: Vec<u32> = run.fragments().unwrap().iter().map(|&v| v as u32).collect();
     label_chunk(&mut group, "generated-fragments", [shape.0, shape.1, shape.2], &fragments);
+    // What the blockwise driver holds between steps 3 and 5 (and 7): the
+    // block's runs packed by zstd at level 1, and unpacked again.
+    {
+        use gpu_waterz_blockwise::{ComponentRuns, PackedRuns};
+        let runs = ComponentRuns::of(ndarray::ArrayView3::from_shape(shape, &fragments).unwrap());
+        let packed = PackedRuns::pack(&runs).unwrap();
+        eprintln!("packed runs: {} runs, {} bytes", runs.runs().len(), packed.bytes().len());
+        group.bench_function("pack-runs/generated-fragments", |b| b.iter(|| PackedRuns::pack(&runs).unwrap()));
+        group.bench_function("unpack-runs/generated-fragments", |b| b.iter(|| packed.runs().unwrap()));
+    }
     drop(fragments);
     while let Some(result) = run.next_threshold().unwrap() {
         let values: Vec<u32> = result.segmentation.iter().map(|&v| v as u32).collect();

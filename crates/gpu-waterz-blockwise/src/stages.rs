@@ -1479,6 +1479,39 @@ pub fn decode_blocks_with(
     sink: &impl BlockSink,
     steps: &impl DecodeSteps,
 ) -> Result<BlockwiseSummary> {
+    decode_blocks_held(source, block_shape, params, thresholds, sink, steps, unpacked_runs_budget())
+}
+
+/// The bytes of blocks' runs that [`decode_blocks_with`] holds unpacked
+/// between steps 3 and 7 (each block's runs go through zstd once the held
+/// ones would pass it): `GPU_WATERZ_BLOCKWISE_UNPACKED_BYTES` where set,
+/// else a quarter of the memory available when the decode starts (Linux's
+/// `MemAvailable`), else 0 (every block packed). Packing costs each block
+/// about a third of a second of one core (two thirds compressing in step 3,
+/// a third decompressing in step 5) for a fifth of the bytes.
+fn unpacked_runs_budget() -> u64 {
+    if let Some(bytes) = std::env::var("GPU_WATERZ_BLOCKWISE_UNPACKED_BYTES").ok().and_then(|v| v.trim().parse().ok()) {
+        return bytes;
+    }
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|info| {
+        let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib.saturating_mul(1024))
+    });
+    available.unwrap_or(0) / 4
+}
+
+/// [`decode_blocks_with`] holding at most `unpacked` bytes of blocks' runs
+/// unpacked.
+fn decode_blocks_held(
+    source: &impl AffinitySource,
+    block_shape: [u64; 3],
+    params: WatershedParams,
+    thresholds: &[f64],
+    sink: &impl BlockSink,
+    steps: &impl DecodeSteps,
+    unpacked: u64,
+) -> Result<BlockwiseSummary> {
     let dims = source.dims();
     let grid = BlockGrid::new(dims, block_shape)?;
     // Before any work: the thresholds (the watershed's are checked per block).
@@ -1498,10 +1531,13 @@ pub fn decode_blocks_with(
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
     let settled = settle_open_plateaus(dims, &open)?;
     lap("settle_open_plateaus", &mut seconds.settle_open_plateaus);
-    // Each block's components are held packed until steps 5 and 7 unpack
-    // them: four bytes per voxel of the whole volume would not fit.
+    // Each block's components are held as runs (four bytes per voxel of
+    // the whole volume would not fit), packed once `unpacked` bytes of
+    // them are held.
+    let held = std::sync::atomic::AtomicU64::new(0);
     let mut basins = pulled(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
-        steps.local_basin_runs(dims, b, p.bits, &p.open, &settled).and_then(HeldBasins::pack)
+        let basins = steps.local_basin_runs(dims, b, p.bits, &p.open, &settled)?;
+        HeldBasins::hold(basins, &held, unpacked)
     })?;
     lap("local_basins", &mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(HeldBasins::summary).collect();
@@ -1522,7 +1558,7 @@ pub fn decode_blocks_with(
     drop(lower_layers);
     // The runs of the blocks the sink kept are not read again.
     for (held, _) in basins.iter_mut().zip(&prepared).filter(|(_, &kept)| kept) {
-        held.components = None;
+        held.components = HeldRuns::Dropped;
     }
     lap("block_edges", &mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
@@ -1539,7 +1575,7 @@ pub fn decode_blocks_with(
         if prepared[b] {
             return sink.write_prepared(blocks[b], &tables);
         }
-        sink.write_runs(blocks[b], &basins[b].runs()?, &fragments.ids[b], &tables)
+        sink.write_runs(blocks[b], &*basins[b].runs()?, &fragments.ids[b], &tables)
     })?;
     lap("relabel_and_write", &mut seconds.relabel_and_write);
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
@@ -1586,11 +1622,20 @@ fn pulled<I: Send, T: Send>(
     done.into_iter().map(|(_, result)| result).collect()
 }
 
+/// A block's components as [`decode_blocks_with`] holds them between steps.
+enum HeldRuns {
+    /// As they came.
+    Unpacked(ComponentRuns),
+    /// Through zstd.
+    Packed(PackedRuns),
+    /// Dropped: the sink kept what it writes of the block.
+    Dropped,
+}
+
 /// A block's [`LocalBasins`] as [`decode_blocks_with`] holds them between
-/// steps: the components packed (none once the sink has kept what it
-/// writes of the block).
+/// steps.
 struct HeldBasins {
-    components: Option<PackedRuns>,
+    components: HeldRuns,
     component_min: Vec<u64>,
     component_sizes: Vec<u64>,
     background: u64,
@@ -1598,17 +1643,29 @@ struct HeldBasins {
 }
 
 impl HeldBasins {
-    fn pack(basins: LocalBasinRuns) -> Result<Self> {
+    /// `basins` held, their runs unpacked while `held` (the bytes of runs
+    /// held unpacked, counted here) stays within `unpacked`, else packed.
+    fn hold(basins: LocalBasinRuns, held: &std::sync::atomic::AtomicU64, unpacked: u64) -> Result<Self> {
+        use std::sync::atomic::Ordering;
         let LocalBasinRuns { components, component_min, component_sizes, background, faces } = basins;
-        Ok(Self { components: Some(PackedRuns::pack(&components)?), component_min, component_sizes, background, faces })
+        let bytes = std::mem::size_of_val(components.runs()) as u64;
+        let fits = held.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes) <= unpacked;
+        let components = if fits {
+            HeldRuns::Unpacked(components)
+        } else {
+            held.fetch_sub(bytes, Ordering::Relaxed);
+            HeldRuns::Packed(PackedRuns::pack(&components)?)
+        };
+        Ok(Self { components, component_min, component_sizes, background, faces })
     }
 
-    /// The components' runs, unpacked.
-    fn runs(&self) -> Result<ComponentRuns> {
-        self.components
-            .as_ref()
-            .ok_or_else(|| invalid("a block's components were dropped before their last use"))?
-            .runs()
+    /// The components' runs.
+    fn runs(&self) -> Result<std::borrow::Cow<'_, ComponentRuns>> {
+        match &self.components {
+            HeldRuns::Unpacked(runs) => Ok(std::borrow::Cow::Borrowed(runs)),
+            HeldRuns::Packed(packed) => Ok(std::borrow::Cow::Owned(packed.runs()?)),
+            HeldRuns::Dropped => Err(invalid("a block's components were dropped before their last use")),
+        }
     }
 
     fn summary(&self) -> BasinSummary<'_> {
@@ -1822,6 +1879,19 @@ pub fn decode_with(
     thresholds: &[f64],
     steps: &impl DecodeSteps,
 ) -> Result<Decoded> {
+    decode_held(affinities, block_shape, params, thresholds, steps, unpacked_runs_budget())
+}
+
+/// [`decode_with`] holding at most `unpacked` bytes of blocks' runs
+/// unpacked ([`decode_blocks_held`]).
+fn decode_held(
+    affinities: ArrayView4<'_, f32>,
+    block_shape: [u64; 3],
+    params: WatershedParams,
+    thresholds: &[f64],
+    steps: &impl DecodeSteps,
+    unpacked: u64,
+) -> Result<Decoded> {
     let s = affinities.shape();
     if s[0] != 3 {
         return Err(invalid(format!("affinities must be (3, z, y, x), not {s:?}")));
@@ -1833,7 +1903,7 @@ pub fn decode_with(
     let summary = {
         let arrays = std::iter::once(fragments.view_mut()).chain(segmentations.iter_mut().map(|s| s.view_mut()));
         let sink = Assembled::new(grid, arrays);
-        decode_blocks_with(&affinities, block_shape, params, thresholds, &sink, steps)?
+        decode_blocks_held(&affinities, block_shape, params, thresholds, &sink, steps, unpacked)?
     };
     Ok(Decoded {
         fragments,
@@ -1848,6 +1918,29 @@ pub fn decode_with(
 
 #[cfg(test)]
 mod tests {
+    /// The decode holds blocks' runs unpacked, packed, or some of each,
+    /// with the same result.
+    #[test]
+    fn runs_held_packed_or_not_decode_alike() {
+        use gpu_waterz_core::synthetic::{cell_affinities, cell_labels};
+        let params = gpu_waterz_core::WatershedParams { aff_threshold_low: 0.0001, aff_threshold_high: 0.9999 };
+        let labels = cell_labels(5, (12, 20, 16), 14);
+        let affs = cell_affinities(5, &labels, 0.2);
+        let decoded = |unpacked: u64| {
+            let mut d =
+                super::decode_held(affs.view(), [4, 7, 5], params, &[0.2, 0.6], &super::CpuSteps, unpacked).unwrap();
+            d.seconds = Default::default();
+            d
+        };
+        let packed = decoded(0);
+        assert!(packed.n_fragments > 10);
+        // All unpacked; about half of the blocks' runs (each is some
+        // hundreds of bytes).
+        for unpacked in [u64::MAX, 4_000] {
+            assert_eq!(decoded(unpacked), packed, "{unpacked} bytes unpacked");
+        }
+    }
+
     use super::{
         basins_from_components, basins_from_runs, invalid, lower_faces, region_graph, Block, ComponentRuns, EdgeList,
         LocalBasinRuns, PackedRuns, PairStats, RunCursor,
