@@ -35,8 +35,10 @@ kernel! {
     /// # Safety
     /// `seeds` holds three f32 per cell of `table`, which spans one cell
     /// before the region's first voxel's to one after its last voxel's
-    /// along each axis; `cell` is positive; the region has fewer than 2^32
-    /// voxels; `labels` holds one u32 per region voxel.
+    /// along each axis and has fewer than 2^32 / 3 cells; `cell` is
+    /// positive; the region has fewer than 2^32 voxels, and its last voxel's
+    /// volume coordinate along each axis is below 2^32; `labels` holds one
+    /// u32 per region voxel.
     ///
     /// # Parameters
     /// - `seeds`, `table`: the seeds' table; `cell`: the grid cell in
@@ -44,7 +46,10 @@ kernel! {
     ///   output, C order.
     ///
     /// # Thread mapping
-    /// Grid-stride loop, one voxel per iteration.
+    /// Grid-stride loop, one voxel per iteration. The coordinates and the
+    /// table's indices are 32-bit (the Safety section bounds them): one
+    /// 32-bit division per axis per voxel, and the 27 cells' slots stepped
+    /// from the first one's by the table's strides.
     pub unsafe extern "ptx-kernel" fn gen_implicit_labels(
         seeds: *const f32,
         table: Dims3,
@@ -54,25 +59,29 @@ kernel! {
         labels: *mut u32,
     ) as GenImplicitLabelsArgs {
         let n = dims.z * dims.y * dims.x;
-        let (cells, o) = ([cell.z, cell.y, cell.x], [origin.z, origin.y, origin.x]);
-        // The table's first cell, one before the region's first voxel's.
-        let first: [i64; 3] = core::array::from_fn(|a| (o[a] / cells[a]) as i64 - 1);
+        let cells = [cell.z as u32, cell.y as u32, cell.x as u32];
+        let o = [origin.z as u32, origin.y as u32, origin.x as u32];
+        // The region's first voxel's cell; the table starts one before it.
+        let first: [u32; 3] = core::array::from_fn(|a| o[a] / cells[a]);
+        let (row, plane) = (table.x as u32, (table.y * table.x) as u32);
         grid_stride(n, |i| {
             let (z, y, x) = coords(i, dims);
-            let g = [o[0] + z, o[1] + y, o[2] + x];
-            let p = [0, 1, 2].map(|a| cell_coordinate(g[a], cells[a]));
-            let own: [i64; 3] = core::array::from_fn(|a| (g[a] / cells[a]) as i64);
+            let g = [o[0] + z as u32, o[1] + y as u32, o[2] + x as u32];
+            let p = [0, 1, 2].map(|a| cell_coordinate(g[a] as u64, cells[a] as u64));
+            let own: [u32; 3] = core::array::from_fn(|a| g[a] / cells[a]);
+            // The slot of the cell before the voxel's own along each axis:
+            // the table's first cell is one before `first`, so that cell is
+            // `own - first` cells in.
+            let corner = (own[0] - first[0]) * plane + (own[1] - first[1]) * row + (own[2] - first[2]);
             let mut best = (f32::INFINITY, u32::MAX);
-            for dz in -1..=1i64 {
-                for dy in -1..=1i64 {
-                    for dx in -1..=1i64 {
-                        let c = [own[0] + dz, own[1] + dy, own[2] + dx];
-                        let t = table.index((c[0] - first[0]) as u64, (c[1] - first[1]) as u64, (c[2] - first[2]) as u64);
-                        // SAFETY: `c` is within one cell of a region voxel's
-                        // own, so inside the table.
-                        let s = unsafe {
-                            [*seeds.add(3 * t as usize), *seeds.add(3 * t as usize + 1), *seeds.add(3 * t as usize + 2)]
-                        };
+            for dz in 0..3u32 {
+                for dy in 0..3u32 {
+                    for dx in 0..3u32 {
+                        let t = (corner + dz * plane + dy * row + dx) as usize;
+                        // SAFETY: the cell is within one cell of a region
+                        // voxel's own, so inside the table.
+                        let s = unsafe { [*seeds.add(3 * t), *seeds.add(3 * t + 1), *seeds.add(3 * t + 2)] };
+                        let c = [own[0] + dz, own[1] + dy, own[2] + dx].map(|v| v as i64 - 1);
                         let candidate = (seed_distance(p, s), cell_label(c));
                         if nearer(candidate, best) {
                             best = candidate;
@@ -290,7 +299,8 @@ kernel! {
     ///   `affinities`: the output, `(3, z, y, x)` over the block.
     ///
     /// # Thread mapping
-    /// Grid-stride loop over the block's voxels and the three channels.
+    /// Grid-stride loop over the block's voxels, the three channels of a
+    /// voxel by one thread (each channel's writes by a warp side by side).
     pub unsafe extern "ptx-kernel" fn gen_affinities(
         q: *const f32,
         dims: Dims3,
@@ -301,21 +311,25 @@ kernel! {
     ) as GenAffinitiesArgs {
         let voxels = block.z * block.y * block.x;
         let o = [origin.z, origin.y, origin.x];
-        grid_stride(3 * voxels, |k| {
-            let (c, i) = ((k / voxels) as usize, k % voxels);
+        let strides = dims.strides();
+        grid_stride(voxels, |i| {
             let (z, y, x) = coords(i, block);
             let at = [z + offset.z, y + offset.y, x + offset.x];
             let h = dims.index(at[0], at[1], at[2]);
-            let value = if o[c] + at[c] == 0 {
-                0.0
-            } else {
-                // SAFETY: `h` is a region voxel, and so is the one before it
-                // along `c` (the block lies one voxel in from the region's
-                // lower face unless the volume starts there).
-                unsafe { (*q.add(h as usize)).min(*q.add((h - dims.strides()[c]) as usize)) }
-            };
-            // SAFETY: `k < 3 * voxels`.
-            unsafe { *affinities.add(k as usize) = value };
+            // SAFETY: `h` is a region voxel.
+            let here = unsafe { *q.add(h as usize) };
+            for c in 0..3 {
+                let value = if o[c] + at[c] == 0 {
+                    0.0
+                } else {
+                    // SAFETY: the voxel before `h` along `c` is a region
+                    // voxel (the block lies one voxel in from the region's
+                    // lower face unless the volume starts there).
+                    here.min(unsafe { *q.add((h - strides[c]) as usize) })
+                };
+                // SAFETY: `i < voxels` and `c < 3`.
+                unsafe { *affinities.add((c as u64 * voxels + i) as usize) = value };
+            }
         });
     }
 }

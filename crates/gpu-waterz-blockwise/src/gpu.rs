@@ -21,7 +21,7 @@ use gpu_waterz_core::{ContactStats, Thresholds};
 use gpu_waterz_core::{Dims3, WatershedParams};
 use gpu_waterz_graph::gpu::{DeviceEdges, HostRegionGraph};
 use gpu_waterz_parhac::gpu::GpuParhac;
-use gpu_waterz_runtime::{Gpu, StageTimer};
+use gpu_waterz_runtime::{DeviceElement, Gpu, PinnedBuffer, StageTimer};
 use gpu_waterz_watershed::gpu::{
     block_basins, block_basins_on_device, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities,
     DeviceFragments, CORNER, OPEN,
@@ -58,6 +58,35 @@ pub struct GpuSteps {
     /// Seconds the GPU's thread has spent on blocks' work (transfers and
     /// kernels, and the host work inside the turn).
     busy: Mutex<Vec<(&'static str, f64)>>,
+    /// Page-locked buffers that blocks fill before their turn and read
+    /// after it, so that the turn's copies run at the bus's speed with no
+    /// host copy (about one set per block thread, made on first need).
+    pinned: Mutex<Vec<PinnedSet>>,
+}
+
+/// One block's page-locked buffers: its directions (step 3, up) and two
+/// arrays of runs (step 3's runs down, step 5's fragment runs up).
+#[derive(Default)]
+struct PinnedSet {
+    bytes: Option<PinnedBuffer<u8>>,
+    first: Option<PinnedBuffer<u32>>,
+    second: Option<PinnedBuffer<u32>>,
+}
+
+/// The first `len` values of `slot`'s buffer, made (or made larger, to at
+/// least `room` values) where it holds fewer.
+fn pinned_prefix<'a, T: DeviceElement>(
+    gpu: &Gpu,
+    slot: &'a mut Option<PinnedBuffer<T>>,
+    len: usize,
+    room: usize,
+) -> Result<&'a mut [T]> {
+    if slot.as_ref().is_none_or(|b| b.len() < len) {
+        // The old buffer goes first: both at once may not fit.
+        *slot = None;
+        *slot = Some(PinnedBuffer::zeroed(gpu, len.max(room)).map_err(WatershedError::from)?);
+    }
+    Ok(&mut slot.as_mut().expect("made above")[..len])
 }
 
 impl GpuSteps {
@@ -68,7 +97,24 @@ impl GpuSteps {
             .thread_name(|i| format!("gpu-waterz-blockwise-gpu-{i}"))
             .build()
             .map_err(|e| invalid(format!("starting the GPU's threads: {e}")))?;
-        Ok(Self { gpu, turn, gate: Mutex::new(()), peak: Mutex::new(None), busy: Mutex::new(Vec::new()) })
+        Ok(Self {
+            gpu,
+            turn,
+            gate: Mutex::new(()),
+            peak: Mutex::new(None),
+            busy: Mutex::new(Vec::new()),
+            pinned: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A set of page-locked buffers for one block (given back with
+    /// [`GpuSteps::give_back_pinned`]).
+    fn take_pinned(&self) -> PinnedSet {
+        self.pinned.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop().unwrap_or_default()
+    }
+
+    fn give_back_pinned(&self, set: PinnedSet) {
+        self.pinned.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(set);
     }
 
     /// The most device memory (of the stream-ordered allocator, which
@@ -260,10 +306,17 @@ fn slab_affinity(slabs: &LowerSlabs, shape: [usize; 3], axis: usize, i: usize) -
     slab[[axis, i / strides[0], (i / strides[1]) % shape[1], i % shape[2]]]
 }
 
-/// A block's runs as the GPU's fragments take them: each run's first voxel
-/// and its fragment (`ids` of its component, checked by the caller), and
-/// the largest fragment id (fewer than 2^32).
-fn fragment_runs(block: Block, components: &ComponentRuns, ids: &[u64]) -> Result<(Vec<u32>, Vec<u32>, u64)> {
+/// A block's runs as the GPU's fragments take them, written into `starts`
+/// and `labels` (one per run): each run's first voxel and its fragment
+/// (`ids` of its component, checked by the caller); gives the largest
+/// fragment id (fewer than 2^32).
+fn fragment_runs(
+    block: Block,
+    components: &ComponentRuns,
+    ids: &[u64],
+    starts: &mut [u32],
+    labels: &mut [u32],
+) -> Result<u64> {
     let n_fragments = ids.iter().copied().max().unwrap_or(0);
     if n_fragments >= u32::MAX as u64 || block.len() > u32::MAX as u64 {
         return Err(invalid(format!(
@@ -274,14 +327,16 @@ fn fragment_runs(block: Block, components: &ComponentRuns, ids: &[u64]) -> Resul
         )));
     }
     let runs = components.runs();
-    let mut starts = Vec::with_capacity(runs.len());
+    if starts.len() != runs.len() || labels.len() != runs.len() {
+        return Err(invalid(format!("room for {} and {} of {} runs", starts.len(), labels.len(), runs.len())));
+    }
     let mut next = 0u64;
-    for &[_, length] in runs {
-        starts.push(next as u32);
+    for ((&[c, length], start), label) in runs.iter().zip(starts).zip(labels) {
+        *start = next as u32;
+        *label = ids[c as usize] as u32;
         next += length as u64;
     }
-    let labels = runs.iter().map(|&[c, _]| ids[c as usize] as u32).collect();
-    Ok((starts, labels, n_fragments))
+    Ok(n_fragments)
 }
 
 /// The affinities of `region` made on the GPU by `source` and downloaded
@@ -449,6 +504,53 @@ impl GpuSteps {
         let n = values.len() / 3;
         Ok(labels.pairs(ids, lower, graph, |axis, i| values[axis * n + i]))
     }
+
+    /// [`DecodeSteps::block_edge_runs_from`] once the fragments' runs are
+    /// ready: `fragments` puts them on the device (in the turn).
+    #[allow(clippy::too_many_arguments)]
+    fn block_edge_runs_with(
+        &self,
+        source: &dyn AffinitySource,
+        block: Block,
+        shape: [usize; 3],
+        components: &ComponentRuns,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        fragments: impl Fn(&Gpu) -> Result<DeviceFragments> + Sync,
+    ) -> Result<EdgeList> {
+        let block_dims = dims3(block.shape());
+        let made = self.graph_made_on_gpu(source, block, lower, &fragments)?;
+        let mut cursor = RunCursor::new(components);
+        if let Some((graph, slabs)) = made {
+            return Ok(block_pairs(
+                shape,
+                |i| cursor.at(i),
+                ids,
+                lower,
+                graph,
+                |axis, i| slab_affinity(&slabs, shape, axis, i),
+            ));
+        }
+        if let Some(codes) = read_region_codes(source, block)? {
+            // Codes stored as uint8 go up as they are; the lower faces read
+            // them as the GPU does (`k / 255`).
+            let codes = codes.as_standard_layout();
+            let flat = codes.as_slice().expect("a standard layout is contiguous");
+            let graph = self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims))?;
+            let n = flat.len() / 3;
+            let affinity = |axis: usize, i: usize| gpu_waterz_core::affinities::u8_affinity(flat[axis * n + i]);
+            return Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, affinity));
+        }
+        let affinities = read_region(source, block)?;
+        if affinities.shape() != [3, shape[0], shape[1], shape[2]] {
+            return Err(invalid(format!("affinities {:?} must be 3 channels of {shape:?}", affinities.shape())));
+        }
+        let values = affinities.as_standard_layout();
+        let values = values.as_slice().expect("a standard layout is contiguous");
+        let graph = self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims))?;
+        let n = values.len() / 3;
+        Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]))
+    }
 }
 
 impl DecodeSteps for GpuSteps {
@@ -576,40 +678,18 @@ impl DecodeSteps for GpuSteps {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let shape = check_block_edge_runs(dims, block, components, ids, lower)?;
-        let (starts, labels, n_fragments) = fragment_runs(block, components, ids)?;
+        // The runs go up from page-locked memory, filled here before the turn.
+        let mut pinned = self.take_pinned();
+        let n_runs = components.runs().len();
+        let starts = pinned_prefix(&self.gpu, &mut pinned.first, n_runs, n_runs + n_runs / 4)?;
+        let labels = pinned_prefix(&self.gpu, &mut pinned.second, n_runs, n_runs + n_runs / 4)?;
+        let n_fragments = fragment_runs(block, components, ids, starts, labels)?;
+        let (starts, labels) = (&*starts, &*labels);
         let block_dims = dims3(block.shape());
-        let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_runs(gpu, &starts, &labels, block_dims, n_fragments)?);
-        let made = self.graph_made_on_gpu(source, block, lower, fragments)?;
-        let mut cursor = RunCursor::new(components);
-        if let Some((graph, slabs)) = made {
-            return Ok(block_pairs(
-                shape,
-                |i| cursor.at(i),
-                ids,
-                lower,
-                graph,
-                |axis, i| slab_affinity(&slabs, shape, axis, i),
-            ));
-        }
-        if let Some(codes) = read_region_codes(source, block)? {
-            // Codes stored as uint8 go up as they are; the lower faces read
-            // them as the GPU does (`k / 255`).
-            let codes = codes.as_standard_layout();
-            let flat = codes.as_slice().expect("a standard layout is contiguous");
-            let graph = self.graph_uploaded(fragments, &|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims))?;
-            let n = flat.len() / 3;
-            let affinity = |axis: usize, i: usize| gpu_waterz_core::affinities::u8_affinity(flat[axis * n + i]);
-            return Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, affinity));
-        }
-        let affinities = read_region(source, block)?;
-        if affinities.shape() != [3, shape[0], shape[1], shape[2]] {
-            return Err(invalid(format!("affinities {:?} must be 3 channels of {shape:?}", affinities.shape())));
-        }
-        let values = affinities.as_standard_layout();
-        let values = values.as_slice().expect("a standard layout is contiguous");
-        let graph = self.graph_uploaded(fragments, &|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims))?;
-        let n = values.len() / 3;
-        Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]))
+        let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_runs(gpu, starts, labels, block_dims, n_fragments)?);
+        let edges = self.block_edge_runs_with(source, block, shape, components, ids, lower, fragments);
+        self.give_back_pinned(pinned);
+        edges
     }
 
     /// Step 5's affinities made on the GPU and downloaded, where the source
@@ -643,7 +723,10 @@ impl DecodeSteps for GpuSteps {
 
     /// Step 3 with the components run-length encoded on the GPU: only the
     /// runs' first voxels and components come down (about a tenth of the
-    /// four bytes per voxel on cell-like data).
+    /// four bytes per voxel on cell-like data). The directions go up from,
+    /// and the runs come down into, page-locked buffers that this block's
+    /// thread fills before the turn and reads after it: the turn's copies
+    /// run at the bus's speed, with no host copy inside it.
     fn local_basin_runs(
         &self,
         dims: [u64; 3],
@@ -653,40 +736,54 @@ impl DecodeSteps for GpuSteps {
         settled: &[u8],
     ) -> Result<LocalBasinRuns> {
         apply_settled(dims, block, &mut bits, open, settled)?;
-        let standard = bits.as_standard_layout();
-        let flat = standard.as_slice().expect("a standard layout is contiguous");
-        let n = block.len();
-        let (starts, values, n_components) = self.exclusive("local_basins", |gpu| {
+        let n = block.len() as usize;
+        let mut pinned = self.take_pinned();
+        let PinnedSet { bytes, first, second } = &mut pinned;
+        let staged = pinned_prefix(&self.gpu, bytes, n, n)?;
+        match bits.as_slice() {
+            Some(flat) => staged.copy_from_slice(flat),
+            None => staged.iter_mut().zip(bits.iter()).for_each(|(s, &b)| *s = b),
+        }
+        let staged = &*staged;
+        // Room for a run per eight voxels before the turn (cell-like blocks
+        // have about one per ten); more is made inside it where needed.
+        for slot in [&mut *first, &mut *second] {
+            pinned_prefix(&self.gpu, slot, 0, n / 8)?;
+        }
+        let turn = self.exclusive("local_basins", |gpu| {
             // `block_basins_on_device` logs its own stages; these are the runs'.
-            let (labels, n_components) = block_basins_on_device(gpu, flat, dims3(block.shape()))?;
+            let (labels, n_components) = block_basins_on_device(gpu, staged, dims3(block.shape()))?;
             let mut timer = turn_timer(gpu)?;
             let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
             let (starts, values, count) =
-                gpu_waterz_runtime::primitives::value_runs_u32(gpu, &labels, n).map_err(WatershedError::from)?;
+                gpu_waterz_runtime::primitives::value_runs_u32(gpu, &labels, n as u64).map_err(WatershedError::from)?;
             drop(labels);
             timed(&mut timer, "runs")?;
-            let mut starts = gpu.download(&starts).map_err(WatershedError::from)?;
-            let mut values = gpu.download(&values).map_err(WatershedError::from)?;
+            let count = count as usize;
+            let room = count + count / 4;
+            gpu.download_to_slice(&starts, pinned_prefix(gpu, first, count, room)?).map_err(WatershedError::from)?;
+            gpu.download_to_slice(&values, pinned_prefix(gpu, second, count, room)?).map_err(WatershedError::from)?;
             timed(&mut timer, "runs down")?;
             tracing::debug!(stages_ms = ?timer.stages(), runs = count, "GPU block runs");
-            // The buffers hold one element even for no runs.
-            starts.truncate(count as usize);
-            values.truncate(count as usize);
-            Ok((starts, values, n_components))
-        })?;
-        // Components are numbered 1..=n: the runs hold the largest (checked
-        // here, after the turn, which the other blocks wait for).
-        let largest = values.par_iter().copied().max();
-        if largest.map_or(0, u64::from) != n_components {
-            return Err(invalid(format!(
-                "block {:?}..{:?}: runs of components up to {largest:?} for {n_components} components",
-                block.lo, block.hi
-            )));
-        }
-        drop(standard);
-        let bs = block.shape();
-        let runs = ComponentRuns::from_starts([bs[0] as usize, bs[1] as usize, bs[2] as usize], &values, &starts)?;
-        basins_from_runs(dims, block, runs, bits)
+            Ok((count, n_components))
+        });
+        let runs = turn.and_then(|(count, n_components)| {
+            let starts = &first.as_ref().expect("made in the turn")[..count];
+            let values = &second.as_ref().expect("made in the turn")[..count];
+            // Components are numbered 1..=n: the runs hold the largest
+            // (checked here, after the turn, which the other blocks wait for).
+            let largest = values.par_iter().copied().max();
+            if largest.map_or(0, u64::from) != n_components {
+                return Err(invalid(format!(
+                    "block {:?}..{:?}: runs of components up to {largest:?} for {n_components} components",
+                    block.lo, block.hi
+                )));
+            }
+            let bs = block.shape();
+            ComponentRuns::from_starts([bs[0] as usize, bs[1] as usize, bs[2] as usize], values, starts)
+        });
+        self.give_back_pinned(pinned);
+        basins_from_runs(dims, block, runs?, bits)
     }
 
     /// The GPU's ParHAC at ε = 0, as the whole-volume GPU decode merges

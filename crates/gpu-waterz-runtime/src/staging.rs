@@ -8,13 +8,18 @@
 //! keeps: while the device copies one piece into (or out of) one buffer,
 //! the host's threads copy the other piece between the second buffer and
 //! the caller's memory. Copies below [`STAGING_MIN_BYTES`] go directly, as
-//! do copies that find the staging buffers in use by another copy.
+//! do copies that find the staging buffers in use by another copy, and
+//! copies from or to page-locked memory ([`PinnedBuffer`]): those run at
+//! the bus's speed with no host copy, which is what a caller wants that
+//! can prepare its data before a copy (or read it after) on its own thread.
 
 use crate::device::Gpu;
 use crate::{DeviceBuffer, DeviceElement, DriverContext, Result};
 use cudarc::driver::{result as driver, CudaEvent, DevicePtr, DevicePtrMut};
 use rayon::prelude::*;
+use std::marker::PhantomData;
 use std::mem::{size_of, MaybeUninit};
+use std::ops::{Deref, DerefMut};
 
 /// The size of each of the two staging buffers.
 pub const STAGING_CHUNK_BYTES: usize = 32 << 20;
@@ -62,6 +67,53 @@ impl Drop for PinnedBytes {
     }
 }
 
+/// Page-locked host memory holding `len` values of `T`, zeroed when made
+/// (a slice of it, through `Deref`): copies between it and the device
+/// ([`Gpu::upload`], [`Gpu::download_into`] and the others) go directly at
+/// the bus's speed, with no host copy through the staging buffers. Making
+/// one costs about as much as copying its bytes a few times (the pages are
+/// locked and zeroed): made once and reused.
+pub struct PinnedBuffer<T: DeviceElement> {
+    bytes: PinnedBytes,
+    len: usize,
+    values: PhantomData<T>,
+}
+
+impl<T: DeviceElement> PinnedBuffer<T> {
+    /// `len` zeros in page-locked memory of `gpu`'s context.
+    pub fn zeroed(gpu: &Gpu, len: usize) -> Result<Self> {
+        let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| crate::RuntimeError::InvalidLaunch {
+            kernel: "pinned buffer",
+            reason: format!("{len} elements of {} bytes overflow", size_of::<T>()),
+        })?;
+        gpu.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        // One byte at least: the driver refuses empty allocations.
+        let mut pinned =
+            PinnedBytes::new(bytes.max(1)).context(|| format!("allocating {bytes} bytes of page-locked memory"))?;
+        pinned.bytes_mut().fill(0);
+        Ok(Self { bytes: pinned, len, values: PhantomData })
+    }
+}
+
+impl<T: DeviceElement> Deref for PinnedBuffer<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        // SAFETY: the allocation holds `len` values' bytes, all written
+        // (zeroed when made, then only through `&mut [T]`), every bit
+        // pattern is a valid `T` (DeviceElement), and it is page-aligned, so
+        // aligned for `T`.
+        unsafe { std::slice::from_raw_parts(self.bytes.ptr.cast::<T>(), self.len) }
+    }
+}
+
+impl<T: DeviceElement> DerefMut for PinnedBuffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.bytes.ptr.cast::<T>(), self.len) }
+    }
+}
+
 /// Two staging buffers and the events that say when the device is done
 /// with each.
 pub(crate) struct Staging {
@@ -102,6 +154,26 @@ impl Gpu {
         matches!(self.staging.try_lock(), Err(std::sync::TryLockError::WouldBlock))
     }
 
+    /// Whether `ptr` lies in page-locked host memory (a [`PinnedBuffer`]):
+    /// the device copies it directly at the bus's speed. Memory the driver
+    /// does not know (ordinary pageable memory) is not.
+    fn page_locked(&self, ptr: *const u8) -> bool {
+        let mut kind: u32 = 0;
+        // SAFETY: the attribute is a 32-bit memory type written into
+        // `kind`; the driver only reads its tables for the address (with
+        // unified addressing a host address is a valid query), and answers
+        // an error for memory it does not know.
+        let known = unsafe {
+            cudarc::driver::sys::cuPointerGetAttribute(
+                (&mut kind as *mut u32).cast(),
+                cudarc::driver::sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                ptr as u64,
+            )
+        };
+        known == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            && kind == cudarc::driver::sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
+    }
+
     /// Runs `f` with the device's staging buffers, made on first use.
     fn with_staging<R>(&self, f: impl FnOnce(&mut Staging) -> Result<R>) -> Result<R> {
         let mut guard = self.staging.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -131,7 +203,8 @@ impl Gpu {
         self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
         let (base, _sync) = buffer.slice().device_ptr(&self.stream);
         let stream = self.stream.cu_stream();
-        if n * size_of::<T>() < STAGING_MIN_BYTES || self.staging_busy() {
+        let direct = n * size_of::<T>() < STAGING_MIN_BYTES || self.staging_busy();
+        if direct || self.page_locked(dst.as_ptr().cast()) {
             // SAFETY: `dst` holds `n` writable elements and the device range
             // [base, base + n elements) lies in `buffer`; the copy is waited
             // for below before `dst` is given back.
@@ -218,7 +291,8 @@ impl Gpu {
         let stream = self.stream.clone();
         let (base, _sync) = buffer.slice_mut().device_ptr_mut(&stream);
         let base = base + (offset * size_of::<T>()) as u64;
-        if std::mem::size_of_val(host) < STAGING_MIN_BYTES || self.staging_busy() {
+        let direct = std::mem::size_of_val(host) < STAGING_MIN_BYTES || self.staging_busy();
+        if direct || self.page_locked(host.as_ptr().cast()) {
             // SAFETY: [base, base + n elements) lies in `buffer` (checked
             // above); `host` is read before the synchronize returns.
             unsafe { driver::memcpy_htod_async(base, host, stream.cu_stream()) }

@@ -128,6 +128,41 @@ fn staged_copies_round_trip_at_every_size_and_on_any_thread() {
     assert_eq!(gpu.download(&buffer).unwrap(), vec![5u32; 100]);
 }
 
+/// Copies from and to page-locked buffers (which go directly) round trip
+/// at every size, whole and in parts, and on a thread new to the device.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn pinned_buffers_round_trip_at_every_size() {
+    use gpu_waterz_runtime::{PinnedBuffer, STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
+    let gpu = gpu();
+    let chunk = STAGING_CHUNK_BYTES / 4;
+    let sizes = [0, 1, 1000, STAGING_MIN_BYTES / 4 + 1, 3 * chunk + 12_345];
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                for &n in &sizes {
+                    let mut pinned = PinnedBuffer::<u32>::zeroed(&gpu, n + 5).unwrap();
+                    assert_eq!(pinned.len(), n + 5);
+                    assert!(pinned.iter().all(|&v| v == 0), "zeroed");
+                    for (i, v) in pinned.iter_mut().enumerate() {
+                        *v = (i as u32).wrapping_mul(0x9E37_79B9);
+                    }
+                    let buffer = gpu.upload(&pinned[..n]).unwrap();
+                    assert_eq!(gpu.download(&buffer).unwrap(), &pinned[..n], "up from pinned, n = {n}");
+                    let mut back = PinnedBuffer::<u32>::zeroed(&gpu, n + 3).unwrap();
+                    gpu.download_to_slice(&buffer, &mut back[2..n + 2]).unwrap();
+                    assert_eq!(&back[2..n + 2], &pinned[..n], "down into pinned, n = {n}");
+                    assert!(back[..2].iter().chain(&back[n + 2..]).all(|&v| v == 0), "nothing outside the slice");
+                    let mut target = gpu.zeros::<u32>(n + 7).unwrap();
+                    gpu.upload_into(&mut target, 7, &pinned[3..n + 3]).unwrap();
+                    assert_eq!(&gpu.download(&target).unwrap()[7..], &pinned[3..n + 3], "an offset, n = {n}");
+                }
+            })
+            .join()
+            .unwrap();
+    });
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn the_pool_keeps_freed_memory_until_trimmed() {

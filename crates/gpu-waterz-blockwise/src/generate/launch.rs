@@ -45,6 +45,13 @@ pub(super) fn labels(
     );
     for a in 0..3 {
         let last = o[a].checked_add(d[a] - 1).ok_or_else(|| refuse(KERNEL, format!("origin {origin:?} overflows")))?;
+        // The kernel's coordinates are 32-bit.
+        if last >= u32::MAX as u64 || c[a] >= u32::MAX as u64 {
+            return Err(refuse(
+                KERNEL,
+                format!("a region of {dims:?} at {origin:?} with cells of {cell:?}: coordinates below 2^32 are taken"),
+            ));
+        }
         if c[a] == 0 || t[a] < last / c[a] - o[a] / c[a] + 3 {
             return Err(refuse(
                 KERNEL,
@@ -52,13 +59,18 @@ pub(super) fn labels(
             ));
         }
     }
-    let cells = table.checked_voxels().ok_or_else(|| refuse(KERNEL, format!("a seed table of {table:?}")))?;
+    // The kernel's slots in the table are 32-bit, three f32 per cell.
+    let cells = table
+        .checked_voxels()
+        .filter(|&cells| cells < u32::MAX as u64 / 3)
+        .ok_or_else(|| refuse(KERNEL, format!("a seed table of {table:?}: fewer than 2^32 / 3 cells are taken")))?;
     check_len(KERNEL, "seeds", seeds, cells.saturating_mul(3))?;
     let mut labels = gpu.uninit::<u32>(n as usize)?;
     let args = GenImplicitLabelsArgs { seeds: seeds.as_ptr(), table, cell, origin, dims, labels: labels.as_mut_ptr() };
     // SAFETY: the table spans one cell before the region's first voxel's to
     // one after its last's and holds three f32 per cell; the cells are
-    // positive; the region has fewer than 2^32 voxels, one label each.
+    // positive; the region has fewer than 2^32 voxels, one label each, and
+    // 32-bit coordinates; the table fewer than 2^32 / 3 cells.
     unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
     Ok(labels)
 }
@@ -201,6 +213,6 @@ pub(super) fn affinities(
     let args = GenAffinitiesArgs { q: q.as_ptr(), dims, origin, offset, block, affinities: out.as_mut_ptr() };
     // SAFETY: the block lies in the region, one voxel in from its lower
     // faces unless the volume starts there; three f32s per block voxel.
-    unsafe { gpu.launch(gpu.grid_stride_config(3 * voxels_in_block), args) }?;
+    unsafe { gpu.launch(gpu.grid_stride_config(voxels_in_block), args) }?;
     Ok(out)
 }
