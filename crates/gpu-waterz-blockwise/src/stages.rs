@@ -305,44 +305,75 @@ fn face_positions(shape: [u64; 3], d: usize) -> impl Iterator<Item = usize> {
 }
 
 /// Looks up the component of block voxels (flat, C order) in a block's
-/// runs: a step forward while the positions ascend within a run or into
-/// the next, a binary search over the runs' starts otherwise.
+/// runs, through a table of the run that holds each row's first voxel:
+/// from the last lookup's run where the voxel lies at or after it in its
+/// row (lookups that ascend along a row, or step to the next run), else
+/// from the nearer end of the voxel's row (a row's first or last voxel in
+/// one step). No table of every run's start is made (it cost as much as
+/// the runs), and no lookup searches more than half a row's runs.
 pub(crate) struct RunCursor<'a> {
     runs: &'a [[u32; 2]],
-    /// Each run's first voxel.
-    starts: Vec<u64>,
-    /// The run of the last lookup.
+    /// Voxels per row (the block's extent along x).
+    row: u64,
+    /// For each row, and one past the last: the run that holds the row's
+    /// first voxel and that run's first voxel (past the last row: the
+    /// number of runs and of voxels).
+    rows: Vec<(usize, u64)>,
+    /// The run of the last lookup and its first voxel.
     at: usize,
+    at_start: u64,
 }
 
 impl<'a> RunCursor<'a> {
     pub(crate) fn new(runs: &'a ComponentRuns) -> Self {
-        let mut next = 0u64;
-        let starts = runs
-            .runs()
-            .iter()
-            .map(|&[_, length]| {
-                let start = next;
-                next += length as u64;
-                start
-            })
-            .collect();
-        Self { runs: runs.runs(), starts, at: 0 }
+        let [z, y, x] = runs.shape();
+        let (row, n_rows) = (x as u64, z * y);
+        let mut rows = Vec::with_capacity(n_rows + 1);
+        let (mut start, mut next_row) = (0u64, 0u64);
+        for (k, &[_, length]) in runs.runs().iter().enumerate() {
+            let end = start + length as u64;
+            // A run may hold the first voxels of several rows.
+            while next_row < end && rows.len() < n_rows {
+                rows.push((k, start));
+                next_row += row;
+            }
+            start = end;
+        }
+        rows.push((runs.runs().len(), start));
+        Self { runs: runs.runs(), row, rows, at: 0, at_start: 0 }
     }
 
-    /// The component at voxel `i` (inside the block: the runs fill it).
+    /// The component at voxel `i` (inside the block: the runs fill it;
+    /// past its end, the last voxel's).
     pub(crate) fn at(&mut self, i: usize) -> u32 {
-        let i = i as u64;
-        let end = |k: usize| self.starts[k] + self.runs[k][1] as u64;
-        if !(self.starts[self.at] <= i && i < end(self.at)) {
-            let next = self.at + 1;
-            self.at = if next < self.runs.len() && self.starts[next] <= i && i < end(next) {
-                next
-            } else {
-                self.starts.partition_point(|&s| s <= i) - 1
-            };
+        let voxels = self.rows.last().map_or(0, |&(_, n)| n);
+        let i = (i as u64).min(voxels.saturating_sub(1));
+        let length = |k: usize| self.runs[k][1] as u64;
+        if self.at_start <= i && i < self.at_start + length(self.at) {
+            return self.runs[self.at][0];
         }
-        self.runs[self.at][0]
+        let r = (i / self.row) as usize;
+        let (first, first_start) = self.rows[r];
+        let (mut k, mut s) = if self.at_start <= i && self.at_start >= first_start {
+            (self.at, self.at_start)
+        } else if (i - r as u64 * self.row) * 2 < self.row {
+            (first, first_start)
+        } else {
+            // Back from the run that holds the next row's first voxel (or
+            // from past the last run): it starts after `i`.
+            let (mut k, mut s) = self.rows[r + 1];
+            while s > i {
+                k -= 1;
+                s -= length(k);
+            }
+            (k, s)
+        };
+        while s + length(k) <= i {
+            s += length(k);
+            k += 1;
+        }
+        (self.at, self.at_start) = (k, s);
+        self.runs[k][0]
     }
 }
 
@@ -1149,15 +1180,15 @@ impl ComponentRuns {
             return Err(invalid("runs that do not start at the block's first voxel"));
         }
         let ends = starts.iter().skip(1).map(|&s| s as usize).chain([n]);
-        let runs = values
-            .iter()
-            .zip(starts)
-            .zip(ends)
-            .map(|((&value, &start), end)| match end.checked_sub(start as usize) {
-                Some(length) if length > 0 && length <= u32::MAX as usize => Ok([value, length as u32]),
-                _ => Err(invalid(format!("a run from voxel {start} to {end} in a block of {n}"))),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Made at its size at once (collecting into a `Result` grows the
+        // vector step by step: most of the time of this function).
+        let mut runs = Vec::with_capacity(values.len());
+        for ((&value, &start), end) in values.iter().zip(starts).zip(ends) {
+            match end.checked_sub(start as usize) {
+                Some(length) if length > 0 && length <= u32::MAX as usize => runs.push([value, length as u32]),
+                _ => return Err(invalid(format!("a run from voxel {start} to {end} in a block of {n}"))),
+            }
+        }
         Ok(Self { shape, runs })
     }
 
