@@ -11,7 +11,10 @@ turn's stage lines ("GPU block ... stages_ms=[(stage, ms), ...]") is logged
 at the end of its stages, which end with a synchronisation: the line's
 stages ran from its time minus their sum to its time. Lines whose intervals
 touch (within 0.2 ms) are one turn. A step is the time between the "step
-done" line before it and its own. Without timestamps (a log from before
+done" line before it and its own. From session 33's logs on, the blocks'
+lines ("block's work in its step", "GPU turn") also give, per step, the
+mean time a block's thread spends waiting for the GPU, in its turns and on
+the host. Without timestamps (a log from before
 session 29, or at -v) there is nothing to place, and the script says so.
 """
 
@@ -25,6 +28,8 @@ TIME = re.compile(r"^\s*([0-9.]+)s\s")
 STAGES = re.compile(r'stages_ms=\[(.*?)\]')
 STAGE = re.compile(r'\("[^"]*",\s*([0-9.eE+-]+)\)')
 STEP = re.compile(r'step done step="([a-z_]+)" seconds=([0-9.eE+-]+)')
+BLOCK = re.compile(r'block\'s work in its step step="([a-z_]+)" seconds=([0-9.eE+-]+)')
+TURN = re.compile(r'GPU turn step="([a-z_]+)" waited_ms=([0-9.eE+-]+) turn_ms=([0-9.eE+-]+)')
 # Touching intervals closer than this are one turn.
 JOIN = 0.2e-3
 
@@ -42,6 +47,14 @@ def parse(path):
     intervals, steps = [], []
     last_step_end = 0.0
     for line in read_lines(path):
+        block = BLOCK.search(line)
+        if block:
+            BLOCKS.setdefault(block.group(1), []).append(float(block.group(2)))
+            continue
+        turn = TURN.search(line)
+        if turn:
+            WAITS.setdefault(turn.group(1), []).append((float(turn.group(2)) / 1e3, float(turn.group(3)) / 1e3))
+            continue
         t = TIME.match(line)
         if not t:
             continue
@@ -56,6 +69,25 @@ def parse(path):
             ms = sum(float(m) for m in STAGE.findall(stages.group(1)))
             intervals.append((at - ms / 1000.0, at))
     return intervals, steps
+
+
+# Per step: each block's seconds in it, and each GPU turn's wait and length
+# (seconds), from the lines of session 33 and later.
+BLOCKS, WAITS = {}, {}
+
+
+def host_work():
+    """Per step with block lines: the blocks, their median seconds, and the
+    mean seconds per block spent waiting for the GPU, in its turns, and on
+    the host (the rest)."""
+    for name, seconds in BLOCKS.items():
+        waits = WAITS.get(name, [])
+        n = len(seconds)
+        waited = sum(w for w, _ in waits) / n
+        turn = sum(t for _, t in waits) / n
+        host = sum(seconds) / n - waited - turn
+        median = quantiles(seconds)[0]
+        print(f"{name} | {n} | {median * 1e3:.1f} | {waited * 1e3:.1f} | {turn * 1e3:.1f} | {host * 1e3:.1f}")
 
 
 def turns(intervals):
@@ -97,6 +129,11 @@ def main():
             longest = sorted(zip(gaps, (a[1] for a in inside)), reverse=True)[: args.gaps]
             for gap, at in longest:
                 print(f"    gap of {gap:.1f} ms after the turn ending at {at:.3f} s")
+
+
+    if BLOCKS:
+        print("step | blocks | block ms (median) | waited ms | turn ms | host ms (means per block)")
+        host_work()
 
 
 if __name__ == "__main__":

@@ -139,12 +139,19 @@ impl GpuSteps {
     /// peak device memory and time.
     fn exclusive<T: Send>(&self, step: &'static str, work: impl FnOnce(&Gpu) -> Result<T> + Send) -> Result<T> {
         let gpu = &self.gpu;
+        let asked = std::time::Instant::now();
         let (out, bytes, seconds) = in_turn(&self.turn, &self.gate, || -> Result<(T, Option<u64>, f64)> {
             let start = std::time::Instant::now();
             gpu.reset_peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?;
             let out = work(gpu)?;
             let bytes = gpu.peak_pool_bytes().map_err(gpu_waterz_watershed::WatershedError::from)?;
-            Ok((out, bytes, start.elapsed().as_secs_f64()))
+            let seconds = start.elapsed().as_secs_f64();
+            // What a block's thread spends on its turn: waiting for it, then
+            // the turn itself (`benches/turn_gaps.py` sets them against the
+            // block's whole step).
+            let waited = (start - asked).as_secs_f64();
+            tracing::debug!(step, waited_ms = waited * 1e3, turn_ms = seconds * 1e3, "GPU turn");
+            Ok((out, bytes, seconds))
         })??;
         let mut busy = self.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match busy.iter_mut().find(|(name, _)| *name == step) {
@@ -735,6 +742,7 @@ impl DecodeSteps for GpuSteps {
         open: &OpenVoxels,
         settled: &[u8],
     ) -> Result<LocalBasinRuns> {
+        let started = std::time::Instant::now();
         apply_settled(dims, block, &mut bits, open, settled)?;
         let n = block.len() as usize;
         let mut pinned = self.take_pinned();
@@ -750,6 +758,7 @@ impl DecodeSteps for GpuSteps {
         for slot in [&mut *first, &mut *second] {
             pinned_prefix(&self.gpu, slot, 0, n / 8)?;
         }
+        let prepared = started.elapsed();
         let turn = self.exclusive("local_basins", |gpu| {
             // `block_basins_on_device` logs its own stages; these are the runs'.
             let (labels, n_components) = block_basins_on_device(gpu, staged, dims3(block.shape()))?;
@@ -767,6 +776,7 @@ impl DecodeSteps for GpuSteps {
             tracing::debug!(stages_ms = ?timer.stages(), runs = count, "GPU block runs");
             Ok((count, n_components))
         });
+        let turned = std::time::Instant::now();
         let runs = turn.and_then(|(count, n_components)| {
             let starts = &first.as_ref().expect("made in the turn")[..count];
             let values = &second.as_ref().expect("made in the turn")[..count];
@@ -783,7 +793,14 @@ impl DecodeSteps for GpuSteps {
             ComponentRuns::from_starts([bs[0] as usize, bs[1] as usize, bs[2] as usize], values, starts)
         });
         self.give_back_pinned(pinned);
-        basins_from_runs(dims, block, runs?, bits)
+        let basins = basins_from_runs(dims, block, runs?, bits);
+        // The host's share of the block's step 3, before and after the turn.
+        tracing::debug!(
+            prepare_ms = prepared.as_secs_f64() * 1e3,
+            summarise_ms = turned.elapsed().as_secs_f64() * 1e3,
+            "block's basins summarised"
+        );
+        basins
     }
 
     /// The GPU's ParHAC at ε = 0, as the whole-volume GPU decode merges

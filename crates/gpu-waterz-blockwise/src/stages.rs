@@ -1556,7 +1556,9 @@ fn decode_blocks_held(
         clock = Instant::now();
         tracing::info!(step = name, seconds = *step, "blockwise step done");
     };
-    let plateaus = pulled(blocks.iter(), |&b| steps.local_plateaus_from(source, dims, b, params))?;
+    let plateaus = pulled(blocks.iter(), |&b| {
+        timed_block("local_plateaus", || steps.local_plateaus_from(source, dims, b, params))
+    })?;
     lap("local_plateaus", &mut seconds.local_plateaus);
     let open: Vec<&OpenVoxels> = plateaus.iter().map(|p| &p.open).collect();
     let open_voxels = open.iter().map(|o| o.index.len() as u64).sum();
@@ -1567,8 +1569,10 @@ fn decode_blocks_held(
     // them are held.
     let held = std::sync::atomic::AtomicU64::new(0);
     let mut basins = pulled(plateaus.into_iter().zip(settled).zip(&blocks), |((p, settled), &b)| {
-        let basins = steps.local_basin_runs(dims, b, p.bits, &p.open, &settled)?;
-        HeldBasins::hold(basins, &held, unpacked)
+        timed_block("local_basins", || {
+            let basins = steps.local_basin_runs(dims, b, p.bits, &p.open, &settled)?;
+            HeldBasins::hold(basins, &held, unpacked)
+        })
     })?;
     lap("local_basins", &mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(HeldBasins::summary).collect();
@@ -1579,10 +1583,12 @@ fn decode_blocks_held(
     sink.begin(fragments.n_fragments)?;
     lap("fragment_ids", &mut seconds.fragment_ids);
     let (edges, prepared): (Vec<EdgeList>, Vec<bool>) = pulled(0..grid.len(), |b| {
-        let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
-        let components = basins[b].runs()?;
-        let edges = steps.block_edge_runs_from(source, dims, blocks[b], &components, &fragments.ids[b], lower)?;
-        Ok((edges, sink.prepare_runs(blocks[b], &components, &fragments.ids[b])?))
+        timed_block("block_edges", || {
+            let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
+            let components = basins[b].runs()?;
+            let edges = steps.block_edge_runs_from(source, dims, blocks[b], &components, &fragments.ids[b], lower)?;
+            Ok((edges, sink.prepare_runs(blocks[b], &components, &fragments.ids[b])?))
+        })
     })?
     .into_iter()
     .unzip();
@@ -1610,6 +1616,16 @@ fn decode_blocks_held(
     })?;
     lap("relabel_and_write", &mut seconds.relabel_and_write);
     Ok(BlockwiseSummary { n_fragments: fragments.n_fragments, thresholds, open_voxels, n_edges, seconds })
+}
+
+/// `work` for one block of `step`, its seconds logged at the debug level
+/// (against the GPU's turn in it, logged by the GPU's steps, they say how
+/// long the block's thread works on the host).
+fn timed_block<T>(step: &'static str, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    let start = Instant::now();
+    let out = work();
+    tracing::debug!(step, seconds = start.elapsed().as_secs_f64(), "block's work in its step");
+    out
 }
 
 /// `work` on every item, in parallel, the results in order. Each of the
