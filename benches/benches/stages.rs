@@ -322,6 +322,31 @@ fn label_chunks_generated(c: &mut Criterion) {
         eprintln!("packed runs: {} runs, {} bytes", runs.runs().len(), packed.bytes().len());
         group.bench_function("pack-runs/generated-fragments", |b| b.iter(|| PackedRuns::pack(&runs).unwrap()));
         group.bench_function("unpack-runs/generated-fragments", |b| b.iter(|| packed.runs().unwrap()));
+        // Step 3's host work after a block's GPU turn, on these runs as
+        // components (numbered as they first appear): the runs made from the
+        // starts and values the GPU gives, then the block's summary (each
+        // component's smallest voxel and size, the faces).
+        let mut number: std::collections::HashMap<u32, u32> = std::collections::HashMap::from([(0, 0)]);
+        let (mut starts, mut values, mut next) = (Vec::new(), Vec::new(), 0u32);
+        for &[label, length] in runs.runs() {
+            let fresh = number.len() as u32;
+            values.push(*number.entry(label).or_insert(fresh));
+            starts.push(next);
+            next += length;
+        }
+        let dims = [shape.0 as u64, shape.1 as u64, shape.2 as u64];
+        let block = gpu_waterz_blockwise::Block { lo: [0; 3], hi: dims };
+        let bits = ndarray::Array3::<u8>::from_shape_fn(shape, |(z, y, x)| ((z + 3 * y + 7 * x) % 64) as u8);
+        group.bench_function("step3-host/generated-fragments", |b| {
+            b.iter_batched(
+                || bits.clone(),
+                |bits| {
+                    let runs = ComponentRuns::from_starts([shape.0, shape.1, shape.2], &values, &starts).unwrap();
+                    gpu_waterz_blockwise::basins_from_runs(dims, block, runs, bits).unwrap()
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
     }
     drop(fragments);
     while let Some(result) = run.next_threshold().unwrap() {

@@ -67,10 +67,10 @@ pub use generate::ImplicitSource;
 pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};
 pub use stages::{
-    block_edges, check_components, component_labels, decode, decode_blocks, decode_blocks_with, decode_with,
-    fragment_ids, local_basins, lower_layers, merge, region_graph, relabel, AffinitySource, BasinFaces, BasinSummary,
-    BlockSink, BlockwiseSummary, ComponentRuns, CpuSteps, DecodeSteps, Decoded, EdgeList, FragmentIds, LocalBasinRuns,
-    LocalBasins, PackedRuns, StepSeconds,
+    basins_from_runs, block_edges, check_components, component_labels, decode, decode_blocks, decode_blocks_with,
+    decode_with, fragment_ids, local_basins, lower_layers, merge, region_graph, relabel, AffinitySource, BasinFaces,
+    BasinSummary, BlockSink, BlockwiseSummary, ComponentRuns, CpuSteps, DecodeSteps, Decoded, EdgeList, FragmentIds,
+    LocalBasinRuns, LocalBasins, PackedRuns, StepSeconds,
 };
 
 /// Errors of the blockwise decode.

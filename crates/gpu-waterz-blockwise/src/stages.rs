@@ -243,10 +243,16 @@ pub(crate) fn basins_from_components(
     Ok(LocalBasins { components, component_min, component_sizes, background, faces })
 }
 
-/// [`basins_from_components`] from the components as runs (the GPU's
-/// step 3 downloads runs, not a component per voxel): the same checks
-/// and the same result, the components kept as runs.
-pub(crate) fn basins_from_runs(
+/// Step 3's summary of `block` (of a volume of `dims`) from its
+/// components as runs and its directions `bits`: each component's smallest
+/// voxel and size, the background's size, the components and directions on
+/// the block's faces. What a [`DecodeSteps`] whose step 3 finds components
+/// as runs (the GPU's, which downloads runs, not a component per voxel)
+/// gives the driver; equal to [`local_basins`]'s summary of the same
+/// components. Fails unless the components are numbered `1..` in the
+/// order they first appear (0 is the background) and the runs and `bits`
+/// have the block's shape.
+pub fn basins_from_runs(
     dims: [u64; 3],
     block: Block,
     components: ComponentRuns,
