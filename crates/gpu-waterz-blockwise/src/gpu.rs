@@ -277,10 +277,7 @@ fn block_pairs(
 ) -> EdgeList {
     let mut pairs = PairStats::default();
     lower_faces(shape, component_at, ids, lower, &mut pairs, affinity);
-    for (&[u, v], &stats) in graph.edges.iter().zip(&graph.stats) {
-        pairs.add(u, v, stats);
-    }
-    pairs.into_edges()
+    pairs.into_edges_with_sorted(&graph.edges, &graph.stats)
 }
 
 /// The one-voxel slabs of affinities across `block`'s lower faces (where

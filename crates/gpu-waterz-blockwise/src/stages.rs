@@ -714,16 +714,72 @@ impl PairStats {
 
     /// The pairs, sorted.
     pub(crate) fn into_edges(self) -> EdgeList {
-        let mut pairs: Vec<((u64, u64), ContactStats)> = self.0.into_iter().collect();
-        pairs.sort_unstable_by_key(|&(k, _)| k);
-        let mut edges = EdgeList::default();
-        for ((u, v), s) in pairs {
-            edges.u.push(u);
-            edges.v.push(v);
-            edges.count.push(s.contact_count);
-            edges.sum.push(s.affinity_sum);
+        self.into_edges_with_sorted(&[], &[])
+    }
+
+    /// The pairs with `edges` and their `stats` added, sorted: as adding
+    /// each of them first, but where `edges` ascend strictly (a region
+    /// graph's list, such as the GPU's), merged in one pass with these
+    /// pairs sorted, not put through the table one by one (a block's graph
+    /// holds hundreds of thousands of pairs, its lower faces far fewer).
+    pub(crate) fn into_edges_with_sorted(mut self, edges: &[[u64; 2]], stats: &[ContactStats]) -> EdgeList {
+        let ascending = edges.len() == stats.len() && edges.windows(2).all(|w| w[0] < w[1]);
+        if !ascending {
+            for (&[u, v], &s) in edges.iter().zip(stats) {
+                self.add(u, v, s);
+            }
+            return self.into_edges_with_sorted(&[], &[]);
         }
-        edges
+        let mut mine: Vec<((u64, u64), ContactStats)> = self.0.into_iter().collect();
+        mine.sort_unstable_by_key(|&(k, _)| k);
+        // The listed pairs as `add` takes them: none within a fragment or
+        // with the background. A pair given as (v, u) with u < v sorts
+        // apart from its kin: those go through the table.
+        let listed = edges.iter().zip(stats).filter(|(&[u, v], _)| u != v && u.min(v) != 0);
+        let mut edge_list = EdgeList::default();
+        let capacity = mine.len() + edges.len();
+        for column in [&mut edge_list.u, &mut edge_list.v, &mut edge_list.count, &mut edge_list.sum] {
+            column.reserve(capacity);
+        }
+        let mut push = |(u, v): (u64, u64), s: ContactStats| {
+            edge_list.u.push(u);
+            edge_list.v.push(v);
+            edge_list.count.push(s.contact_count);
+            edge_list.sum.push(s.affinity_sum);
+        };
+        let mut reversed = PairStats::default();
+        let mut mine = mine.into_iter().peekable();
+        for (&[u, v], &s) in listed {
+            if u > v {
+                reversed.add(u, v, s);
+                continue;
+            }
+            while let Some(&(k, t)) = mine.peek() {
+                if k >= (u, v) {
+                    break;
+                }
+                push(k, t);
+                mine.next();
+            }
+            match mine.peek() {
+                Some(&(k, t)) if k == (u, v) => {
+                    push(k, t.merged(s));
+                    mine.next();
+                }
+                _ => push((u, v), s),
+            }
+        }
+        mine.for_each(|(k, t)| push(k, t));
+        if reversed.0.is_empty() {
+            return edge_list;
+        }
+        // Rare (no region graph gives them): merged through the table.
+        let mut all = reversed;
+        for (((&u, &v), &count), &sum) in edge_list.u.iter().zip(&edge_list.v).zip(&edge_list.count).zip(&edge_list.sum)
+        {
+            all.add(u, v, ContactStats { contact_count: count, affinity_sum: sum });
+        }
+        all.into_edges()
     }
 }
 
@@ -2251,6 +2307,40 @@ mod tests {
                 (Err(_), Err(_)) => proptest::prop_assert!(swap),
                 (want, got) => proptest::prop_assert!(false, "{want:?} against {got:?}"),
             }
+        }
+
+        /// A sorted list of pairs merged with the table gives what adding
+        /// each pair gives: lists in order or not, with pairs the table
+        /// holds too, pairs given backwards, within one fragment or with
+        /// the background.
+        #[test]
+        fn sorted_pairs_merge_as_added_ones(
+            table in proptest::collection::vec((0u64..12, 0u64..12, 1u64..5), 0..40),
+            listed in proptest::collection::vec((0u64..12, 0u64..12, 1u64..5), 0..60),
+            sort in 0u8..3,
+        ) {
+            let stats = |k: u64| ContactStats { contact_count: k, affinity_sum: 1000 * k + 7 };
+            let (mut want, mut got) = (PairStats::default(), PairStats::default());
+            for &(f, g, k) in &table {
+                want.add(f, g, stats(k));
+                got.add(f, g, stats(k));
+            }
+            let mut listed = listed;
+            if sort > 0 {
+                // Strictly ascending, as a region graph lists its pairs;
+                // with `sort == 2` each pair also put smaller first.
+                if sort == 2 {
+                    listed.iter_mut().for_each(|p| *p = (p.0.min(p.1), p.0.max(p.1), p.2));
+                }
+                listed.sort_unstable_by_key(|&(u, v, _)| (u, v));
+                listed.dedup_by_key(|p| (p.0, p.1));
+            }
+            let edges: Vec<[u64; 2]> = listed.iter().map(|&(u, v, _)| [u, v]).collect();
+            let values: Vec<ContactStats> = listed.iter().map(|&(_, _, k)| stats(k)).collect();
+            for (&[u, v], &s) in edges.iter().zip(&values) {
+                want.add(u, v, s);
+            }
+            proptest::prop_assert_eq!(got.into_edges_with_sorted(&edges, &values), want.into_edges());
         }
 
         /// Lookups in runs, in any order, give each voxel's component,
