@@ -42,18 +42,20 @@ def read_lines(path):
 
 
 def parse(path):
-    """The stage intervals (start, end) in seconds and the steps (name,
-    start, end), from the log at `path`."""
-    intervals, steps = [], []
+    """The stage intervals (start, end) in seconds, the steps (name,
+    start, end), and per step each block's seconds and each GPU turn's
+    (wait, length) in seconds (from session 33's logs on), from the log at
+    `path`."""
+    intervals, steps, blocks, waits = [], [], {}, {}
     last_step_end = 0.0
     for line in read_lines(path):
         block = BLOCK.search(line)
         if block:
-            BLOCKS.setdefault(block.group(1), []).append(float(block.group(2)))
+            blocks.setdefault(block.group(1), []).append(float(block.group(2)))
             continue
         turn = TURN.search(line)
         if turn:
-            WAITS.setdefault(turn.group(1), []).append((float(turn.group(2)) / 1e3, float(turn.group(3)) / 1e3))
+            waits.setdefault(turn.group(1), []).append((float(turn.group(2)) / 1e3, float(turn.group(3)) / 1e3))
             continue
         t = TIME.match(line)
         if not t:
@@ -68,23 +70,18 @@ def parse(path):
         if stages and "GPU block" in line:
             ms = sum(float(m) for m in STAGE.findall(stages.group(1)))
             intervals.append((at - ms / 1000.0, at))
-    return intervals, steps
+    return intervals, steps, blocks, waits
 
 
-# Per step: each block's seconds in it, and each GPU turn's wait and length
-# (seconds), from the lines of session 33 and later.
-BLOCKS, WAITS = {}, {}
-
-
-def host_work():
+def host_work(blocks, waits):
     """Per step with block lines: the blocks, their median seconds, and the
     mean seconds per block spent waiting for the GPU, in its turns, and on
     the host (the rest)."""
-    for name, seconds in BLOCKS.items():
-        waits = WAITS.get(name, [])
+    for name, seconds in blocks.items():
+        step_waits = waits.get(name, [])
         n = len(seconds)
-        waited = sum(w for w, _ in waits) / n
-        turn = sum(t for _, t in waits) / n
+        waited = sum(w for w, _ in step_waits) / n
+        turn = sum(t for _, t in step_waits) / n
         host = sum(seconds) / n - waited - turn
         median = quantiles(seconds)[0]
         print(f"{name} | {n} | {median * 1e3:.1f} | {waited * 1e3:.1f} | {turn * 1e3:.1f} | {host * 1e3:.1f}")
@@ -113,7 +110,7 @@ def main():
     parser.add_argument("log")
     parser.add_argument("--gaps", type=int, default=5, help="the longest gaps to list per step")
     args = parser.parse_args()
-    intervals, steps = parse(args.log)
+    intervals, steps, blocks, waits = parse(args.log)
     if not steps:
         sys.exit(f"{args.log}: no timestamped 'step done' lines (run the CLI at -vv, session 29 or later)")
     all_turns = turns(intervals)
@@ -131,9 +128,9 @@ def main():
                 print(f"    gap of {gap:.1f} ms after the turn ending at {at:.3f} s")
 
 
-    if BLOCKS:
+    if blocks:
         print("step | blocks | block ms (median) | waited ms | turn ms | host ms (means per block)")
-        host_work()
+        host_work(blocks, waits)
 
 
 if __name__ == "__main__":

@@ -718,13 +718,15 @@ impl PairStats {
     }
 
     /// The pairs with `edges` and their `stats` added, sorted: as adding
-    /// each of them first, but where `edges` ascend strictly (a region
-    /// graph's list, such as the GPU's), merged in one pass with these
-    /// pairs sorted, not put through the table one by one (a block's graph
-    /// holds hundreds of thousands of pairs, its lower faces far fewer).
+    /// each of them first, but where `edges` ascend strictly with `u < v`
+    /// in each (a region graph's list, such as the GPU's), merged in one
+    /// pass with these pairs sorted, not put through the table one by one
+    /// (a block's graph holds hundreds of thousands of pairs, its lower
+    /// faces far fewer).
     pub(crate) fn into_edges_with_sorted(mut self, edges: &[[u64; 2]], stats: &[ContactStats]) -> EdgeList {
-        let ascending = edges.len() == stats.len() && edges.windows(2).all(|w| w[0] < w[1]);
-        if !ascending {
+        let listed_in_order =
+            edges.iter().all(|&[u, v]| u < v) && edges.windows(2).all(|w| w[0] < w[1]) && edges.len() == stats.len();
+        if !listed_in_order {
             for (&[u, v], &s) in edges.iter().zip(stats) {
                 self.add(u, v, s);
             }
@@ -732,10 +734,6 @@ impl PairStats {
         }
         let mut mine: Vec<((u64, u64), ContactStats)> = self.0.into_iter().collect();
         mine.sort_unstable_by_key(|&(k, _)| k);
-        // The listed pairs as `add` takes them: none within a fragment or
-        // with the background. A pair given as (v, u) with u < v sorts
-        // apart from its kin: those go through the table.
-        let listed = edges.iter().zip(stats).filter(|(&[u, v], _)| u != v && u.min(v) != 0);
         let mut edge_list = EdgeList::default();
         let capacity = mine.len() + edges.len();
         for column in [&mut edge_list.u, &mut edge_list.v, &mut edge_list.count, &mut edge_list.sum] {
@@ -747,13 +745,9 @@ impl PairStats {
             edge_list.count.push(s.contact_count);
             edge_list.sum.push(s.affinity_sum);
         };
-        let mut reversed = PairStats::default();
         let mut mine = mine.into_iter().peekable();
-        for (&[u, v], &s) in listed {
-            if u > v {
-                reversed.add(u, v, s);
-                continue;
-            }
+        // The listed pairs as `add` takes them: none with the background.
+        for (&[u, v], &s) in edges.iter().zip(stats).filter(|(&[u, _], _)| u != 0) {
             while let Some(&(k, t)) = mine.peek() {
                 if k >= (u, v) {
                     break;
@@ -770,16 +764,7 @@ impl PairStats {
             }
         }
         mine.for_each(|(k, t)| push(k, t));
-        if reversed.0.is_empty() {
-            return edge_list;
-        }
-        // Rare (no region graph gives them): merged through the table.
-        let mut all = reversed;
-        for (((&u, &v), &count), &sum) in edge_list.u.iter().zip(&edge_list.v).zip(&edge_list.count).zip(&edge_list.sum)
-        {
-            all.add(u, v, ContactStats { contact_count: count, affinity_sum: sum });
-        }
-        all.into_edges()
+        edge_list
     }
 }
 
