@@ -681,21 +681,31 @@ kernel! {
     }
 }
 
+/// Items per warp's tile in `expand_runs_u32`: 32 rows of 32.
+const EXPAND_TILE: u64 = 1024;
+
 kernel! {
     /// Runs written out: item `i` gets the value of the run that holds it
-    /// (`run_containing` over `starts`).
+    /// (the last run whose start is at most `i`, as `run_containing` finds
+    /// it).
     ///
     /// # Safety
     /// `starts` and `run_values` hold `n_runs >= 1` u32s, `out` `n`
-    /// writable u32s (`n <= 2^32`). Whatever `starts` holds, the search
-    /// stays below `n_runs`; ascending starts from 0 give the runs' values.
+    /// writable u32s (`n <= 2^32`); the block size is a multiple of 32.
+    /// Whatever `starts` holds, the run indices stay below `n_runs`;
+    /// ascending starts from 0 give the runs' values.
     ///
     /// # Parameters
     /// - `starts`, `run_values`, `n_runs`: the runs; `n`: the items; `out`.
     ///
     /// # Thread mapping
-    /// Grid-stride loop, one item per iteration; the search's first steps
-    /// read the same starts across a warp.
+    /// Each warp takes tiles of `EXPAND_TILE` items in turn (a grid-stride
+    /// loop over tiles). The tile's first run is searched once, by every
+    /// lane alike (the same starts read across the warp); then each row of
+    /// 32 items is written side by side, each lane stepping forward from
+    /// the run of the row before's last item to its own (runs are about ten
+    /// items on cell-like data: a step or two), instead of a binary search
+    /// of some twenty dependent reads per item.
     pub unsafe extern "ptx-kernel" fn expand_runs_u32(
         starts: *const u32,
         run_values: *const u32,
@@ -703,13 +713,38 @@ kernel! {
         n: u64,
         out: *mut u32,
     ) as ExpandRunsU32Args {
-        grid_stride(n, |i| {
-            // SAFETY: the search's indices lie below `n_runs`, `i < n`.
-            unsafe {
-                let k = run_containing(n_runs, i, |k| *starts.add(k as usize) as u64);
-                *out.add(i as usize) = *run_values.add(k as usize);
+        let lane = (thread_idx_x() & 31) as u64;
+        let warps = grid_threads() / 32;
+        let tiles = n.div_ceil(EXPAND_TILE);
+        let mut tile = global_index() / 32;
+        // Warp-uniform loops: every lane of a warp takes the same tiles and
+        // rows, so the shuffle below has all 32 lanes.
+        while tile < tiles {
+            let first = tile * EXPAND_TILE;
+            let end = (first + EXPAND_TILE).min(n);
+            // SAFETY: the search's indices lie below `n_runs`.
+            let mut k = run_containing(n_runs, first, |k| unsafe { *starts.add(k as usize) } as u64);
+            let mut row = first;
+            while row < end {
+                let i = row + lane;
+                if i < end {
+                    // SAFETY: `k + 1 < n_runs` before each read, and `k`
+                    // stays below `n_runs`; `i < n`.
+                    unsafe {
+                        while k + 1 < n_runs && *starts.add(k as usize + 1) as u64 <= i {
+                            k += 1;
+                        }
+                        *out.add(i as usize) = *run_values.add(k as usize);
+                    }
+                }
+                // The next row goes on from the run of this row's last item
+                // (lane 31's; on a tile's last, partial row no row follows).
+                // SAFETY: all 32 lanes reach this call together.
+                k = unsafe { shuffle_u32(k as u32, 31) } as u64;
+                row += 32;
             }
-        });
+            tile += warps;
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::{DeviceElement, Gpu, PinnedBuffer, StageTimer};
 use gpu_waterz_watershed::gpu::{
     block_basins, block_basins_on_device, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities,
-    DeviceFragments, CORNER, OPEN,
+    DeviceFragments, FragmentRuns, CORNER, OPEN,
 };
 use gpu_waterz_watershed::WatershedError;
 use ndarray::{Array3, Array4, ArrayView3, ArrayView4, CowArray, Ix3};
@@ -62,6 +62,8 @@ pub struct GpuSteps {
     /// after it, so that the turn's copies run at the bus's speed with no
     /// host copy (about one set per block thread, made on first need).
     pinned: Mutex<Vec<PinnedSet>>,
+    /// Page-locked room for the blocks' region graphs (step 5, down).
+    graphs: Mutex<Vec<GraphParts>>,
 }
 
 /// One block's page-locked buffers: its directions (step 3, up) and two
@@ -71,6 +73,38 @@ struct PinnedSet {
     bytes: Option<PinnedBuffer<u8>>,
     first: Option<PinnedBuffer<u32>>,
     second: Option<PinnedBuffer<u32>>,
+}
+
+/// One block's page-locked room for its region graph's three arrays,
+/// downloaded in the block's turn and read after it.
+#[derive(Default)]
+struct GraphParts {
+    keys: Option<PinnedBuffer<u64>>,
+    counts: Option<PinnedBuffer<u64>>,
+    sums: Option<PinnedBuffer<u64>>,
+}
+
+impl GraphParts {
+    /// Downloads `graph` (inside the turn), the buffers made or made larger
+    /// where they hold too few values; gives its number of edges.
+    fn download(&mut self, gpu: &Gpu, graph: &DeviceEdges) -> Result<usize> {
+        let n = graph.n_edges() as usize;
+        let room = n + n / 4;
+        let keys = pinned_prefix(gpu, &mut self.keys, n, room)?;
+        let counts = pinned_prefix(gpu, &mut self.counts, n, room)?;
+        let sums = pinned_prefix(gpu, &mut self.sums, n, room)?;
+        graph.download_parts_into(gpu, keys, counts, sums)?;
+        Ok(n)
+    }
+
+    /// The graph of `n` edges that [`GraphParts::download`] wrote (after the
+    /// turn).
+    fn graph(&self, n: usize) -> Result<HostRegionGraph> {
+        fn part(buffer: &Option<PinnedBuffer<u64>>, n: usize) -> Result<&[u64]> {
+            buffer.as_deref().unwrap_or_default().get(..n).ok_or_else(|| invalid(format!("no room for {n} edges")))
+        }
+        Ok(HostRegionGraph::from_parts(part(&self.keys, n)?, part(&self.counts, n)?, part(&self.sums, n)?)?)
+    }
 }
 
 /// The first `len` values of `slot`'s buffer, made (or made larger, to at
@@ -104,6 +138,7 @@ impl GpuSteps {
             peak: Mutex::new(None),
             busy: Mutex::new(Vec::new()),
             pinned: Mutex::new(Vec::new()),
+            graphs: Mutex::new(Vec::new()),
         })
     }
 
@@ -115,6 +150,33 @@ impl GpuSteps {
 
     fn give_back_pinned(&self, set: PinnedSet) {
         self.pinned.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(set);
+    }
+
+    /// Room for one block's region graph (given back with
+    /// [`GpuSteps::give_back_graph_parts`]).
+    fn take_graph_parts(&self) -> GraphParts {
+        self.graphs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop().unwrap_or_default()
+    }
+
+    fn give_back_graph_parts(&self, parts: GraphParts) {
+        self.graphs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(parts);
+    }
+
+    /// Runs `turn` (a block's step 5 in its turn, which downloads the
+    /// block's region graph into the room it is given and says how many
+    /// edges it holds, with whatever else it gives) and makes the graph
+    /// after the turn.
+    fn with_graph_parts<T>(
+        &self,
+        turn: impl FnOnce(&mut GraphParts) -> Result<Option<(usize, T)>>,
+    ) -> Result<Option<(HostRegionGraph, T)>> {
+        let mut parts = self.take_graph_parts();
+        let out = turn(&mut parts).and_then(|made| match made {
+            Some((n, other)) => Ok(Some((parts.graph(n)?, other))),
+            None => Ok(None),
+        });
+        self.give_back_graph_parts(parts);
+        out
     }
 
     /// The most device memory (of the stream-ordered allocator, which
@@ -241,26 +303,27 @@ fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> Loca
 }
 
 /// The region graph of the faces inside a block (the GPU's, over the
-/// fragments that `fragments` puts on the device), downloaded. At the
-/// debug level, the stages' times (each ended by a synchronisation, so
-/// that the affinities' kernels, which `timer` started with, count as
-/// theirs) are logged.
+/// fragments that `fragments` puts on the device), downloaded into
+/// `parts`; gives its number of edges. At the debug level, the stages'
+/// times (each ended by a synchronisation, so that the affinities'
+/// kernels, which `timer` started with, count as theirs) are logged.
 fn count_inside(
     gpu: &Gpu,
     affs: DeviceAffinities,
     fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments>,
     mut timer: StageTimer,
-) -> Result<HostRegionGraph> {
+    parts: &mut GraphParts,
+) -> Result<usize> {
     let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
     timed(&mut timer, "affinities")?;
     let fragments = fragments(gpu)?;
     timed(&mut timer, "labels up")?;
     let graph = gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?;
     timed(&mut timer, "region graph")?;
-    let graph = graph.download(gpu)?;
+    let n = parts.download(gpu, &graph)?;
     timed(&mut timer, "graph down")?;
-    tracing::debug!(stages_ms = ?timer.stages(), pairs = graph.edges.len(), "GPU block edges");
-    Ok(graph)
+    tracing::debug!(stages_ms = ?timer.stages(), pairs = n, "GPU block edges");
+    Ok(n)
 }
 
 /// The pairs of the faces inside a block (`graph`) and of those across its
@@ -444,12 +507,19 @@ impl GpuSteps {
         upload: Upload<'_>,
     ) -> Result<LocalPlateaus> {
         let at = block_in_region(block, self.plateau_region(dims, block));
-        let mut bytes = touched::<u8>(block);
-        self.exclusive("local_plateaus", |gpu| {
-            let affs = upload(gpu).map_err(WatershedError::from)?;
-            Ok(block_plateaus(gpu, affs, at, params, &mut bytes)?)
-        })?;
-        Ok(plateaus_from_bytes(dims, block, bytes))
+        // The directions come down into page-locked memory (at the bus's
+        // speed, no host copy inside the turn) and are copied out after it.
+        let n = block.len() as usize;
+        let mut pinned = self.take_pinned();
+        let turn = pinned_prefix(&self.gpu, &mut pinned.bytes, n, n).and_then(|staged| {
+            self.exclusive("local_plateaus", |gpu| {
+                let affs = upload(gpu).map_err(WatershedError::from)?;
+                Ok(block_plateaus(gpu, affs, at, params, staged)?)
+            })?;
+            Ok(staged.to_vec())
+        });
+        self.give_back_pinned(pinned);
+        Ok(plateaus_from_bytes(dims, block, turn?))
     }
 
     /// Step 5 of a block whose source makes its affinities on the GPU: the
@@ -466,11 +536,13 @@ impl GpuSteps {
         if !source.makes_on_gpu() {
             return Ok(None);
         }
-        self.exclusive("block_edges", |gpu| {
-            let timer = turn_timer(gpu)?;
-            let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
-            let graph = count_inside(gpu, affs, fragments, timer)?;
-            Ok(Some((graph, lower_slabs(gpu, source, block, lower)?)))
+        self.with_graph_parts(|parts| {
+            self.exclusive("block_edges", |gpu| {
+                let timer = turn_timer(gpu)?;
+                let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
+                let n = count_inside(gpu, affs, fragments, timer, parts)?;
+                Ok(Some((n, lower_slabs(gpu, source, block, lower)?)))
+            })
         })
     }
 
@@ -482,10 +554,14 @@ impl GpuSteps {
         fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments> + Send,
         upload: Upload<'_>,
     ) -> Result<HostRegionGraph> {
-        self.exclusive("block_edges", |gpu| {
-            let timer = turn_timer(gpu)?;
-            count_inside(gpu, upload(gpu).map_err(WatershedError::from)?, fragments, timer)
-        })
+        let made = self.with_graph_parts(|parts| {
+            self.exclusive("block_edges", |gpu| {
+                let timer = turn_timer(gpu)?;
+                let n = count_inside(gpu, upload(gpu).map_err(WatershedError::from)?, fragments, timer, parts)?;
+                Ok(Some((n, ())))
+            })
+        })?;
+        Ok(made.ok_or_else(|| invalid("the GPU's turn gave no region graph"))?.0)
     }
 
     /// Step 5 of a block whose affinities are on the host: uploaded and
@@ -688,9 +764,9 @@ impl DecodeSteps for GpuSteps {
         let starts = pinned_prefix(&self.gpu, &mut pinned.first, n_runs, n_runs + n_runs / 4)?;
         let labels = pinned_prefix(&self.gpu, &mut pinned.second, n_runs, n_runs + n_runs / 4)?;
         let n_fragments = fragment_runs(block, components, ids, starts, labels)?;
-        let (starts, labels) = (&*starts, &*labels);
-        let block_dims = dims3(block.shape());
-        let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_runs(gpu, starts, labels, block_dims, n_fragments)?);
+        // Checked here, before the turn, which the other blocks wait for.
+        let runs = FragmentRuns::new(starts, labels, dims3(block.shape()), n_fragments)?;
+        let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_checked_runs(gpu, &runs)?);
         let edges = self.block_edge_runs_with(source, block, shape, components, ids, lower, fragments);
         self.give_back_pinned(pinned);
         edges

@@ -310,7 +310,8 @@ pub fn expand_runs_u32(
             out: out.as_mut_ptr(),
         };
         // SAFETY: `starts` and `run_values` hold `n_runs >= 1` u32s (the
-        // search's indices stay below it), `out` `n` u32s.
+        // runs' indices stay below it), `out` `n` u32s; the grid-stride
+        // configuration's blocks are `BLOCK` threads, a multiple of 32.
         unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
     }
     Ok(out)

@@ -190,6 +190,28 @@ fn value_runs_encode_and_expand_as_the_cpu() {
         let expanded = expand_runs_u32(&gpu, &got_starts, &got_values, count, n as u64).unwrap();
         assert_eq!(gpu.download(&expanded).unwrap(), values, "n = {n}");
     }
+    // Runs of one item each (every lane of a row in its own run), and runs
+    // given directly, empty ones among them (a start repeated): each item
+    // takes the last run starting at or before it, as the host's search.
+    for n in [31usize, 32, 33, 1023, 1024, 1025, 70_001] {
+        let values: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+        let starts: Vec<u32> = (0..n as u32).collect();
+        let (starts_d, values_d) = (gpu.upload(&starts).unwrap(), gpu.upload(&values).unwrap());
+        let expanded = expand_runs_u32(&gpu, &starts_d, &values_d, n as u64, n as u64).unwrap();
+        assert_eq!(gpu.download(&expanded).unwrap(), values, "n = {n}");
+    }
+    let n = 5000u64;
+    let starts: Vec<u32> = vec![0, 0, 3, 40, 40, 40, 1023, 1024, 1025, 2047, 4999];
+    let run_values: Vec<u32> = (0..starts.len() as u32).map(|k| 100 + k).collect();
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            let k = gpu_waterz_abi::primitives::run_containing(starts.len() as u64, i, |k| starts[k as usize] as u64);
+            run_values[k as usize]
+        })
+        .collect();
+    let (starts_d, values_d) = (gpu.upload(&starts).unwrap(), gpu.upload(&run_values).unwrap());
+    let expanded = expand_runs_u32(&gpu, &starts_d, &values_d, starts.len() as u64, n).unwrap();
+    assert_eq!(gpu.download(&expanded).unwrap(), want);
     // No items: no runs, and no runs for items is an error.
     let empty = gpu.upload(&[7u32]).unwrap();
     assert_eq!(value_runs_u32(&gpu, &empty, 0).unwrap().2, 0);

@@ -199,16 +199,54 @@ impl DeviceEdges {
     /// Copies the graph to the host.
     pub fn download(&self, gpu: &Gpu) -> Result<HostRegionGraph, GraphError> {
         let n = self.n_edges as usize;
-        let keys = gpu.download(&self.keys)?;
-        let counts = gpu.download(&self.counts)?;
-        let sums = gpu.download(&self.sums)?;
-        // On the calling thread's rayon pool: the blockwise decode downloads
-        // a block's graph (about a million pairs) inside its turn on the GPU.
-        Ok(HostRegionGraph {
-            edges: keys[..n].par_iter().map(|&k| EdgeKey::from_bits(k).endpoints()).collect(),
-            stats: (0..n)
-                .into_par_iter()
-                .map(|e| ContactStats { contact_count: counts[e], affinity_sum: sums[e] })
+        let keys = gpu.download_prefix(&self.keys, n)?;
+        let counts = gpu.download_prefix(&self.counts, n)?;
+        let sums = gpu.download_prefix(&self.sums, n)?;
+        HostRegionGraph::from_parts(&keys, &counts, &sums)
+    }
+
+    /// Copies the graph's three arrays ([`EdgeKey`] bits, contact counts,
+    /// fixed-point sums) into `keys`, `counts` and `sums`, which must hold
+    /// [`DeviceEdges::n_edges`] values each: for a caller that downloads
+    /// into page-locked memory inside its turn on the GPU and makes the
+    /// [`HostRegionGraph`] after it ([`HostRegionGraph::from_parts`]).
+    pub fn download_parts_into(
+        &self,
+        gpu: &Gpu,
+        keys: &mut [u64],
+        counts: &mut [u64],
+        sums: &mut [u64],
+    ) -> Result<(), GraphError> {
+        let n = self.n_edges as usize;
+        if keys.len() != n || counts.len() != n || sums.len() != n {
+            return Err(invalid(format!(
+                "room for {}, {} and {} values of a graph of {n} edges",
+                keys.len(),
+                counts.len(),
+                sums.len()
+            )));
+        }
+        gpu.download_to_slice(&self.keys, keys)?;
+        gpu.download_to_slice(&self.counts, counts)?;
+        gpu.download_to_slice(&self.sums, sums)?;
+        Ok(())
+    }
+}
+
+impl HostRegionGraph {
+    /// The graph from the arrays [`DeviceEdges::download_parts_into`]
+    /// wrote (keys as [`EdgeKey`] bits, contact counts, fixed-point sums;
+    /// equal lengths), made on the calling thread's rayon pool.
+    pub fn from_parts(keys: &[u64], counts: &[u64], sums: &[u64]) -> Result<Self, GraphError> {
+        if counts.len() != keys.len() || sums.len() != keys.len() {
+            return Err(invalid(format!("{} keys with {} counts and {} sums", keys.len(), counts.len(), sums.len())));
+        }
+        Ok(Self {
+            edges: keys.par_iter().map(|&k| EdgeKey::from_bits(k).endpoints()).collect(),
+            stats: counts
+                .par_iter()
+                .zip(sums)
+                .map(|(&contact_count, &affinity_sum)| ContactStats { contact_count, affinity_sum })
                 .collect(),
         })
     }
@@ -217,6 +255,21 @@ impl DeviceEdges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host graph made from downloaded arrays: each key's endpoints
+    /// with its count and sum, in order; arrays of different lengths are
+    /// refused.
+    #[test]
+    fn graphs_are_made_from_their_parts() {
+        let keys = [EdgeKey::new(1, 2).bits(), EdgeKey::new(1, 7).bits(), EdgeKey::new(3, 4_000_000_000).bits()];
+        let graph = HostRegionGraph::from_parts(&keys, &[5, 6, 7], &[50, 60, 70]).unwrap();
+        assert_eq!(graph.edges, vec![[1, 2], [1, 7], [3, 4_000_000_000]]);
+        let stats: Vec<(u64, u64)> = graph.stats.iter().map(|s| (s.contact_count, s.affinity_sum)).collect();
+        assert_eq!(stats, vec![(5, 50), (6, 60), (7, 70)]);
+        assert_eq!(HostRegionGraph::from_parts(&[], &[], &[]).unwrap().edges.len(), 0);
+        let e = HostRegionGraph::from_parts(&keys, &[5, 6], &[50, 60, 70]).unwrap_err().to_string();
+        assert!(e.contains("3 keys with 2 counts and 3 sums"), "{e}");
+    }
 
     #[test]
     fn valid_graphs_pass() {

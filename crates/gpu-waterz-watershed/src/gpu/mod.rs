@@ -51,7 +51,8 @@ impl DeviceAffinities {
 /// index per-fragment arrays with the labels, so the labels are read-only
 /// and only [`watershed`] and the checked constructors
 /// ([`DeviceFragments::from_labels`], [`DeviceFragments::upload`],
-/// [`DeviceFragments::from_runs`]) make fragments.
+/// [`DeviceFragments::from_runs`], [`DeviceFragments::from_checked_runs`])
+/// make fragments.
 #[derive(Debug)]
 pub struct DeviceFragments {
     labels: DeviceBuffer<u32>,
@@ -95,9 +96,9 @@ impl DeviceFragments {
     /// Fragments given as runs along the flattened volume (C order): run
     /// `k` starts at voxel `starts[k]` (ascending from 0, each run at least
     /// one voxel, the last to the end) and holds label `labels[k]`. Checked
-    /// on the host (the runs' starts and every label at most
-    /// `n_fragments`), uploaded, and written out per voxel on the device:
-    /// a few bytes per run cross instead of four per voxel.
+    /// on the host ([`FragmentRuns::new`]), uploaded, and written out per
+    /// voxel on the device: a few bytes per run cross instead of four per
+    /// voxel.
     pub fn from_runs(
         gpu: &Gpu,
         starts: &[u32],
@@ -105,33 +106,18 @@ impl DeviceFragments {
         dims: Dims3,
         n_fragments: u64,
     ) -> Result<Self, WatershedError> {
-        let n = check_dims(dims)?;
-        if starts.len() != labels.len() {
-            return Err(invalid_labels(format!("{} run starts for {} run labels", starts.len(), labels.len())));
-        }
-        // On the calling thread's rayon pool, as the labels below: the
-        // blockwise decode checks millions of runs here inside its turn on
-        // the GPU, which the other blocks wait for.
-        let ascending = starts.first().map_or(n == 0, |&s| s == 0)
-            && gpu_waterz_core::parallel::first_index(starts.len().saturating_sub(1), |k| starts[k] >= starts[k + 1])
-                .is_none()
-            && starts.last().is_none_or(|&s| (s as u64) < n);
-        if !ascending {
-            return Err(invalid_labels(format!(
-                "run starts that do not rise from 0 through a volume of {n} voxels ({dims:?})"
-            )));
-        }
-        if n_fragments > u32::MAX as u64 {
-            return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
-        }
-        if let Some(k) = gpu_waterz_core::parallel::first_position(labels, |&l| l as u64 > n_fragments) {
-            let label = labels[k];
-            return Err(invalid_labels(format!("run {k} has label {label}, above the {n_fragments} fragments")));
-        }
-        let n_runs = starts.len() as u64;
-        let (starts, run_labels) = (gpu.upload(starts)?, gpu.upload(labels)?);
+        Self::from_checked_runs(gpu, &FragmentRuns::new(starts, labels, dims, n_fragments)?)
+    }
+
+    /// [`DeviceFragments::from_runs`] of runs checked already: only the
+    /// upload and the kernel that writes them out, for a caller that checks
+    /// the runs before it takes its turn on the GPU (the blockwise decode).
+    pub fn from_checked_runs(gpu: &Gpu, runs: &FragmentRuns<'_>) -> Result<Self, WatershedError> {
+        let n_runs = runs.starts.len() as u64;
+        let (starts, run_labels) = (gpu.upload(runs.starts)?, gpu.upload(runs.labels)?);
+        let n = runs.dims.z * runs.dims.y * runs.dims.x;
         let labels = gpu_waterz_runtime::primitives::expand_runs_u32(gpu, &starts, &run_labels, n_runs, n)?;
-        Ok(Self { labels, n_fragments, dims, plateau_levels: 0 })
+        Ok(Self { labels, n_fragments: runs.n_fragments, dims: runs.dims, plateau_levels: 0 })
     }
 
     /// One label per voxel (C order): 0 for background, else `1..=n_fragments`.
@@ -164,6 +150,58 @@ impl DeviceFragments {
         let labels = gpu.download(&self.labels)?;
         let shape = (self.dims.z as usize, self.dims.y as usize, self.dims.x as usize);
         Ok(Array3::from_shape_vec(shape, labels.into_iter().map(u64::from).collect()).expect("one label per voxel"))
+    }
+}
+
+/// A volume's fragments as runs along the flattened volume (C order),
+/// checked: run `k` starts at voxel `starts[k]` (the starts ascend from 0
+/// and stay inside the volume, so each run holds at least one voxel and the
+/// last runs to the end) and holds label `labels[k]`, at most
+/// `n_fragments` (which fits u32 labels). What
+/// [`DeviceFragments::from_checked_runs`] puts on the device.
+#[derive(Clone, Copy, Debug)]
+pub struct FragmentRuns<'a> {
+    starts: &'a [u32],
+    labels: &'a [u32],
+    dims: Dims3,
+    n_fragments: u64,
+}
+
+impl<'a> FragmentRuns<'a> {
+    /// The runs, checked (on the calling thread's rayon pool: the blockwise
+    /// decode checks millions of runs per block).
+    pub fn new(starts: &'a [u32], labels: &'a [u32], dims: Dims3, n_fragments: u64) -> Result<Self, WatershedError> {
+        let n = check_dims(dims)?;
+        if starts.len() != labels.len() {
+            return Err(invalid_labels(format!("{} run starts for {} run labels", starts.len(), labels.len())));
+        }
+        let ascending = starts.first().map_or(n == 0, |&s| s == 0)
+            && gpu_waterz_core::parallel::first_index(starts.len().saturating_sub(1), |k| starts[k] >= starts[k + 1])
+                .is_none()
+            && starts.last().is_none_or(|&s| (s as u64) < n);
+        if !ascending {
+            return Err(invalid_labels(format!(
+                "run starts that do not rise from 0 through a volume of {n} voxels ({dims:?})"
+            )));
+        }
+        if n_fragments > u32::MAX as u64 {
+            return Err(invalid_labels(format!("{n_fragments} fragments do not fit u32 labels")));
+        }
+        if let Some(k) = gpu_waterz_core::parallel::first_position(labels, |&l| l as u64 > n_fragments) {
+            let label = labels[k];
+            return Err(invalid_labels(format!("run {k} has label {label}, above the {n_fragments} fragments")));
+        }
+        Ok(Self { starts, labels, dims, n_fragments })
+    }
+
+    /// The number of runs.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Whether there are no runs (an empty volume).
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
     }
 }
 
@@ -238,5 +276,25 @@ mod tests {
         assert!(e.contains("voxel 2 has label 3"), "{e}");
         assert!(check_labels(&[0, 1], u32::MAX as u64 + 1).is_err());
         assert!(check_labels(&[u32::MAX], u32::MAX as u64).is_ok());
+    }
+
+    /// Runs are taken only when their starts rise from 0 inside the volume
+    /// and their labels are fragments; each refusal says why.
+    #[test]
+    fn fragment_runs_are_checked_on_the_host() {
+        let dims = Dims3::new(1, 2, 5);
+        let runs = FragmentRuns::new(&[0, 3, 9], &[1, 0, 2], dims, 2).unwrap();
+        assert_eq!(runs.len(), 3);
+        assert!(!runs.is_empty());
+        let refused = |starts: &[u32], labels: &[u32], n_fragments: u64| {
+            FragmentRuns::new(starts, labels, dims, n_fragments).unwrap_err().to_string()
+        };
+        assert!(refused(&[0, 3], &[1], 2).contains("2 run starts for 1 run labels"));
+        for starts in [&[1u32, 3][..], &[0, 3, 3], &[0, 4, 2], &[0, 10], &[]] {
+            let labels = vec![1; starts.len()];
+            assert!(refused(starts, &labels, 2).contains("do not rise from 0"), "{starts:?}");
+        }
+        assert!(refused(&[0, 3], &[1, 3], 2).contains("run 1 has label 3"));
+        assert!(refused(&[0], &[1], u32::MAX as u64 + 1).contains("do not fit u32 labels"));
     }
 }
