@@ -250,14 +250,23 @@ fn label_chunk(
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     let zstd3 = zstd::bulk::compress(&bytes, 3).unwrap();
     assert_eq!(zstd::stream::decode_all(&ours[..]).unwrap(), bytes);
+    // The frame that step 5 makes on the GPU, made here block by block by
+    // the same encoder (on the host's threads).
+    let shape64 = shape.map(|n| n as u64);
+    let by_blocks = gpu_waterz_blockwise::label_frame(values, shape64).unwrap();
+    assert_eq!(zstd::stream::decode_all(&by_blocks[..]).unwrap(), bytes);
     eprintln!(
-        "label-chunks {name}: {} runs, encode_runs {} bytes, zstd level 3 {} bytes",
+        "label-chunks {name}: {} runs, encode_runs {} bytes, label_frame {} bytes, zstd level 3 {} bytes",
         pairs.len(),
         ours.len(),
+        by_blocks.len(),
         zstd3.len()
     );
     group.throughput(Throughput::Elements(values.len() as u64));
     group.bench_function(format!("encode-runs/{name}"), |b| b.iter(|| encode_runs(4, &repeats, &runs).unwrap()));
+    group.bench_function(format!("label-frame/{name}"), |b| {
+        b.iter(|| gpu_waterz_blockwise::label_frame(values, shape64).unwrap())
+    });
     let mut buffer = vec![0u32; values.len()];
     group.bench_function(format!("fill-and-zstd-3/{name}"), |b| {
         b.iter(|| {

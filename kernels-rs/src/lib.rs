@@ -20,6 +20,7 @@ mod kernel_macro;
 
 pub mod device;
 pub mod distance;
+pub mod frames;
 pub mod generate;
 pub mod graph;
 pub mod greyscale;

@@ -29,6 +29,38 @@ kernel! {
 }
 
 kernel! {
+    /// Gathers rows of values at a stride:
+    /// `out[r * row_len + c] = input[offset + r * row_stride + c * column_stride]`.
+    ///
+    /// # Safety
+    /// `input` holds every index read (the largest is `offset + (rows - 1)
+    /// * row_stride + (row_len - 1) * column_stride`), `out` `rows *
+    /// row_len` writable f32s.
+    ///
+    /// # Parameters
+    /// - `input`, `offset`, `rows`, `row_stride`, `row_len`, `column_stride`:
+    ///   what is read; `out`: the rows, one after the other.
+    ///
+    /// # Thread mapping
+    /// Grid-stride loop, one output value per iteration.
+    pub unsafe extern "ptx-kernel" fn gather_rows_f32(
+        input: *const f32,
+        offset: u64,
+        rows: u64,
+        row_stride: u64,
+        row_len: u64,
+        column_stride: u64,
+        out: *mut f32,
+    ) as GatherRowsF32Args {
+        grid_stride(rows * row_len, |i| {
+            let (r, c) = (i / row_len, i % row_len);
+            // SAFETY: the caller's bounds hold every index read and written.
+            unsafe { *out.add(i as usize) = *input.add((offset + r * row_stride + c * column_stride) as usize) };
+        });
+    }
+}
+
+kernel! {
     /// Packs two u32 arrays into u64 keys:
     /// `out[i] = high[start + i] << 32 | low[start + i]`.
     ///

@@ -182,6 +182,9 @@ kernels! {
     GenAddNoise => "gen_add_noise",
     GenNoiseLattice => "gen_noise_lattice",
     GenAffinities => "gen_affinities",
+    LabelFrameBlocks => "label_frame_blocks",
+    GatherFrameBlocks => "gather_frame_blocks",
+    GatherRowsF32 => "gather_rows_f32",
 }
 
 /// The most parameters a kernel takes.

@@ -14,6 +14,7 @@
 #[macro_use]
 pub mod kernel;
 pub mod distance;
+pub mod frames;
 pub mod generate;
 pub mod greyscale;
 pub mod morphology;

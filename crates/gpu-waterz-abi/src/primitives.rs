@@ -321,8 +321,30 @@ pub struct ReduceRunsArgs {
 #[derive(Clone, Copy, Debug)]
 pub struct ReduceRunsPackedArgs(pub ReduceRunsArgs);
 
+/// `gather_rows_f32`: `out[r * row_len + c] = input[offset + r *
+/// row_stride + c * column_stride]` for `r < rows`, `c < row_len`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GatherRowsF32Args {
+    /// The values read.
+    pub input: *const f32,
+    /// The first value read.
+    pub offset: u64,
+    /// The rows, and the values between one row's first and the next's.
+    pub rows: u64,
+    /// See `rows`.
+    pub row_stride: u64,
+    /// The values per row, and the values between two of them.
+    pub row_len: u64,
+    /// See `row_len`.
+    pub column_stride: u64,
+    /// `rows * row_len` writable f32s.
+    pub out: *mut f32,
+}
+
 impl_kernel_args!(
     IotaU32Args => IotaU32 { out, n },
+    GatherRowsF32Args => GatherRowsF32 { input, offset, rows, row_stride, row_len, column_stride, out },
     PackU32PairsArgs => PackU32Pairs { high, low, start, n, out },
     CountU32PairsArgs => CountU32Pairs { high, low, start, n, keys, counts, capacity, overflow },
     NarrowU64ToU32Args => NarrowU64ToU32 { input, n, out, max },

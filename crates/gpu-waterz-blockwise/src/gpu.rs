@@ -304,26 +304,39 @@ fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> Loca
 
 /// The region graph of the faces inside a block (the GPU's, over the
 /// fragments that `fragments` puts on the device), downloaded into
-/// `parts`; gives its number of edges. At the debug level, the stages'
-/// times (each ended by a synchronisation, so that the affinities'
-/// kernels, which `timer` started with, count as theirs) are logged.
+/// `parts`; gives its number of edges, and where `frame` gives the
+/// block's shape the zstd frame of the fragments
+/// ([`crate::label_frame_on_gpu`]). At the debug level, the stages' times
+/// (each ended by a synchronisation, so that the affinities' kernels,
+/// which `timer` started with, count as theirs) are logged.
 fn count_inside(
     gpu: &Gpu,
     affs: DeviceAffinities,
     fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments>,
     mut timer: StageTimer,
     parts: &mut GraphParts,
-) -> Result<usize> {
+    frame: Option<[u64; 3]>,
+) -> Result<(usize, Option<Vec<u8>>)> {
     let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
     timed(&mut timer, "affinities")?;
     let fragments = fragments(gpu)?;
     timed(&mut timer, "labels up")?;
     let graph = gpu_waterz_graph::gpu::region_graph(gpu, &affs, &fragments)?;
+    drop(affs);
     timed(&mut timer, "region graph")?;
     let n = parts.download(gpu, &graph)?;
     timed(&mut timer, "graph down")?;
+    drop(graph);
+    let frame = match frame {
+        Some(shape) => {
+            let frame = crate::label_frame_on_gpu(gpu, fragments.labels(), shape)?;
+            timed(&mut timer, "frame")?;
+            Some(frame)
+        }
+        None => None,
+    };
     tracing::debug!(stages_ms = ?timer.stages(), pairs = n, "GPU block edges");
-    Ok(n)
+    Ok((n, frame))
 }
 
 /// The pairs of the faces inside a block (`graph`) and of those across its
@@ -343,20 +356,46 @@ fn block_pairs(
     pairs.into_edges_with_sorted(&graph.edges, &graph.stats)
 }
 
-/// The one-voxel slabs of affinities across `block`'s lower faces (where
-/// `lower` has a layer), made on the GPU by `source` and downloaded.
-fn lower_slabs(gpu: &Gpu, source: &dyn AffinitySource, block: Block, lower: [Option<&[u64]>; 3]) -> Result<LowerSlabs> {
+/// The affinities across `block`'s lower faces (where `lower` has a
+/// layer): channel `axis` on the block's first layer along `axis`, taken
+/// from the block's float32 affinities on the device (`affs`), else made
+/// again by `source` as one-voxel slabs and downloaded.
+fn lower_slabs(
+    gpu: &Gpu,
+    source: &dyn AffinitySource,
+    block: Block,
+    affs: &DeviceAffinities,
+    lower: [Option<&[u64]>; 3],
+) -> Result<LowerSlabs> {
     let mut timer = turn_timer(gpu)?;
     let mut slabs: LowerSlabs = [None, None, None];
+    let [z, y, x] = block.shape();
+    let n = z * y * x;
     for axis in 0..3 {
-        if lower[axis].is_some() {
-            let mut slab = block;
-            slab.hi[axis] = slab.lo[axis] + 1;
-            slabs[axis] = Some(
-                made_on_gpu(gpu, source, slab)?
-                    .ok_or_else(|| invalid("the source made the block's affinities on the GPU, not a slab's"))?,
-            );
+        if lower[axis].is_none() {
+            continue;
         }
+        let face = match affs.data() {
+            // Rows and the values in them: the face's two axes in C order.
+            AffinityBuffer::F32(values) => {
+                let (rows, row_len) = match axis {
+                    0 => ([y, x], [x, 1]),
+                    1 => ([z, y * x], [x, 1]),
+                    _ => ([z * y, x], [1, 1]),
+                };
+                let face = gpu_waterz_runtime::primitives::gather_rows_f32(gpu, values, axis as u64 * n, rows, row_len)
+                    .map_err(WatershedError::from)?;
+                gpu.download(&face).map_err(WatershedError::from)?
+            }
+            _ => {
+                let mut slab = block;
+                slab.hi[axis] = slab.lo[axis] + 1;
+                let made = made_on_gpu(gpu, source, slab)?
+                    .ok_or_else(|| invalid("the source made the block's affinities on the GPU, not a slab's"))?;
+                made.index_axis(ndarray::Axis(0), axis).iter().copied().collect()
+            }
+        };
+        slabs[axis] = Some(face);
     }
     timer.mark("lower slabs").map_err(WatershedError::from)?;
     tracing::debug!(stages_ms = ?timer.stages(), "GPU block lower slabs");
@@ -364,13 +403,17 @@ fn lower_slabs(gpu: &Gpu, source: &dyn AffinitySource, block: Block, lower: [Opt
 }
 
 /// The affinity of channel `axis` at voxel `i` of a block of `shape` on its
-/// lower face along `axis`, from [`lower_slabs`]'s slabs.
+/// lower face along `axis`, from [`lower_slabs`]'s faces.
 fn slab_affinity(slabs: &LowerSlabs, shape: [usize; 3], axis: usize, i: usize) -> f32 {
-    let strides = [shape[1] * shape[2], shape[2], 1];
     // Voxel `i` lies on the lower face along `axis` (its coordinate there
-    // is 0), so at the same place in the one-voxel slab.
-    let slab = slabs[axis].as_ref().expect("a slab for every lower layer");
-    slab[[axis, i / strides[0], (i / strides[1]) % shape[1], i % shape[2]]]
+    // is 0); its place in the face is that of its two other coordinates.
+    let face = slabs[axis].as_ref().expect("a face for every lower layer");
+    let at = match axis {
+        0 => i,
+        1 => (i / (shape[1] * shape[2])) * shape[2] + i % shape[2],
+        _ => i / shape[2],
+    };
+    face[at]
 }
 
 /// A block's runs as the GPU's fragments take them, written into `starts`
@@ -427,9 +470,17 @@ fn made_on_gpu(gpu: &Gpu, source: &dyn AffinitySource, region: Block) -> Result<
         .map_err(|_| invalid(format!("the source made {len} values on the GPU for a region of {s:?}")))
 }
 
-/// The one-voxel slabs of affinities below a block's lower faces, one per
-/// axis where there is a block below.
-type LowerSlabs = [Option<Array4<f32>>; 3];
+/// A block's fragments as a zstd frame ([`crate::label_frame`]'s bytes).
+type Frame = Vec<u8>;
+
+/// Step 5's turn on a block whose affinities the GPU made: the region
+/// graph inside, the lower faces' affinities and the frame asked for.
+type GraphMadeOnGpu = (HostRegionGraph, (LowerSlabs, Option<Frame>));
+
+/// Per axis where there is a block below, the affinities across the
+/// block's lower face (channel `axis` on the face, its two other axes in C
+/// order).
+type LowerSlabs = [Option<Vec<f32>>; 3];
 
 /// Puts a block's affinities on the device (inside its turn).
 type Upload<'u> = &'u (dyn Fn(&Gpu) -> gpu_waterz_runtime::Result<DeviceAffinities> + Sync);
@@ -532,7 +583,8 @@ impl GpuSteps {
         block: Block,
         lower: [Option<&[u64]>; 3],
         fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments> + Send,
-    ) -> Result<Option<(HostRegionGraph, LowerSlabs)>> {
+        frame: Option<[u64; 3]>,
+    ) -> Result<Option<GraphMadeOnGpu>> {
         if !source.makes_on_gpu() {
             return Ok(None);
         }
@@ -540,8 +592,11 @@ impl GpuSteps {
             self.exclusive("block_edges", |gpu| {
                 let timer = turn_timer(gpu)?;
                 let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
-                let n = count_inside(gpu, affs, fragments, timer, parts)?;
-                Ok(Some((n, lower_slabs(gpu, source, block, lower)?)))
+                // The lower faces' affinities first: the count frees the
+                // block's affinities before the frame is made.
+                let slabs = lower_slabs(gpu, source, block, &affs, lower)?;
+                let (n, frame) = count_inside(gpu, affs, fragments, timer, parts, frame)?;
+                Ok(Some((n, (slabs, frame))))
             })
         })
     }
@@ -553,15 +608,16 @@ impl GpuSteps {
         &self,
         fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments> + Send,
         upload: Upload<'_>,
-    ) -> Result<HostRegionGraph> {
+        frame: Option<[u64; 3]>,
+    ) -> Result<(HostRegionGraph, Option<Vec<u8>>)> {
         let made = self.with_graph_parts(|parts| {
             self.exclusive("block_edges", |gpu| {
                 let timer = turn_timer(gpu)?;
-                let n = count_inside(gpu, upload(gpu).map_err(WatershedError::from)?, fragments, timer, parts)?;
-                Ok(Some((n, ())))
+                let affs = upload(gpu).map_err(WatershedError::from)?;
+                Ok(Some(count_inside(gpu, affs, fragments, timer, parts, frame)?))
             })
         })?;
-        Ok(made.ok_or_else(|| invalid("the GPU's turn gave no region graph"))?.0)
+        made.ok_or_else(|| invalid("the GPU's turn gave no region graph"))
     }
 
     /// Step 5 of a block whose affinities are on the host: uploaded and
@@ -579,14 +635,17 @@ impl GpuSteps {
         }
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let graph = self
-            .graph_uploaded(|gpu| labels.upload(gpu), &|gpu| DeviceAffinities::upload_f32(gpu, values, labels.dims))?;
+        let (graph, _) = self.graph_uploaded(
+            |gpu| labels.upload(gpu),
+            &|gpu| DeviceAffinities::upload_f32(gpu, values, labels.dims),
+            None,
+        )?;
         let n = values.len() / 3;
         Ok(labels.pairs(ids, lower, graph, |axis, i| values[axis * n + i]))
     }
 
-    /// [`DecodeSteps::block_edge_runs_from`] once the fragments' runs are
-    /// ready: `fragments` puts them on the device (in the turn).
+    /// [`DecodeSteps::block_edge_runs_and_frame`] once the fragments' runs
+    /// are ready: `fragments` puts them on the device (in the turn).
     #[allow(clippy::too_many_arguments)]
     fn block_edge_runs_with(
         &self,
@@ -597,29 +656,32 @@ impl GpuSteps {
         ids: &[u64],
         lower: [Option<&[u64]>; 3],
         fragments: impl Fn(&Gpu) -> Result<DeviceFragments> + Sync,
-    ) -> Result<EdgeList> {
+        frame: Option<[u64; 3]>,
+    ) -> Result<(EdgeList, Option<Vec<u8>>)> {
         let block_dims = dims3(block.shape());
-        let made = self.graph_made_on_gpu(source, block, lower, &fragments)?;
+        let made = self.graph_made_on_gpu(source, block, lower, &fragments, frame)?;
         let mut cursor = RunCursor::new(components);
-        if let Some((graph, slabs)) = made {
-            return Ok(block_pairs(
+        if let Some((graph, (slabs, frame))) = made {
+            let pairs = block_pairs(
                 shape,
                 |i| cursor.at(i),
                 ids,
                 lower,
                 graph,
                 |axis, i| slab_affinity(&slabs, shape, axis, i),
-            ));
+            );
+            return Ok((pairs, frame));
         }
         if let Some(codes) = read_region_codes(source, block)? {
             // Codes stored as uint8 go up as they are; the lower faces read
             // them as the GPU does (`k / 255`).
             let codes = codes.as_standard_layout();
             let flat = codes.as_slice().expect("a standard layout is contiguous");
-            let graph = self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims))?;
+            let (graph, frame) =
+                self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims), frame)?;
             let n = flat.len() / 3;
             let affinity = |axis: usize, i: usize| gpu_waterz_core::affinities::u8_affinity(flat[axis * n + i]);
-            return Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, affinity));
+            return Ok((block_pairs(shape, |i| cursor.at(i), ids, lower, graph, affinity), frame));
         }
         let affinities = read_region(source, block)?;
         if affinities.shape() != [3, shape[0], shape[1], shape[2]] {
@@ -627,9 +689,10 @@ impl GpuSteps {
         }
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
-        let graph = self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims))?;
+        let (graph, frame) =
+            self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims), frame)?;
         let n = values.len() / 3;
-        Ok(block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]))
+        Ok((block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]), frame))
     }
 }
 
@@ -734,8 +797,8 @@ impl DecodeSteps for GpuSteps {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
-        let made = self.graph_made_on_gpu(source, block, lower, |gpu| labels.upload(gpu))?;
-        let Some((graph, slabs)) = made else {
+        let made = self.graph_made_on_gpu(source, block, lower, |gpu| labels.upload(gpu), None)?;
+        let Some((graph, (slabs, _))) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
         let s = labels.shape;
@@ -757,6 +820,22 @@ impl DecodeSteps for GpuSteps {
         ids: &[u64],
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
+        Ok(self.block_edge_runs_and_frame(source, dims, block, components, ids, lower, false)?.0)
+    }
+
+    /// [`DecodeSteps::block_edge_runs_from`], and where `frame` asks for it
+    /// the fragments' zstd frame, made in the same turn from the labels the
+    /// GPU wrote out of the runs ([`crate::label_frame_on_gpu`]).
+    fn block_edge_runs_and_frame(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        components: &ComponentRuns,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        frame: bool,
+    ) -> Result<(EdgeList, Option<Vec<u8>>)> {
         let shape = check_block_edge_runs(dims, block, components, ids, lower)?;
         // The runs go up from page-locked memory, filled here before the turn.
         let mut pinned = self.take_pinned();
@@ -767,7 +846,8 @@ impl DecodeSteps for GpuSteps {
         // Checked here, before the turn, which the other blocks wait for.
         let runs = FragmentRuns::new(starts, labels, dims3(block.shape()), n_fragments)?;
         let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_checked_runs(gpu, &runs)?);
-        let edges = self.block_edge_runs_with(source, block, shape, components, ids, lower, fragments);
+        let frame = frame.then(|| block.shape());
+        let edges = self.block_edge_runs_with(source, block, shape, components, ids, lower, fragments, frame);
         self.give_back_pinned(pinned);
         edges
     }

@@ -51,18 +51,20 @@
 //! region graph (32 bytes per fragment pair per block that holds it) and
 //! the tables (8 bytes per fragment per threshold).
 
-// The one exception: the generated volume's kernels, launched in
-// `generate::launch`.
+// The exceptions: the generated volume's kernels, launched in
+// `generate::launch`, and the label frames' in `frames::label_frame_on_gpu`.
 #![deny(unsafe_code)]
 // Axis and direction indices are the algorithm's vocabulary (offsets,
 // faces, opposites), as in the whole-volume watershed.
 #![allow(clippy::needless_range_loop)]
 
+mod frames;
 mod generate;
 mod gpu;
 mod plateaus;
 mod stages;
 
+pub use frames::{label_frame, label_frame_on_gpu};
 pub use generate::ImplicitSource;
 pub use gpu::GpuSteps;
 pub use plateaus::{local_plateaus, settle_open_plateaus, LocalPlateaus, OpenVoxels, CORNER_FLAG};

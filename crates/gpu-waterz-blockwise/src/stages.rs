@@ -1125,6 +1125,26 @@ pub trait BlockSink: Sync {
         Ok(false)
     }
 
+    /// Whether the sink takes `block`'s fragments as a zstd frame of its
+    /// uint32 labels, C order ([`crate::label_frame`]'s), in step 5
+    /// instead of [`BlockSink::prepare_runs`]: steps that make such frames
+    /// where the fragments already are (the GPU's) then hand it to
+    /// [`BlockSink::prepare_frame`]. The default takes none.
+    fn takes_label_frame(&self, block: Block) -> bool {
+        let _ = block;
+        false
+    }
+
+    /// Step 5's frame of `block`'s fragments ([`crate::label_frame`]'s
+    /// bytes) where [`BlockSink::takes_label_frame`] asked for it, in
+    /// place of [`BlockSink::prepare_runs`], with the same result: whether
+    /// the sink kept what [`BlockSink::write_prepared`] needs. The default
+    /// keeps nothing.
+    fn prepare_frame(&self, block: Block, frame: Vec<u8>) -> Result<bool> {
+        let _ = (block, frame);
+        Ok(false)
+    }
+
     /// Step 7 of a block that [`BlockSink::prepare_runs`] kept: its
     /// segmentations, fragment `f`'s label at threshold `t` being
     /// `tables[t][f]`. The default fails (a sink that keeps blocks writes
@@ -1432,6 +1452,25 @@ pub trait DecodeSteps: Sync {
         self.block_edges_from(source, dims, block, components.expand().view(), ids, lower)
     }
 
+    /// [`DecodeSteps::block_edge_runs_from`], and where `frame` asks for
+    /// it the zstd frame of the block's fragments ([`crate::label_frame`]'s
+    /// bytes) when the steps make it where they count (`None`: the caller
+    /// encodes the runs itself). The default makes none.
+    #[allow(clippy::too_many_arguments)]
+    fn block_edge_runs_and_frame(
+        &self,
+        source: &dyn AffinitySource,
+        dims: [u64; 3],
+        block: Block,
+        components: &ComponentRuns,
+        ids: &[u64],
+        lower: [Option<&[u64]>; 3],
+        frame: bool,
+    ) -> Result<(EdgeList, Option<Vec<u8>>)> {
+        let _ = frame;
+        Ok((self.block_edge_runs_from(source, dims, block, components, ids, lower)?, None))
+    }
+
     /// Step 3 with the components as runs, what the driver holds between
     /// the steps: by default [`DecodeSteps::local_basins`]'s, run-length
     /// encoded here; a backend that encodes them where it finds them (the
@@ -1633,8 +1672,15 @@ fn decode_blocks_held(
         timed_block("block_edges", || {
             let lower = std::array::from_fn(|a| lower_layers[b][a].as_deref());
             let components = basins[b].runs()?;
-            let edges = steps.block_edge_runs_from(source, dims, blocks[b], &components, &fragments.ids[b], lower)?;
-            Ok((edges, sink.prepare_runs(blocks[b], &components, &fragments.ids[b])?))
+            let ids = &fragments.ids[b];
+            let wants_frame = sink.takes_label_frame(blocks[b]);
+            let (edges, frame) =
+                steps.block_edge_runs_and_frame(source, dims, blocks[b], &components, ids, lower, wants_frame)?;
+            let kept = match frame {
+                Some(frame) if wants_frame => sink.prepare_frame(blocks[b], frame)?,
+                _ => sink.prepare_runs(blocks[b], &components, ids)?,
+            };
+            Ok((edges, kept))
         })
     })?
     .into_iter()

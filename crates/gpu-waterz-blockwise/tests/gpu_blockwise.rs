@@ -363,3 +363,102 @@ fn uint8_codes_go_up_as_codes_and_decode_as_their_float32_values() {
         }
     }
 }
+
+/// A sink that asks for the fragments' frames of whole blocks (those of
+/// `chunk`'s shape), keeps them and writes like [`Collected`].
+struct Frames {
+    chunk: [u64; 3],
+    frames: Mutex<Vec<(Block, Vec<u8>)>>,
+    written: Collected,
+}
+
+impl BlockSink for Frames {
+    fn takes_label_frame(&self, block: Block) -> bool {
+        block.shape() == self.chunk
+    }
+
+    fn prepare_frame(&self, block: Block, frame: Vec<u8>) -> gpu_waterz_blockwise::Result<bool> {
+        assert!(self.takes_label_frame(block), "a frame for {block:?}");
+        self.frames.lock().unwrap().push((block, frame));
+        // Nothing kept: step 7 writes the runs, which the frame is checked
+        // against.
+        Ok(false)
+    }
+
+    fn write(
+        &self,
+        block: Block,
+        fragments: ArrayView3<'_, u64>,
+        segmentations: &[Array3<u64>],
+    ) -> gpu_waterz_blockwise::Result<()> {
+        self.written.write(block, fragments, segmentations)
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn label_frames_made_on_the_gpu_equal_the_hosts() {
+    use gpu_waterz_blockwise::{label_frame, label_frame_on_gpu};
+    let gpu = gpu();
+    // Cell-like labels with repeated rows and planes, constant chunks,
+    // random values, and shapes whose repeats fall outside the window.
+    for (shape, kind) in [
+        ([40u64, 96, 112], 0),
+        ([3, 7, 5], 1),
+        ([1, 1, 1], 2),
+        ([64, 64, 64], 2),
+        ([2, 5, 40_000], 0),
+        ([2, 6000, 6000], 3),
+        ([17, 33, 65], 1),
+    ] {
+        let n = (shape[0] * shape[1] * shape[2]) as usize;
+        let labels: Vec<u32> = match kind {
+            0 => {
+                cell_labels(9, (shape[0] as usize, shape[1] as usize, shape[2] as usize), 30).iter().copied().collect()
+            }
+            1 => (0..n).map(|i| ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59) as u32).collect(),
+            2 => vec![12345; n],
+            // Runs along x that change from row to row: the plane above
+            // lies outside the window.
+            _ => (0..n).map(|i| ((i / 7 + i / 60_000) % 23) as u32).collect(),
+        };
+        let on_host = label_frame(&labels, shape).unwrap();
+        let on_device = label_frame_on_gpu(&gpu, &gpu.upload(&labels).unwrap(), shape).unwrap();
+        assert!(on_host == on_device, "{shape:?}: {} and {} bytes", on_host.len(), on_device.len());
+        let decoded = zstd::stream::decode_all(&on_device[..]).unwrap();
+        assert!(decoded.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().unwrap())).eq(labels.iter().copied()));
+    }
+    assert!(label_frame_on_gpu(&gpu, &gpu.upload(&[1u32, 2]).unwrap(), [1, 1, 3]).is_err());
+
+    // Step 5 makes the frames of whole blocks in its turn: each decodes to
+    // the block's fragments; the decode equals the one without frames.
+    let volume = (48, 72, 80);
+    let dims = [volume.0 as u64, volume.1 as u64, volume.2 as u64];
+    let cells = ImplicitCells { seed: 6, cell: (16, 12, 12) };
+    let plain = GeneratorParams { weak_spots: 0, false_walls: 0, ..Default::default() };
+    let source = ImplicitSource::new(cells, plain, dims).unwrap();
+    let steps = GpuSteps::new(gpu).unwrap();
+    let chunk = [16, 32, 32];
+    let sink = Frames { chunk, frames: Mutex::new(Vec::new()), written: Collected::default() };
+    decode_blocks_with(&source, chunk, PARAMS, &THRESHOLDS, &sink, &steps).unwrap();
+    let plain_sink = Collected::default();
+    decode_blocks_with(&source, chunk, PARAMS, &THRESHOLDS, &plain_sink, &steps).unwrap();
+    let mut written = sink.written.0.into_inner().unwrap();
+    let mut without = plain_sink.0.into_inner().unwrap();
+    written.sort_by_key(|w| w.0.lo);
+    without.sort_by_key(|w| w.0.lo);
+    assert!(written == without, "the frames change nothing else");
+    let frames = sink.frames.into_inner().unwrap();
+    let whole_blocks = written.iter().filter(|w| w.0.shape() == chunk).count();
+    assert_eq!(frames.len(), whole_blocks);
+    assert!(whole_blocks > 0 && whole_blocks < written.len(), "whole and edge blocks");
+    for (block, frame) in frames {
+        let fragments = &written.iter().find(|w| w.0 == block).unwrap().1;
+        let decoded = zstd::stream::decode_all(&frame[..]).unwrap();
+        let values: Vec<u64> =
+            decoded.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().unwrap()) as u64).collect();
+        assert!(values.iter().eq(fragments.iter()), "block {block:?}");
+        let host = label_frame(&values.iter().map(|&v| v as u32).collect::<Vec<_>>(), block.shape()).unwrap();
+        assert!(host == frame, "block {block:?}: the host's frame");
+    }
+}

@@ -30,6 +30,47 @@ pub fn iota_u32(gpu: &Gpu, n: u64) -> Result<DeviceBuffer<u32>> {
     Ok(out)
 }
 
+/// `rows` rows of `row_len` values of `input` gathered into a new buffer:
+/// row `r`'s value `c` is `input[offset + r * row_stride + c *
+/// column_stride]` (a face of a C-order array, say). Fails where an index
+/// lies past `input` or the output would be empty or hold 2^40 values or
+/// more.
+pub fn gather_rows_f32(
+    gpu: &Gpu,
+    input: &DeviceBuffer<f32>,
+    offset: u64,
+    [rows, row_stride]: [u64; 2],
+    [row_len, column_stride]: [u64; 2],
+) -> Result<DeviceBuffer<f32>> {
+    const KERNEL: &str = "gather_rows_f32";
+    gpu.check_device(input, "the values")?;
+    let refuse = |reason: String| crate::RuntimeError::InvalidLaunch { kernel: KERNEL, reason };
+    let n = rows.checked_mul(row_len).filter(|&n| n > 0 && n < 1 << 40);
+    let Some(n) = n else { return Err(refuse(format!("{rows} rows of {row_len}: 1 to 2^40 - 1 values"))) };
+    let last = (rows - 1)
+        .checked_mul(row_stride)
+        .and_then(|a| (row_len - 1).checked_mul(column_stride).and_then(|b| a.checked_add(b)))
+        .and_then(|a| a.checked_add(offset));
+    let Some(end) = last.and_then(|last| last.checked_add(1)) else {
+        return Err(refuse("the indices overflow".into()));
+    };
+    check_len(KERNEL, "input", input, end)?;
+    let mut out = gpu.uninit::<f32>(n as usize)?;
+    let args = GatherRowsF32Args {
+        input: input.as_ptr(),
+        offset,
+        rows,
+        row_stride,
+        row_len,
+        column_stride,
+        out: out.as_mut_ptr(),
+    };
+    // SAFETY: every index read is below `end`, inside `input` (checked
+    // above); `out` holds the `n` values written.
+    unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
+    Ok(out)
+}
+
 /// Checks that pairs `start..start + n` of `high` and `low` lie in both
 /// buffers, on this device (what the pair kernels read).
 fn check_pairs(

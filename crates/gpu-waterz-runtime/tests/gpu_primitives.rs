@@ -1,7 +1,8 @@
 //! The device-wide primitives against CPU computations on random input.
 
 use gpu_waterz_runtime::primitives::{
-    compact_indices, digit_shifts, exclusive_scan, expand_runs_u32, radix_sort_pairs, reduce_by_key, value_runs_u32,
+    compact_indices, digit_shifts, exclusive_scan, expand_runs_u32, gather_rows_f32, radix_sort_pairs, reduce_by_key,
+    value_runs_u32,
 };
 use gpu_waterz_runtime::testing::gpu;
 use rand::{Rng, SeedableRng};
@@ -218,4 +219,30 @@ fn value_runs_encode_and_expand_as_the_cpu() {
     assert!(value_runs_u32(&gpu, &empty, 2).is_err(), "more items than the buffer holds");
     assert!(expand_runs_u32(&gpu, &empty, &empty, 0, 5).is_err());
     assert!(expand_runs_u32(&gpu, &empty, &empty, 2, 5).is_err(), "more runs than the buffers hold");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gathered_rows_are_the_strided_values() {
+    let gpu = gpu();
+    // The three faces of channel `axis` of a (3, 5, 6, 7) array, and their
+    // bounds.
+    let (z, y, x) = (5u64, 6u64, 7u64);
+    let n = z * y * x;
+    let values: Vec<f32> = (0..3 * n).map(|i| i as f32).collect();
+    let input = gpu.upload(&values).unwrap();
+    for (axis, rows, row_len) in [(0u64, [y, x], [x, 1]), (1, [z, y * x], [x, 1]), (2, [z * y, x], [1, 1])] {
+        let got = gpu.download(&gather_rows_f32(&gpu, &input, axis * n, rows, row_len).unwrap()).unwrap();
+        let want: Vec<f32> = (0..rows[0])
+            .flat_map(|r| (0..row_len[0]).map(move |c| (axis * n + r * rows[1] + c * row_len[1]) as f32))
+            .collect();
+        assert_eq!(got, want, "axis {axis}");
+    }
+    assert!(gather_rows_f32(&gpu, &input, 3 * n - 1, [2, 1], [1, 1]).is_err());
+    assert!(gather_rows_f32(&gpu, &input, 0, [0, 1], [1, 1]).is_err());
+    assert!(gather_rows_f32(&gpu, &input, 0, [2, u64::MAX], [1, 1]).is_err());
+    assert_eq!(
+        gpu.download(&gather_rows_f32(&gpu, &input, 3 * n - 1, [1, 9], [1, 4]).unwrap()).unwrap(),
+        [values[(3 * n - 1) as usize]]
+    );
 }

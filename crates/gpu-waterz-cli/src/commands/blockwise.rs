@@ -308,6 +308,21 @@ impl ZarrSink<'_> {
         self.store_chunk(array, block, frame.bytes())
     }
 
+    /// Writes the fragments' `frame` of `block` where the fragments are an
+    /// output, and keeps it for step 7 where there are segmentations.
+    fn keep_frame(&self, outputs: &Outputs, block: Block, frame: LabelFrame) -> gpu_waterz_blockwise::Result<()> {
+        if let Some(array) = &outputs.fragments {
+            self.store_chunk(array, block, frame.bytes())?;
+        }
+        if !outputs.segmentations.is_empty() {
+            let mut prepared = self.prepared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if prepared.insert(block.lo, frame).is_some() {
+                return Err(BlockwiseError::Io(format!("block {block:?} was prepared twice")));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that `runs` fill `block` with components that `ids` names.
     fn check_runs(block: Block, runs: &ComponentRuns, ids: &[u64]) -> gpu_waterz_blockwise::Result<()> {
         if runs.shape().map(|n| n as u64) != block.shape() {
@@ -399,16 +414,29 @@ impl BlockSink for ZarrSink<'_> {
         let labels = runs.runs().iter().map(|&[c, n]| (ids[c as usize], u64::from(n)));
         let frame = self.encode_chunk(outputs.narrow, block, labels, &mut buffer)?;
         drop(buffer);
-        if let Some(array) = &outputs.fragments {
-            self.store_chunk(array, block, frame.bytes())?;
-        }
-        if !outputs.segmentations.is_empty() {
-            let mut prepared = self.prepared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if prepared.insert(block.lo, frame).is_some() {
-                return Err(BlockwiseError::Io(format!("block {block:?} was prepared twice")));
-            }
-        }
+        self.keep_frame(outputs, block, frame)?;
         tracing::debug!(?block, seconds = start.elapsed().as_secs_f64(), "block's fragments encoded");
+        Ok(true)
+    }
+
+    /// Frames made by the steps (on the GPU) are taken for whole chunks of
+    /// uint32 labels, unless the chunks are encoded per segmentation.
+    fn takes_label_frame(&self, block: Block) -> bool {
+        !self.compact && self.outputs().is_ok_and(|o| o.narrow) && block.shape() == self.chunks
+    }
+
+    /// The fragments' frame made by the steps, its values found by walking
+    /// it ([`LabelFrame::from_frame`]), then as [`BlockSink::prepare_runs`].
+    fn prepare_frame(&self, block: Block, frame: Vec<u8>) -> gpu_waterz_blockwise::Result<bool> {
+        let outputs = self.outputs()?;
+        if !self.takes_label_frame(block) {
+            return Err(BlockwiseError::Io(format!("block {block:?}: a frame this sink did not ask for")));
+        }
+        let start = Instant::now();
+        let frame = LabelFrame::from_frame(frame, 4)
+            .map_err(|e| BlockwiseError::Io(format!("block {block:?}'s frame: {e}")))?;
+        self.keep_frame(outputs, block, frame)?;
+        tracing::debug!(?block, seconds = start.elapsed().as_secs_f64(), "block's fragments frame taken");
         Ok(true)
     }
 

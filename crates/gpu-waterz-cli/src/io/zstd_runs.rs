@@ -415,6 +415,10 @@ pub enum RunsError {
     /// A relabelling has no label for a value of the frame.
     #[error("the value {0} has no new label")]
     Unmapped(u64),
+    /// A frame given whole ([`LabelFrame::from_frame`]) that is not one
+    /// whose values lie in raw literals and raw blocks.
+    #[error("not a frame of raw values: {0}")]
+    Frame(String),
 }
 
 /// Runs of equal values, neighbours always different: each run's value
@@ -524,6 +528,76 @@ impl LabelFrame {
             8 => encode::<8>(repeats, runs),
             _ => return Err(RunsError::Width(width)),
         };
+        Ok(Self { bytes, width, values })
+    }
+
+    /// A frame made elsewhere (such as `gpu_waterz_blockwise::label_frame`'s,
+    /// made on the GPU) of values `width` bytes wide, its values found by
+    /// walking its blocks: it must be a single zstd frame without
+    /// dictionary or checksum whose blocks are raw, or compressed with
+    /// raw literals (any sequences), every value whole in one of them.
+    pub fn from_frame(bytes: Vec<u8>, width: usize) -> Result<Self, RunsError> {
+        if width != 4 && width != 8 {
+            return Err(RunsError::Width(width));
+        }
+        let bad = |what: &str| RunsError::Frame(what.to_string());
+        let byte = |at: usize| bytes.get(at).copied().map(usize::from).ok_or_else(|| bad("it ends early"));
+        if bytes.len() < 4 || u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) != MAGIC {
+            return Err(bad("no zstd magic number"));
+        }
+        let descriptor = byte(4)?;
+        if descriptor & 0b111 != 0 {
+            return Err(bad("a checksum or a dictionary"));
+        }
+        let single_segment = descriptor & (1 << 5) != 0;
+        let size_bytes = match descriptor >> 6 {
+            0 => usize::from(single_segment),
+            1 => 2,
+            2 => 4,
+            _ => 8,
+        };
+        let mut at = 5 + usize::from(!single_segment) + size_bytes;
+        let mut values = Vec::new();
+        loop {
+            let header = byte(at)? | (byte(at + 1)? << 8) | (byte(at + 2)? << 16);
+            at += 3;
+            let (last, kind, size) = (header & 1 != 0, (header >> 1) & 3, header >> 3);
+            let end = at + size;
+            if end > bytes.len() {
+                return Err(bad("a block past its end"));
+            }
+            match kind as u32 {
+                BLOCK_RAW => values.push(at..end),
+                BLOCK_COMPRESSED => {
+                    let first = byte(at)?;
+                    if first & 3 != 0 {
+                        return Err(bad("literals that are not raw"));
+                    }
+                    let (header_bytes, n) = match (first >> 2) & 3 {
+                        0 | 2 => (1, first >> 3),
+                        1 => (2, (first >> 4) | (byte(at + 1)? << 4)),
+                        _ => (3, (first >> 4) | (byte(at + 1)? << 4) | (byte(at + 2)? << 12)),
+                    };
+                    if at + header_bytes + n > end {
+                        return Err(bad("literals past their block"));
+                    }
+                    if n > 0 {
+                        values.push(at + header_bytes..at + header_bytes + n);
+                    }
+                }
+                _ => return Err(bad("an RLE or reserved block")),
+            }
+            at = end;
+            if last {
+                break;
+            }
+        }
+        if at != bytes.len() {
+            return Err(bad("bytes after the last block"));
+        }
+        if values.iter().any(|r| r.len() % width != 0) {
+            return Err(bad("values cut by a block's end"));
+        }
         Ok(Self { bytes, width, values })
     }
 
@@ -1285,12 +1359,34 @@ mod tests {
             let runs: Vec<(u64, u64)> = runs.into_iter().map(|(v, n)| (v, if short { 1 } else { n })).collect();
             let frame = LabelFrame::encode(width, &repeats, &value_runs(&runs)).unwrap();
             prop_assert_eq!(decoded(frame.bytes()), expanded(width, &runs));
+            // Its values found again from the bytes alone.
+            prop_assert_eq!(&LabelFrame::from_frame(frame.bytes().to_vec(), width).unwrap(), &frame);
             let label = |v: u64| v % modulus + u64::from(offset);
             let relabelled = frame.relabelled(|v| Some(label(v))).unwrap();
             prop_assert_eq!(relabelled.len(), frame.bytes().len());
             let new: Vec<(u64, u64)> = runs.iter().map(|&(v, n)| (label(v), n)).collect();
             prop_assert_eq!(decoded(&relabelled), expanded(width, &new));
         }
+    }
+
+    #[test]
+    fn frames_made_by_blocks_relabel_as_their_labels() {
+        // Labels with long runs, repeated rows and planes, and changes.
+        let shape = [6u64, 40, 300];
+        let n = (shape[0] * shape[1] * shape[2]) as usize;
+        let labels: Vec<u32> = (0..n).map(|i| ((i / 7 + i / 2000) % 23) as u32 + 1).collect();
+        let bytes = gpu_waterz_blockwise::label_frame(&labels, shape).unwrap();
+        let frame = LabelFrame::from_frame(bytes.clone(), 4).unwrap();
+        assert_eq!(frame.bytes(), &bytes[..]);
+        let relabelled = frame.relabelled(|v| Some(v * 1000 + 1)).unwrap();
+        let expected: Vec<u8> = labels.iter().flat_map(|&v| (v * 1000 + 1).to_le_bytes()).collect();
+        assert_eq!(decoded(&relabelled), expected);
+        // Not a frame of raw values.
+        assert!(LabelFrame::from_frame(bytes[..bytes.len() - 1].to_vec(), 4).is_err());
+        assert!(LabelFrame::from_frame(vec![1, 2, 3], 4).is_err());
+        let level3 = zstd::bulk::compress(&expected, 3).unwrap();
+        assert!(matches!(LabelFrame::from_frame(level3, 4), Err(RunsError::Frame(_))));
+        assert!(matches!(LabelFrame::from_frame(bytes, 3), Err(RunsError::Width(3))));
     }
 
     #[test]

@@ -1,0 +1,183 @@
+//! zstd frames of a block's uint32 labels (one zarr chunk), made on the
+//! GPU in step 5 from the labels it already holds there, one zstd block
+//! per thread (`gpu_waterz_abi::frames`); [`label_frame`] makes the same
+//! frame on the host, block by block with the same encoder, as the
+//! reference.
+
+use crate::{invalid, Result};
+use gpu_waterz_abi::frames::{
+    encode_block, frame_header, FrameGeometry, GatherFrameBlocksArgs, LabelFrameBlocksArgs, BLOCK_VOXELS, SLOT_BYTES,
+};
+use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig};
+use gpu_waterz_watershed::WatershedError;
+use rayon::prelude::*;
+
+/// The frame's geometry for a chunk of `shape` holding `n` labels, after
+/// checking that they fit (at least one voxel, fewer than 2^32).
+fn geometry(shape: [u64; 3], n: usize) -> Result<FrameGeometry> {
+    let voxels = shape.iter().try_fold(1u64, |a, &b| a.checked_mul(b));
+    match voxels {
+        Some(v) if v > 0 && v < u32::MAX as u64 && v == n as u64 => Ok(FrameGeometry::of(shape)),
+        _ => Err(invalid(format!("{n} labels for a chunk of {shape:?}: 1 to 2^32 - 1 voxels, one label each"))),
+    }
+}
+
+/// The zstd frame of a chunk of `shape` whose uint32 labels are `labels`
+/// (C order, little-endian in the frame), encoded on the host block by
+/// block (in parallel) as [`label_frame_on_gpu`] encodes them: the same
+/// bytes.
+pub fn label_frame(labels: &[u32], shape: [u64; 3]) -> Result<Vec<u8>> {
+    let geometry = geometry(shape, labels.len())?;
+    let blocks = geometry.blocks();
+    let encoded: Vec<Vec<u8>> = (0..blocks)
+        .into_par_iter()
+        .map_init(
+            || (vec![0u8; SLOT_BYTES as usize], vec![0u32; BLOCK_VOXELS as usize]),
+            |(slot, room), b| {
+                let size = encode_block(labels, &geometry, b, b + 1 == blocks, slot, room);
+                slot[..size].to_vec()
+            },
+        )
+        .collect();
+    let (header, used) = frame_header(&geometry);
+    let mut frame = Vec::with_capacity(used + encoded.iter().map(Vec::len).sum::<usize>());
+    frame.extend_from_slice(&header[..used]);
+    for block in &encoded {
+        frame.extend_from_slice(block);
+    }
+    Ok(frame)
+}
+
+/// [`label_frame`] of the labels on the device (a chunk of `shape`): each
+/// zstd block encoded by one thread into a slot of its own, the slots'
+/// used bytes gathered into one buffer and downloaded (this synchronizes).
+/// Device memory: about 8 bytes per voxel while it runs.
+#[allow(unsafe_code)]
+pub fn label_frame_on_gpu(gpu: &Gpu, labels: &DeviceBuffer<u32>, shape: [u64; 3]) -> Result<Vec<u8>> {
+    let geometry = geometry(shape, labels.len())?;
+    let blocks = geometry.blocks();
+    let gpu_err = |e| crate::BlockwiseError::from(WatershedError::from(e));
+    let mut slots = gpu.uninit::<u8>((blocks * SLOT_BYTES) as usize).map_err(gpu_err)?;
+    let mut sequences = gpu.uninit::<u32>((blocks * BLOCK_VOXELS) as usize).map_err(gpu_err)?;
+    let mut sizes = gpu.uninit::<u32>(blocks as usize).map_err(gpu_err)?;
+    check_len("label_frame_blocks", "labels", labels, geometry.voxels).map_err(gpu_err)?;
+    let args = LabelFrameBlocksArgs {
+        labels: labels.as_ptr(),
+        geometry,
+        slots: slots.as_mut_ptr(),
+        sequences: sequences.as_mut_ptr(),
+        sizes: sizes.as_mut_ptr(),
+    };
+    // One thread per zstd block, few per thread block: each thread works
+    // alone for long.
+    let threads = 64u32;
+    let config = LaunchConfig { blocks: blocks.div_ceil(threads as u64) as u32, threads, shared_bytes: 0 };
+    // SAFETY: `labels` holds the chunk's voxels (checked above), and the
+    // slots, the room for sequences and the sizes one set per zstd block.
+    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    drop(sequences);
+    let (offsets, total) = gpu_waterz_runtime::primitives::exclusive_scan(gpu, &sizes, blocks).map_err(gpu_err)?;
+    // Each size is at most a slot's (the kernel writes within its slot).
+    if total > blocks * SLOT_BYTES {
+        return Err(invalid(format!("the frame's blocks hold {total} bytes, more than their slots")));
+    }
+    let mut frame_blocks = gpu.uninit::<u8>(total as usize).map_err(gpu_err)?;
+    let args = GatherFrameBlocksArgs {
+        slots: slots.as_ptr(),
+        sizes: sizes.as_ptr(),
+        offsets: offsets.as_ptr(),
+        blocks,
+        frame: frame_blocks.as_mut_ptr(),
+    };
+    let config = LaunchConfig { blocks: blocks.min(1 << 16) as u32, threads: 128, shared_bytes: 0 };
+    // SAFETY: the sizes are the kernel's (each within its slot), the
+    // offsets their exclusive sum and the frame their total.
+    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+    let (header, used) = frame_header(&geometry);
+    let mut frame = Vec::with_capacity(used + total as usize);
+    frame.extend_from_slice(&header[..used]);
+    frame.extend(gpu.download(&frame_blocks).map_err(gpu_err)?);
+    drop(slots);
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn decoded(frame: &[u8]) -> Vec<u32> {
+        let bytes = zstd::stream::decode_all(frame).expect("a zstd frame");
+        bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    }
+
+    /// Labels of cell-like chunks: runs along x, rows that repeat the row
+    /// above and planes the plane above, with changes here and there.
+    fn cells(shape: [u64; 3], seed: u64, changes: u64) -> Vec<u32> {
+        let n = (shape[0] * shape[1] * shape[2]) as usize;
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (row, plane) = (shape[2] as usize, (shape[1] * shape[2]) as usize);
+        let mut labels = vec![0u32; n];
+        for i in 0..n {
+            let r = next();
+            labels[i] = if i >= plane && r % 100 < 60 {
+                labels[i - plane]
+            } else if i >= row && r % 100 < 85 {
+                labels[i - row]
+            } else if i > 0 && r % 100 < 100 - changes {
+                labels[i - 1]
+            } else {
+                (r >> 40) as u32 % 50
+            };
+        }
+        labels
+    }
+
+    #[test]
+    fn frames_decode_to_their_labels() {
+        for (shape, changes) in [
+            ([64, 128, 128], 2),
+            ([3, 7, 5], 30),
+            ([1, 1, 1], 0),
+            ([2, 1, 9000], 1),
+            ([5, 3000, 1], 5),
+            ([4, 64, 64], 100),
+        ] {
+            let labels = cells(shape, 7, changes);
+            let frame = label_frame(&labels, shape).unwrap();
+            assert_eq!(decoded(&frame), labels, "{shape:?}");
+        }
+        // Long runs shrink: a constant chunk, and one that repeats its rows.
+        let shape = [16, 256, 256];
+        let constant = vec![7u32; 16 * 256 * 256];
+        assert!(label_frame(&constant, shape).unwrap().len() < 16 * 256 * 256 / 20);
+        let rows: Vec<u32> = (0..16 * 256 * 256).map(|i| (i % 256) as u32 / 3).collect();
+        let frame = label_frame(&rows, shape).unwrap();
+        assert_eq!(decoded(&frame), rows);
+        assert!(frame.len() < rows.len(), "{} bytes", frame.len());
+    }
+
+    #[test]
+    fn bad_chunks_are_refused() {
+        assert!(label_frame(&[], [0, 1, 1]).is_err());
+        assert!(label_frame(&[1, 2, 3], [1, 2, 2]).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn random_chunks_decode_to_their_labels(
+            z in 1u64..6, y in 1u64..40, x in 1u64..300, seed in any::<u64>(), changes in 0u64..100,
+        ) {
+            let labels = cells([z, y, x], seed, changes);
+            let frame = label_frame(&labels, [z, y, x]).unwrap();
+            prop_assert_eq!(decoded(&frame), labels);
+        }
+    }
+}
