@@ -423,6 +423,7 @@ pub struct FragmentIds {
 /// `grid`) joined across the faces that a direction crosses, and numbered
 /// `1..=n` by their smallest voxel, as waterz numbers its basins.
 pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<FragmentIds> {
+    let started = Instant::now();
     if basins.len() != grid.len() {
         return Err(invalid(format!("{} block summaries for a grid of {} blocks", basins.len(), grid.len())));
     }
@@ -493,6 +494,7 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
             Ok(pairs)
         })
         .collect::<Result<_>>()?;
+    let gathered = Instant::now();
     let mut parent: Vec<u32> = (0..total as u32).collect();
     for &(p, q) in pairs.iter().flatten() {
         union(&mut parent, p, q);
@@ -503,6 +505,7 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
     for p in 0..total {
         parent[p] = parent[parent[p] as usize];
     }
+    let joined = Instant::now();
     // Each fragment's smallest voxel and size, at its root: every
     // component's own, then each other member's folded into its root (few
     // components are not roots; members are only read, roots only written).
@@ -519,12 +522,14 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
     }
     // The fragments numbered by their smallest voxels (distinct voxels:
     // the fragments are disjoint), sorted on every thread.
+    let folded = Instant::now();
     let mut roots: Vec<u32> = (0..total as u32).into_par_iter().filter(|&r| parent[r as usize] == r).collect();
     roots.par_sort_unstable_by_key(|&r| least[r as usize]);
     let mut label = vec![0u64; total];
     for (k, &r) in roots.iter().enumerate() {
         label[r as usize] = k as u64 + 1;
     }
+    let numbered = Instant::now();
     let mut sizes = Vec::with_capacity(roots.len() + 1);
     sizes.push(basins.iter().map(|b| b.background).sum());
     sizes.par_extend(roots.par_iter().map(|&r| size[r as usize]));
@@ -536,6 +541,18 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
             std::iter::once(0).chain(members.iter().map(|&root| label[root as usize])).collect()
         })
         .collect();
+    // At the debug level, where step 4's time goes.
+    tracing::debug!(
+        components = total,
+        pairs = pairs.iter().map(Vec::len).sum::<usize>(),
+        fragments = roots.len(),
+        checked_and_gathered_s = (gathered - started).as_secs_f64(),
+        joined_s = (joined - gathered).as_secs_f64(),
+        folded_s = (folded - joined).as_secs_f64(),
+        numbered_s = (numbered - folded).as_secs_f64(),
+        ids_s = numbered.elapsed().as_secs_f64(),
+        "fragments numbered"
+    );
     Ok(FragmentIds { n_fragments: roots.len() as u64, ids, sizes })
 }
 
@@ -1663,10 +1680,17 @@ fn decode_blocks_held(
     lap("local_basins", &mut seconds.local_basins);
     let summaries: Vec<BasinSummary<'_>> = basins.iter().map(HeldBasins::summary).collect();
     let fragments = fragment_ids(&grid, &summaries)?;
+    let layering = Instant::now();
     let lower_layers: Vec<[Option<Vec<u64>>; 3]> =
         (0..grid.len()).into_par_iter().map(|b| lower_layers(&grid, b, &summaries, &fragments)).collect();
     drop(summaries);
+    let beginning = Instant::now();
     sink.begin(fragments.n_fragments)?;
+    tracing::debug!(
+        lower_layers_s = (beginning - layering).as_secs_f64(),
+        begin_s = beginning.elapsed().as_secs_f64(),
+        "step 4's layers and the sink's arrays made"
+    );
     lap("fragment_ids", &mut seconds.fragment_ids);
     let (edges, prepared): (Vec<EdgeList>, Vec<bool>) = pulled(0..grid.len(), |b| {
         timed_block("block_edges", || {
