@@ -5,6 +5,7 @@
 //! `gpu_waterz_abi::kernel_params!`).
 
 use gpu_waterz_abi::distance::*;
+use gpu_waterz_abi::frames::*;
 use gpu_waterz_abi::generate::*;
 use gpu_waterz_abi::graph::*;
 use gpu_waterz_abi::greyscale::*;
@@ -210,6 +211,9 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GenAddNoiseArgs>(c);
     check::<GenNoiseLatticeArgs>(c);
     check::<GenAffinitiesArgs>(c);
+    check::<LabelFrameBlocksArgs>(c);
+    check::<GatherFrameBlocksArgs>(c);
+    check::<GatherRowsF32Args>(c);
     for kernel in Kernel::ALL {
         assert_eq!(checked.iter().filter(|k| *k == kernel).count(), 1, "{} checked once", kernel.name());
     }
