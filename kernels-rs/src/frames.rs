@@ -3,7 +3,7 @@
 
 use crate::device::*;
 use gpu_waterz_abi::frames::{
-    encode_block, FrameGeometry, GatherFrameBlocksArgs, LabelFrameBlocksArgs, BLOCK_VOXELS, SLOT_BYTES,
+    encode_block_with, FrameGeometry, GatherFrameBlocksArgs, LabelFrameBlocksArgs, BLOCK_VOXELS, SLOT_BYTES,
 };
 
 kernel! {
@@ -13,7 +13,8 @@ kernel! {
     /// # Safety
     /// `labels` holds `geometry.voxels` u32s (at least one); `slots` holds
     /// `SLOT_BYTES`, `sequences` `BLOCK_VOXELS` u32s and `sizes` one u32
-    /// per zstd block (`geometry.blocks()`).
+    /// per zstd block (`geometry.blocks()`); the thread blocks are whole
+    /// warps.
     ///
     /// # Parameters
     /// - `labels`, `geometry`: the chunk (C order) and its repeats.
@@ -21,7 +22,10 @@ kernel! {
     /// - `sizes`: the bytes each block wrote into its slot.
     ///
     /// # Thread mapping
-    /// One thread per zstd block, grid-stride.
+    /// One warp per zstd block, grid-stride over blocks. Every lane runs
+    /// the encoder alike (the same values, written to the same places);
+    /// the matches' lengths are counted 32 voxels at a time, one per lane,
+    /// the first unequal one found by a ballot.
     pub unsafe extern "ptx-kernel" fn label_frame_blocks(
         labels: *const u32,
         geometry: FrameGeometry,
@@ -30,23 +34,38 @@ kernel! {
         sizes: *mut u32,
     ) as LabelFrameBlocksArgs {
         let blocks = geometry.blocks();
+        let lane = (thread_idx_x() % 32) as usize;
+        let warps_per_block = (block_dim_x() / 32) as u64;
+        let mut b = block_idx_x() as u64 * warps_per_block + (thread_idx_x() / 32) as u64;
+        let stride = grid_dim_x() as u64 * warps_per_block;
         // SAFETY: the caller gives one label per voxel.
-        let labels = unsafe { core::slice::from_raw_parts(labels, geometry.voxels as usize) };
-        grid_stride(blocks, |b| {
+        let values = unsafe { core::slice::from_raw_parts(labels, geometry.voxels as usize) };
+        let length = |p: usize, d: usize, end: usize| -> usize {
+            let mut k = 0;
+            loop {
+                let i = p + k + lane;
+                // SAFETY: `d <= p <= i` and `i < end <= voxels` where read.
+                let equal = i < end && unsafe { *labels.add(i) == *labels.add(i - d) };
+                // SAFETY: every lane of the warp counts the same match.
+                let differs = unsafe { ballot(!equal) };
+                if differs != 0 {
+                    return k + differs.trailing_zeros() as usize;
+                }
+                k += 32;
+            }
+        };
+        while b < blocks {
             // SAFETY: each block's slot and room for sequences are its own
             // and inside the buffers (the caller sizes them per block).
             unsafe {
-                let slot = core::slice::from_raw_parts_mut(
-                    slots.add((b * SLOT_BYTES) as usize),
-                    SLOT_BYTES as usize,
-                );
-                let room = core::slice::from_raw_parts_mut(
-                    sequences.add((b * BLOCK_VOXELS) as usize),
-                    BLOCK_VOXELS as usize,
-                );
-                *sizes.add(b as usize) = encode_block(labels, &geometry, b, b + 1 == blocks, slot, room) as u32;
+                let slot = core::slice::from_raw_parts_mut(slots.add((b * SLOT_BYTES) as usize), SLOT_BYTES as usize);
+                let room =
+                    core::slice::from_raw_parts_mut(sequences.add((b * BLOCK_VOXELS) as usize), BLOCK_VOXELS as usize);
+                let size = encode_block_with(values, &geometry, b, b + 1 == blocks, slot, room, length);
+                *sizes.add(b as usize) = size as u32;
             }
-        });
+            b += stride;
+        }
     }
 }
 

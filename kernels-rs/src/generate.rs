@@ -183,11 +183,20 @@ kernel! {
     /// Grid-stride loop, one voxel per iteration.
     pub unsafe extern "ptx-kernel" fn gen_box_blur(q: *const f32, dims: Dims3, axis: u64, out: *mut f32) as GenBoxBlurArgs {
         let n = dims.z * dims.y * dims.x;
-        let a = axis as usize;
-        let (stride, len) = (dims.strides()[a], [dims.z, dims.y, dims.x][a]);
+        // Picked by matches, not by indexing arrays (which the compiler put
+        // in local memory).
+        let (stride, len) = match axis {
+            0 => (dims.y * dims.x, dims.z),
+            1 => (dims.x, dims.y),
+            _ => (1, dims.x),
+        };
         grid_stride(n, |i| {
             let (z, y, x) = coords(i, dims);
-            let p = [z, y, x][a];
+            let p = match axis {
+                0 => z,
+                1 => y,
+                _ => x,
+            };
             // SAFETY: `i` is a voxel, and so are its neighbours along the
             // axis inside the region.
             unsafe {

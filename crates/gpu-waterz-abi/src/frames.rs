@@ -73,9 +73,16 @@ impl FrameGeometry {
         self.voxels.div_ceil(BLOCK_VOXELS)
     }
 
-    /// The distances looked at, in voxels (0: not used).
-    const fn distances(&self) -> [u64; 3] {
-        [1, self.row, self.plane]
+    /// Distance `i` looked at, in voxels (0: not used): the voxel before,
+    /// the row, the plane (a match, not an array, which the GPU would keep
+    /// in local memory).
+    #[inline(always)]
+    const fn distance(&self, i: usize) -> u64 {
+        match i {
+            0 => 1,
+            1 => self.row,
+            _ => self.plane,
+        }
     }
 
     /// The window's log: it holds the farthest repeat (at least 2^17, so
@@ -398,18 +405,34 @@ pub fn encode_block(
     slot: &mut [u8],
     sequences: &mut [u32],
 ) -> usize {
+    let length = |p, d, end| match_length(labels, p, d, end);
+    encode_block_with(labels, geometry, block, last, slot, sequences, length)
+}
+
+/// [`encode_block`] with the matches' lengths given by `length(p, d,
+/// end)`: how many voxels from `p` on equal those `d` before, up to `end`
+/// (which must be what [`encode_block`] counts; the GPU counts them a warp
+/// at a time, every lane of the warp running this function alike).
+pub fn encode_block_with(
+    labels: &[u32],
+    geometry: &FrameGeometry,
+    block: u64,
+    last: bool,
+    slot: &mut [u8],
+    sequences: &mut [u32],
+    mut length: impl FnMut(usize, usize, usize) -> usize,
+) -> usize {
     let start = (block * BLOCK_VOXELS) as usize;
     let end = ((block + 1) * BLOCK_VOXELS).min(geometry.voxels) as usize;
-    let distances = geometry.distances();
     // The parse: at each voxel the longest match, else a literal.
     let (mut p, mut pending, mut count, mut at) = (start, 0u64, 0usize, LITERALS_AT);
     while p < end {
         let (mut best, mut which) = (0, 0);
         let mut i = 0;
         while i < 3 {
-            let d = distances[i] as usize;
+            let d = geometry.distance(i) as usize;
             if d > 0 && d <= p {
-                let length = match_length(labels, p, d, end);
+                let length = length(p, d, end);
                 if length > best {
                     (best, which) = (length, i);
                 }
@@ -438,7 +461,7 @@ pub fn encode_block(
     // the raw block's size, the block is written raw.
     let bound = LITERALS_AT + literals + 4 + 11 * count + 8;
     let size = if bound <= 3 + decoded {
-        let size = write_sequences(slot, literals, &mut sequences[..count], &distances) - 3;
+        let size = write_sequences(slot, literals, &mut sequences[..count], geometry) - 3;
         if size < decoded {
             Some(size)
         } else {
@@ -475,7 +498,7 @@ pub fn encode_block(
 /// Writes a compressed block's literals header (its literals already at
 /// [`LITERALS_AT`]), sequences header and sequences; gives the position
 /// after them.
-fn write_sequences(slot: &mut [u8], literals: usize, sequences: &mut [u32], distances: &[u64; 3]) -> usize {
+fn write_sequences(slot: &mut [u8], literals: usize, sequences: &mut [u32], geometry: &FrameGeometry) -> usize {
     // Raw literals, the 3-byte header (size format 3: 20 bits of size).
     slot[3] = (3 << 2) | (((literals & 0xF) as u8) << 4);
     slot[4] = (literals >> 4) as u8;
@@ -503,7 +526,7 @@ fn write_sequences(slot: &mut [u8], literals: usize, sequences: &mut [u32], dist
     let mut k = 0;
     while k < count {
         let (literal_bytes, _, which, _) = unpack_sequence(sequences[k]);
-        let offset = distances[which] as u32 * VALUE_BYTES as u32;
+        let offset = geometry.distance(which) as u32 * VALUE_BYTES as u32;
         let r = repeats;
         let code = if literal_bytes > 0 {
             if offset == r[0] {
@@ -535,7 +558,7 @@ fn write_sequences(slot: &mut [u8], literals: usize, sequences: &mut [u32], dist
     let mut bits = BitWriter { buffer: slot, at, held: 0, count: 0 };
     let codes = |s: u32| {
         let (literal_bytes, match_bytes, which, code) = unpack_sequence(s);
-        let offset_value = if code == 0 { distances[which] as u32 * VALUE_BYTES as u32 + 3 } else { code };
+        let offset_value = if code == 0 { geometry.distance(which) as u32 * VALUE_BYTES as u32 + 3 } else { code };
         let ll = literal_length_code(literal_bytes);
         let ml = match_length_code(match_bytes);
         let of = (31 - offset_value.leading_zeros()) as usize;

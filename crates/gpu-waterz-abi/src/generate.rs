@@ -49,14 +49,18 @@ pub fn trilinear(spacing: u64, at: [u64; 3], corner: impl Fn(u64, u64, u64) -> f
     let [z, y, x] = at;
     let (fz, fy, fx) = ((z % s) as f32 / s as f32, (y % s) as f32 / s as f32, (x % s) as f32 / s as f32);
     let (lz, ly, lx) = (z / s, y / s, x / s);
+    // Written out (a loop over arrays of weights put them in the GPU's
+    // local memory): the same products and sums in the same order.
+    let (wz, wy, wx) = ([1.0 - fz, fz], [1.0 - fy, fy], [1.0 - fx, fx]);
     let mut v = 0.0;
-    for (dz, wz) in [(0, 1.0 - fz), (1, fz)] {
-        for (dy, wy) in [(0, 1.0 - fy), (1, fy)] {
-            for (dx, wx) in [(0, 1.0 - fx), (1, fx)] {
-                v += wz * wy * wx * corner(lz + dz, ly + dy, lx + dx);
-            }
-        }
-    }
+    v += wz[0] * wy[0] * wx[0] * corner(lz, ly, lx);
+    v += wz[0] * wy[0] * wx[1] * corner(lz, ly, lx + 1);
+    v += wz[0] * wy[1] * wx[0] * corner(lz, ly + 1, lx);
+    v += wz[0] * wy[1] * wx[1] * corner(lz, ly + 1, lx + 1);
+    v += wz[1] * wy[0] * wx[0] * corner(lz + 1, ly, lx);
+    v += wz[1] * wy[0] * wx[1] * corner(lz + 1, ly, lx + 1);
+    v += wz[1] * wy[1] * wx[0] * corner(lz + 1, ly + 1, lx);
+    v += wz[1] * wy[1] * wx[1] * corner(lz + 1, ly + 1, lx + 1);
     v
 }
 

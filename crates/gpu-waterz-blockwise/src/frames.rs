@@ -48,57 +48,89 @@ pub fn label_frame(labels: &[u32], shape: [u64; 3]) -> Result<Vec<u8>> {
     Ok(frame)
 }
 
-/// [`label_frame`] of the labels on the device (a chunk of `shape`): each
-/// zstd block encoded by one thread into a slot of its own, the slots'
-/// used bytes gathered into one buffer and downloaded (this synchronizes).
-/// Device memory: about 8 bytes per voxel while it runs.
-#[allow(unsafe_code)]
+/// [`label_frame`] of the labels on the device (a chunk of `shape`),
+/// downloaded (this synchronizes): [`DeviceFrame::new`]'s.
 pub fn label_frame_on_gpu(gpu: &Gpu, labels: &DeviceBuffer<u32>, shape: [u64; 3]) -> Result<Vec<u8>> {
-    let geometry = geometry(shape, labels.len())?;
-    let blocks = geometry.blocks();
-    let gpu_err = |e| crate::BlockwiseError::from(WatershedError::from(e));
-    let mut slots = gpu.uninit::<u8>((blocks * SLOT_BYTES) as usize).map_err(gpu_err)?;
-    let mut sequences = gpu.uninit::<u32>((blocks * BLOCK_VOXELS) as usize).map_err(gpu_err)?;
-    let mut sizes = gpu.uninit::<u32>(blocks as usize).map_err(gpu_err)?;
-    check_len("label_frame_blocks", "labels", labels, geometry.voxels).map_err(gpu_err)?;
-    let args = LabelFrameBlocksArgs {
-        labels: labels.as_ptr(),
-        geometry,
-        slots: slots.as_mut_ptr(),
-        sequences: sequences.as_mut_ptr(),
-        sizes: sizes.as_mut_ptr(),
-    };
-    // One thread per zstd block, few per thread block: each thread works
-    // alone for long.
-    let threads = 64u32;
-    let config = LaunchConfig { blocks: blocks.div_ceil(threads as u64) as u32, threads, shared_bytes: 0 };
-    // SAFETY: `labels` holds the chunk's voxels (checked above), and the
-    // slots, the room for sequences and the sizes one set per zstd block.
-    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
-    drop(sequences);
-    let (offsets, total) = gpu_waterz_runtime::primitives::exclusive_scan(gpu, &sizes, blocks).map_err(gpu_err)?;
-    // Each size is at most a slot's (the kernel writes within its slot).
-    if total > blocks * SLOT_BYTES {
-        return Err(invalid(format!("the frame's blocks hold {total} bytes, more than their slots")));
+    let frame = DeviceFrame::new(gpu, labels, shape)?;
+    let mut bytes = vec![0u8; frame.len()];
+    frame.download_to_slice(gpu, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// A frame made on the device: its header, and its zstd blocks one after
+/// the other in device memory.
+pub(crate) struct DeviceFrame {
+    header: [u8; 14],
+    header_len: usize,
+    blocks: DeviceBuffer<u8>,
+}
+
+impl DeviceFrame {
+    /// The frame's bytes.
+    pub fn len(&self) -> usize {
+        self.header_len + self.blocks.len()
     }
-    let mut frame_blocks = gpu.uninit::<u8>(total as usize).map_err(gpu_err)?;
-    let args = GatherFrameBlocksArgs {
-        slots: slots.as_ptr(),
-        sizes: sizes.as_ptr(),
-        offsets: offsets.as_ptr(),
-        blocks,
-        frame: frame_blocks.as_mut_ptr(),
-    };
-    let config = LaunchConfig { blocks: blocks.min(1 << 16) as u32, threads: 128, shared_bytes: 0 };
-    // SAFETY: the sizes are the kernel's (each within its slot), the
-    // offsets their exclusive sum and the frame their total.
-    unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
-    let (header, used) = frame_header(&geometry);
-    let mut frame = Vec::with_capacity(used + total as usize);
-    frame.extend_from_slice(&header[..used]);
-    frame.extend(gpu.download(&frame_blocks).map_err(gpu_err)?);
-    drop(slots);
-    Ok(frame)
+
+    /// Copies the frame into `dst`, which holds exactly its bytes
+    /// (page-locked memory is copied into directly; this synchronizes).
+    pub fn download_to_slice(&self, gpu: &Gpu, dst: &mut [u8]) -> Result<()> {
+        if dst.len() != self.len() {
+            return Err(invalid(format!("room for {} bytes of a frame of {}", dst.len(), self.len())));
+        }
+        let (header, blocks) = dst.split_at_mut(self.header_len);
+        header.copy_from_slice(&self.header[..self.header_len]);
+        gpu.download_to_slice(&self.blocks, blocks).map_err(|e| WatershedError::from(e).into())
+    }
+
+    /// [`label_frame`] of the labels on the device (a chunk of `shape`):
+    /// each zstd block encoded by one warp into a slot of its own, the
+    /// slots' used bytes gathered into one buffer (this synchronizes, to
+    /// learn their total). Device memory: about 8 bytes per voxel while it
+    /// runs.
+    #[allow(unsafe_code)]
+    pub fn new(gpu: &Gpu, labels: &DeviceBuffer<u32>, shape: [u64; 3]) -> Result<Self> {
+        let geometry = geometry(shape, labels.len())?;
+        let blocks = geometry.blocks();
+        let gpu_err = |e| crate::BlockwiseError::from(WatershedError::from(e));
+        let mut slots = gpu.uninit::<u8>((blocks * SLOT_BYTES) as usize).map_err(gpu_err)?;
+        let mut sequences = gpu.uninit::<u32>((blocks * BLOCK_VOXELS) as usize).map_err(gpu_err)?;
+        let mut sizes = gpu.uninit::<u32>(blocks as usize).map_err(gpu_err)?;
+        check_len("label_frame_blocks", "labels", labels, geometry.voxels).map_err(gpu_err)?;
+        let args = LabelFrameBlocksArgs {
+            labels: labels.as_ptr(),
+            geometry,
+            slots: slots.as_mut_ptr(),
+            sequences: sequences.as_mut_ptr(),
+            sizes: sizes.as_mut_ptr(),
+        };
+        // One warp per zstd block, two per thread block.
+        let warps = 2u64;
+        let config =
+            LaunchConfig { blocks: blocks.div_ceil(warps) as u32, threads: 32 * warps as u32, shared_bytes: 0 };
+        // SAFETY: `labels` holds the chunk's voxels (checked above), and the
+        // slots, the room for sequences and the sizes one set per zstd block.
+        unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+        drop(sequences);
+        let (offsets, total) = gpu_waterz_runtime::primitives::exclusive_scan(gpu, &sizes, blocks).map_err(gpu_err)?;
+        // Each size is at most a slot's (the kernel writes within its slot).
+        if total > blocks * SLOT_BYTES {
+            return Err(invalid(format!("the frame's blocks hold {total} bytes, more than their slots")));
+        }
+        let mut frame_blocks = gpu.uninit::<u8>(total as usize).map_err(gpu_err)?;
+        let args = GatherFrameBlocksArgs {
+            slots: slots.as_ptr(),
+            sizes: sizes.as_ptr(),
+            offsets: offsets.as_ptr(),
+            blocks,
+            frame: frame_blocks.as_mut_ptr(),
+        };
+        let config = LaunchConfig { blocks: blocks.min(1 << 16) as u32, threads: 128, shared_bytes: 0 };
+        // SAFETY: the sizes are the kernel's (each within its slot), the
+        // offsets their exclusive sum and the frame their total.
+        unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+        let (header, header_len) = frame_header(&geometry);
+        Ok(Self { header, header_len, blocks: frame_blocks })
+    }
 }
 
 #[cfg(test)]

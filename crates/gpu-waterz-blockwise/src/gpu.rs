@@ -82,6 +82,10 @@ struct GraphParts {
     keys: Option<PinnedBuffer<u64>>,
     counts: Option<PinnedBuffer<u64>>,
     sums: Option<PinnedBuffer<u64>>,
+    /// The block's fragments' frame, where one was asked for, and its
+    /// bytes.
+    frame: Option<PinnedBuffer<u8>>,
+    frame_len: Option<usize>,
 }
 
 impl GraphParts {
@@ -95,6 +99,22 @@ impl GraphParts {
         let sums = pinned_prefix(gpu, &mut self.sums, n, room)?;
         graph.download_parts_into(gpu, keys, counts, sums)?;
         Ok(n)
+    }
+
+    /// Downloads `frame` (inside the turn) into page-locked room, made or
+    /// made larger where it is too small.
+    fn download_frame(&mut self, gpu: &Gpu, frame: &crate::frames::DeviceFrame) -> Result<()> {
+        let n = frame.len();
+        frame.download_to_slice(gpu, pinned_prefix(gpu, &mut self.frame, n, n + n / 4)?)?;
+        self.frame_len = Some(n);
+        Ok(())
+    }
+
+    /// The frame that [`GraphParts::download_frame`] wrote, if any (after
+    /// the turn; taken, so that the next block's turn starts without one).
+    fn take_frame(&mut self) -> Option<Frame> {
+        let n = self.frame_len.take()?;
+        Some(self.frame.as_deref().unwrap_or_default()[..n].to_vec())
     }
 
     /// The graph of `n` edges that [`GraphParts::download`] wrote (after the
@@ -169,10 +189,11 @@ impl GpuSteps {
     fn with_graph_parts<T>(
         &self,
         turn: impl FnOnce(&mut GraphParts) -> Result<Option<(usize, T)>>,
-    ) -> Result<Option<(HostRegionGraph, T)>> {
+    ) -> Result<Option<(HostRegionGraph, T, Option<Frame>)>> {
         let mut parts = self.take_graph_parts();
+        parts.frame_len = None;
         let out = turn(&mut parts).and_then(|made| match made {
-            Some((n, other)) => Ok(Some((parts.graph(n)?, other))),
+            Some((n, other)) => Ok(Some((parts.graph(n)?, other, parts.take_frame()))),
             None => Ok(None),
         });
         self.give_back_graph_parts(parts);
@@ -304,9 +325,9 @@ fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> Loca
 
 /// The region graph of the faces inside a block (the GPU's, over the
 /// fragments that `fragments` puts on the device), downloaded into
-/// `parts`; gives its number of edges, and where `frame` gives the
-/// block's shape the zstd frame of the fragments
-/// ([`crate::label_frame_on_gpu`]). At the debug level, the stages' times
+/// `parts`, and where `frame` gives the block's shape the zstd frame of
+/// the fragments ([`crate::label_frame_on_gpu`]'s) too; gives the graph's
+/// number of edges. At the debug level, the stages' times
 /// (each ended by a synchronisation, so that the affinities' kernels,
 /// which `timer` started with, count as theirs) are logged.
 fn count_inside(
@@ -316,7 +337,7 @@ fn count_inside(
     mut timer: StageTimer,
     parts: &mut GraphParts,
     frame: Option<[u64; 3]>,
-) -> Result<(usize, Option<Vec<u8>>)> {
+) -> Result<usize> {
     let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
     timed(&mut timer, "affinities")?;
     let fragments = fragments(gpu)?;
@@ -327,16 +348,12 @@ fn count_inside(
     let n = parts.download(gpu, &graph)?;
     timed(&mut timer, "graph down")?;
     drop(graph);
-    let frame = match frame {
-        Some(shape) => {
-            let frame = crate::label_frame_on_gpu(gpu, fragments.labels(), shape)?;
-            timed(&mut timer, "frame")?;
-            Some(frame)
-        }
-        None => None,
-    };
+    if let Some(shape) = frame {
+        parts.download_frame(gpu, &crate::frames::DeviceFrame::new(gpu, fragments.labels(), shape)?)?;
+        timed(&mut timer, "frame")?;
+    }
     tracing::debug!(stages_ms = ?timer.stages(), pairs = n, "GPU block edges");
-    Ok((n, frame))
+    Ok(n)
 }
 
 /// The pairs of the faces inside a block (`graph`) and of those across its
@@ -475,7 +492,7 @@ type Frame = Vec<u8>;
 
 /// Step 5's turn on a block whose affinities the GPU made: the region
 /// graph inside, the lower faces' affinities and the frame asked for.
-type GraphMadeOnGpu = (HostRegionGraph, (LowerSlabs, Option<Frame>));
+type GraphMadeOnGpu = (HostRegionGraph, LowerSlabs, Option<Frame>);
 
 /// Per axis where there is a block below, the affinities across the
 /// block's lower face (channel `axis` on the face, its two other axes in C
@@ -595,8 +612,7 @@ impl GpuSteps {
                 // The lower faces' affinities first: the count frees the
                 // block's affinities before the frame is made.
                 let slabs = lower_slabs(gpu, source, block, &affs, lower)?;
-                let (n, frame) = count_inside(gpu, affs, fragments, timer, parts, frame)?;
-                Ok(Some((n, (slabs, frame))))
+                Ok(Some((count_inside(gpu, affs, fragments, timer, parts, frame)?, slabs)))
             })
         })
     }
@@ -609,15 +625,15 @@ impl GpuSteps {
         fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments> + Send,
         upload: Upload<'_>,
         frame: Option<[u64; 3]>,
-    ) -> Result<(HostRegionGraph, Option<Vec<u8>>)> {
+    ) -> Result<(HostRegionGraph, Option<Frame>)> {
         let made = self.with_graph_parts(|parts| {
             self.exclusive("block_edges", |gpu| {
                 let timer = turn_timer(gpu)?;
                 let affs = upload(gpu).map_err(WatershedError::from)?;
-                Ok(Some(count_inside(gpu, affs, fragments, timer, parts, frame)?))
+                Ok(Some((count_inside(gpu, affs, fragments, timer, parts, frame)?, ())))
             })
         })?;
-        made.ok_or_else(|| invalid("the GPU's turn gave no region graph"))
+        made.map(|(graph, (), frame)| (graph, frame)).ok_or_else(|| invalid("the GPU's turn gave no region graph"))
     }
 
     /// Step 5 of a block whose affinities are on the host: uploaded and
@@ -661,7 +677,7 @@ impl GpuSteps {
         let block_dims = dims3(block.shape());
         let made = self.graph_made_on_gpu(source, block, lower, &fragments, frame)?;
         let mut cursor = RunCursor::new(components);
-        if let Some((graph, (slabs, frame))) = made {
+        if let Some((graph, slabs, frame)) = made {
             let pairs = block_pairs(
                 shape,
                 |i| cursor.at(i),
@@ -798,7 +814,7 @@ impl DecodeSteps for GpuSteps {
     ) -> Result<EdgeList> {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
         let made = self.graph_made_on_gpu(source, block, lower, |gpu| labels.upload(gpu), None)?;
-        let Some((graph, (slabs, _))) = made else {
+        let Some((graph, slabs, _)) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
         let s = labels.shape;

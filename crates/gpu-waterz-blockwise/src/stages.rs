@@ -507,38 +507,62 @@ pub fn fragment_ids(grid: &BlockGrid, basins: &[BasinSummary<'_>]) -> Result<Fra
     }
     let joined = Instant::now();
     // Each fragment's smallest voxel and size, at its root: every
-    // component's own, then each other member's folded into its root (few
-    // components are not roots; members are only read, roots only written).
-    let mut least: Vec<u64> = Vec::with_capacity(total);
-    least.par_extend(basins.par_iter().flat_map_iter(|b| b.component_min.iter().copied()));
-    let mut size: Vec<u64> = Vec::with_capacity(total);
-    size.par_extend(basins.par_iter().flat_map_iter(|b| b.component_sizes.iter().copied()));
-    for p in 0..total {
+    // component's own, written block by block in parallel, then each other
+    // member's folded into its root (members are only read, roots only
+    // written, through atomics, on every thread).
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let mut least: Vec<AtomicU64> = (0..total).into_par_iter().map(|_| AtomicU64::new(0)).collect();
+    let mut size: Vec<AtomicU64> = (0..total).into_par_iter().map(|_| AtomicU64::new(0)).collect();
+    {
+        let mut least_parts = Vec::with_capacity(basins.len());
+        let mut size_parts = Vec::with_capacity(basins.len());
+        let (mut least_rest, mut size_rest) = (&mut least[..], &mut size[..]);
+        for basin in basins {
+            let n = basin.component_min.len();
+            let (l, lr) = std::mem::take(&mut least_rest).split_at_mut(n);
+            let (z, zr) = std::mem::take(&mut size_rest).split_at_mut(n);
+            least_parts.push(l);
+            size_parts.push(z);
+            (least_rest, size_rest) = (lr, zr);
+        }
+        least_parts.into_par_iter().zip(size_parts).zip(basins).for_each(|((l, z), basin)| {
+            for (slot, &v) in l.iter_mut().zip(basin.component_min) {
+                *slot.get_mut() = v;
+            }
+            for (slot, &v) in z.iter_mut().zip(basin.component_sizes) {
+                *slot.get_mut() = v;
+            }
+        });
+    }
+    (0..total).into_par_iter().for_each(|p| {
         let root = parent[p] as usize;
         if root != p {
-            least[root] = least[root].min(least[p]);
-            size[root] += size[p];
+            least[root].fetch_min(least[p].load(Relaxed), Relaxed);
+            size[root].fetch_add(size[p].load(Relaxed), Relaxed);
         }
-    }
-    // The fragments numbered by their smallest voxels (distinct voxels:
-    // the fragments are disjoint), sorted on every thread.
+    });
     let folded = Instant::now();
-    let mut roots: Vec<u32> = (0..total as u32).into_par_iter().filter(|&r| parent[r as usize] == r).collect();
-    roots.par_sort_unstable_by_key(|&r| least[r as usize]);
-    let mut label = vec![0u64; total];
-    for (k, &r) in roots.iter().enumerate() {
-        label[r as usize] = k as u64 + 1;
-    }
+    // The fragments numbered by their smallest voxels (distinct voxels:
+    // the fragments are disjoint), sorted on every thread with the keys
+    // beside the roots; each root's number written in parallel.
+    let mut roots: Vec<(u64, u32)> = (0..total as u32)
+        .into_par_iter()
+        .filter(|&r| parent[r as usize] == r)
+        .map(|r| (least[r as usize].load(Relaxed), r))
+        .collect();
+    roots.par_sort_unstable();
+    let label: Vec<AtomicU64> = (0..total).into_par_iter().map(|_| AtomicU64::new(0)).collect();
+    roots.par_iter().enumerate().for_each(|(k, &(_, r))| label[r as usize].store(k as u64 + 1, Relaxed));
     let numbered = Instant::now();
     let mut sizes = Vec::with_capacity(roots.len() + 1);
     sizes.push(basins.iter().map(|b| b.background).sum());
-    sizes.par_extend(roots.par_iter().map(|&r| size[r as usize]));
+    sizes.par_extend(roots.par_iter().map(|&(_, r)| size[r as usize].load(Relaxed)));
     let ids = basins
         .par_iter()
         .enumerate()
         .map(|(b, basin)| {
             let members = &parent[first[b]..first[b] + basin.component_min.len()];
-            std::iter::once(0).chain(members.iter().map(|&root| label[root as usize])).collect()
+            std::iter::once(0).chain(members.iter().map(|&root| label[root as usize].load(Relaxed))).collect()
         })
         .collect();
     // At the debug level, where step 4's time goes.
