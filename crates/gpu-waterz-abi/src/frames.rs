@@ -135,25 +135,28 @@ pub fn frame_header(geometry: &FrameGeometry) -> ([u8; 14], usize) {
 }
 
 /// Extra bits of each literal-length code (RFC 8878, 3.1.1.3.2.1.1).
-const LITERAL_LENGTH_BITS: [u8; 36] =
+pub const LITERAL_LENGTH_BITS: [u8; 36] =
     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
 
 /// Extra bits of each match-length code.
-const MATCH_LENGTH_BITS: [u8; 53] = [
+pub const MATCH_LENGTH_BITS: [u8; 53] = [
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
     3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
 ];
 
 /// The predefined distributions (RFC 8878, 3.1.1.3.2.2): literal lengths
 /// and match lengths at accuracy log 6, offsets at 5 (-1: a probability
-/// below one cell).
-const LITERAL_LENGTH_NORM: [i16; 36] =
+/// below one cell). These and the tables above are also the host
+/// encoder's (`gpu_waterz_cli::io::encode_runs`).
+pub const LITERAL_LENGTH_NORM: [i16; 36] =
     [4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1];
-const MATCH_LENGTH_NORM: [i16; 53] = [
+/// See [`LITERAL_LENGTH_NORM`].
+pub const MATCH_LENGTH_NORM: [i16; 53] = [
     1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
     1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1,
 ];
-const OFFSET_NORM: [i16; 29] =
+/// See [`LITERAL_LENGTH_NORM`].
+pub const OFFSET_NORM: [i16; 29] =
     [1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1];
 
 /// The first value of each code: `first`, then each code's range after
@@ -169,8 +172,10 @@ const fn bases<const N: usize>(first: u32, bits: &[u8; N]) -> [u32; N] {
     base
 }
 
-const LITERAL_LENGTH_BASE: [u32; 36] = bases(0, &LITERAL_LENGTH_BITS);
-const MATCH_LENGTH_BASE: [u32; 53] = bases(3, &MATCH_LENGTH_BITS);
+/// The first literal length of each literal-length code.
+pub const LITERAL_LENGTH_BASE: [u32; 36] = bases(0, &LITERAL_LENGTH_BITS);
+/// The first match length (in bytes) of each match-length code.
+pub const MATCH_LENGTH_BASE: [u32; 53] = bases(3, &MATCH_LENGTH_BITS);
 
 /// The literal-length code of `literals` bytes.
 #[inline(always)]

@@ -31,6 +31,10 @@
 //! walking the runs again (the frame is that of the finer runs, so it is
 //! larger than one encoded from the relabelled runs).
 
+use gpu_waterz_abi::frames::{
+    LITERAL_LENGTH_BASE, LITERAL_LENGTH_BITS, LITERAL_LENGTH_NORM, MATCH_LENGTH_BASE, MATCH_LENGTH_BITS,
+    MATCH_LENGTH_NORM, OFFSET_NORM,
+};
 use std::sync::OnceLock;
 
 /// The decoded bytes of one block at most (the format's bound).
@@ -43,31 +47,6 @@ const MAX_WINDOW_LOG: u32 = 27;
 
 /// The frames' magic number.
 const MAGIC: u32 = 0xFD2F_B528;
-
-/// Extra bits of each literal-length code (RFC 8878, 3.1.1.3.2.1.1).
-const LITERAL_LENGTH_BITS: [u8; 36] =
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
-
-/// Extra bits of each match-length code.
-const MATCH_LENGTH_BITS: [u8; 53] = [
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
-    3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-];
-
-/// The predefined distribution of literal-length codes (accuracy log 6;
-/// -1: a probability below one cell).
-const LITERAL_LENGTH_NORM: [i16; 36] =
-    [4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1];
-
-/// The predefined distribution of match-length codes (accuracy log 6).
-const MATCH_LENGTH_NORM: [i16; 53] = [
-    1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1,
-];
-
-/// The predefined distribution of offset codes (accuracy log 5).
-const OFFSET_NORM: [i16; 29] =
-    [1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1];
 
 /// Symbol compression modes of the sequences section.
 const MODE_PREDEFINED: u8 = 0;
@@ -96,22 +75,6 @@ const MAX_LOGS: [u8; 3] = [9, 8, 9];
 /// Block types.
 const BLOCK_RAW: u32 = 0;
 const BLOCK_COMPRESSED: u32 = 2;
-
-/// The first value of each code: `first`, then each code's range
-/// (`1 << bits`) after the one before.
-const fn bases<const N: usize>(first: u32, bits: &[u8; N]) -> [u32; N] {
-    let mut base = [0u32; N];
-    base[0] = first;
-    let mut i = 1;
-    while i < N {
-        base[i] = base[i - 1] + (1 << bits[i - 1]);
-        i += 1;
-    }
-    base
-}
-
-const LITERAL_LENGTH_BASE: [u32; 36] = bases(0, &LITERAL_LENGTH_BITS);
-const MATCH_LENGTH_BASE: [u32; 53] = bases(3, &MATCH_LENGTH_BITS);
 
 /// The code of `value` in a table of `bases` (the last base at or below
 /// it): the reference that the fast lookups below are tested against.
