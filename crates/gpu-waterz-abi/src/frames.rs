@@ -1,11 +1,12 @@
 //! zstd frames of uint32 label chunks, made block by block on the GPU:
 //! the kernels' argument structs and the encoder of one zstd block, which
-//! the kernel runs per thread and host tests run as it is.
+//! the kernel runs per warp (every lane alike, the matches counted a warp
+//! at a time) and host tests run as it is.
 //!
 //! A frame (RFC 8878) of a C-order chunk of `n` voxels, 4 bytes each,
 //! little-endian: the frame header ([`frame_header`]) and one zstd block
 //! per [`BLOCK_VOXELS`] voxels, each encoded alone ([`encode_block`]), so
-//! that every block is one thread's work. A block's matches copy the
+//! that every block is one warp's work. A block's matches copy the
 //! voxel before (a run going on), the row above or the plane above
 //! (`FrameGeometry`), wherever they lie in the chunk (the decoder holds
 //! the whole window); at each voxel the longest of those matches is
@@ -13,7 +14,7 @@
 //! sequences coded with the format's predefined tables, their offsets
 //! repeat codes only where the block itself set the repeated offset (the
 //! decoder's repeat offsets at a block's start depend on the blocks
-//! before, which a thread does not know). A block that would not shrink is
+//! before, which a warp does not know). A block that would not shrink is
 //! written raw.
 //!
 //! Every choice reads only which voxels are equal, and values appear only

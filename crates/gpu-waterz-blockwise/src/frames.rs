@@ -1,6 +1,6 @@
 //! zstd frames of a block's uint32 labels (one zarr chunk), made on the
 //! GPU in step 5 from the labels it already holds there, one zstd block
-//! per thread (`gpu_waterz_abi::frames`); [`label_frame`] makes the same
+//! per warp (`gpu_waterz_abi::frames`); [`label_frame`] makes the same
 //! frame on the host, block by block with the same encoder, as the
 //! reference.
 
