@@ -6,7 +6,7 @@
 use crate::device::*;
 use crate::watershed::coords;
 use gpu_waterz_abi::generate::{
-    cell_coordinate, cell_label, lattice_value, nearer, seed_distance, trilinear, GenAddNoiseArgs, GenAffinitiesArgs,
+    cell_coordinate, cell_label, lattice_value, seed_distance, trilinear, GenAddNoiseArgs, GenAffinitiesArgs,
     GenBoundaryArgs, GenBoxBlurArgs, GenDilateArgs, GenImplicitLabelsArgs, GenInsideArgs, GenNoiseLatticeArgs,
     CELL_INSIDE, MEMBRANE_INSIDE, NOISE_SPACING,
 };
@@ -73,7 +73,11 @@ kernel! {
             // the table's first cell is one before `first`, so that cell is
             // `own - first` cells in.
             let corner = (own[0] - first[0]) * plane + (own[1] - first[1]) * row + (own[2] - first[2]);
-            let mut best = (f32::INFINITY, u32::MAX);
+            // The cells are visited in increasing order of their labels
+            // (`cell_label` grows with z, then y, then x), so a later cell
+            // at the same distance is never `nearer`: the first nearest
+            // wins, and only its label is made.
+            let (mut best, mut at) = (f32::INFINITY, [0u32; 3]);
             for dz in 0..3u32 {
                 for dy in 0..3u32 {
                     for dx in 0..3u32 {
@@ -81,16 +85,16 @@ kernel! {
                         // SAFETY: the cell is within one cell of a region
                         // voxel's own, so inside the table.
                         let s = unsafe { [*seeds.add(3 * t), *seeds.add(3 * t + 1), *seeds.add(3 * t + 2)] };
-                        let c = [own[0] + dz, own[1] + dy, own[2] + dx].map(|v| v as i64 - 1);
-                        let candidate = (seed_distance(p, s), cell_label(c));
-                        if nearer(candidate, best) {
-                            best = candidate;
+                        let d = seed_distance(p, s);
+                        if d < best {
+                            (best, at) = (d, [dz, dy, dx]);
                         }
                     }
                 }
             }
+            let c = [own[0] + at[0], own[1] + at[1], own[2] + at[2]].map(|v| v as i64 - 1);
             // SAFETY: `i` is a region voxel.
-            unsafe { *labels.add(i as usize) = best.1 };
+            unsafe { *labels.add(i as usize) = cell_label(c) };
         });
     }
 }
