@@ -51,8 +51,8 @@
 //! region graph (32 bytes per fragment pair per block that holds it) and
 //! the tables (8 bytes per fragment per threshold).
 
-// The exceptions: the generated volume's kernels, launched in
-// `generate::launch`, and the label frames' in `frames::label_frame_on_gpu`.
+// The exceptions: the kernels' launches, in `generate::launch` (the
+// generated volume) and `frames::launch` (the label frames).
 #![deny(unsafe_code)]
 // Axis and direction indices are the algorithm's vocabulary (offsets,
 // faces, opposites), as in the whole-volume watershed.

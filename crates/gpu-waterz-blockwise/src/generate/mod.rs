@@ -3,7 +3,8 @@
 //! the same bits as the host generator's ([`ImplicitCells::block`]), so
 //! that [`crate::GpuSteps`] reads a generated volume without making it on
 //! the host and uploading it. The kernels (`kernels-rs/src/generate.rs`)
-//! are launched in `launch`, this crate's only `unsafe` code.
+//! are launched in `launch`, with `frames::launch` this crate's only
+//! `unsafe` code.
 
 #[allow(unsafe_code)]
 mod launch;

@@ -4,11 +4,12 @@
 //! frame on the host, block by block with the same encoder, as the
 //! reference.
 
+#[allow(unsafe_code)]
+mod launch;
+
 use crate::{invalid, Result};
-use gpu_waterz_abi::frames::{
-    encode_block, frame_header, FrameGeometry, GatherFrameBlocksArgs, LabelFrameBlocksArgs, BLOCK_VOXELS, SLOT_BYTES,
-};
-use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig};
+use gpu_waterz_abi::frames::{encode_block, frame_header, FrameGeometry, BLOCK_VOXELS, SLOT_BYTES};
+use gpu_waterz_runtime::{DeviceBuffer, Gpu};
 use gpu_waterz_watershed::WatershedError;
 use rayon::prelude::*;
 
@@ -87,49 +88,13 @@ impl DeviceFrame {
     /// slots' used bytes gathered into one buffer (this synchronizes, to
     /// learn their total). Device memory: about 8 bytes per voxel while it
     /// runs.
-    #[allow(unsafe_code)]
     pub fn new(gpu: &Gpu, labels: &DeviceBuffer<u32>, shape: [u64; 3]) -> Result<Self> {
         let geometry = geometry(shape, labels.len())?;
-        let blocks = geometry.blocks();
         let gpu_err = |e| crate::BlockwiseError::from(WatershedError::from(e));
-        let mut slots = gpu.uninit::<u8>((blocks * SLOT_BYTES) as usize).map_err(gpu_err)?;
-        let mut sequences = gpu.uninit::<u32>((blocks * BLOCK_VOXELS) as usize).map_err(gpu_err)?;
-        let mut sizes = gpu.uninit::<u32>(blocks as usize).map_err(gpu_err)?;
-        check_len("label_frame_blocks", "labels", labels, geometry.voxels).map_err(gpu_err)?;
-        let args = LabelFrameBlocksArgs {
-            labels: labels.as_ptr(),
-            geometry,
-            slots: slots.as_mut_ptr(),
-            sequences: sequences.as_mut_ptr(),
-            sizes: sizes.as_mut_ptr(),
-        };
-        // One warp per zstd block, two per thread block.
-        let warps = 2u64;
-        let config =
-            LaunchConfig { blocks: blocks.div_ceil(warps) as u32, threads: 32 * warps as u32, shared_bytes: 0 };
-        // SAFETY: `labels` holds the chunk's voxels (checked above), and the
-        // slots, the room for sequences and the sizes one set per zstd block.
-        unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
-        drop(sequences);
-        let (offsets, total) = gpu_waterz_runtime::primitives::exclusive_scan(gpu, &sizes, blocks).map_err(gpu_err)?;
-        // Each size is at most a slot's (the kernel writes within its slot).
-        if total > blocks * SLOT_BYTES {
-            return Err(invalid(format!("the frame's blocks hold {total} bytes, more than their slots")));
-        }
-        let mut frame_blocks = gpu.uninit::<u8>(total as usize).map_err(gpu_err)?;
-        let args = GatherFrameBlocksArgs {
-            slots: slots.as_ptr(),
-            sizes: sizes.as_ptr(),
-            offsets: offsets.as_ptr(),
-            blocks,
-            frame: frame_blocks.as_mut_ptr(),
-        };
-        let config = LaunchConfig { blocks: blocks.min(1 << 16) as u32, threads: 128, shared_bytes: 0 };
-        // SAFETY: the sizes are the kernel's (each within its slot), the
-        // offsets their exclusive sum and the frame their total.
-        unsafe { gpu.launch(config, args) }.map_err(gpu_err)?;
+        let encoded = launch::encode_blocks(gpu, labels, geometry).map_err(gpu_err)?;
+        let blocks = launch::gather_blocks(gpu, encoded).map_err(gpu_err)?;
         let (header, header_len) = frame_header(&geometry);
-        Ok(Self { header, header_len, blocks: frame_blocks })
+        Ok(Self { header, header_len, blocks })
     }
 }
 
