@@ -178,6 +178,15 @@ pub const LITERAL_LENGTH_BASE: [u32; 36] = bases(0, &LITERAL_LENGTH_BITS);
 /// The first match length (in bytes) of each match-length code.
 pub const MATCH_LENGTH_BASE: [u32; 53] = bases(3, &MATCH_LENGTH_BITS);
 
+/// The code tables that the encoder indexes at run time, as named statics:
+/// a `const` indexed at run time becomes an anonymous global in the PTX,
+/// named by a hash of where this crate lies, which would make the
+/// committed PTX depend on the checkout's path.
+static LITERAL_LENGTH_BASES: [u32; 36] = LITERAL_LENGTH_BASE;
+static LITERAL_LENGTH_EXTRA: [u8; 36] = LITERAL_LENGTH_BITS;
+static MATCH_LENGTH_BASES: [u32; 53] = MATCH_LENGTH_BASE;
+static MATCH_LENGTH_EXTRA: [u8; 53] = MATCH_LENGTH_BITS;
+
 /// The literal-length code of `literals` bytes.
 #[inline(always)]
 pub fn literal_length_code(literals: u32) -> usize {
@@ -186,7 +195,7 @@ pub fn literal_length_code(literals: u32) -> usize {
     } else if literals < 64 {
         // Codes 16 to 24 cover 16..64 in ranges of 2, 2, 2, 2, 4, 4, 8, 8, 16.
         let mut code = 16;
-        while code + 1 < 36 && LITERAL_LENGTH_BASE[code + 1] <= literals {
+        while code + 1 < 36 && LITERAL_LENGTH_BASES[code + 1] <= literals {
             code += 1;
         }
         code
@@ -203,7 +212,7 @@ pub fn match_length_code(length: u32) -> usize {
         above as usize
     } else if above < 128 {
         let mut code = 32;
-        while code + 1 < 53 && MATCH_LENGTH_BASE[code + 1] <= length {
+        while code + 1 < 53 && MATCH_LENGTH_BASES[code + 1] <= length {
             code += 1;
         }
         code
@@ -572,9 +581,9 @@ fn write_sequences(slot: &mut [u8], literals: usize, sequences: &mut [u32], geom
     };
     let extra_bits = |bits: &mut BitWriter<'_>, s: u32| {
         let (literal_bytes, match_bytes, offset_value, ll, ml, of) = codes(s);
-        bits.add(literal_bytes - LITERAL_LENGTH_BASE[ll], LITERAL_LENGTH_BITS[ll] as u32);
+        bits.add(literal_bytes - LITERAL_LENGTH_BASES[ll], LITERAL_LENGTH_EXTRA[ll] as u32);
         bits.flush();
-        bits.add(match_bytes - MATCH_LENGTH_BASE[ml], MATCH_LENGTH_BITS[ml] as u32);
+        bits.add(match_bytes - MATCH_LENGTH_BASES[ml], MATCH_LENGTH_EXTRA[ml] as u32);
         bits.add(offset_value - (1 << of), of as u32);
     };
     let last = count - 1;
