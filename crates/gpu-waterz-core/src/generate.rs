@@ -345,6 +345,9 @@ pub struct ImplicitCells {
     pub cell: (usize, usize, usize),
 }
 
+/// Cells of a seed table made by one task ([`ImplicitCells::seed_table`]).
+const SEEDS_PER_TASK: usize = 1 << 15;
+
 impl ImplicitCells {
     /// The default grid: cells of 48 × 24 × 24 voxels.
     pub fn new(seed: u64) -> Self {
@@ -384,8 +387,13 @@ impl ImplicitCells {
         let cell = [self.cell.0, self.cell.1, self.cell.2];
         let first: [i64; 3] = std::array::from_fn(|a| (origin[a] / cell[a]) as i64 - 1);
         let n: [usize; 3] = std::array::from_fn(|a| (origin[a] + shape[a] - 1) / cell[a] + 3 - origin[a] / cell[a]);
+        // A block's table has a few thousand cells: made on one thread
+        // (waking the pool's threads for it cost more than it saves, and
+        // the GPU generator makes it inside the GPU's turn); a whole
+        // volume's on all of them.
         let seeds = (0..n[0] * n[1] * n[2])
             .into_par_iter()
+            .with_min_len(SEEDS_PER_TASK)
             .map(|i| {
                 self.seed_of([
                     first[0] + (i / (n[1] * n[2])) as i64,
