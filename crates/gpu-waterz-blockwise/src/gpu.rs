@@ -23,7 +23,7 @@ use gpu_waterz_graph::gpu::{DeviceEdges, HostRegionGraph};
 use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::{DeviceElement, Gpu, PinnedBuffer, StageTimer};
 use gpu_waterz_watershed::gpu::{
-    block_basins, block_basins_on_device, block_plateaus, AffinityBuffer, BlockInRegion, DeviceAffinities,
+    block_basins, block_basins_on_device, block_plateaus_on_device, AffinityBuffer, BlockInRegion, DeviceAffinities,
     DeviceFragments, FragmentRuns, CORNER, OPEN,
 };
 use gpu_waterz_watershed::WatershedError;
@@ -629,8 +629,11 @@ impl GpuSteps {
     /// Step 1 of `block` in one turn over the affinities of its
     /// [`DecodeSteps::plateau_region`] that `affinities` puts on the device
     /// (`None`: it puts none there, and the step is not run). The
-    /// directions come down into page-locked memory (at the bus's speed,
-    /// no host copy inside the turn) and are read out of it after the turn.
+    /// directions come down into page-locked memory on the device's copy
+    /// stream ([`Gpu::download_behind`]): the turn ends once the download
+    /// is queued, and the next block's turn runs while it copies; this
+    /// block's thread waits for it and reads the directions out of that
+    /// memory after the turn.
     fn plateaus_in_turn(
         &self,
         dims: [u64; 3],
@@ -641,13 +644,25 @@ impl GpuSteps {
         let at = block_in_region(block, self.plateau_region(dims, block));
         let n = block.len() as usize;
         let mut pinned = self.take_pinned();
-        let made = pinned_prefix(&self.gpu, &mut pinned.bytes, n, n).and_then(|staged| {
-            let made = self.exclusive("local_plateaus", |gpu| {
-                let Some(affs) = affinities(gpu)? else { return Ok(false) };
-                block_plateaus(gpu, affs, at, params, staged)?;
-                Ok(true)
+        let made = pinned_prefix(&self.gpu, &mut pinned.bytes, n, n).map(|_| ()).and_then(|()| {
+            let room = pinned.bytes.take().expect("made above");
+            let pending = self.exclusive("local_plateaus", |gpu| {
+                let Some(affs) = affinities(gpu)? else { return Ok(Err(room)) };
+                let directions = block_plateaus_on_device(gpu, affs, at, params)?;
+                Ok(Ok(gpu.download_behind(directions, n, room).map_err(WatershedError::from)?))
             })?;
-            Ok(made.then(|| plateaus_from_staged(dims, block, staged)))
+            match pending {
+                Err(room) => {
+                    pinned.bytes = Some(room);
+                    Ok(None)
+                }
+                Ok(pending) => {
+                    let staged = pending.wait().map_err(WatershedError::from)?;
+                    let plateaus = plateaus_from_staged(dims, block, &staged[..n]);
+                    pinned.bytes = Some(staged);
+                    Ok(Some(plateaus))
+                }
+            }
         });
         // The room step 3 downloads runs into, made here, after the turn:
         // made in step 3, the first block of every thread waited about a

@@ -36,6 +36,9 @@ pub struct Gpu {
     /// stream its launches go to meanwhile (the default stream cannot be
     /// captured).
     pub(crate) capturing: Arc<std::sync::Mutex<Vec<Capture>>>,
+    /// A stream for downloads that run beside the next work
+    /// ([`Gpu::download_behind`]), made on first use.
+    pub(crate) copies: Arc<OnceLock<Arc<CudaStream>>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -140,6 +143,7 @@ impl Gpu {
                 multiprocessors,
                 staging: Arc::default(),
                 capturing: Arc::default(),
+                copies: Arc::default(),
             };
             // Keep freed memory for the next call instead of giving it back
             // to the driver at every synchronisation (mapping it again cost

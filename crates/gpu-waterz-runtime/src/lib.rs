@@ -33,7 +33,7 @@ pub use gpu_waterz_abi as abi;
 pub use graph::Graph;
 pub use launch::{check_len, tiled_config, LaunchConfig, BLOCK};
 pub use priority::lower_thread_priority;
-pub use staging::{PinnedBuffer, STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
+pub use staging::{PendingDownload, PinnedBuffer, STAGING_CHUNK_BYTES, STAGING_MIN_BYTES};
 pub use timer::StageTimer;
 
 /// The PTX of `kernels-rs`, built for sm_90 by `cargo xtask kernels`.

@@ -114,6 +114,98 @@ impl<T: DeviceElement> DerefMut for PinnedBuffer<T> {
     }
 }
 
+/// A download queued on the device's copy stream behind the work queued
+/// before it ([`Gpu::download_behind`]): the device copies while it runs
+/// the work queued after it. [`PendingDownload::wait`] gives the
+/// page-locked buffer back with the values in it. Both buffers are owned
+/// until the copy has ended: dropped without `wait`, it waits first (and
+/// forgotten, both buffers are leaked, never reused while the copy runs).
+pub struct PendingDownload<T: DeviceElement> {
+    done: CudaEvent,
+    source: Option<DeviceBuffer<T>>,
+    destination: Option<PinnedBuffer<T>>,
+}
+
+impl<T: DeviceElement> PendingDownload<T> {
+    /// Waits for the copy; gives back the page-locked buffer (the first
+    /// values the download asked for are the device buffer's) and frees the
+    /// device buffer.
+    pub fn wait(mut self) -> Result<PinnedBuffer<T>> {
+        self.done.synchronize().context(|| "waiting for a download behind other work".into())?;
+        drop(self.source.take());
+        Ok(self.destination.take().expect("taken only here"))
+    }
+}
+
+impl<T: DeviceElement> Drop for PendingDownload<T> {
+    fn drop(&mut self) {
+        if self.destination.is_some() {
+            // The copy must end before either buffer goes; an error here
+            // leaves nothing better to do than to go on.
+            let _ = self.done.synchronize();
+        }
+    }
+}
+
+impl Gpu {
+    /// Copies the first `len` values of `source` into the page-locked
+    /// `destination` on a stream of the device's own for such copies,
+    /// behind every piece of work queued so far, and returns at once: the
+    /// work queued next runs on the device while it copies (the copy
+    /// engine and the multiprocessors are separate). Fails (nothing
+    /// queued) when either buffer holds fewer than `len` values.
+    pub fn download_behind<T: DeviceElement>(
+        &self,
+        source: DeviceBuffer<T>,
+        len: usize,
+        mut destination: PinnedBuffer<T>,
+    ) -> Result<PendingDownload<T>> {
+        self.check_device(&source, "the buffer")?;
+        if len > source.len() || len > destination.len() {
+            return Err(crate::RuntimeError::InvalidLaunch {
+                kernel: "download_behind",
+                reason: format!(
+                    "{len} values from a buffer of {} into page-locked room for {}",
+                    source.len(),
+                    destination.len()
+                ),
+            });
+        }
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let copies = match self.copies.get() {
+            Some(stream) => stream.clone(),
+            None => {
+                let made = self.ctx.new_stream().context(|| "making the copy stream".into())?;
+                self.copies.get_or_init(|| made).clone()
+            }
+        };
+        let queued = self.stream.record_event(None).context(|| "recording the work before a download".into())?;
+        copies.wait(&queued).context(|| "ordering a download behind the work before it".into())?;
+        // The address alone (event tracking is off: the guard does nothing).
+        let base = source.slice().device_ptr(&self.stream).0;
+        let bytes = len * size_of::<T>();
+        // SAFETY: the device range [base, base + len values) lies in
+        // `source` (len <= its length, checked above), and the host range is
+        // the first `len` values of `destination` (page-locked, checked
+        // above). Both buffers move into the returned value, which holds
+        // them until the event recorded next has completed (`wait`, or its
+        // drop), so neither is freed or reused while the copy runs.
+        unsafe {
+            let host = std::slice::from_raw_parts_mut(destination.as_mut_ptr().cast::<u8>(), bytes);
+            driver::memcpy_dtoh_async(host, base, copies.cu_stream())
+        }
+        .context(|| format!("downloading {len} values behind other work"))?;
+        match copies.record_event(None) {
+            Ok(done) => Ok(PendingDownload { done, source: Some(source), destination: Some(destination) }),
+            Err(e) => {
+                // The copy is queued: it must end before the buffers go.
+                let _ = copies.synchronize();
+                Err(e).context(|| "recording a download's end".into())
+            }
+        }
+    }
+}
+
 /// Two staging buffers and the events that say when the device is done
 /// with each.
 pub(crate) struct Staging {

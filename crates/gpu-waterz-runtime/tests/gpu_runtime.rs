@@ -163,6 +163,48 @@ fn pinned_buffers_round_trip_at_every_size() {
     });
 }
 
+/// A download behind other work lands the values the buffer held when it
+/// was queued: the work queued after it (here, writes into other buffers
+/// and a large copy) runs meanwhile and does not disturb it, on any
+/// thread; waiting gives the page-locked buffer back, and a download that
+/// asks for more values than either buffer holds is refused.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn downloads_behind_other_work_land_the_values_queued() {
+    use gpu_waterz_runtime::PinnedBuffer;
+    let gpu = gpu();
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                for &n in &[1usize, 1000, 3 << 20, 40 << 20] {
+                    let values: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0x9E37_79B9) ^ 7).collect();
+                    let source = gpu.upload(&values).unwrap();
+                    let room = PinnedBuffer::<u32>::zeroed(&gpu, n + 4).unwrap();
+                    let pending = gpu.download_behind(source, n, room).unwrap();
+                    // Work queued behind it, on the device's own stream.
+                    let mut other = gpu.zeros::<u32>(n).unwrap();
+                    gpu.memset_bytes(&mut other, 0xAB).unwrap();
+                    let copy = gpu.duplicate(&other).unwrap();
+                    let back = pending.wait().unwrap();
+                    assert_eq!(&back[..n], &values[..], "n = {n}");
+                    assert!(back[n..].iter().all(|&v| v == 0), "nothing past the values asked for");
+                    assert!(gpu.download(&copy).unwrap().iter().all(|&v| v == 0xABAB_ABAB), "later work ran");
+                    // Dropped without waiting: it waits, and frees both.
+                    let source = gpu.upload(&values).unwrap();
+                    drop(gpu.download_behind(source, n, back).unwrap());
+                }
+                let source = gpu.zeros::<u32>(10).unwrap();
+                let small = PinnedBuffer::<u32>::zeroed(&gpu, 5).unwrap();
+                assert!(gpu.download_behind(source, 6, small).is_err(), "more than the room holds");
+                let source = gpu.zeros::<u32>(4).unwrap();
+                let room = PinnedBuffer::<u32>::zeroed(&gpu, 8).unwrap();
+                assert!(gpu.download_behind(source, 6, room).is_err(), "more than the buffer holds");
+            })
+            .join()
+            .unwrap();
+    });
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn the_pool_keeps_freed_memory_until_trimmed() {

@@ -60,6 +60,25 @@ pub fn block_plateaus(
             reason: format!("room for {} bytes for a block of {n} voxels ({:?})", out.len(), at.block),
         }));
     }
+    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
+    let directions = block_plateaus_on_device(gpu, affs, at, params)?;
+    gpu.download_to_slice(&directions, out)?;
+    timer.mark("download")?;
+    tracing::debug!(stages_ms = ?timer.stages(), "GPU block plateaus' download");
+    Ok(())
+}
+
+/// [`block_plateaus`] with the bytes left on the device (one per voxel of
+/// `at.block`, C order), queued but not waited for: a caller downloads them
+/// (with [`gpu_waterz_runtime::Gpu::download_behind`], beside its next
+/// work).
+pub fn block_plateaus_on_device(
+    gpu: &Gpu,
+    affs: DeviceAffinities,
+    at: BlockInRegion,
+    params: WatershedParams,
+) -> Result<DeviceBuffer<u8>, WatershedError> {
+    super::check_dims(at.block)?;
     affs.check_device(gpu)?;
     super::check_thresholds(params)?;
     let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
@@ -73,10 +92,9 @@ pub fn block_plateaus(
     let plateaus = launch::join_tile_faces(gpu, forest)?;
     timer.mark("block plateaus")?;
     let directions = launch::block_directions(gpu, &info, &plateaus, &divided.edges, at.offset)?;
-    gpu.download_to_slice(&directions, out)?;
-    timer.mark("download")?;
+    timer.mark("directions")?;
     tracing::debug!(levels = divided.levels, stages_ms = ?timer.stages(), "GPU block plateaus");
-    Ok(())
+    Ok(directions)
 }
 
 /// A block's basins on the GPU: the components of its directions `bits`

@@ -17,7 +17,9 @@ mod launch;
 mod plateau;
 
 pub use affinities::{check_dims, AffinityBuffer, DeviceAffinities, MAX_VOXELS};
-pub use block::{block_basins, block_basins_on_device, block_plateaus, BlockInRegion, CORNER, OPEN};
+pub use block::{
+    block_basins, block_basins_on_device, block_plateaus, block_plateaus_on_device, BlockInRegion, CORNER, OPEN,
+};
 
 use crate::WatershedError;
 use gpu_waterz_core::{CoreError, Dims3, WatershedParams};
