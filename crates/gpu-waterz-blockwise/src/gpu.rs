@@ -10,16 +10,17 @@
 
 use crate::plateaus::{check_plateau_input, check_plateau_shape};
 use crate::stages::{
-    apply_settled, basins_from_components, basins_from_runs, check_block_edge_runs, check_block_edges, lower_faces,
-    read_region, read_region_codes, PairStats, RunCursor,
+    apply_settled, basins_from_components, basins_from_runs, check_block_edge_runs, check_block_edges,
+    check_edge_lists, lower_faces, read_region, read_region_codes, sum_and_merge, PairStats, RunCursor,
 };
 use crate::{
     invalid, voxel_index, AffinitySource, Block, ComponentRuns, DecodeSteps, EdgeList, LocalBasinRuns, LocalBasins,
     LocalPlateaus, OpenVoxels, Result,
 };
+use gpu_waterz_abi::graph::EdgeKey;
 use gpu_waterz_core::{ContactStats, Thresholds};
 use gpu_waterz_core::{Dims3, WatershedParams};
-use gpu_waterz_graph::gpu::{DeviceEdges, HostRegionGraph};
+use gpu_waterz_graph::gpu::{DeviceEdges, EdgeEntries, HostRegionGraph};
 use gpu_waterz_parhac::gpu::GpuParhac;
 use gpu_waterz_runtime::{DeviceElement, Gpu, PinnedBuffer, StageTimer};
 use gpu_waterz_watershed::gpu::{
@@ -1071,16 +1072,69 @@ impl DecodeSteps for GpuSteps {
             let started = std::time::Instant::now();
             let device = DeviceEdges::upload(gpu, &edges, &stats, n_fragments + 1)?;
             tracing::debug!(edges = edges.len(), seconds = started.elapsed().as_secs_f64(), "region graph uploaded");
-            let mut parhac = GpuParhac::new(gpu, device, 0.0, false)?;
-            let mut tables = Vec::with_capacity(thresholds.len());
-            for &t in thresholds {
-                parhac.merge_until(t as f32)?;
-                let roots = gpu.download(&parhac.roots()?).map_err(gpu_waterz_parhac::ParhacError::from)?;
-                tables.push(roots.into_par_iter().map(u64::from).collect());
-            }
-            Ok((thresholds.to_vec(), tables))
+            parhac_tables(gpu, device, thresholds)
         })
     }
+
+    /// Step 6 with the region graph summed on the GPU
+    /// ([`DeviceEdges::sum_parts`]: each block's pairs one part, sorted and
+    /// reduced by key on the device, the same edges and integer sums as
+    /// [`crate::region_graph`]'s) and merged there by ParHAC at ε = 0 in the
+    /// same turn: the whole graph is neither summed on the host nor
+    /// uploaded again. Where the sums could overflow 64 bits (`sum_parts`
+    /// gives `None`), summed on the host as by default.
+    fn merge_lists(
+        &self,
+        n_fragments: u64,
+        lists: &[&EdgeList],
+        thresholds: &[f64],
+    ) -> Result<(Vec<f64>, Vec<Vec<u64>>, u64)> {
+        Thresholds::new(thresholds)?;
+        check_edge_lists(n_fragments, lists)?;
+        let started = std::time::Instant::now();
+        // Fragment ids fit 32 bits (checked): each pair is one key.
+        let keys: Vec<Vec<u64>> = lists
+            .par_iter()
+            .map(|list| list.u.par_iter().zip(&list.v).map(|(&u, &v)| EdgeKey::new(u, v).bits()).collect())
+            .collect();
+        let parts: Vec<EdgeEntries<'_>> = lists
+            .iter()
+            .zip(&keys)
+            .map(|(list, keys)| EdgeEntries { keys, counts: &list.count, sums: &list.sum })
+            .collect();
+        let keyed = started.elapsed().as_secs_f64();
+        let merged = self.exclusive("merge", |gpu| {
+            let summing = std::time::Instant::now();
+            let Some(device) = DeviceEdges::sum_parts(gpu, &parts, n_fragments + 1)? else { return Ok(None) };
+            let n_edges = device.n_edges();
+            tracing::debug!(
+                block_edges = device.n_entries(),
+                n_edges,
+                keyed_s = keyed,
+                summed_s = summing.elapsed().as_secs_f64(),
+                "region graph summed on the GPU"
+            );
+            Ok(Some((parhac_tables(gpu, device, thresholds)?, n_edges)))
+        })?;
+        match merged {
+            Some(((thresholds, tables), n_edges)) => Ok((thresholds, tables, n_edges)),
+            None => sum_and_merge(self, n_fragments, lists, thresholds),
+        }
+    }
+}
+
+/// ParHAC at ε = 0 over `edges` up to each of `thresholds` (ascending):
+/// each threshold's table, the segment (its smallest fragment) of every
+/// fragment.
+fn parhac_tables(gpu: &Gpu, edges: DeviceEdges, thresholds: &[f64]) -> Result<(Vec<f64>, Vec<Vec<u64>>)> {
+    let mut parhac = GpuParhac::new(gpu, edges, 0.0, false)?;
+    let mut tables = Vec::with_capacity(thresholds.len());
+    for &t in thresholds {
+        parhac.merge_until(t as f32)?;
+        let roots = gpu.download(&parhac.roots()?).map_err(gpu_waterz_parhac::ParhacError::from)?;
+        tables.push(roots.into_par_iter().map(u64::from).collect());
+    }
+    Ok((thresholds.to_vec(), tables))
 }
 
 #[cfg(test)]

@@ -847,22 +847,7 @@ pub(crate) fn lower_faces(
 /// ranges of pairs on all threads, each range's slices of every list
 /// merged and summed on its own; others are sorted whole first.
 pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 2]>, Vec<ContactStats>)> {
-    if n_fragments >= u32::MAX as u64 {
-        return Err(invalid(format!("{n_fragments} fragments: fewer than 2^32 are taken")));
-    }
-    for list in edges {
-        let n = list.u.len();
-        if list.v.len() != n || list.count.len() != n || list.sum.len() != n {
-            return Err(invalid("an edge list's columns differ in length"));
-        }
-    }
-    for list in edges {
-        let bad = |k: usize| list.u[k] == 0 || list.u[k] >= list.v[k] || list.v[k] > n_fragments;
-        if let Some(k) = gpu_waterz_core::parallel::first_index(list.u.len(), bad) {
-            let (u, v) = (list.u[k], list.v[k]);
-            return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
-        }
-    }
+    check_edge_lists(n_fragments, edges)?;
     let ascending = |list: &&EdgeList| {
         (1..list.u.len()).into_par_iter().all(|k| (list.u[k - 1], list.v[k - 1]) < (list.u[k], list.v[k]))
     };
@@ -896,6 +881,28 @@ pub fn region_graph(n_fragments: u64, edges: &[&EdgeList]) -> Result<(Vec<[u64; 
     };
     let (graphs, stats): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
     Ok((concatenated(graphs), concatenated(stats)))
+}
+
+/// Fails unless fragment ids fit u32, each list's columns are of equal
+/// length and every pair is `(u, v)` with `1 <= u < v <= n_fragments`.
+pub(crate) fn check_edge_lists(n_fragments: u64, edges: &[&EdgeList]) -> Result<()> {
+    if n_fragments >= u32::MAX as u64 {
+        return Err(invalid(format!("{n_fragments} fragments: fewer than 2^32 are taken")));
+    }
+    for list in edges {
+        let n = list.u.len();
+        if list.v.len() != n || list.count.len() != n || list.sum.len() != n {
+            return Err(invalid("an edge list's columns differ in length"));
+        }
+    }
+    for list in edges {
+        let bad = |k: usize| list.u[k] == 0 || list.u[k] >= list.v[k] || list.v[k] > n_fragments;
+        if let Some(k) = gpu_waterz_core::parallel::first_index(list.u.len(), bad) {
+            let (u, v) = (list.u[k], list.v[k]);
+            return Err(invalid(format!("edge ({u}, {v}) is not a pair of fragments 1..={n_fragments}")));
+        }
+    }
+    Ok(())
 }
 
 /// `parts` one after the other, copied on all threads (a parallel
@@ -1537,6 +1544,19 @@ pub trait DecodeSteps: Sync {
         settled: &[u8],
     ) -> Result<LocalBasins>;
 
+    /// Step 6 from every block's pairs: the whole region graph summed
+    /// ([`region_graph`]) and merged up to each threshold (ascending) by
+    /// [`DecodeSteps::merge`]; gives the thresholds, each one's table and
+    /// the graph's number of edges. By default summed on the host.
+    fn merge_lists(
+        &self,
+        n_fragments: u64,
+        lists: &[&EdgeList],
+        thresholds: &[f64],
+    ) -> Result<(Vec<f64>, Vec<Vec<u64>>, u64)> {
+        sum_and_merge(self, n_fragments, lists, thresholds)
+    }
+
     /// Step 6: the whole region graph ([`region_graph`]) merged up to
     /// each threshold (ascending); by default waterz's serial merging in
     /// exact arithmetic, as [`merge`].
@@ -1550,6 +1570,23 @@ pub trait DecodeSteps: Sync {
         Thresholds::new(thresholds)?;
         merge_graph(n_fragments, edges, stats, thresholds)
     }
+}
+
+/// [`DecodeSteps::merge_lists`]'s default: the region graph summed on the
+/// host ([`region_graph`]), then `steps`' [`DecodeSteps::merge`].
+pub(crate) fn sum_and_merge<S: DecodeSteps + ?Sized>(
+    steps: &S,
+    n_fragments: u64,
+    lists: &[&EdgeList],
+    thresholds: &[f64],
+) -> Result<(Vec<f64>, Vec<Vec<u64>>, u64)> {
+    let summing = Instant::now();
+    let block_edges: usize = lists.iter().map(|e| e.u.len()).sum();
+    let (graph, stats) = region_graph(n_fragments, lists)?;
+    let n_edges = graph.len() as u64;
+    tracing::debug!(block_edges, n_edges, seconds = summing.elapsed().as_secs_f64(), "region graph summed");
+    let (thresholds, tables) = steps.merge(n_fragments, graph, stats, thresholds)?;
+    Ok((thresholds, tables, n_edges))
 }
 
 /// Steps 1, 3, 5 and 6 on the CPU: [`local_plateaus`], [`local_basins`],
@@ -1740,14 +1777,9 @@ fn decode_blocks_held(
     }
     lap("block_edges", &mut seconds.block_edges);
     let edge_refs: Vec<&EdgeList> = edges.iter().collect();
-    let summing = Instant::now();
-    let block_edges: usize = edges.iter().map(|e| e.u.len()).sum();
-    let (graph, stats) = region_graph(fragments.n_fragments, &edge_refs)?;
+    let (thresholds, tables, n_edges) = steps.merge_lists(fragments.n_fragments, &edge_refs, thresholds)?;
     drop(edge_refs);
     drop(edges);
-    let n_edges = graph.len() as u64;
-    tracing::debug!(block_edges, n_edges, seconds = summing.elapsed().as_secs_f64(), "region graph summed");
-    let (thresholds, tables) = steps.merge(fragments.n_fragments, graph, stats, thresholds)?;
     lap("merge", &mut seconds.merge);
     pulled(0..grid.len(), |b| {
         if prepared[b] {

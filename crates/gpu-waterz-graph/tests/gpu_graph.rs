@@ -118,3 +118,65 @@ fn edge_lists_round_trip_and_malformed_ones_are_rejected() {
     let (counts, sums) = (g.upload(&[1u64, 1]).unwrap(), g.upload(&[0u64, 0]).unwrap());
     assert!(invalid(DeviceEdges::from_device(&g, keys, counts, sums, 2, 4)));
 }
+
+/// Parts of entries summed on the device equal their sum on the host (a
+/// map from each edge to its added counts and sums), edge for edge, in
+/// waterz's order: random parts of ascending keys over a few nodes (many
+/// repeats across parts) and over many (few), large sums included, empty
+/// parts and no parts; `None` where the parts' largest counts add up to
+/// 2^32; malformed parts rejected before anything reaches the device.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn summed_parts_equal_the_hosts_sum() {
+    use gpu_waterz_graph::gpu::EdgeEntries;
+    use std::collections::BTreeMap;
+    let g = gpu();
+    let mut rng = SplitMix64::new(41);
+    for (n_nodes, n_parts, per_part) in
+        [(2u64, 3usize, 1usize), (9, 40, 20), (1000, 64, 5_000), (3_000_000, 16, 200_000), (50, 0, 0)]
+    {
+        let mut want: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        let mut columns: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)> = Vec::new();
+        for p in 0..n_parts {
+            let mut keys: Vec<u64> = (0..if p % 7 == 3 { 0 } else { per_part })
+                .map(|_| {
+                    let u = rng.next_u64() % (n_nodes - 1);
+                    let v = u + 1 + rng.next_u64() % (n_nodes - 1 - u);
+                    EdgeKey::new(u, v).bits()
+                })
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let counts: Vec<u64> = keys.iter().map(|_| 1 + rng.next_u64() % 1000).collect();
+            let sums: Vec<u64> = counts.iter().map(|&c| rng.next_u64() % (c << 32)).collect();
+            for ((&k, &c), &s) in keys.iter().zip(&counts).zip(&sums) {
+                let e = want.entry(k).or_default();
+                *e = (e.0 + c, e.1 + s);
+            }
+            columns.push((keys, counts, sums));
+        }
+        let parts: Vec<EdgeEntries<'_>> =
+            columns.iter().map(|(keys, counts, sums)| EdgeEntries { keys, counts, sums }).collect();
+        let summed = DeviceEdges::sum_parts(&g, &parts, n_nodes).unwrap().expect("counts far below 2^32");
+        assert_eq!((summed.n_edges(), summed.n_nodes()), (want.len() as u64, n_nodes));
+        let host = summed.download(&g).unwrap();
+        let edges: Vec<[u64; 2]> = want.keys().map(|&k| EdgeKey::from_bits(k).endpoints()).collect();
+        let stats: Vec<ContactStats> =
+            want.values().map(|&(contact_count, affinity_sum)| ContactStats { contact_count, affinity_sum }).collect();
+        assert_eq!(host.edges, edges, "{n_parts} parts over {n_nodes} nodes");
+        assert_eq!(host.stats, stats, "{n_parts} parts over {n_nodes} nodes");
+    }
+    let key = |u, v| EdgeKey::new(u, v).bits();
+    let (keys, big) = ([key(1, 2), key(1, 3)], [1u64 << 31, 1]);
+    let part = EdgeEntries { keys: &keys, counts: &big, sums: &[0, 0] };
+    assert!(DeviceEdges::sum_parts(&g, &[part, part], 4).unwrap().is_none(), "2^31 + 2^31 faces may overflow");
+    assert!(DeviceEdges::sum_parts(&g, &[part], 4).unwrap().is_some());
+    let invalid =
+        |parts: &[EdgeEntries<'_>], n| matches!(DeviceEdges::sum_parts(&g, parts, n), Err(GraphError::InvalidGraph(_)));
+    let ones = [1u64, 1];
+    assert!(invalid(&[EdgeEntries { keys: &[key(1, 3), key(1, 2)], counts: &ones, sums: &ones }], 4), "descending");
+    assert!(invalid(&[EdgeEntries { keys: &[key(1, 2), key(1, 2)], counts: &ones, sums: &ones }], 4), "repeated");
+    assert!(invalid(&[EdgeEntries { keys: &[key(2, 2)], counts: &[1], sums: &[1] }], 4), "a self-loop");
+    assert!(invalid(&[EdgeEntries { keys: &[key(1, 4)], counts: &[1], sums: &[1] }], 4), "node 4 of 4");
+    assert!(invalid(&[EdgeEntries { keys: &keys, counts: &[1], sums: &ones }], 4), "a count short");
+}

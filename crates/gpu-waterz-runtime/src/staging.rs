@@ -420,6 +420,79 @@ impl Gpu {
         })
     }
 
+    /// Copies `parts`, one after the other, into a new device buffer of
+    /// their total length (at least one element: an empty total gives one
+    /// zero), through the staging buffers, each filled from the parts it
+    /// spans on all host threads: no concatenation on the host first.
+    pub fn upload_concatenated<T: DeviceElement>(&self, parts: &[&[T]]) -> Result<DeviceBuffer<T>> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total == 0 {
+            return self.zeros(1);
+        }
+        let mut buffer = self.uninit::<T>(total)?;
+        if total * size_of::<T>() < STAGING_MIN_BYTES || self.staging_busy() {
+            let mut offset = 0;
+            for part in parts {
+                self.upload_into(&mut buffer, offset, part)?;
+                offset += part.len();
+            }
+            return Ok(buffer);
+        }
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let stream = self.stream.clone();
+        let base = buffer.slice_mut().device_ptr_mut(&stream).0;
+        // Where each part starts in the concatenation.
+        let starts: Vec<usize> = parts
+            .iter()
+            .scan(0, |at, p| {
+                let start = *at;
+                *at += p.len();
+                Some(start)
+            })
+            .collect();
+        let chunk = chunk_elements::<T>();
+        self.with_staging(|staging| {
+            for (i, start) in (0..total).step_by(chunk).enumerate() {
+                let stop = (start + chunk).min(total);
+                let slot = i % 2;
+                // The device must be done with this buffer's last piece.
+                staging.events[slot].synchronize().context(|| "waiting for a staged upload".into())?;
+                let bytes = &mut staging.buffers[slot].bytes_mut()[..(stop - start) * size_of::<T>()];
+                // SAFETY: the staging buffer is page-aligned and holds
+                // `stop - start` elements' bytes, written below before the
+                // device reads them.
+                let values = unsafe {
+                    std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<MaybeUninit<T>>(), stop - start)
+                };
+                // The parts this chunk spans, each piece copied on all threads.
+                let first = starts.partition_point(|&s| s <= start) - 1;
+                let mut rest = values;
+                for (part, &part_start) in parts[first..].iter().zip(&starts[first..]) {
+                    if part_start >= stop || rest.is_empty() {
+                        break;
+                    }
+                    let from = start.max(part_start) - part_start;
+                    let to = (stop - part_start).min(part.len());
+                    let (piece, tail) = rest.split_at_mut(to - from);
+                    parallel_copy(&part[from..to], piece);
+                    rest = tail;
+                }
+                // SAFETY: [start, stop) lies in the buffer of `total`
+                // elements; the staging bytes were all written above (the
+                // parts cover the chunk) and are not touched again until this
+                // slot's event (recorded next) completes.
+                unsafe {
+                    let written = std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), stop - start);
+                    driver::memcpy_htod_async(base + (start * size_of::<T>()) as u64, written, stream.cu_stream())
+                }
+                .context(|| format!("uploading elements {start}..{stop}"))?;
+                staging.events[slot].record(&stream).context(|| "recording a staging event".into())?;
+            }
+            stream.synchronize().context(|| "waiting for a staged upload".into())
+        })?;
+        Ok(buffer)
+    }
+
     /// Copies a host slice to a new device buffer, through the staging
     /// buffers when it is large.
     pub fn upload<T: DeviceElement>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {

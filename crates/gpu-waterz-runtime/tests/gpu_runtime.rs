@@ -163,6 +163,41 @@ fn pinned_buffers_round_trip_at_every_size() {
     });
 }
 
+/// Parts uploaded one after the other equal their concatenation: empty
+/// parts anywhere, parts smaller than a staging chunk and parts that span
+/// several, small totals (direct copies) and large ones (staged).
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn concatenated_uploads_equal_the_concatenation() {
+    use gpu_waterz_runtime::STAGING_CHUNK_BYTES;
+    let gpu = gpu();
+    let chunk = STAGING_CHUNK_BYTES / 8;
+    let value = |i: usize| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 3;
+    for lengths in [
+        vec![],
+        vec![0, 0],
+        vec![5, 0, 7],
+        vec![1 << 20, 0, 3, 2 << 20],
+        vec![chunk - 1, 1, 0, 2 * chunk + 17, 5, 0],
+        vec![3 * chunk + 12_345],
+        (0..300).map(|k| (k * 7_919) % 40_000).collect(),
+    ] {
+        let mut next = 0;
+        let parts: Vec<Vec<u64>> = lengths
+            .iter()
+            .map(|&n| {
+                let part = (next..next + n).map(value).collect();
+                next += n;
+                part
+            })
+            .collect();
+        let views: Vec<&[u64]> = parts.iter().map(Vec::as_slice).collect();
+        let buffer = gpu.upload_concatenated(&views).unwrap();
+        let want: Vec<u64> = if next == 0 { vec![0] } else { (0..next).map(value).collect() };
+        assert_eq!(gpu.download(&buffer).unwrap(), want, "parts of {lengths:?}");
+    }
+}
+
 /// A download behind other work lands the values the buffer held when it
 /// was queued: the work queued after it (here, writes into other buffers
 /// and a large copy) runs meanwhile and does not disturb it, on any

@@ -5,7 +5,7 @@
 use crate::GraphError;
 use gpu_waterz_abi::graph::EdgeKey;
 use gpu_waterz_core::ContactStats;
-use gpu_waterz_runtime::primitives::ReducedRuns;
+use gpu_waterz_runtime::primitives::{digit_shifts, radix_sort_pairs, reduce_by_key, ReducedRuns};
 use gpu_waterz_runtime::{DeviceBuffer, Gpu};
 use rayon::prelude::*;
 
@@ -94,6 +94,112 @@ fn non_empty(mut values: Vec<u64>) -> Vec<u64> {
         values.push(0);
     }
     values
+}
+
+/// One part of a region graph's entries ([`DeviceEdges::sum_parts`]): edge
+/// keys ([`EdgeKey`] bits) strictly ascending, each with its contact count
+/// and fixed-point affinity sum (one block's pairs in the blockwise decode).
+#[derive(Clone, Copy, Debug)]
+pub struct EdgeEntries<'a> {
+    /// Edge keys, strictly ascending.
+    pub keys: &'a [u64],
+    /// Contact counts, one per key.
+    pub counts: &'a [u64],
+    /// Fixed-point affinity sums, one per key.
+    pub sums: &'a [u64],
+}
+
+impl DeviceEdges {
+    /// The region graph over nodes `0..n_nodes` whose statistics are the
+    /// sums of every part's, summed on the device: the keys sorted (radix
+    /// sort over the digits the node ids use, once with the counts beside
+    /// them and once with the sums) and each run of equal keys reduced,
+    /// which gives every edge once, ascending by `(u, v)`, with exactly the
+    /// host's integer sums. Checked on the host before anything is copied:
+    /// the parts' columns are of equal length, each part's keys strictly
+    /// ascending, and every key a pair `u < v < n_nodes <= MAX_NODES`. An
+    /// edge is in each part at most once, so its summed count is at most the
+    /// parts' largest counts added up; the sums are exact in 64 bits while
+    /// that bound stays below 2^32 faces (each face adds less than 2^32):
+    /// where it does not, `None`, nothing copied, for the caller to sum on
+    /// the host with checked arithmetic.
+    pub fn sum_parts(gpu: &Gpu, parts: &[EdgeEntries<'_>], n_nodes: u64) -> Result<Option<Self>, GraphError> {
+        if n_nodes > MAX_NODES {
+            return Err(invalid(format!("{n_nodes} nodes: node ids must fit 32 bits (at most {MAX_NODES} nodes)")));
+        }
+        let checked: Vec<Result<u64, GraphError>> = parts
+            .par_iter()
+            .enumerate()
+            .map(|(p, part)| {
+                let n = part.keys.len();
+                if part.counts.len() != n || part.sums.len() != n {
+                    return Err(invalid(format!(
+                        "part {p}: {n} keys with {} counts and {} sums",
+                        part.counts.len(),
+                        part.sums.len()
+                    )));
+                }
+                let bad = |i: usize| {
+                    let [u, v] = EdgeKey::from_bits(part.keys[i]).endpoints();
+                    u >= v || v >= n_nodes || (i > 0 && part.keys[i - 1] >= part.keys[i])
+                };
+                if let Some(i) = gpu_waterz_core::parallel::first_index(n, bad) {
+                    let [u, v] = EdgeKey::from_bits(part.keys[i]).endpoints();
+                    return Err(invalid(format!(
+                        "part {p}, entry {i}: edge ({u}, {v}) is not a pair u < v < {n_nodes} after the part's last"
+                    )));
+                }
+                Ok(part.counts.par_iter().copied().max().unwrap_or(0))
+            })
+            .collect();
+        let mut bound: u128 = 0;
+        for largest in checked {
+            bound += u128::from(largest?);
+        }
+        if bound >= 1 << 32 {
+            return Ok(None);
+        }
+        let total: usize = parts.iter().map(|p| p.keys.len()).sum();
+        if total == 0 {
+            return Ok(Some(Self {
+                keys: gpu.zeros(1)?,
+                counts: gpu.zeros(1)?,
+                sums: gpu.zeros(1)?,
+                n_edges: 0,
+                n_nodes,
+                n_entries: 0,
+            }));
+        }
+        // Column 0, 1 or 2 (keys, counts, sums) of every part, one after the
+        // other, on the device.
+        let gather = |column: usize| -> Result<DeviceBuffer<u64>, GraphError> {
+            let columns: Vec<&[u64]> = parts.iter().map(|part| [part.keys, part.counts, part.sums][column]).collect();
+            Ok(gpu.upload_concatenated(&columns)?)
+        };
+        let keys = gather(0)?;
+        let keys_again = gpu.duplicate(&keys)?;
+        let node_bits = 64 - (n_nodes - 1).leading_zeros();
+        let shifts = digit_shifts(node_bits, node_bits);
+        let n = total as u64;
+        let (sorted, counts) = radix_sort_pairs(gpu, keys, gather(1)?, n, &shifts)?;
+        let by_count = reduce_by_key(gpu, &sorted, &counts, n)?;
+        drop((sorted, counts));
+        let (sorted, sums) = radix_sort_pairs(gpu, keys_again, gather(2)?, n, &shifts)?;
+        let by_sum = reduce_by_key(gpu, &sorted, &sums, n)?;
+        if by_count.n_runs != by_sum.n_runs {
+            return Err(invalid(format!("the keys sorted twice gave {} and {} edges", by_count.n_runs, by_sum.n_runs)));
+        }
+        // Each reduction's `sums` are the summed values beside the keys:
+        // the counts', then the sums'.
+        Ok(Some(Self {
+            keys: by_count.keys,
+            counts: by_count.sums,
+            sums: by_sum.sums,
+            n_edges: by_count.n_runs,
+            n_nodes,
+            n_entries: n,
+        }))
+    }
 }
 
 impl DeviceEdges {

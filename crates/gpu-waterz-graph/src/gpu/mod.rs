@@ -11,7 +11,7 @@ mod edges;
 #[allow(unsafe_code)]
 mod launch;
 
-pub use edges::{validate_edges, DeviceEdges, HostRegionGraph, MAX_NODES};
+pub use edges::{validate_edges, DeviceEdges, EdgeEntries, HostRegionGraph, MAX_NODES};
 
 use crate::GraphError;
 use gpu_waterz_runtime::primitives::{digit_shifts, radix_sort_pairs, reduce_packed_by_key};
