@@ -306,11 +306,29 @@ fn touched<T: Copy + Default>(block: Block) -> Vec<T> {
     values
 }
 
-/// The runs of a block of `n` voxels that its page-locked room holds
-/// before step 3's turn: one per eight voxels (cell-like blocks have about
-/// one per ten).
-fn runs_room(n: usize) -> usize {
-    n / 8
+/// Page-locked room for `len` runs' two arrays (first voxels and values):
+/// the two halves of the set's directions room (`bytes`, which steps 1 and
+/// 3 fill and whose step-3 contents are on the device by then) where they
+/// fit (cell-like blocks have about one run per ten voxels, the halves one
+/// per eight), else the set's two arrays of their own, made (or made
+/// larger, to `room` values) where needed. The same `len` finds the same
+/// room again while nothing is made larger.
+fn runs_room_of<'a>(
+    gpu: &Gpu,
+    set: &'a mut PinnedSet,
+    len: usize,
+    room: usize,
+) -> Result<(&'a mut [u32], &'a mut [u32])> {
+    let fits = set.bytes.as_ref().is_some_and(|b| b.view::<u32>().len() / 2 >= len);
+    if fits {
+        let words = set.bytes.as_mut().expect("checked above").view_mut::<u32>();
+        let half = words.len() / 2;
+        let (first, second) = words.split_at_mut(half);
+        return Ok((&mut first[..len], &mut second[..len]));
+    }
+    let first = pinned_prefix(gpu, &mut set.first, len, room)?;
+    let second = pinned_prefix(gpu, &mut set.second, len, room)?;
+    Ok((first, second))
 }
 
 /// Step 1's result from the bytes of `block_plateaus`: each block voxel's
@@ -665,16 +683,8 @@ impl GpuSteps {
                 }
             }
         });
-        // The room step 3 downloads runs into, made here, after the turn:
-        // made in step 3, the first block of every thread waited about a
-        // second for its page-locked memory (16 threads at once), and the
-        // whole step with them.
-        let room = made.as_ref().map_or(Ok(()), |_| {
-            pinned_prefix(&self.gpu, &mut pinned.first, 0, runs_room(n))?;
-            pinned_prefix(&self.gpu, &mut pinned.second, 0, runs_room(n)).map(|_| ())
-        });
         self.give_back_pinned(pinned);
-        room.and(made)
+        made
     }
 
     /// Step 5 of a block whose source makes its affinities on the GPU: the
@@ -938,11 +948,11 @@ impl DecodeSteps for GpuSteps {
         frame: bool,
     ) -> Result<(EdgeList, Option<Vec<u8>>)> {
         let shape = check_block_edge_runs(dims, block, components, ids, lower)?;
-        // The runs go up from page-locked memory, filled here before the turn.
+        // The runs go up from page-locked memory, filled here before the
+        // turn: the directions' room of steps 1 and 3 where they fit.
         let mut pinned = self.take_pinned();
         let n_runs = components.runs().len();
-        let starts = pinned_prefix(&self.gpu, &mut pinned.first, n_runs, n_runs + n_runs / 4)?;
-        let labels = pinned_prefix(&self.gpu, &mut pinned.second, n_runs, n_runs + n_runs / 4)?;
+        let (starts, labels) = runs_room_of(&self.gpu, &mut pinned, n_runs, n_runs + n_runs / 4)?;
         let n_fragments = fragment_runs(block, components, ids, starts, labels)?;
         // Checked here, before the turn, which the other blocks wait for.
         let runs = FragmentRuns::new(starts, labels, dims3(block.shape()), n_fragments)?;
@@ -1000,21 +1010,17 @@ impl DecodeSteps for GpuSteps {
         apply_settled(dims, block, &mut bits, open, settled)?;
         let n = block.len() as usize;
         let mut pinned = self.take_pinned();
-        let PinnedSet { bytes, first, second } = &mut pinned;
-        let staged = pinned_prefix(&self.gpu, bytes, n, n)?;
+        let staged = pinned_prefix(&self.gpu, &mut pinned.bytes, n, n)?;
         match bits.as_slice() {
             Some(flat) => staged.copy_from_slice(flat),
             None => staged.iter_mut().zip(bits.iter()).for_each(|(s, &b)| *s = b),
         }
-        let staged = &*staged;
-        // Room for the runs before the turn; more is made inside it where
-        // needed.
-        for slot in [&mut *first, &mut *second] {
-            pinned_prefix(&self.gpu, slot, 0, runs_room(n))?;
-        }
         let prepared = started.elapsed();
         let turn = self.exclusive("local_basins", |gpu| {
             // `block_basins_on_device` logs its own stages; these are the runs'.
+            let staged = &pinned.bytes.as_ref().expect("made above")[..n];
+            // The directions are on the device once it returns (the upload
+            // is waited for): their room takes the runs where they fit.
             let (labels, n_components) = block_basins_on_device(gpu, staged, dims3(block.shape()))?;
             let mut timer = turn_timer(gpu)?;
             let timed = |timer: &mut StageTimer, stage| timer.mark(stage).map_err(WatershedError::from);
@@ -1023,17 +1029,17 @@ impl DecodeSteps for GpuSteps {
             drop(labels);
             timed(&mut timer, "runs")?;
             let count = count as usize;
-            let room = count + count / 4;
-            gpu.download_to_slice(&starts, pinned_prefix(gpu, first, count, room)?).map_err(WatershedError::from)?;
-            gpu.download_to_slice(&values, pinned_prefix(gpu, second, count, room)?).map_err(WatershedError::from)?;
+            let (starts_room, values_room) = runs_room_of(gpu, &mut pinned, count, count + count / 4)?;
+            gpu.download_to_slice(&starts, starts_room).map_err(WatershedError::from)?;
+            gpu.download_to_slice(&values, values_room).map_err(WatershedError::from)?;
             timed(&mut timer, "runs down")?;
             tracing::debug!(stages_ms = ?timer.stages(), runs = count, "GPU block runs");
             Ok((count, n_components))
         });
         let turned = std::time::Instant::now();
         let runs = turn.and_then(|(count, n_components)| {
-            let starts = &first.as_ref().expect("made in the turn")[..count];
-            let values = &second.as_ref().expect("made in the turn")[..count];
+            let (starts, values) = runs_room_of(&self.gpu, &mut pinned, count, count)?;
+            let (starts, values) = (&*starts, &*values);
             // Components are numbered 1..=n: the runs hold the largest
             // (checked here, after the turn, which the other blocks wait for).
             let largest = values.par_iter().copied().max();

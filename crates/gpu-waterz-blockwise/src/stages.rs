@@ -188,8 +188,18 @@ pub(crate) fn apply_settled(
     if settled.iter().any(|&b| b & !0x3f != 0) {
         return Err(invalid("settled directions hold bits other than the six directions"));
     }
+    // The volume's row of each open voxel is found by a division only where
+    // it leaves the last one's row (open voxels ascend: most follow one in
+    // the same row), not for every voxel.
+    let (mut row_start, mut row_end, mut row_at) = (0u64, 0u64, [0u64; 2]);
     for (&v, &b) in open.index.iter().zip(settled) {
-        let at = voxel_at(dims, v);
+        if !(row_start..row_end).contains(&v) {
+            let row = v / dims[2];
+            row_start = row * dims[2];
+            row_end = row_start.saturating_add(dims[2]);
+            row_at = [row / dims[1], row % dims[1]];
+        }
+        let at = [row_at[0], row_at[1], v - row_start];
         if !block.contains(at) {
             return Err(invalid(format!("open voxel {v} is not in block {:?}..{:?}", block.lo, block.hi)));
         }

@@ -95,6 +95,27 @@ impl<T: DeviceElement> PinnedBuffer<T> {
     }
 }
 
+impl<T: DeviceElement> PinnedBuffer<T> {
+    /// The buffer's bytes as values of `U` (as many whole ones as they
+    /// hold): one page-locked room serves copies of several types.
+    pub fn view<U: DeviceElement>(&self) -> &[U] {
+        // SAFETY: the allocation holds `len` values of `T`, all written, so
+        // `len * size_of::<T>() / size_of::<U>()` values of `U` lie in it;
+        // every bit pattern is a valid `U` (DeviceElement: plain integers
+        // and floats); it is page-aligned, so aligned for `U`.
+        unsafe { std::slice::from_raw_parts(self.bytes.ptr.cast::<U>(), self.len * size_of::<T>() / size_of::<U>()) }
+    }
+
+    /// [`PinnedBuffer::view`], mutably.
+    pub fn view_mut<U: DeviceElement>(&mut self) -> &mut [U] {
+        // SAFETY: as in `view`, borrowed mutably through `self`; a write of
+        // any `U` leaves bytes that are a valid `T` too.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.bytes.ptr.cast::<U>(), self.len * size_of::<T>() / size_of::<U>())
+        }
+    }
+}
+
 impl<T: DeviceElement> Deref for PinnedBuffer<T> {
     type Target = [T];
 

@@ -147,6 +147,15 @@ fn pinned_buffers_round_trip_at_every_size() {
                     for (i, v) in pinned.iter_mut().enumerate() {
                         *v = (i as u32).wrapping_mul(0x9E37_79B9);
                     }
+                    // The same bytes seen as other types.
+                    assert_eq!(pinned.view::<u32>(), &pinned[..]);
+                    assert_eq!(pinned.view::<u64>().len(), (n + 5) / 2);
+                    let bytes: Vec<u8> = pinned.iter().flat_map(|v| v.to_ne_bytes()).collect();
+                    assert_eq!(pinned.view::<u8>(), &bytes[..]);
+                    let first = pinned[0];
+                    pinned.view_mut::<u8>()[0] ^= 1;
+                    assert_eq!(pinned[0], first ^ u32::from_ne_bytes([1, 0, 0, 0]), "written through a view");
+                    pinned.view_mut::<u8>()[0] ^= 1;
                     let buffer = gpu.upload(&pinned[..n]).unwrap();
                     assert_eq!(gpu.download(&buffer).unwrap(), &pinned[..n], "up from pinned, n = {n}");
                     let mut back = PinnedBuffer::<u32>::zeroed(&gpu, n + 3).unwrap();
