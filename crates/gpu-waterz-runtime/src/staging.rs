@@ -205,12 +205,11 @@ impl Gpu {
         // The address alone (event tracking is off: the guard does nothing).
         let base = source.slice().device_ptr(&self.stream).0;
         let bytes = len * size_of::<T>();
+        // Both buffers move into the returned value, which holds them until
+        // the event recorded next has completed (`wait`, or its drop), so
+        // neither is freed or reused while the copy runs.
         // SAFETY: the device range [base, base + len values) lies in
-        // `source` (len <= its length, checked above), and the host range is
-        // the first `len` values of `destination` (page-locked, checked
-        // above). Both buffers move into the returned value, which holds
-        // them until the event recorded next has completed (`wait`, or its
-        // drop), so neither is freed or reused while the copy runs.
+        // `source`, the host range in `destination` (both checked above).
         unsafe {
             let host = std::slice::from_raw_parts_mut(destination.as_mut_ptr().cast::<u8>(), bytes);
             driver::memcpy_dtoh_async(host, base, copies.cu_stream())
