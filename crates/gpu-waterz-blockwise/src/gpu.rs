@@ -560,6 +560,16 @@ type Frame = Vec<u8>;
 /// graph inside, the lower faces' affinities and the frame asked for.
 type GraphMadeOnGpu = (HostRegionGraph, LowerSlabs, Option<Frame>);
 
+/// How a block's fragments reach the device in step 5's turn.
+#[derive(Clone, Copy)]
+enum FragmentsUp<'a> {
+    /// Checked runs in page-locked memory: they go up beside the making of
+    /// the affinities and are written out per voxel on the device.
+    Runs(&'a FragmentRuns<'a>),
+    /// Put on the device by the function, after the affinities.
+    Made(&'a (dyn Fn(&Gpu) -> Result<DeviceFragments> + Sync)),
+}
+
 /// Per axis where there is a block below, the affinities across the
 /// block's lower face (channel `axis` on the face, its two other axes in C
 /// order).
@@ -688,15 +698,17 @@ impl GpuSteps {
     }
 
     /// Step 5 of a block whose source makes its affinities on the GPU: the
-    /// faces inside counted over the fragments that `fragments` put on the
-    /// device, and the one-voxel slabs of its lower faces, in one turn (each
-    /// turn is a wait for the GPU). `None` where the source makes none.
+    /// faces inside counted over the block's fragments, and the one-voxel
+    /// slabs of its lower faces, in one turn (each turn is a wait for the
+    /// GPU). Fragments given as runs go up on the copy stream while the
+    /// affinities are made ([`DeviceFragments::from_checked_runs_beside`]).
+    /// `None` where the source makes none.
     fn graph_made_on_gpu(
         &self,
         source: &dyn AffinitySource,
         block: Block,
         lower: [Option<&[u64]>; 3],
-        fragments: impl FnOnce(&Gpu) -> Result<DeviceFragments> + Send,
+        fragments: FragmentsUp<'_>,
         frame: Option<[u64; 3]>,
     ) -> Result<Option<GraphMadeOnGpu>> {
         if !source.makes_on_gpu() {
@@ -705,7 +717,20 @@ impl GpuSteps {
         self.with_graph_parts(|parts| {
             self.exclusive("block_edges", |gpu| {
                 let timer = turn_timer(gpu)?;
-                let Some(affs) = source.read_on_gpu(gpu, block)? else { return Ok(None) };
+                let (made, affs) = match fragments {
+                    FragmentsUp::Runs(runs) => {
+                        let (made, affs) =
+                            DeviceFragments::from_checked_runs_beside(gpu, runs, |gpu| source.read_on_gpu(gpu, block))?;
+                        (Some(made), affs?)
+                    }
+                    FragmentsUp::Made(_) => (None, source.read_on_gpu(gpu, block)?),
+                };
+                let Some(affs) = affs else { return Ok(None) };
+                let fragments = |gpu: &Gpu| match (made, fragments) {
+                    (Some(made), _) => Ok(made),
+                    (None, FragmentsUp::Made(make)) => make(gpu),
+                    (None, FragmentsUp::Runs(runs)) => Ok(DeviceFragments::from_checked_runs(gpu, runs)?),
+                };
                 // The lower faces' affinities first: the count frees the
                 // block's affinities before the frame is made.
                 let slabs = lower_slabs(gpu, source, block, &affs, lower)?;
@@ -758,7 +783,7 @@ impl GpuSteps {
     }
 
     /// [`DecodeSteps::block_edge_runs_and_frame`] once the fragments' runs
-    /// are ready: `fragments` puts them on the device (in the turn).
+    /// are ready (checked, in page-locked memory): they go up in the turn.
     #[allow(clippy::too_many_arguments)]
     fn block_edge_runs_with(
         &self,
@@ -768,11 +793,12 @@ impl GpuSteps {
         components: &ComponentRuns,
         ids: &[u64],
         lower: [Option<&[u64]>; 3],
-        fragments: impl Fn(&Gpu) -> Result<DeviceFragments> + Sync,
+        runs: &FragmentRuns<'_>,
         frame: Option<[u64; 3]>,
     ) -> Result<(EdgeList, Option<Vec<u8>>)> {
         let block_dims = dims3(block.shape());
-        let made = self.graph_made_on_gpu(source, block, lower, &fragments, frame)?;
+        let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_checked_runs(gpu, runs)?);
+        let made = self.graph_made_on_gpu(source, block, lower, FragmentsUp::Runs(runs), frame)?;
         let mut cursor = RunCursor::new(components);
         if let Some((graph, slabs, frame)) = made {
             let pairs = block_pairs(
@@ -791,7 +817,7 @@ impl GpuSteps {
             let codes = codes.as_standard_layout();
             let flat = codes.as_slice().expect("a standard layout is contiguous");
             let (graph, frame) =
-                self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims), frame)?;
+                self.graph_uploaded(fragments, &|gpu| DeviceAffinities::upload_u8(gpu, flat, block_dims), frame)?;
             let n = flat.len() / 3;
             let affinity = |axis: usize, i: usize| gpu_waterz_core::affinities::u8_affinity(flat[axis * n + i]);
             return Ok((block_pairs(shape, |i| cursor.at(i), ids, lower, graph, affinity), frame));
@@ -803,7 +829,7 @@ impl GpuSteps {
         let values = affinities.as_standard_layout();
         let values = values.as_slice().expect("a standard layout is contiguous");
         let (graph, frame) =
-            self.graph_uploaded(&fragments, &|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims), frame)?;
+            self.graph_uploaded(fragments, &|gpu| DeviceAffinities::upload_f32(gpu, values, block_dims), frame)?;
         let n = values.len() / 3;
         Ok((block_pairs(shape, |i| cursor.at(i), ids, lower, graph, |axis, i| values[axis * n + i]), frame))
     }
@@ -908,7 +934,7 @@ impl DecodeSteps for GpuSteps {
         lower: [Option<&[u64]>; 3],
     ) -> Result<EdgeList> {
         let labels = BlockLabels::new(dims, block, components, ids, lower)?;
-        let made = self.graph_made_on_gpu(source, block, lower, |gpu| labels.upload(gpu), None)?;
+        let made = self.graph_made_on_gpu(source, block, lower, FragmentsUp::Made(&|gpu| labels.upload(gpu)), None)?;
         let Some((graph, slabs, _)) = made else {
             return self.edges_of_host_values(&labels, ids, lower, read_region(source, block)?.view());
         };
@@ -956,9 +982,8 @@ impl DecodeSteps for GpuSteps {
         let n_fragments = fragment_runs(block, components, ids, starts, labels)?;
         // Checked here, before the turn, which the other blocks wait for.
         let runs = FragmentRuns::new(starts, labels, dims3(block.shape()), n_fragments)?;
-        let fragments = |gpu: &Gpu| Ok(DeviceFragments::from_checked_runs(gpu, &runs)?);
         let frame = frame.then(|| block.shape());
-        let edges = self.block_edge_runs_with(source, block, shape, components, ids, lower, fragments, frame);
+        let edges = self.block_edge_runs_with(source, block, shape, components, ids, lower, &runs, frame);
         self.give_back_pinned(pinned);
         edges
     }

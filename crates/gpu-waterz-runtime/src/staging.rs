@@ -193,13 +193,7 @@ impl Gpu {
             });
         }
         self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
-        let copies = match self.copies.get() {
-            Some(stream) => stream.clone(),
-            None => {
-                let made = self.ctx.new_stream().context(|| "making the copy stream".into())?;
-                self.copies.get_or_init(|| made).clone()
-            }
-        };
+        let copies = self.copy_stream()?;
         let queued = self.stream.record_event(None).context(|| "recording the work before a download".into())?;
         copies.wait(&queued).context(|| "ordering a download behind the work before it".into())?;
         // The address alone (event tracking is off: the guard does nothing).
@@ -223,6 +217,72 @@ impl Gpu {
                 Err(e).context(|| "recording a download's end".into())
             }
         }
+    }
+}
+
+impl Gpu {
+    /// The device's stream for copies that run beside its other work, made
+    /// on first use.
+    fn copy_stream(&self) -> Result<std::sync::Arc<cudarc::driver::CudaStream>> {
+        if let Some(stream) = self.copies.get() {
+            return Ok(stream.clone());
+        }
+        let made = self.ctx.new_stream().context(|| "making the copy stream".into())?;
+        Ok(self.copies.get_or_init(|| made).clone())
+    }
+
+    /// Copies each of `host` (page-locked slices, [`PinnedBuffer`]s) into
+    /// a new device buffer on the copy stream while `work` queues other work
+    /// on the device's stream (the copies and that work overlap on the
+    /// device), then has the device's stream wait for the copies, so that
+    /// work queued afterwards reads them. Returns once the copies have
+    /// ended (the host slices are free again; `work`'s own kernels may
+    /// still run), with the buffers (one element at least each) and
+    /// `work`'s result. Slices that are not page-locked are uploaded
+    /// plainly, before `work`. `work`'s errors are its own (in `R`).
+    pub fn upload_beside<T: DeviceElement, R>(
+        &self,
+        host: &[&[T]],
+        work: impl FnOnce(&Gpu) -> R,
+    ) -> Result<(Vec<DeviceBuffer<T>>, R)> {
+        let locked = host.iter().all(|h| !h.is_empty() && self.page_locked(h.as_ptr().cast()));
+        if !locked {
+            let buffers = host.iter().map(|h| if h.is_empty() { self.zeros(1) } else { self.upload(h) });
+            let buffers = buffers.collect::<Result<Vec<_>>>()?;
+            return Ok((buffers, work(self)));
+        }
+        self.ctx.bind_to_thread().context(|| "binding the CUDA context".into())?;
+        let copies = self.copy_stream()?;
+        let mut buffers = host.iter().map(|h| self.uninit::<T>(h.len())).collect::<Result<Vec<_>>>()?;
+        // The buffers are the device stream's (allocated on it) until here.
+        let allocated = self.stream.record_event(None).context(|| "recording the uploads' buffers".into())?;
+        copies.wait(&allocated).context(|| "ordering uploads behind their buffers".into())?;
+        // From the first copy on, every way out of this function (an error,
+        // a panic in `work`) waits for the copies before `host` is given
+        // back.
+        let _copying = WaitOnDrop(&copies);
+        for (buffer, values) in buffers.iter_mut().zip(host) {
+            let base = buffer.slice_mut().device_ptr_mut(&self.stream).0;
+            // SAFETY: the buffer holds `values.len()` elements; `values` is
+            // page-locked host memory borrowed until the copies are waited for.
+            unsafe { driver::memcpy_htod_async(base, values, copies.cu_stream()) }
+                .context(|| format!("uploading {} values beside other work", values.len()))?;
+        }
+        let uploaded = copies.record_event(None).context(|| "recording the uploads' end".into())?;
+        let out = work(self);
+        self.stream.wait(&uploaded).context(|| "ordering work behind the uploads".into())?;
+        uploaded.synchronize().context(|| "waiting for uploads beside other work".into())?;
+        Ok((buffers, out))
+    }
+}
+
+/// Waits for every copy queued on a stream when dropped.
+struct WaitOnDrop<'s>(&'s cudarc::driver::CudaStream);
+
+impl Drop for WaitOnDrop<'_> {
+    fn drop(&mut self) {
+        // Nothing better to do with an error here than to go on.
+        let _ = self.0.synchronize();
     }
 }
 

@@ -207,6 +207,40 @@ fn concatenated_uploads_equal_the_concatenation() {
     }
 }
 
+/// Uploads beside other work equal plain uploads, from page-locked memory
+/// (on the copy stream) and from ordinary memory (plainly), with `work`'s
+/// result given back and work queued after them reading them.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn uploads_beside_other_work_equal_plain_uploads() {
+    use gpu_waterz_runtime::PinnedBuffer;
+    let gpu = gpu();
+    for &n in &[1usize, 1000, 5 << 20] {
+        let values: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0x9E37_79B9) ^ 5).collect();
+        let mut first = PinnedBuffer::<u32>::zeroed(&gpu, n).unwrap();
+        first.copy_from_slice(&values);
+        let mut second = PinnedBuffer::<u32>::zeroed(&gpu, n / 2 + 1).unwrap();
+        second.copy_from_slice(&values[..n / 2 + 1]);
+        let (buffers, (made, sum)) = gpu
+            .upload_beside(&[&first[..], &second[..]], |gpu| {
+                // Work on the device's stream meanwhile.
+                let mut other = gpu.zeros::<u32>(n).unwrap();
+                gpu.memset_bytes(&mut other, 1).unwrap();
+                (other, 7)
+            })
+            .unwrap();
+        assert_eq!(sum, 7);
+        // Work queued after the uploads reads them.
+        let copied = gpu.duplicate(&buffers[0]).unwrap();
+        assert_eq!(gpu.download(&copied).unwrap(), values, "n = {n}");
+        assert_eq!(gpu.download(&buffers[1]).unwrap(), &values[..n / 2 + 1]);
+        assert!(gpu.download(&made).unwrap().iter().all(|&v| v == 0x0101_0101));
+        // Ordinary memory goes up plainly.
+        let (plain, ()) = gpu.upload_beside(&[&values[..]], |_| ()).unwrap();
+        assert_eq!(gpu.download(&plain[0]).unwrap(), values);
+    }
+}
+
 /// A download behind other work lands the values the buffer held when it
 /// was queued: the work queued after it (here, writes into other buffers
 /// and a large copy) runs meanwhile and does not disturb it, on any

@@ -122,6 +122,29 @@ impl DeviceFragments {
         Ok(Self { labels, n_fragments: runs.n_fragments, dims: runs.dims, plateau_levels: 0 })
     }
 
+    /// [`DeviceFragments::from_checked_runs`] with the runs going up on the
+    /// device's copy stream while `work` queues other work (in the
+    /// blockwise decode, the making of the block's affinities), which the
+    /// copy overlaps ([`Gpu::upload_beside`]; runs in page-locked memory);
+    /// gives `work`'s result too.
+    pub fn from_checked_runs_beside<R>(
+        gpu: &Gpu,
+        runs: &FragmentRuns<'_>,
+        work: impl FnOnce(&Gpu) -> R,
+    ) -> Result<(Self, R), WatershedError> {
+        let n_runs = runs.starts.len() as u64;
+        let (buffers, out) = gpu.upload_beside(&[runs.starts, runs.labels], work)?;
+        let [starts, run_labels] = <[_; 2]>::try_from(buffers).map_err(|_| {
+            WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
+                kernel: "expand_runs_u32",
+                reason: "two uploads gave another number of buffers".into(),
+            })
+        })?;
+        let n = runs.dims.z * runs.dims.y * runs.dims.x;
+        let labels = gpu_waterz_runtime::primitives::expand_runs_u32(gpu, &starts, &run_labels, n_runs, n)?;
+        Ok((Self { labels, n_fragments: runs.n_fragments, dims: runs.dims, plateau_levels: 0 }, out))
+    }
+
     /// One label per voxel (C order): 0 for background, else `1..=n_fragments`.
     pub fn labels(&self) -> &DeviceBuffer<u32> {
         &self.labels
