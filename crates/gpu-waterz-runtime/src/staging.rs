@@ -471,24 +471,40 @@ impl Gpu {
                 .context(|| format!("uploading {n} elements"))?;
             return stream.synchronize().context(|| "waiting for an upload".into());
         }
+        self.upload_staged(base, n, |start, values| parallel_copy(&host[start..start + values.len()], values))
+    }
+
+    /// Copies `total` elements to the device memory at `base` through the
+    /// staging buffers, piece by piece: `fill(start, values)` writes every
+    /// one of `values`, the elements from `start` on, into a staging buffer
+    /// while the device copies the piece before. Returns once the last copy
+    /// has ended. The caller has checked that `[base, base + total
+    /// elements)` lies in one device buffer.
+    fn upload_staged<T: DeviceElement>(
+        &self,
+        base: u64,
+        total: usize,
+        fill: impl Fn(usize, &mut [MaybeUninit<T>]),
+    ) -> Result<()> {
+        let stream = self.stream.clone();
         let chunk = chunk_elements::<T>();
         self.with_staging(|staging| {
-            for (i, start) in (0..n).step_by(chunk).enumerate() {
-                let stop = (start + chunk).min(n);
+            for (i, start) in (0..total).step_by(chunk).enumerate() {
+                let stop = (start + chunk).min(total);
                 let slot = i % 2;
                 // The device must be done with this buffer's last piece.
                 staging.events[slot].synchronize().context(|| "waiting for a staged upload".into())?;
                 let bytes = &mut staging.buffers[slot].bytes_mut()[..(stop - start) * size_of::<T>()];
                 // SAFETY: the staging buffer is page-aligned and holds
-                // `stop - start` elements' bytes, which are written here
+                // `stop - start` elements' bytes, which `fill` writes here
                 // before the device reads them.
                 let values = unsafe {
                     std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<MaybeUninit<T>>(), stop - start)
                 };
-                parallel_copy(&host[start..stop], values);
-                // SAFETY: [start, stop) lies in the checked device range; the
-                // staging bytes were written above and are not touched again
-                // until this slot's event (recorded next) completes.
+                fill(start, values);
+                // SAFETY: [start, stop) lies in the caller's device range; the
+                // staging bytes were all written by `fill` and are not touched
+                // again until this slot's event (recorded next) completes.
                 unsafe {
                     let written = std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), stop - start);
                     driver::memcpy_htod_async(base + (start * size_of::<T>()) as u64, written, stream.cu_stream())
@@ -530,45 +546,22 @@ impl Gpu {
                 Some(start)
             })
             .collect();
-        let chunk = chunk_elements::<T>();
-        self.with_staging(|staging| {
-            for (i, start) in (0..total).step_by(chunk).enumerate() {
-                let stop = (start + chunk).min(total);
-                let slot = i % 2;
-                // The device must be done with this buffer's last piece.
-                staging.events[slot].synchronize().context(|| "waiting for a staged upload".into())?;
-                let bytes = &mut staging.buffers[slot].bytes_mut()[..(stop - start) * size_of::<T>()];
-                // SAFETY: the staging buffer is page-aligned and holds
-                // `stop - start` elements' bytes, written below before the
-                // device reads them.
-                let values = unsafe {
-                    std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<MaybeUninit<T>>(), stop - start)
-                };
-                // The parts this chunk spans, each piece copied on all threads.
-                let first = starts.partition_point(|&s| s <= start) - 1;
-                let mut rest = values;
-                for (part, &part_start) in parts[first..].iter().zip(&starts[first..]) {
-                    if part_start >= stop || rest.is_empty() {
-                        break;
-                    }
-                    let from = start.max(part_start) - part_start;
-                    let to = (stop - part_start).min(part.len());
-                    let (piece, tail) = rest.split_at_mut(to - from);
-                    parallel_copy(&part[from..to], piece);
-                    rest = tail;
+        // Each piece from the parts it spans, each part's share copied on
+        // all threads (the parts cover every piece).
+        self.upload_staged(base, total, |start, values: &mut [MaybeUninit<T>]| {
+            let stop = start + values.len();
+            let first = starts.partition_point(|&s| s <= start) - 1;
+            let mut rest = values;
+            for (part, &part_start) in parts[first..].iter().zip(&starts[first..]) {
+                if part_start >= stop || rest.is_empty() {
+                    break;
                 }
-                // SAFETY: [start, stop) lies in the buffer of `total`
-                // elements; the staging bytes were all written above (the
-                // parts cover the chunk) and are not touched again until this
-                // slot's event (recorded next) completes.
-                unsafe {
-                    let written = std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), stop - start);
-                    driver::memcpy_htod_async(base + (start * size_of::<T>()) as u64, written, stream.cu_stream())
-                }
-                .context(|| format!("uploading elements {start}..{stop}"))?;
-                staging.events[slot].record(&stream).context(|| "recording a staging event".into())?;
+                let from = start.max(part_start) - part_start;
+                let to = (stop - part_start).min(part.len());
+                let (piece, tail) = rest.split_at_mut(to - from);
+                parallel_copy(&part[from..to], piece);
+                rest = tail;
             }
-            stream.synchronize().context(|| "waiting for a staged upload".into())
         })?;
         Ok(buffer)
     }
