@@ -124,7 +124,8 @@ fn edge_lists_round_trip_and_malformed_ones_are_rejected() {
 /// waterz's order: random parts of ascending keys over a few nodes (many
 /// repeats across parts) and over many (few), large sums included, empty
 /// parts and no parts; `None` where the parts' largest counts add up to
-/// 2^32; malformed parts rejected before anything reaches the device.
+/// 2^32 or their largest sums to 2^64; malformed parts rejected before
+/// anything reaches the device.
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn summed_parts_equal_the_hosts_sum() {
@@ -171,6 +172,9 @@ fn summed_parts_equal_the_hosts_sum() {
     let part = EdgeEntries { keys: &keys, counts: &big, sums: &[0, 0] };
     assert!(DeviceEdges::sum_parts(&g, &[part, part], 4).unwrap().is_none(), "2^31 + 2^31 faces may overflow");
     assert!(DeviceEdges::sum_parts(&g, &[part], 4).unwrap().is_some());
+    let (few, half) = ([1u64, 1], [1u64 << 63, 5]);
+    let heavy = EdgeEntries { keys: &keys, counts: &few, sums: &half };
+    assert!(DeviceEdges::sum_parts(&g, &[heavy, heavy], 4).unwrap().is_none(), "2^63 + 2^63 would wrap");
     let invalid =
         |parts: &[EdgeEntries<'_>], n| matches!(DeviceEdges::sum_parts(&g, parts, n), Err(GraphError::InvalidGraph(_)));
     let ones = [1u64, 1];

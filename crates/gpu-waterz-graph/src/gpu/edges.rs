@@ -109,6 +109,49 @@ pub struct EdgeEntries<'a> {
     pub sums: &'a [u64],
 }
 
+/// [`DeviceEdges::sum_parts`]'s checks on the host: an error for malformed
+/// parts, else whether the device's 64-bit sums are exact (the parts'
+/// largest counts add up to fewer than 2^32 faces and their largest sums to
+/// less than 2^64).
+fn parts_sum_exactly(parts: &[EdgeEntries<'_>], n_nodes: u64) -> Result<bool, GraphError> {
+    if n_nodes > MAX_NODES {
+        return Err(invalid(format!("{n_nodes} nodes: node ids must fit 32 bits (at most {MAX_NODES} nodes)")));
+    }
+    let checked: Vec<Result<(u64, u64), GraphError>> = parts
+        .par_iter()
+        .enumerate()
+        .map(|(p, part)| {
+            let n = part.keys.len();
+            if part.counts.len() != n || part.sums.len() != n {
+                return Err(invalid(format!(
+                    "part {p}: {n} keys with {} counts and {} sums",
+                    part.counts.len(),
+                    part.sums.len()
+                )));
+            }
+            let bad = |i: usize| {
+                let [u, v] = EdgeKey::from_bits(part.keys[i]).endpoints();
+                u >= v || v >= n_nodes || (i > 0 && part.keys[i - 1] >= part.keys[i])
+            };
+            if let Some(i) = gpu_waterz_core::parallel::first_index(n, bad) {
+                let [u, v] = EdgeKey::from_bits(part.keys[i]).endpoints();
+                return Err(invalid(format!(
+                    "part {p}, entry {i}: edge ({u}, {v}) is not a pair u < v < {n_nodes} after the part's last"
+                )));
+            }
+            let largest = |column: &[u64]| column.par_iter().copied().max().unwrap_or(0);
+            Ok((largest(part.counts), largest(part.sums)))
+        })
+        .collect();
+    let (mut counts_bound, mut sums_bound) = (0u128, 0u128);
+    for largest in checked {
+        let (count, sum) = largest?;
+        counts_bound += u128::from(count);
+        sums_bound += u128::from(sum);
+    }
+    Ok(counts_bound < 1 << 32 && sums_bound < 1 << 64)
+}
+
 impl DeviceEdges {
     /// The region graph over nodes `0..n_nodes` whose statistics are the
     /// sums of every part's, summed on the device: the keys sorted (radix
@@ -118,45 +161,13 @@ impl DeviceEdges {
     /// host's integer sums. Checked on the host before anything is copied:
     /// the parts' columns are of equal length, each part's keys strictly
     /// ascending, and every key a pair `u < v < n_nodes <= MAX_NODES`. An
-    /// edge is in each part at most once, so its summed count is at most the
-    /// parts' largest counts added up; the sums are exact in 64 bits while
-    /// that bound stays below 2^32 faces (each face adds less than 2^32):
-    /// where it does not, `None`, nothing copied, for the caller to sum on
-    /// the host with checked arithmetic.
+    /// edge is in each part at most once, so its summed count (sum) is at
+    /// most the parts' largest counts (sums) added up: where those bounds
+    /// reach 2^32 faces or 2^64, the device's 64-bit sums might wrap, and
+    /// the answer is `None`, nothing copied, for the caller to sum on the
+    /// host with checked arithmetic.
     pub fn sum_parts(gpu: &Gpu, parts: &[EdgeEntries<'_>], n_nodes: u64) -> Result<Option<Self>, GraphError> {
-        if n_nodes > MAX_NODES {
-            return Err(invalid(format!("{n_nodes} nodes: node ids must fit 32 bits (at most {MAX_NODES} nodes)")));
-        }
-        let checked: Vec<Result<u64, GraphError>> = parts
-            .par_iter()
-            .enumerate()
-            .map(|(p, part)| {
-                let n = part.keys.len();
-                if part.counts.len() != n || part.sums.len() != n {
-                    return Err(invalid(format!(
-                        "part {p}: {n} keys with {} counts and {} sums",
-                        part.counts.len(),
-                        part.sums.len()
-                    )));
-                }
-                let bad = |i: usize| {
-                    let [u, v] = EdgeKey::from_bits(part.keys[i]).endpoints();
-                    u >= v || v >= n_nodes || (i > 0 && part.keys[i - 1] >= part.keys[i])
-                };
-                if let Some(i) = gpu_waterz_core::parallel::first_index(n, bad) {
-                    let [u, v] = EdgeKey::from_bits(part.keys[i]).endpoints();
-                    return Err(invalid(format!(
-                        "part {p}, entry {i}: edge ({u}, {v}) is not a pair u < v < {n_nodes} after the part's last"
-                    )));
-                }
-                Ok(part.counts.par_iter().copied().max().unwrap_or(0))
-            })
-            .collect();
-        let mut bound: u128 = 0;
-        for largest in checked {
-            bound += u128::from(largest?);
-        }
-        if bound >= 1 << 32 {
+        if !parts_sum_exactly(parts, n_nodes)? {
             return Ok(None);
         }
         let total: usize = parts.iter().map(|p| p.keys.len()).sum();
@@ -375,6 +386,37 @@ mod tests {
         assert_eq!(HostRegionGraph::from_parts(&[], &[], &[]).unwrap().edges.len(), 0);
         let e = HostRegionGraph::from_parts(&keys, &[5, 6], &[50, 60, 70]).unwrap_err().to_string();
         assert!(e.contains("3 keys with 2 counts and 3 sums"), "{e}");
+    }
+
+    /// Parts sum exactly on the device while the parts' largest counts add
+    /// up to fewer than 2^32 and their largest sums to less than 2^64;
+    /// malformed parts are errors (columns of other lengths, keys not
+    /// ascending or repeated, self-loops, nodes out of range, too many
+    /// nodes).
+    #[test]
+    fn parts_sum_exactly_within_the_bounds_and_malformed_ones_are_errors() {
+        let key = |u, v| EdgeKey::new(u, v).bits();
+        let keys = [key(1, 2), key(1, 3), key(2, 3)];
+        let part = |counts: &'static [u64], sums: &'static [u64]| EdgeEntries { keys: &[], counts, sums };
+        let with = |counts, sums| EdgeEntries { keys: &keys, ..part(counts, sums) };
+        assert!(parts_sum_exactly(&[], 4).unwrap());
+        assert!(parts_sum_exactly(&[part(&[], &[])], 0).unwrap());
+        assert!(parts_sum_exactly(&[with(&[1, 2, 3], &[4, 5, 6]); 3], 4).unwrap());
+        let half_counts = with(&[1 << 31, 1, 1], &[0, 0, 0]);
+        assert!(parts_sum_exactly(&[half_counts], 4).unwrap());
+        assert!(!parts_sum_exactly(&[half_counts, half_counts], 4).unwrap(), "2^32 faces");
+        let half_sums = with(&[1, 1, 1], &[1 << 63, 0, 0]);
+        assert!(parts_sum_exactly(&[half_sums], 4).unwrap());
+        assert!(!parts_sum_exactly(&[half_sums, half_sums], 4).unwrap(), "a sum of 2^64");
+        let invalid =
+            |parts: &[EdgeEntries<'_>], n| matches!(parts_sum_exactly(parts, n), Err(GraphError::InvalidGraph(_)));
+        let ones: &[u64] = &[1, 1];
+        assert!(invalid(&[EdgeEntries { keys: &keys, counts: ones, sums: &[1, 1, 1] }], 4), "a count short");
+        assert!(invalid(&[EdgeEntries { keys: &[key(1, 3), key(1, 2)], counts: ones, sums: ones }], 4));
+        assert!(invalid(&[EdgeEntries { keys: &[key(1, 2), key(1, 2)], counts: ones, sums: ones }], 4));
+        assert!(invalid(&[EdgeEntries { keys: &[key(2, 2)], counts: &[1], sums: &[1] }], 4), "a self-loop");
+        assert!(invalid(&[EdgeEntries { keys: &[key(1, 4)], counts: &[1], sums: &[1] }], 4), "node 4 of 4");
+        assert!(invalid(&[], MAX_NODES + 1), "too many nodes");
     }
 
     #[test]
