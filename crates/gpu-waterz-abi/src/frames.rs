@@ -190,34 +190,32 @@ static MATCH_LENGTH_EXTRA: [u8; 53] = MATCH_LENGTH_BITS;
 /// The literal-length code of `literals` bytes.
 #[inline(always)]
 pub fn literal_length_code(literals: u32) -> usize {
-    if literals < 16 {
-        literals as usize
-    } else if literals < 64 {
-        // Codes 16 to 24 cover 16..64 in ranges of 2, 2, 2, 2, 4, 4, 8, 8, 16.
-        let mut code = 16;
-        while code + 1 < 36 && LITERAL_LENGTH_BASES[code + 1] <= literals {
-            code += 1;
-        }
-        code
-    } else {
-        (31 - literals.leading_zeros()) as usize + 19
-    }
+    // Codes 16 to 24 cover 16..64 in ranges of 2, 2, 2, 2, 4, 4, 8, 8, 16.
+    length_code(literals, literals, 16, 64, &LITERAL_LENGTH_BASES, 19)
 }
 
 /// The match-length code of a match of `length` bytes (at least 3).
 #[inline(always)]
 pub fn match_length_code(length: u32) -> usize {
-    let above = length - 3;
-    if above < 32 {
+    length_code(length, length - 3, 32, 128, &MATCH_LENGTH_BASES, 36)
+}
+
+/// The code of a literal or match length of `value` (`above` its least,
+/// 0 or 3): `above` itself below `direct`; up to `stepped`, the last code
+/// whose base (`bases`, in `value`'s terms) is at most `value`; from there
+/// on one code per power of two, `log_offset` plus the power.
+#[inline(always)]
+fn length_code(value: u32, above: u32, direct: u32, stepped: u32, bases: &[u32], log_offset: usize) -> usize {
+    if above < direct {
         above as usize
-    } else if above < 128 {
-        let mut code = 32;
-        while code + 1 < 53 && MATCH_LENGTH_BASES[code + 1] <= length {
+    } else if above < stepped {
+        let mut code = direct as usize;
+        while code + 1 < bases.len() && bases[code + 1] <= value {
             code += 1;
         }
         code
     } else {
-        (31 - above.leading_zeros()) as usize + 36
+        (31 - above.leading_zeros()) as usize + log_offset
     }
 }
 
