@@ -74,7 +74,8 @@ def main():
     args = parser.parse_args()
     report = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "rows": []}
     reg = 0.05
-    for n, d, iterations in [(1, 1024, 100), (4, 1024, 100), (16, 1024, 100), (256, 1024, 100), (1024, 1024, 100)]:
+    for n, d, iterations in [(1, 1024, 100), (4, 1024, 100), (16, 1024, 100), (256, 1024, 100), (1024, 1024, 100),
+                             (2048, 1024, 100), (300, 4096, 100)]:
         a, b, M = data(n, d)
         ours = timed(lambda: transport.sinkhorn(a, b, M, reg, num_iter=iterations, tol=0))
         anchor = timed(lambda: torch_scaling(a, b, M, reg, iterations))

@@ -706,3 +706,55 @@ pub unsafe fn nibble_word(bytes: u32, lane: u32) -> u32 {
         quads | shuffle_xor_u32(quads, 4)
     }
 }
+
+/// Starts copying 16 bytes from global memory at `src` to shared memory at
+/// `dst` without passing through registers (`cp.async.cg`, compute
+/// capability 8.0 on); the copy belongs to the group that the thread's next
+/// [`commit_copies`] closes, and is complete for this thread after a
+/// [`wait_copies`] that leaves that group out of the pending ones.
+///
+/// # Safety
+/// `src` points to 16 readable bytes of global memory and `dst` to 16
+/// bytes of shared memory, both 16-byte aligned; nothing reads or writes
+/// `dst` until the copy is complete and (for other threads) a barrier has
+/// followed.
+#[inline(always)]
+pub unsafe fn copy_async_16(dst: *mut u32, src: *const u32) {
+    // SAFETY: the caller's; the conversions are address arithmetic.
+    unsafe {
+        core::arch::asm!(
+            "{{",
+            ".reg .u64 %shared_at, %global_at;",
+            "cvta.to.shared.u64 %shared_at, {dst};",
+            "cvta.to.global.u64 %global_at, {src};",
+            "cp.async.cg.shared.global [%shared_at], [%global_at], 16;",
+            "}}",
+            dst = in(reg64) dst as u64,
+            src = in(reg64) src as u64,
+            options(nostack)
+        )
+    };
+}
+
+/// Closes this thread's group of the asynchronous copies started since the
+/// last call (`cp.async.commit_group`; an empty group is a group).
+///
+/// # Safety
+/// None beyond running on the device.
+#[inline(always)]
+pub unsafe fn commit_copies() {
+    // SAFETY: no operands.
+    unsafe { core::arch::asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// Waits until at most `PENDING` of this thread's committed groups of
+/// asynchronous copies are still in flight (`cp.async.wait_group`): the
+/// older groups' copies are then complete and visible to this thread.
+///
+/// # Safety
+/// None beyond running on the device.
+#[inline(always)]
+pub unsafe fn wait_copies<const PENDING: u32>() {
+    // SAFETY: a wait.
+    unsafe { core::arch::asm!("cp.async.wait_group {n};", n = const PENDING, options(nostack)) };
+}

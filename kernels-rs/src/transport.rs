@@ -501,17 +501,22 @@ unsafe fn tile_scaling<T: TileReal>(op: *const T, n: u64, d: u64, x_in: *const T
 const WIDE_BLOCK: usize = TRANSPORT_WIDE_BLOCK as usize;
 /// Columns per staged chunk of the wide tile.
 const WIDE_CHUNK: usize = TRANSPORT_WIDE_CHUNK as usize;
-/// Values of one staged chunk each thread reads and stores.
-const WIDE_PER_THREAD: usize = WIDE_BLOCK * WIDE_CHUNK / THREADS;
 /// Values of one plane of a staged wide chunk (matrix rows or vectors,
 /// big or small parts).
-const WIDE_PLANE: usize = WIDE_BLOCK * WIDE_CHUNK;
+const WIDE_PLANE: usize = TRANSPORT_WIDE_PLANE as usize;
+/// Chunks in shared memory at once.
+const WIDE_STAGES: usize = TRANSPORT_WIDE_STAGES as usize;
+/// Values of one stage: the rows' two planes, then the vectors'.
+const WIDE_STAGE: usize = 4 * WIDE_PLANE;
+/// 16-byte copies each thread makes of each operand's chunk (two planes).
+const WIDE_COPIES: usize = 2 * WIDE_PLANE / 4 / THREADS;
 const _: () = assert!(
-    WIDE_PER_THREAD * THREADS == WIDE_PLANE
+    WIDE_COPIES * 4 * THREADS == 2 * WIDE_PLANE
+        && WIDE_PLANE == WIDE_BLOCK * WIDE_CHUNK
         && WIDE_CHUNK == 16
         && WIDE_BLOCK == 128
-        && TRANSPORT_WIDE_SHARED_BYTES as usize == 4 * WIDE_PLANE * 4,
-    "the wide tile's staging: 128 rows and pairs, chunks of two 8-column steps, four planes"
+        && TRANSPORT_WIDE_SHARED_BYTES as usize == WIDE_STAGES * WIDE_STAGE * 4,
+    "the wide tile's staging: 128 rows and pairs, chunks of two 8-column steps, four planes per stage"
 );
 
 /// Two 32-bit values read from shared memory together (8 bytes).
@@ -592,31 +597,37 @@ const _: () = assert!(
 /// The wide scaling-domain half-step on the tensor cores (see
 /// `OtWideScalingF32Args`): a block owns 128 rows × 128 pairs, its eight
 /// warps 64 rows × 32 pairs each, as 4 × 4 products of 16 × 8 outputs over
-/// 8 columns at a time. Each operand is split into two TF32 parts (`x ≈ big
-/// + small`) once, as it is staged in the operands' order (a lane reads
-/// each of its operands at once), and a product is `big big + big small +
-/// small big` (the "3xTF32" scheme): float32's precision, at the tensor
-/// cores' rate. With one split the block updates its outputs itself; with
-/// more, each writes its partial sums and `ot_finish_scaling_f32` updates.
+/// 8 columns at a time. Both operands come split into their two TF32 parts
+/// (`x ≈ big + small`), already in the order the tensor cores take them
+/// (the operator's planes once per solve, the vectors' by the half-step
+/// that wrote them), so that staging a chunk is one contiguous copy per
+/// operand, made by `cp.async` [`WIDE_STAGES`] - 1 chunks ahead while the
+/// tensor cores work; a product is `big big + big small + small big` (the
+/// "3xTF32" scheme): float32's precision, at the tensor cores' rate. With
+/// one split the block updates its outputs (and their planes) itself; with
+/// more, each writes its partial sums and `ot_finish_wide_scaling_f32`
+/// updates.
 ///
 /// # Safety
 /// As the kernel's.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn wide_scaling(
-    op: *const f32,
+    op: *const u32,
     n: u64,
     d: u64,
-    x_in: *const f32,
+    x_in: *const u32,
     splits: u64,
     partial: *mut f32,
     marginal: *const f32,
     x_out: *mut f32,
     err: *mut f32,
+    x_out_planes: *mut u32,
 ) {
+    let chunks = d.div_ceil(WIDE_CHUNK as u64);
     let (row_tile, pair_tile, split) =
         tile_of_block(block_idx_x() as u64, d.div_ceil(WIDE_BLOCK as u64), n.div_ceil(WIDE_BLOCK as u64));
-    let (first, end) = chunks_of_split(split, splits, d.div_ceil(WIDE_CHUNK as u64));
+    let (first, end) = chunks_of_split(split, splits, chunks);
     let (i0, q0) = (row_tile * WIDE_BLOCK as u64, pair_tile * WIDE_BLOCK as u64);
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / 32, tid % 32);
@@ -624,34 +635,33 @@ unsafe fn wide_scaling(
     let warp_pairs = warp / (WIDE_BLOCK / TC_WARP_ROWS) * TC_WARP_PAIRS;
     let (group, member) = (lane / 4, lane % 4);
     let shared = dynamic_shared::<u32>();
-    // SAFETY: the launch's shared memory holds four planes of WIDE_PLANE
-    // values: the rows' big and small parts, then the vectors'.
-    let (rows_big, rows_small, pairs_big, pairs_small) =
-        unsafe { (shared, shared.add(WIDE_PLANE), shared.add(2 * WIDE_PLANE), shared.add(3 * WIDE_PLANE)) };
-    let mut acc = [[[0.0f32; 4]; TC_N]; TC_M];
-    // SAFETY: the kernel's bounds; every thread takes part.
-    let fetch = |j0| unsafe {
+    // SAFETY: the planes hold every chunk of this block's row and pair
+    // tiles (`wide_planes_len`).
+    let (rows_from, pairs_from) = unsafe {
         (
-            fetch_elements::<f32, WIDE_PER_THREAD>(op, d, d, i0, j0, 0.0, |v| v, wide_row_element),
-            fetch_elements::<f32, WIDE_PER_THREAD>(x_in, n, d, q0, j0, 0.0, |v| v, wide_pair_element),
+            op.add(wide_planes_offset(row_tile, 0, chunks) as usize),
+            x_in.add(wide_planes_offset(pair_tile, 0, chunks) as usize),
         )
     };
-    let put = |next: &([f32; WIDE_PER_THREAD], [f32; WIDE_PER_THREAD])| {
-        for k in 0..WIDE_PER_THREAD {
-            let e = k * THREADS + tid;
-            let ((r, j), (p, jp)) = (wide_row_element(e), wide_pair_element(e));
-            let (row_slot, pair_slot) = (wide_row_slot(r, j), wide_pair_slot(p, jp));
-            let ((big, small), (pair_big, pair_small)) = (split_tf32(next.0[k]), split_tf32(next.1[k]));
-            // SAFETY: the slots of rows < WIDE_BLOCK and columns <
-            // WIDE_CHUNK lie in a plane of WIDE_PLANE values.
+    // Starts copying chunk `chunk` (of the tile) into stage `stage`: the
+    // rows' two planes, then the vectors' two, each thread 16 bytes at a
+    // time, consecutive threads consecutive pieces.
+    let stage_copy = |chunk: u64, stage: usize| {
+        let offset = chunk as usize * 2 * WIDE_PLANE;
+        for k in 0..WIDE_COPIES {
+            let at = (k * THREADS + tid) * 4;
+            // SAFETY: `at + 4 <= 2 * WIDE_PLANE` (WIDE_COPIES); the
+            // chunk's planes lie in the operands (above) and the stage's
+            // four planes in the launch's shared memory; 16-byte aligned
+            // (multiples of four values from aligned starts).
             unsafe {
-                *rows_big.add(row_slot) = big;
-                *rows_small.add(row_slot) = small;
-                *pairs_big.add(pair_slot) = pair_big;
-                *pairs_small.add(pair_slot) = pair_small;
+                let to = shared.add(stage * WIDE_STAGE);
+                copy_async_16(to.add(at), rows_from.add(offset + at));
+                copy_async_16(to.add(2 * WIDE_PLANE + at), pairs_from.add(offset + at));
             }
         }
     };
+    let mut acc = [[[0.0f32; 4]; TC_N]; TC_M];
     // A staged operand: `N` values of `plane` from `slot` (aligned to `N`
     // values: the slots of a lane's operand start there).
     // SAFETY: (the reads below) slots of operands inside the plane.
@@ -661,41 +671,72 @@ unsafe fn wide_scaling(
     // the compiler leaves rolled would index the arrays below at run time
     // and move them to local memory.
     const _: () = assert!(TC_M == 4 && TC_N == 4, "the loops below run over 4 x 4 operands");
-    // SAFETY: the staged chunks are read between the helper's barriers, by
-    // every lane of every warp.
-    unsafe {
-        for_each_chunk_of(first, end, WIDE_CHUNK as u64, fetch, put, || {
-            // The tensor cores' own accumulation rounds towards zero: the
-            // chunk's sums are taken apart from the running ones, which
-            // float32 additions (to nearest) then carry.
-            let mut chunk = [[[0.0f32; 4]; TC_N]; TC_M];
-            for step in 0..WIDE_CHUNK / 8 {
-                let mut a_big = [[0u32; 4]; TC_M];
-                let mut a_small = [[0u32; 4]; TC_M];
-                unrolled!(m in [0 1 2 3] => {
-                    let slot = ((step * (WIDE_BLOCK / 16) + (warp_rows / 16 + m)) * 32 + lane) * 4;
-                    a_big[m] = quad(rows_big, slot);
-                    a_small[m] = quad(rows_small, slot);
-                });
-                unrolled!(t in [0 1 2 3] => {
-                    let slot = ((step * (WIDE_BLOCK / 8) + (warp_pairs / 8 + t)) * 32 + lane) * 2;
-                    let (b, s) = (duo(pairs_big, slot), duo(pairs_small, slot));
-                    unrolled!(m in [0 1 2 3] => {
-                        mma_tf32(&mut chunk[m][t], a_small[m], b);
-                        mma_tf32(&mut chunk[m][t], a_big[m], s);
-                        mma_tf32(&mut chunk[m][t], a_big[m], b);
-                    });
-                });
-            }
+    // The pipeline: the first WIDE_STAGES - 1 chunks are copied ahead;
+    // then, per chunk, the thread waits for its own copies of it, the
+    // barrier for everyone's (and for every warp to be done with the stage
+    // the next copy overwrites, the one computed last), the copy of the
+    // chunk WIDE_STAGES - 1 ahead starts, and the tensor cores work on this
+    // one. Every thread commits one group per chunk, empty past the end,
+    // so that the count of pending groups means the same chunk everywhere.
+    const _: () = assert!(WIDE_STAGES >= 2, "one stage computed while the next is copied");
+    for ahead in 0..WIDE_STAGES as u64 - 1 {
+        if first + ahead < end {
+            stage_copy(first + ahead, ahead as usize);
+        }
+        // SAFETY: a commit.
+        unsafe { commit_copies() };
+    }
+    for chunk in first..end {
+        let at = (chunk - first) as usize;
+        // SAFETY: every thread reaches both in the same iteration.
+        unsafe {
+            wait_copies::<{ TRANSPORT_WIDE_STAGES - 2 }>();
+            sync_threads();
+        }
+        let next = chunk + WIDE_STAGES as u64 - 1;
+        if next < end {
+            stage_copy(next, (at + WIDE_STAGES - 1) % WIDE_STAGES);
+        }
+        // SAFETY: a commit.
+        unsafe { commit_copies() };
+        // SAFETY: the stage's four planes lie in the launch's shared memory.
+        let (rows_big, rows_small, pairs_big, pairs_small) = unsafe {
+            let stage = shared.add(at % WIDE_STAGES * WIDE_STAGE);
+            (stage, stage.add(WIDE_PLANE), stage.add(2 * WIDE_PLANE), stage.add(3 * WIDE_PLANE))
+        };
+        // The tensor cores' own accumulation rounds towards zero: the
+        // chunk's sums are taken apart from the running ones, which float32
+        // additions (to nearest) then carry.
+        let mut sums = [[[0.0f32; 4]; TC_N]; TC_M];
+        for step in 0..WIDE_CHUNK / 8 {
+            let mut a_big = [[0u32; 4]; TC_M];
+            let mut a_small = [[0u32; 4]; TC_M];
             unrolled!(m in [0 1 2 3] => {
-                unrolled!(t in [0 1 2 3] => {
-                    unrolled!(slot in [0 1 2 3] => {
-                        acc[m][t][slot] += chunk[m][t][slot];
-                    });
+                let slot = ((step * (WIDE_BLOCK / 16) + (warp_rows / 16 + m)) * 32 + lane) * 4;
+                a_big[m] = quad(rows_big, slot);
+                a_small[m] = quad(rows_small, slot);
+            });
+            unrolled!(t in [0 1 2 3] => {
+                let slot = ((step * (WIDE_BLOCK / 8) + (warp_pairs / 8 + t)) * 32 + lane) * 2;
+                let (b, s) = (duo(pairs_big, slot), duo(pairs_small, slot));
+                unrolled!(m in [0 1 2 3] => {
+                    // SAFETY: every lane of the warp runs them together.
+                    unsafe {
+                        mma_tf32(&mut sums[m][t], a_small[m], b);
+                        mma_tf32(&mut sums[m][t], a_big[m], s);
+                        mma_tf32(&mut sums[m][t], a_big[m], b);
+                    }
                 });
             });
-        })
-    };
+        }
+        unrolled!(m in [0 1 2 3] => {
+            unrolled!(t in [0 1 2 3] => {
+                unrolled!(slot in [0 1 2 3] => {
+                    acc[m][t][slot] += sums[m][t][slot];
+                });
+            });
+        });
+    }
     // Output (m, t, slot) of this thread: its row and pair.
     let row = |m: usize, slot: usize| i0 + (warp_rows + 16 * m + group + 8 * (slot / 2)) as u64;
     let pair = |t: usize, slot: usize| q0 + (warp_pairs + 8 * t + 2 * member + slot % 2) as u64;
@@ -761,12 +802,33 @@ unsafe fn wide_scaling(
         unrolled!(t in [0 1 2 3] => {
             unrolled!(slot in [0 1 2 3] => {
                 if inside(m, t, slot) {
-                    // SAFETY: inside the vectors.
-                    unsafe { *x_out.add(at(m, t, slot)) = new_scaling(wanted[m][t][slot], acc[m][t][slot]) };
+                    let value = new_scaling(wanted[m][t][slot], acc[m][t][slot]);
+                    // SAFETY: inside the vectors and their planes.
+                    unsafe {
+                        *x_out.add(at(m, t, slot)) = value;
+                        put_planes(x_out_planes, pair(t, slot), row(m, slot), d, value);
+                    }
                 }
             });
         });
     });
+}
+
+/// Writes `value`'s two TF32 parts where pair `q`, bin `i` lies in vector
+/// planes of `d` columns (`wide_planes_index`).
+///
+/// # Safety
+/// `planes` holds `wide_planes_len(n, d)` values for some `n > q`; `i < d`.
+#[inline(always)]
+unsafe fn put_planes(planes: *mut u32, q: u64, i: u64, d: u64, value: f32) {
+    let (big, small) = split_tf32(value);
+    let at = wide_planes_index(q, i, d, true) as usize;
+    // SAFETY: the caller's: the big part's index and the small part's, a
+    // plane further, lie in the planes.
+    unsafe {
+        *planes.add(at) = big;
+        *planes.add(at + WIDE_PLANE) = small;
+    }
 }
 
 /// The log-domain tile (see `OtTileLogF32Args`). Per chunk of columns,
@@ -1993,25 +2055,28 @@ transport_kernels! {
 
 kernel! {
     /// A scaling-domain half-step for many pairs in float32, on the tensor
-    /// cores, by tiles of 128 × 128 outputs: with one split, `x_out =
-    /// marginal / (op x_in)` pair by pair (0 where the marginal is 0), with
-    /// the marginal error of the old `x_out` on request; with more, the
-    /// splits' partial sums, which `ot_finish_scaling_f32` turns into that
-    /// update.
+    /// cores, by tiles of 128 × 128 outputs, both operands read as their
+    /// TF32 planes: with one split, `x_out = marginal / (op x_in)` pair by
+    /// pair (0 where the marginal is 0) and its planes, with the marginal
+    /// error of the old `x_out` on request; with more, the splits' partial
+    /// sums, which `ot_finish_wide_scaling_f32` turns into that update.
     ///
     /// # Safety
-    /// `op` holds `d * d` values, `x_in`, `marginal` and `x_out` `n * d`,
-    /// `err` `n * d` or is null, `partial` `splits * n * d` (read only with
-    /// more than one split); `1 <= splits <= ceil(d /
-    /// TRANSPORT_WIDE_CHUNK)`; launched with `TRANSPORT_THREADS` threads,
-    /// `TRANSPORT_WIDE_SHARED_BYTES` of shared memory, and one block per
-    /// (row tile, pair tile, split) of `TRANSPORT_WIDE_BLOCK`.
+    /// `op` holds `wide_planes_len(d, d)` values (matrix rows' order),
+    /// `x_in` and `x_out_planes` `wide_planes_len(n, d)` (pairs' order),
+    /// every plane value outside the matrix or the vectors zero in `op`
+    /// and `x_in`; `marginal` and `x_out` `n * d`, `err` `n * d` or is
+    /// null, `partial` `splits * n * d` (written only with more than one
+    /// split); `1 <= splits <= ceil(d / TRANSPORT_WIDE_CHUNK)`; launched
+    /// with `TRANSPORT_THREADS` threads, `TRANSPORT_WIDE_SHARED_BYTES` of
+    /// shared memory, and one block per (row tile, pair tile, split) of
+    /// `TRANSPORT_WIDE_BLOCK`; compute capability 8.0 or later.
     ///
     /// # Parameters
-    /// - `op`: the Gibbs kernel (or its transpose); `n`, `d`: pairs and bins;
-    /// - `x_in`: the other side's scalings; `splits`, `partial`: the partial sums;
+    /// - `op`: the Gibbs kernel's (or its transpose's) planes; `n`, `d`: pairs and bins;
+    /// - `x_in`: the other side's scalings' planes; `splits`, `partial`: the partial sums;
     /// - `marginal`: this side's histograms; `x_out`: its scalings (read, then written);
-    /// - `err`: errors or null.
+    /// - `err`: errors or null; `x_out_planes`: the new scalings' planes.
     ///
     /// # Thread mapping
     /// A block per (128 rows, 128 pairs, split) (`tile_of_block`); warp `w`
@@ -2019,20 +2084,104 @@ kernel! {
     /// (w / 2)` to `32 (w / 2) + 31` of the tile, lane `l` of it the
     /// outputs of the tensor cores' accumulator layout (rows `l / 4` and
     /// `l / 4 + 8`, pairs `2 (l % 4)` and `2 (l % 4) + 1` of each 16 × 8
-    /// product).
+    /// product); every thread copies 16-byte pieces `k 256 + tid` of each
+    /// staged chunk.
     pub unsafe extern "ptx-kernel" fn ot_wide_scaling_f32(
-        op: *const f32,
+        op: *const u32,
         n: u64,
         d: u64,
-        x_in: *const f32,
+        x_in: *const u32,
         splits: u64,
         partial: *mut f32,
         marginal: *const f32,
         x_out: *mut f32,
         err: *mut f32,
+        x_out_planes: *mut u32,
     ) as OtWideScalingF32Args {
         // SAFETY: the kernel's contract.
-        unsafe { wide_scaling(op, n, d, x_in, splits, partial, marginal, x_out, err) }
+        unsafe { wide_scaling(op, n, d, x_in, splits, partial, marginal, x_out, err, x_out_planes) }
+    }
+}
+
+kernel! {
+    /// The update after the wide kernel's splits: as
+    /// `ot_finish_scaling_f32`, and each new scaling's two TF32 parts into
+    /// `x_out_planes`.
+    ///
+    /// # Safety
+    /// `partial` holds `splits * n * d` values, `marginal` and `x_out` `n *
+    /// d`, `err` `n * d` or is null, `x_out_planes` `wide_planes_len(n,
+    /// d)`.
+    ///
+    /// # Parameters
+    /// - `n`, `d`: pairs and bins; `splits`, `partial`: the partial sums;
+    /// - `marginal`: this side's histograms; `x_out`: its scalings (read, then written);
+    /// - `err`: errors or null; `x_out_planes`: the new scalings' planes.
+    ///
+    /// # Thread mapping
+    /// Grid-stride over the `n * d` values, one thread per (pair, bin).
+    pub unsafe extern "ptx-kernel" fn ot_finish_wide_scaling_f32(
+        n: u64,
+        d: u64,
+        splits: u64,
+        partial: *const f32,
+        marginal: *const f32,
+        x_out: *mut f32,
+        err: *mut f32,
+        x_out_planes: *mut u32,
+    ) as OtFinishWideScalingF32Args {
+        if d == 0 {
+            return;
+        }
+        let len = n * d;
+        grid_stride(len, |k| {
+            // SAFETY: k < n * d; the buffers' lengths are the kernel's
+            // contract, and (pair k / d, bin k % d) lies in the planes.
+            unsafe {
+                finish_scaling(k as usize, len as usize, splits, partial, marginal, x_out, err);
+                put_planes(x_out_planes, k / d, k % d, d, *x_out.add(k as usize));
+            }
+        });
+    }
+}
+
+kernel! {
+    /// The wide kernel's operand planes of `rows` × `d` row-major values:
+    /// every value's two TF32 parts (`x ≈ big + small`) where
+    /// `wide_planes_index` puts them, zero outside the values.
+    ///
+    /// # Safety
+    /// `src` holds `rows * d` values and `out` `wide_planes_len(rows, d)`.
+    ///
+    /// # Parameters
+    /// - `src`: the values; `rows`, `d`: their shape;
+    /// - `pairs`: 1 for the pairs' order, 0 for the matrix rows'; `out`: the planes.
+    ///
+    /// # Thread mapping
+    /// Grid-stride over the planes' (row, column) places, tiles and chunks
+    /// padded: one thread per place, writing both parts.
+    pub unsafe extern "ptx-kernel" fn ot_split_planes_f32(
+        src: *const f32,
+        rows: u64,
+        d: u64,
+        pairs: u32,
+        out: *mut u32,
+    ) as OtSplitPlanesF32Args {
+        let width = d.div_ceil(WIDE_CHUNK as u64) * WIDE_CHUNK as u64;
+        let places = rows.div_ceil(WIDE_BLOCK as u64) * WIDE_BLOCK as u64 * width;
+        grid_stride(places, |k| {
+            let (r, j) = (k / width, k % width);
+            // SAFETY: r < rows and j < d index `src`.
+            let value = if r < rows && j < d { unsafe { *src.add((r * d + j) as usize) } } else { 0.0 };
+            let (big, small) = split_tf32(value);
+            let at = wide_planes_index(r, j, d, pairs != 0) as usize;
+            // SAFETY: every padded place's parts lie in the
+            // `wide_planes_len(rows, d)` planes.
+            unsafe {
+                *out.add(at) = big;
+                *out.add(at + WIDE_PLANE) = small;
+            }
+        });
     }
 }
 

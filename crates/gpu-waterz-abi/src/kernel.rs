@@ -60,6 +60,8 @@ kernels! {
     OtTileScalingF32 => "ot_tile_scaling_f32",
     OtTileScalingF64 => "ot_tile_scaling_f64",
     OtWideScalingF32 => "ot_wide_scaling_f32",
+    OtFinishWideScalingF32 => "ot_finish_wide_scaling_f32",
+    OtSplitPlanesF32 => "ot_split_planes_f32",
     OtPersistentScalingF32 => "ot_persistent_scaling_f32",
     OtPersistentScalingF64 => "ot_persistent_scaling_f64",
     OtResidentScalingF32 => "ot_resident_scaling_f32",

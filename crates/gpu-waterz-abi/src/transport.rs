@@ -29,11 +29,54 @@ pub const TRANSPORT_SHARED_ELEMENTS: u32 = 2 * TRANSPORT_CHUNK * (TRANSPORT_BLOC
 pub const TRANSPORT_WIDE_BLOCK: u32 = 128;
 /// Columns `j` the wide scaling kernel stages in shared memory per step.
 pub const TRANSPORT_WIDE_CHUNK: u32 = 16;
-/// Shared memory of the wide scaling kernel, in bytes: a chunk of the
-/// matrix rows and one of the vectors, each as two planes of TF32 parts
-/// (`x ≈ big + small`) of `CHUNK × BLOCK` values, in the order the tensor
-/// cores' operands take them.
-pub const TRANSPORT_WIDE_SHARED_BYTES: u32 = 4 * TRANSPORT_WIDE_CHUNK * TRANSPORT_WIDE_BLOCK * 4;
+/// Values of one plane of a wide chunk: the TF32 parts (`x ≈ big +
+/// small`, one plane each) of [`TRANSPORT_WIDE_CHUNK`] columns of
+/// [`TRANSPORT_WIDE_BLOCK`] matrix rows or pairs, in the order the tensor
+/// cores' operands take them ([`wide_row_slot`], [`wide_pair_slot`]).
+pub const TRANSPORT_WIDE_PLANE: u32 = TRANSPORT_WIDE_CHUNK * TRANSPORT_WIDE_BLOCK;
+/// Chunks the wide scaling kernel holds in shared memory at once: the one
+/// its tensor cores read and the next ones, copied there asynchronously
+/// (`cp.async`) while it computes.
+pub const TRANSPORT_WIDE_STAGES: u32 = 3;
+/// Shared memory of the wide scaling kernel, in bytes: per stage, a chunk
+/// of the matrix rows and one of the vectors, each as its two planes
+/// ([`TRANSPORT_WIDE_PLANE`]). 96 KiB: within the opt-in limit of every
+/// device from compute capability 8.0 on.
+pub const TRANSPORT_WIDE_SHARED_BYTES: u32 = TRANSPORT_WIDE_STAGES * 4 * TRANSPORT_WIDE_PLANE * 4;
+
+/// Values of the wide kernel's operand planes of `rows` matrix rows (or
+/// pairs) of `d` columns: for each tile of [`TRANSPORT_WIDE_BLOCK`] rows
+/// and each chunk of [`TRANSPORT_WIDE_CHUNK`] columns, the big plane then
+/// the small one ([`wide_planes_offset`]), zero outside the rows and
+/// columns.
+#[inline(always)]
+pub fn wide_planes_len(rows: u64, d: u64) -> u64 {
+    rows.div_ceil(TRANSPORT_WIDE_BLOCK as u64)
+        * d.div_ceil(TRANSPORT_WIDE_CHUNK as u64)
+        * 2
+        * TRANSPORT_WIDE_PLANE as u64
+}
+
+/// Where the big plane of tile `tile`, chunk `chunk` starts in operand
+/// planes of `chunks` chunks per tile (the small plane follows it): the
+/// chunks of a tile lie in column order, one after the other, so that a
+/// chunk is one contiguous copy into shared memory.
+#[inline(always)]
+pub fn wide_planes_offset(tile: u64, chunk: u64, chunks: u64) -> u64 {
+    (tile * chunks + chunk) * 2 * TRANSPORT_WIDE_PLANE as u64
+}
+
+/// Where the big part of row (or pair) `r`, column `j` lies in operand
+/// planes of `d` columns: in `pairs` order ([`wide_pair_slot`], the
+/// vectors') or in the matrix rows' ([`wide_row_slot`]); its small part
+/// lies [`TRANSPORT_WIDE_PLANE`] values further on.
+#[inline(always)]
+pub fn wide_planes_index(r: u64, j: u64, d: u64, pairs: bool) -> u64 {
+    let (block, chunk) = (TRANSPORT_WIDE_BLOCK as u64, TRANSPORT_WIDE_CHUNK as u64);
+    let (rr, jj) = ((r % block) as usize, (j % chunk) as usize);
+    let slot = if pairs { wide_pair_slot(rr, jj) } else { wide_row_slot(rr, jj) };
+    wide_planes_offset(r / block, j / chunk, d.div_ceil(chunk)) + slot as u64
+}
 /// The fewest pairs for which float32 scaling-domain half-steps use the
 /// wide kernel instead of the 64 × 64 tiles. Measured on an H200 at
 /// d = 1024 (100 iterations): the wide kernel takes 3.71 ms at n = 64
@@ -54,29 +97,6 @@ pub const TRANSPORT_ROWS_MAX_PAIRS: u64 = 1;
 /// chunk of matrix rows and of vectors as staged, the same as powers above
 /// their bounds, and each row's and pair's bound.
 pub const TRANSPORT_LOG_SHARED_ELEMENTS: u32 = 4 * TRANSPORT_CHUNK * (TRANSPORT_BLOCK + 4) + 2 * TRANSPORT_BLOCK;
-
-/// Row and column (within the chunk) of element `e` of the matrix rows of
-/// a wide chunk as the threads fetch and stage them: a warp's 32 lanes take
-/// 8 columns (one tensor-core step) of rows `{0, 1, 8, 9}` from an even
-/// row of a 16-row band, which land in 32 different banks of
-/// [`wide_row_slot`]'s order; then the next step, then the next rows.
-#[inline(always)]
-pub fn wide_row_element(e: usize) -> (usize, usize) {
-    let (lane, rest) = (e % 32, e / 32);
-    let (step, rows) = (rest % 2, rest / 2);
-    (16 * (rows / 4) + 2 * (rows % 4) + lane / 8 % 2 + 8 * (lane / 16), 8 * step + lane % 8)
-}
-
-/// Row and column (within the chunk) of element `e` of the vectors of a
-/// wide chunk as the threads fetch and stage them: a warp's 32 lanes take
-/// 8 columns of 4 consecutive pairs, which land in 32 different banks of
-/// [`wide_pair_slot`]'s order; then the next step, then the next pairs.
-#[inline(always)]
-pub fn wide_pair_element(e: usize) -> (usize, usize) {
-    let (lane, rest) = (e % 32, e / 32);
-    let (step, pairs) = (rest % 2, rest / 2);
-    (4 * pairs + lane / 8, 8 * step + lane % 8)
-}
 
 /// Where matrix row `r`, column `j` of a chunk goes in its plane: the
 /// tensor cores' operand order (the `a` operand of `mma.sync.m16n8k8` in TF32), so that lane `l` of a
@@ -570,20 +590,23 @@ transport_args!(
 
 /// `ot_wide_scaling_f32`: a float32 scaling-domain half-step by tiles of
 /// [`TRANSPORT_WIDE_BLOCK`] rows and pairs, the columns split in chunks of
-/// [`TRANSPORT_WIDE_CHUNK`]: with one split, the products and the update;
-/// with more, the products' partial sums (`ot_finish_scaling_f32`
-/// updates).
+/// [`TRANSPORT_WIDE_CHUNK`], both operands read as their TF32 planes
+/// ([`wide_planes_len`]): with one split, the products and the update
+/// (into `x_out` and its planes); with more, the products' partial sums
+/// (`ot_finish_wide_scaling_f32` updates).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct OtWideScalingF32Args {
-    /// `d * d` values: the Gibbs kernel or its transpose.
-    pub op: *const f32,
+    /// `wide_planes_len(d, d)` values: the planes of the Gibbs kernel or of
+    /// its transpose (matrix rows' order).
+    pub op: *const u32,
     /// The number of pairs.
     pub n: u64,
     /// The number of bins.
     pub d: u64,
-    /// `n * d` values: the other side's scalings.
-    pub x_in: *const f32,
+    /// `wide_planes_len(n, d)` values: the planes of the other side's
+    /// scalings (pairs' order).
+    pub x_in: *const u32,
     /// How many parts the columns are split into (>= 1).
     pub splits: u64,
     /// `splits * n * d` writable values (unused with one split).
@@ -595,6 +618,53 @@ pub struct OtWideScalingF32Args {
     pub x_out: *mut f32,
     /// `n * d` values, or null: the marginal errors of the old `x_out`.
     pub err: *mut f32,
+    /// `wide_planes_len(n, d)` writable values: the planes of the new
+    /// `x_out` (pairs' order; written with one split).
+    pub x_out_planes: *mut u32,
+}
+
+/// `ot_finish_wide_scaling_f32`: as `ot_finish_scaling_f32` (the splits'
+/// partial sums of the wide kernel, then the update), and the new `x_out`
+/// written into its planes too.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OtFinishWideScalingF32Args {
+    /// The number of pairs.
+    pub n: u64,
+    /// The number of bins.
+    pub d: u64,
+    /// The number of splits.
+    pub splits: u64,
+    /// `splits * n * d` values.
+    pub partial: *const f32,
+    /// `n * d` values: this side's histograms.
+    pub marginal: *const f32,
+    /// `n * d` values, read then written: this side's scalings.
+    pub x_out: *mut f32,
+    /// `n * d` writable values, or null.
+    pub err: *mut f32,
+    /// `wide_planes_len(n, d)` writable values: the planes of the new
+    /// `x_out` (pairs' order).
+    pub x_out_planes: *mut u32,
+}
+
+/// `ot_split_planes_f32`: the wide kernel's operand planes of `rows` ×
+/// `d` row-major values ([`wide_planes_len`]`(rows, d)` values, every one
+/// written: zero outside the values), in the pairs' order when `pairs` is
+/// 1, else in the matrix rows'.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OtSplitPlanesF32Args {
+    /// `rows * d` values.
+    pub src: *const f32,
+    /// The number of rows (matrix rows or pairs).
+    pub rows: u64,
+    /// The number of columns.
+    pub d: u64,
+    /// 1 for the pairs' order, 0 for the matrix rows'.
+    pub pairs: u32,
+    /// `wide_planes_len(rows, d)` writable values.
+    pub out: *mut u32,
 }
 
 /// Declares the argument structs of the single-launch scaling kernels:
@@ -694,7 +764,9 @@ impl_kernel_args!(
     OtPotentialsF64Args => OtPotentialsF64 { x, len, reg },
     OtTileScalingF32Args => OtTileScalingF32 { op, n, d, x_in, splits, partial },
     OtTileScalingF64Args => OtTileScalingF64 { op, n, d, x_in, splits, partial },
-    OtWideScalingF32Args => OtWideScalingF32 { op, n, d, x_in, splits, partial, marginal, x_out, err },
+    OtWideScalingF32Args => OtWideScalingF32 { op, n, d, x_in, splits, partial, marginal, x_out, err, x_out_planes },
+    OtFinishWideScalingF32Args => OtFinishWideScalingF32 { n, d, splits, partial, marginal, x_out, err, x_out_planes },
+    OtSplitPlanesF32Args => OtSplitPlanesF32 { src, rows, d, pairs, out },
     OtPersistentScalingF32Args => OtPersistentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier },
     OtPersistentScalingF64Args => OtPersistentScalingF64 { rows, columns, n, d, a, b, f, g, iterations, barrier },
     OtResidentScalingF32Args => OtResidentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier, rows_per_block },
@@ -858,7 +930,7 @@ pub fn cost_term<T: Real, M: Math<T>>(f: T, g: T, c: T, reg: T) -> T {
 mod tests {
     extern crate std;
     use super::*;
-    use std::{vec, vec::Vec};
+    use std::vec;
 
     /// Relative error against the standard library, in units of 1e-16.
     fn close(got: f64, want: f64, ulps: f64) -> bool {
@@ -872,39 +944,32 @@ mod tests {
         ((got - want) / want).abs() <= ulps * 1.1e-16
     }
 
-    /// The wide kernel's staging: every element of a chunk fetched once,
-    /// stored once, each warp's 32 stores in 32 banks, and each lane's
-    /// 16-byte (8-byte) read of an operand holding what the tensor cores'
-    /// layout asks of it.
+    /// The wide kernel's operand planes: every (row, column) of every tile
+    /// and chunk of some shapes at its own place in the planes (big part
+    /// below the small one, each plane a block of its own), the planes
+    /// holding nothing else, and each lane's 16-byte (8-byte) read of an
+    /// operand holding what the tensor cores' layout asks of it.
     #[test]
-    fn the_wide_staging_is_a_conflict_free_operand_order() {
+    fn the_wide_planes_are_the_operands_in_order() {
         let (block, chunk) = (TRANSPORT_WIDE_BLOCK as usize, TRANSPORT_WIDE_CHUNK as usize);
-        let threads = TRANSPORT_THREADS as usize;
-        for (element, slot) in [
-            (wide_row_element as fn(usize) -> (usize, usize), wide_row_slot as fn(usize, usize) -> usize),
-            (wide_pair_element, wide_pair_slot),
-        ] {
-            let mut seen = vec![false; block * chunk];
-            let mut filled = vec![false; block * chunk];
-            for e in 0..block * chunk {
-                let (r, j) = element(e);
-                assert!(r < block && j < chunk, "element {e} at ({r}, {j})");
-                assert!(!std::mem::replace(&mut seen[r * chunk + j], true), "({r}, {j}) fetched twice");
-                let at = slot(r, j);
-                assert!(!std::mem::replace(&mut filled[at], true), "slot {at} stored twice");
+        let plane = TRANSPORT_WIDE_PLANE as u64;
+        for (rows, d) in [(1u64, 1u64), (7, 300), (128, 16), (129, 17), (300, 513)] {
+            let chunks = d.div_ceil(chunk as u64);
+            for pairs in [false, true] {
+                let len = wide_planes_len(rows, d);
+                let mut filled = vec![false; len as usize];
+                for r in 0..rows.div_ceil(block as u64) * block as u64 {
+                    for j in 0..chunks * chunk as u64 {
+                        let at = wide_planes_index(r, j, d, pairs);
+                        let start = wide_planes_offset(r / block as u64, j / chunk as u64, chunks);
+                        assert!(at >= start && at < start + plane, "({r}, {j}) outside its chunk's big plane");
+                        for part in [at, at + plane] {
+                            assert!(!std::mem::replace(&mut filled[part as usize], true), "({r}, {j}) shares {part}");
+                        }
+                    }
+                }
+                assert!(filled.iter().all(|&f| f), "{rows} × {d}: planes hold unfilled values");
             }
-            for warp_start in (0..block * chunk).step_by(32) {
-                let mut banks: Vec<usize> = (warp_start..warp_start + 32)
-                    .map(|e| {
-                        let (r, j) = element(e);
-                        slot(r, j) % 32
-                    })
-                    .collect();
-                banks.sort_unstable();
-                banks.dedup();
-                assert_eq!(banks.len(), 32, "the warp of elements {warp_start}.. meets a bank twice");
-            }
-            assert_eq!(threads * (block * chunk / threads), block * chunk, "whole chunks per thread");
         }
         for step in 0..chunk / 8 {
             for lane in 0..32 {

@@ -7,7 +7,9 @@ use gpu_waterz_runtime::{check_len, DeviceBuffer, DeviceElement, Gpu, LaunchConf
 
 /// Into how many parts a half-step's columns are split: as many as fill
 /// one wave of `kernel`'s blocks (the blocks all multiprocessors hold at
-/// once) without starting a second, at most one part per chunk of columns.
+/// once) without starting a second, more where that leaves much of the
+/// last wave idle ([`splits_for_waves`]), at most one part per chunk of
+/// columns.
 pub(crate) fn splits(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32) -> Result<u64> {
     splits_of(gpu, kernel, n, d, shared_bytes, TRANSPORT_BLOCK, TRANSPORT_CHUNK)
 }
@@ -15,10 +17,22 @@ pub(crate) fn splits(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u3
 /// [`splits`] for a kernel whose tiles are `block` rows by `block` pairs
 /// and whose chunks are `chunk` columns.
 fn splits_of(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32, block: u32, chunk: u32) -> Result<u64> {
-    let tiles = (d.div_ceil(block as u64) * n.div_ceil(block as u64)).max(1);
+    let tiles = d.div_ceil(block as u64) * n.div_ceil(block as u64);
     let wave = gpu.multiprocessor_count() as u64
         * gpu.blocks_per_multiprocessor(kernel, TRANSPORT_THREADS, shared_bytes)? as u64;
-    Ok((wave / tiles).clamp(1, d.div_ceil(chunk as u64).max(1)))
+    Ok(splits_for_waves(tiles, wave, d.div_ceil(chunk as u64)))
+}
+
+/// Splits of `tiles` tiles over waves of `wave` blocks, at most `chunks`:
+/// the fewest, from those that fill one wave (`wave / tiles`), whose
+/// blocks fill at least 9/10 of the waves they take (300 pairs of 4096
+/// bins are 96 wide tiles: one split leaves 36 of 132 multiprocessors
+/// idle, four fill 384 of 396 places), or else that first count.
+fn splits_for_waves(tiles: u64, wave: u64, chunks: u64) -> u64 {
+    let (tiles, wave, most) = (tiles.max(1), wave.max(1), chunks.max(1));
+    let first = (wave / tiles).clamp(1, most);
+    let filled = |splits: u64| 10 * tiles * splits >= 9 * (tiles * splits).div_ceil(wave) * wave;
+    (first..=most.min(4 * first)).find(|&s| filled(s)).unwrap_or(first)
 }
 
 /// The fewest pairs for which float32 scaling half-steps use the wide
@@ -97,14 +111,37 @@ fn err_pointer<T: DeviceElement>(
     }
 }
 
+/// Which half of a scaling iteration: the first writes `g` from `f`
+/// through the Gibbs kernel's transpose (`columns`), the second `f` from
+/// `g` through the Gibbs kernel (`rows`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HalfStep {
+    /// `g` from `f`.
+    First,
+    /// `f` from `g`.
+    Second,
+}
+
+/// The wide kernel's operands as their TF32 planes (`wide_planes_len`):
+/// the Gibbs kernel's and its transpose's, split once per solve, and each
+/// side's scalings, split as the half-step that writes them writes them.
+pub(crate) struct WidePlanes {
+    rows: DeviceBuffer<u32>,
+    columns: DeviceBuffer<u32>,
+    f: DeviceBuffer<u32>,
+    g: DeviceBuffer<u32>,
+}
+
 /// The working memory of one half-step: `splits` partial results per
-/// (pair, bin), twice for the log domain's states.
+/// (pair, bin), twice for the log domain's states, and the wide kernel's
+/// planes when the scaling half-steps use it.
 pub(crate) struct Scratch<T> {
     splits: u64,
     /// Whether the scaling half-steps use the wide kernel (its splits).
     wide: bool,
     first: DeviceBuffer<T>,
     second: Option<DeviceBuffer<T>>,
+    planes: Option<WidePlanes>,
 }
 
 impl<T: Kernels> Scratch<T> {
@@ -120,9 +157,18 @@ impl<T: Kernels> Scratch<T> {
     /// Scratch for the scaling half-steps of `n` pairs of `d` bins: the
     /// wide kernel's for float32 from [`wide_min_pairs`] pairs on, else
     /// as [`Scratch::new`].
+    /// The wide kernel needs its shared memory (96 KiB) and compute
+    /// capability 8.0 (`cp.async`); a device without either takes the 64 ×
+    /// 64 tiles.
     pub(crate) fn for_scaling(gpu: &Gpu, n: u64, d: u64) -> Result<Self> {
         match T::WIDE_SCALING {
-            Some(kernel) if n >= wide_min_pairs() && n > rows_max_pairs() => {
+            Some(kernel)
+                if n >= wide_min_pairs()
+                    && n > rows_max_pairs()
+                    && gpu.compute_capability()?.0 >= 8
+                    && gpu.max_shared_bytes_per_block()? >= TRANSPORT_WIDE_SHARED_BYTES =>
+            {
+                gpu.allow_shared_bytes(kernel, TRANSPORT_WIDE_SHARED_BYTES)?;
                 let splits = splits_of(
                     gpu,
                     kernel,
@@ -132,7 +178,15 @@ impl<T: Kernels> Scratch<T> {
                     TRANSPORT_WIDE_BLOCK,
                     TRANSPORT_WIDE_CHUNK,
                 )?;
-                Self::with_splits(gpu, n, d, splits, true, false)
+                let mut scratch = Self::with_splits(gpu, n, d, splits, true, false)?;
+                let (matrix, vectors) = (wide_planes_len(d, d) as usize, wide_planes_len(n, d) as usize);
+                scratch.planes = Some(WidePlanes {
+                    rows: gpu.uninit(matrix)?,
+                    columns: gpu.uninit(matrix)?,
+                    f: gpu.uninit(vectors)?,
+                    g: gpu.uninit(vectors)?,
+                });
+                Ok(scratch)
             }
             _ => Self::new(gpu, n, d, false),
         }
@@ -141,7 +195,43 @@ impl<T: Kernels> Scratch<T> {
     fn with_splits(gpu: &Gpu, n: u64, d: u64, splits: u64, wide: bool, log: bool) -> Result<Self> {
         let len = (splits * n * d).max(1) as usize;
         let second = if log { Some(gpu.uninit::<T>(len)?) } else { None };
-        Ok(Self { splits, wide, first: gpu.uninit::<T>(len)?, second })
+        Ok(Self { splits, wide, first: gpu.uninit::<T>(len)?, second, planes: None })
+    }
+
+    /// Splits the operands of the wide kernel's half-steps into their
+    /// planes: the Gibbs kernel (`rows`), its transpose (`columns`) and
+    /// both sides' scalings (`n × d`). Nothing without the wide kernel.
+    pub(crate) fn split_operands(
+        &mut self,
+        gpu: &Gpu,
+        (n, d): (u64, u64),
+        rows: &DeviceBuffer<T>,
+        columns: &DeviceBuffer<T>,
+        f: &DeviceBuffer<T>,
+        g: &DeviceBuffer<T>,
+    ) -> Result<()> {
+        if let Some(planes) = &mut self.planes {
+            T::split_planes(gpu, rows, d, d, false, &mut planes.rows)?;
+            T::split_planes(gpu, columns, d, d, false, &mut planes.columns)?;
+        }
+        self.split_scalings(gpu, (n, d), f, g)
+    }
+
+    /// Splits both sides' scalings into the wide kernel's planes again
+    /// (after something other than a wide half-step wrote them). Nothing
+    /// without the wide kernel.
+    pub(crate) fn split_scalings(
+        &mut self,
+        gpu: &Gpu,
+        (n, d): (u64, u64),
+        f: &DeviceBuffer<T>,
+        g: &DeviceBuffer<T>,
+    ) -> Result<()> {
+        if let Some(planes) = &mut self.planes {
+            T::split_planes(gpu, f, n, d, true, &mut planes.f)?;
+            T::split_planes(gpu, g, n, d, true, &mut planes.g)?;
+        }
+        Ok(())
     }
 }
 
@@ -150,65 +240,104 @@ pub(crate) trait WideScaling: Sized + DeviceElement {
     /// `ot_wide_scaling_f32` for float32; none for float64 (8 × 8 float64
     /// accumulators do not fit the registers).
     const WIDE_SCALING: Option<Kernel>;
-    /// A scaling half-step by the wide kernel, `scratch` being the wide
-    /// kernel's: `x_out = marginal / (op x_in)`, the errors of the old
-    /// `x_out` into `err` on request; `Ok(false)` when the kernel left the
-    /// splits' partial sums in `scratch` for the finish kernel to update
-    /// (more than one split).
+    /// The wide kernel's planes of `rows × d` values into `out`
+    /// (`ot_split_planes_f32`), in the pairs' order when `pairs`.
+    fn split_planes(
+        gpu: &Gpu,
+        src: &DeviceBuffer<Self>,
+        rows: u64,
+        d: u64,
+        pairs: bool,
+        out: &mut DeviceBuffer<u32>,
+    ) -> Result<()>;
+    /// A scaling half-step by the wide kernel from the planes in `scratch`
+    /// (the wide kernel's): `x_out = marginal / (op x_in)` and its planes,
+    /// the errors of the old `x_out` into `err` on request, `op` and
+    /// `x_in` being the Gibbs kernel's transpose and `f` for the first
+    /// half, the kernel and `g` for the second; with more than one split,
+    /// the finish kernel updates.
     #[allow(clippy::too_many_arguments)]
     fn wide_update(
         gpu: &Gpu,
-        op: &DeviceBuffer<Self>,
         n: u64,
         d: u64,
-        x_in: &DeviceBuffer<Self>,
         marginal: &DeviceBuffer<Self>,
         x_out: &mut DeviceBuffer<Self>,
         err: *mut Self,
         scratch: &mut Scratch<Self>,
-    ) -> Result<bool>;
+        half: HalfStep,
+    ) -> Result<()>;
 }
 
 impl WideScaling for f32 {
     const WIDE_SCALING: Option<Kernel> = Some(<OtWideScalingF32Args as gpu_waterz_abi::KernelArgs>::KERNEL);
 
+    fn split_planes(
+        gpu: &Gpu,
+        src: &DeviceBuffer<f32>,
+        rows: u64,
+        d: u64,
+        pairs: bool,
+        out: &mut DeviceBuffer<u32>,
+    ) -> Result<()> {
+        const SPLIT: &str = "ot_split_planes_f32";
+        check_buffers(gpu, SPLIT, &[("src", src, rows * d)])?;
+        let len = wide_planes_len(rows, d);
+        gpu.check_device(&*out, "out")?;
+        check_len(SPLIT, "out", &*out, len)?;
+        let args = OtSplitPlanesF32Args { src: src.as_ptr(), rows, d, pairs: pairs as u32, out: out.as_mut_ptr() };
+        // SAFETY: `src` holds rows * d values and `out` the planes' length
+        // (checked).
+        unsafe { gpu.launch(gpu.grid_stride_config(len / 2), args) }
+    }
+
     fn wide_update(
         gpu: &Gpu,
-        op: &DeviceBuffer<f32>,
         n: u64,
         d: u64,
-        x_in: &DeviceBuffer<f32>,
         marginal: &DeviceBuffer<f32>,
         x_out: &mut DeviceBuffer<f32>,
         err: *mut f32,
         scratch: &mut Scratch<f32>,
-    ) -> Result<bool> {
+        half: HalfStep,
+    ) -> Result<()> {
         const WIDE: &str = "ot_wide_scaling_f32";
-        let (nd, splits) = (n * d, scratch.splits);
+        let Scratch { splits, wide, first: partial, planes, .. } = scratch;
+        let (nd, splits) = (n * d, *splits);
+        let tile = TRANSPORT_WIDE_BLOCK as u64;
+        let blocks = d.div_ceil(tile) * n.div_ceil(tile) * splits;
+        let planes = match planes {
+            Some(planes)
+                if *wide
+                    && blocks > 0
+                    && blocks <= i32::MAX as u64
+                    && splits > 0
+                    && splits <= d.div_ceil(TRANSPORT_WIDE_CHUNK as u64) =>
+            {
+                planes
+            }
+            _ => {
+                return Err(RuntimeError::InvalidLaunch {
+                    kernel: WIDE,
+                    reason: format!("{n} pairs of {d} bins in {splits} splits"),
+                })
+            }
+        };
+        let (op, x_in, x_out_planes) = match half {
+            HalfStep::First => (&planes.columns, &planes.f, &mut planes.g),
+            HalfStep::Second => (&planes.rows, &planes.g, &mut planes.f),
+        };
+        for (what, buffer, len) in [("op", op, wide_planes_len(d, d)), ("x_in", x_in, wide_planes_len(n, d))] {
+            gpu.check_device(buffer, what)?;
+            check_len(WIDE, what, buffer, len)?;
+        }
+        gpu.check_device(&*x_out_planes, "x_out_planes")?;
+        check_len(WIDE, "x_out_planes", &*x_out_planes, wide_planes_len(n, d))?;
         check_buffers(
             gpu,
             WIDE,
-            &[
-                ("op", op, d * d),
-                ("x_in", x_in, nd),
-                ("partial", &scratch.first, splits * nd),
-                ("marginal", marginal, nd),
-                ("x_out", &*x_out, nd),
-            ],
+            &[("partial", &*partial, splits * nd), ("marginal", marginal, nd), ("x_out", &*x_out, nd)],
         )?;
-        let tile = TRANSPORT_WIDE_BLOCK as u64;
-        let blocks = d.div_ceil(tile) * n.div_ceil(tile) * splits;
-        if !scratch.wide
-            || blocks == 0
-            || blocks > i32::MAX as u64
-            || splits == 0
-            || splits > d.div_ceil(TRANSPORT_WIDE_CHUNK as u64)
-        {
-            return Err(RuntimeError::InvalidLaunch {
-                kernel: WIDE,
-                reason: format!("{n} pairs of {d} bins in {splits} splits"),
-            });
-        }
         let config = LaunchConfig {
             blocks: blocks as u32,
             threads: TRANSPORT_THREADS,
@@ -220,36 +349,65 @@ impl WideScaling for f32 {
             d,
             x_in: x_in.as_ptr(),
             splits,
-            partial: scratch.first.as_mut_ptr(),
+            partial: partial.as_mut_ptr(),
             marginal: marginal.as_ptr(),
             x_out: x_out.as_mut_ptr(),
             err,
+            x_out_planes: x_out_planes.as_mut_ptr(),
         };
         // One block per (row tile, pair tile, split) of TRANSPORT_WIDE_BLOCK,
         // 1 <= splits <= the chunks, TRANSPORT_THREADS threads and the
-        // kernel's shared memory.
-        // SAFETY: `op` holds d * d values, `x_in`, `marginal`, `x_out` n * d,
+        // kernel's shared memory (allowed when the scratch was made).
+        // SAFETY: `op` holds the matrix planes, `x_in` and `x_out_planes`
+        // the vectors' (written by `ot_split_planes_f32` or a half-step:
+        // zero outside the values), `marginal`, `x_out` n * d values,
         // `partial` splits * n * d, `err` n * d or is null (checked here and
         // by the caller); the launch shape above.
         unsafe { gpu.launch(config, args)? };
-        Ok(splits == 1)
+        if splits == 1 {
+            return Ok(());
+        }
+        let finish = OtFinishWideScalingF32Args {
+            n,
+            d,
+            splits,
+            partial: partial.as_ptr(),
+            marginal: marginal.as_ptr(),
+            x_out: x_out.as_mut_ptr(),
+            err,
+            x_out_planes: x_out_planes.as_mut_ptr(),
+        };
+        // SAFETY: `partial` holds splits * n * d values, `marginal` and
+        // `x_out` n * d, `err` n * d or is null, `x_out_planes` the
+        // vectors' planes (checked).
+        unsafe { gpu.launch(gpu.grid_stride_config(nd), finish) }
     }
 }
 
 impl WideScaling for f64 {
     const WIDE_SCALING: Option<Kernel> = None;
 
+    fn split_planes(
+        _gpu: &Gpu,
+        _src: &DeviceBuffer<f64>,
+        _rows: u64,
+        _d: u64,
+        _pairs: bool,
+        _out: &mut DeviceBuffer<u32>,
+    ) -> Result<()> {
+        Err(RuntimeError::InvalidLaunch { kernel: "ot_split_planes", reason: "no float64 kernel".into() })
+    }
+
     fn wide_update(
         _gpu: &Gpu,
-        _op: &DeviceBuffer<f64>,
         _n: u64,
         _d: u64,
-        _x_in: &DeviceBuffer<f64>,
         _marginal: &DeviceBuffer<f64>,
         _x_out: &mut DeviceBuffer<f64>,
         _err: *mut f64,
         _scratch: &mut Scratch<f64>,
-    ) -> Result<bool> {
+        _half: HalfStep,
+    ) -> Result<()> {
         Err(RuntimeError::InvalidLaunch { kernel: "ot_wide_scaling", reason: "no float64 kernel".into() })
     }
 }
@@ -409,9 +567,10 @@ pub(crate) trait Kernels: Sized + DeviceElement + WideScaling + SingleLaunchScal
         out: &mut DeviceBuffer<Self>,
         out_t: &mut DeviceBuffer<Self>,
     ) -> Result<()>;
-    /// A scaling-domain half-step (`ot_rows_scaling_*` for one pair; else
-    /// `ot_wide_scaling_f32` with the wide scratch or `ot_tile_scaling_*`,
-    /// then `ot_finish_scaling_*` unless the wide kernel updated itself).
+    /// A scaling-domain half-step, `half` of its iteration
+    /// (`ot_rows_scaling_*` for one pair; else `ot_wide_scaling_f32` from
+    /// the wide scratch's planes, or `ot_tile_scaling_*` then
+    /// `ot_finish_scaling_*`).
     #[allow(clippy::too_many_arguments)]
     fn scaling_update(
         gpu: &Gpu,
@@ -423,6 +582,7 @@ pub(crate) trait Kernels: Sized + DeviceElement + WideScaling + SingleLaunchScal
         x_out: &mut DeviceBuffer<Self>,
         err: Option<&mut DeviceBuffer<Self>>,
         scratch: &mut Scratch<Self>,
+        half: HalfStep,
     ) -> Result<()>;
     /// A log-domain half-step (`ot_tile_log_*`, then `ot_finish_log_*`).
     #[allow(clippy::too_many_arguments)]
@@ -538,6 +698,7 @@ macro_rules! kernels {
                 x_out: &mut DeviceBuffer<Self>,
                 err: Option<&mut DeviceBuffer<Self>>,
                 scratch: &mut Scratch<Self>,
+                half: HalfStep,
             ) -> Result<()> {
                 const TILE: &str = stringify!($tile_scaling);
                 const FINISH: &str = stringify!($finish_scaling);
@@ -566,32 +727,30 @@ macro_rules! kernels {
                 check_buffers(gpu, FINISH, &[("marginal", marginal, nd), ("x_out", &*x_out, nd)])?;
                 let err = err_pointer(gpu, FINISH, err, nd)?;
                 if scratch.wide {
-                    if Self::wide_update(gpu, op, n, d, x_in, marginal, x_out, err, scratch)? {
-                        return Ok(());
-                    }
-                } else {
-                    check_buffers(
-                        gpu,
-                        TILE,
-                        &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
-                    )?;
-                    let config = tile_config::<Self>(TILE, n, d, splits, false)?;
-                    let tile = $tile_scaling {
-                        op: op.as_ptr(),
-                        n,
-                        d,
-                        x_in: x_in.as_ptr(),
-                        splits,
-                        partial: scratch.first.as_mut_ptr(),
-                    };
-                    // One block per (row tile, pair tile, split), 1 <=
-                    // splits <= the chunks, TRANSPORT_THREADS threads and
-                    // the shared memory for Self (tile_config).
-                    // SAFETY: `op` holds d * d values, `x_in` n * d,
-                    // `partial` splits * n * d (checked); the launch shape
-                    // above.
-                    unsafe { gpu.launch(config, tile)? };
+                    // The wide kernel reads `op` and `x_in` as their planes
+                    // (`Scratch::split_operands`, then each half-step).
+                    return Self::wide_update(gpu, n, d, marginal, x_out, err, scratch, half);
                 }
+                check_buffers(
+                    gpu,
+                    TILE,
+                    &[("op", op, d * d), ("x_in", x_in, nd), ("partial", &scratch.first, splits * nd)],
+                )?;
+                let config = tile_config::<Self>(TILE, n, d, splits, false)?;
+                let tile = $tile_scaling {
+                    op: op.as_ptr(),
+                    n,
+                    d,
+                    x_in: x_in.as_ptr(),
+                    splits,
+                    partial: scratch.first.as_mut_ptr(),
+                };
+                // One block per (row tile, pair tile, split), 1 <= splits
+                // <= the chunks, TRANSPORT_THREADS threads and the shared
+                // memory for Self (tile_config).
+                // SAFETY: `op` holds d * d values, `x_in` n * d, `partial`
+                // splits * n * d (checked); the launch shape above.
+                unsafe { gpu.launch(config, tile)? };
                 let finish = $finish_scaling {
                     n,
                     d,
@@ -839,3 +998,28 @@ kernels!(
     OtRowsScalingF64Args,
     OtRowsLogF64Args
 );
+
+#[cfg(test)]
+mod tests {
+    use super::splits_for_waves;
+
+    #[test]
+    fn splits_fill_the_waves() {
+        // 1024 pairs of 1024 bins in wide tiles on 132 multiprocessors: two
+        // splits (128 of 132 places); 300 pairs of 4096 bins: four (384 of
+        // 396); many tiles: one; never more than the chunks.
+        assert_eq!(splits_for_waves(64, 132, 64), 2);
+        assert_eq!(splits_for_waves(96, 132, 256), 4);
+        assert_eq!(splits_for_waves(256, 132, 64), 1);
+        assert_eq!(splits_for_waves(2000, 132, 64), 1);
+        assert_eq!(splits_for_waves(96, 132, 2), 1);
+        assert_eq!(splits_for_waves(1, 132, 3), 3);
+        assert_eq!(splits_for_waves(0, 0, 0), 1);
+        for tiles in 1..300 {
+            for chunks in 1..20 {
+                let s = splits_for_waves(tiles, 132, chunks);
+                assert!((1..=chunks).contains(&s), "{tiles} tiles, {chunks} chunks: {s}");
+            }
+        }
+    }
+}

@@ -33,7 +33,7 @@ use gpu_waterz_abi::transport::{
     TRANSPORT_PERSISTENT_ITERATIONS, TRANSPORT_PERSISTENT_MAX_PAIRS, TRANSPORT_RESIDENT_MAX_PAIRS,
 };
 use gpu_waterz_runtime::{DeviceBuffer, Gpu, Graph};
-use launch::{Kernels, Scratch, SingleLaunch};
+use launch::{HalfStep, Kernels, Scratch, SingleLaunch};
 use ndarray::{Array2, ArrayView2};
 
 /// Environment variable that turns the CUDA graphs off when `0` and on
@@ -265,6 +265,9 @@ fn iterate<T: DeviceFloat>(
     let mut err = if config.tol > 0.0 { Some(gpu.uninit::<T>(n * d)?) } else { None };
     let mut scratch =
         if scaling { Scratch::<T>::for_scaling(gpu, nu, du)? } else { Scratch::<T>::new(gpu, nu, du, true)? };
+    // The wide kernel's operands, split into their TF32 parts (nothing for
+    // other kernels).
+    scratch.split_operands(gpu, (nu, du), &rows, &columns, f, g)?;
     // The half-steps: `g` from `f` (with the marginal errors when `err` is
     // given), then `f` from `g`.
     let first_half = |f: &DeviceBuffer<T>,
@@ -273,7 +276,7 @@ fn iterate<T: DeviceFloat>(
                       scratch: &mut Scratch<T>|
      -> gpu_waterz_runtime::Result<()> {
         if scaling {
-            T::scaling_update(gpu, &columns, nu, du, f, b, g, err, scratch)
+            T::scaling_update(gpu, &columns, nu, du, f, b, g, err, scratch, HalfStep::First)
         } else {
             T::log_update(gpu, &columns, nu, du, reg, f, b, g, err, scratch)
         }
@@ -281,7 +284,7 @@ fn iterate<T: DeviceFloat>(
     let second_half =
         |g: &DeviceBuffer<T>, f: &mut DeviceBuffer<T>, scratch: &mut Scratch<T>| -> gpu_waterz_runtime::Result<()> {
             if scaling {
-                T::scaling_update(gpu, &rows, nu, du, g, a, f, None, scratch)
+                T::scaling_update(gpu, &rows, nu, du, g, a, f, None, scratch, HalfStep::Second)
             } else {
                 T::log_update(gpu, &rows, nu, du, reg, g, a, f, None, scratch)
             }
@@ -329,6 +332,10 @@ fn iterate<T: DeviceFloat>(
                 single_launches.remove(0);
             }
             if !single_launches.is_empty() {
+                // The single launches wrote `f` and `g` without the wide
+                // kernel's planes (where the limits, set by the
+                // environment, let both serve one size).
+                scratch.split_scalings(gpu, (nu, du), f, g)?;
                 it += run;
                 iterations = it;
                 continue;
