@@ -29,6 +29,7 @@ pub mod parhac;
 pub mod primitives;
 pub mod reduce;
 pub mod transport;
+pub mod transport_wgmma;
 pub mod watershed;
 
 #[panic_handler]

@@ -636,11 +636,11 @@ unsafe fn wide_scaling(
     let (group, member) = (lane / 4, lane % 4);
     let shared = dynamic_shared::<u32>();
     // SAFETY: the planes hold every chunk of this block's row and pair
-    // tiles (`wide_planes_len`).
+    // tiles (`planes_len`).
     let (rows_from, pairs_from) = unsafe {
         (
-            op.add(wide_planes_offset(row_tile, 0, chunks) as usize),
-            x_in.add(wide_planes_offset(pair_tile, 0, chunks) as usize),
+            op.add(planes_offset(row_tile, 0, chunks, PLANES_WIDE_ROWS) as usize),
+            x_in.add(planes_offset(pair_tile, 0, chunks, PLANES_WIDE_PAIRS) as usize),
         )
     };
     // Starts copying chunk `chunk` (of the tile) into stage `stage`: the
@@ -806,7 +806,7 @@ unsafe fn wide_scaling(
                     // SAFETY: inside the vectors and their planes.
                     unsafe {
                         *x_out.add(at(m, t, slot)) = value;
-                        put_planes(x_out_planes, pair(t, slot), row(m, slot), d, value);
+                        put_planes(x_out_planes, pair(t, slot), row(m, slot), d, value, PLANES_WIDE_PAIRS);
                     }
                 }
             });
@@ -815,19 +815,21 @@ unsafe fn wide_scaling(
 }
 
 /// Writes `value`'s two TF32 parts where pair `q`, bin `i` lies in vector
-/// planes of `d` columns (`wide_planes_index`).
+/// planes of `d` columns in `layout` (`planes_index`).
 ///
 /// # Safety
-/// `planes` holds `wide_planes_len(n, d)` values for some `n > q`; `i < d`.
+/// `planes` holds `planes_len(n, d, layout)` values for some `n > q`; `i <
+/// d`.
 #[inline(always)]
-unsafe fn put_planes(planes: *mut u32, q: u64, i: u64, d: u64, value: f32) {
+pub(crate) unsafe fn put_planes(planes: *mut u32, q: u64, i: u64, d: u64, value: f32, layout: u32) {
     let (big, small) = split_tf32(value);
-    let at = wide_planes_index(q, i, d, true) as usize;
+    let at = planes_index(q, i, d, layout) as usize;
+    let plane = planes_plane(layout) as usize;
     // SAFETY: the caller's: the big part's index and the small part's, a
     // plane further, lie in the planes.
     unsafe {
         *planes.add(at) = big;
-        *planes.add(at + WIDE_PLANE) = small;
+        *planes.add(at + plane) = small;
     }
 }
 
@@ -1056,7 +1058,7 @@ unsafe fn scaling_epilogue<T: Real>(k: usize, s: T, marginal: *const T, x_out: *
 /// The new scaling of a value whose marginal is `m` and whose product with
 /// the other side's scalings is `s`: `m / s`, 0 where the marginal is 0.
 #[inline(always)]
-fn new_scaling<T: Real>(m: T, s: T) -> T {
+pub(crate) fn new_scaling<T: Real>(m: T, s: T) -> T {
     if m > T::ZERO {
         m / s
     } else {
@@ -1066,7 +1068,7 @@ fn new_scaling<T: Real>(m: T, s: T) -> T {
 
 /// The marginal error of the old scaling `old`: `|old s - m|`.
 #[inline(always)]
-fn scaling_error<T: Real>(old: T, s: T, m: T) -> T {
+pub(crate) fn scaling_error<T: Real>(old: T, s: T, m: T) -> T {
     abs(old * s - m)
 }
 
@@ -2062,8 +2064,8 @@ kernel! {
     /// sums, which `ot_finish_wide_scaling_f32` turns into that update.
     ///
     /// # Safety
-    /// `op` holds `wide_planes_len(d, d)` values (matrix rows' order),
-    /// `x_in` and `x_out_planes` `wide_planes_len(n, d)` (pairs' order),
+    /// `op` holds `planes_len(d, d, PLANES_WIDE_ROWS)` values, `x_in` and
+    /// `x_out_planes` `planes_len(n, d, PLANES_WIDE_PAIRS)`,
     /// every plane value outside the matrix or the vectors zero in `op`
     /// and `x_in`; `marginal` and `x_out` `n * d`, `err` `n * d` or is
     /// null, `partial` `splits * n * d` (written only with more than one
@@ -2104,19 +2106,19 @@ kernel! {
 }
 
 kernel! {
-    /// The update after the wide kernel's splits: as
+    /// The update after a tensor-core kernel's splits: as
     /// `ot_finish_scaling_f32`, and each new scaling's two TF32 parts into
-    /// `x_out_planes`.
+    /// `x_out_planes` in `layout`.
     ///
     /// # Safety
     /// `partial` holds `splits * n * d` values, `marginal` and `x_out` `n *
-    /// d`, `err` `n * d` or is null, `x_out_planes` `wide_planes_len(n,
-    /// d)`.
+    /// d`, `err` `n * d` or is null, `x_out_planes` `planes_len(n, d,
+    /// layout)`.
     ///
     /// # Parameters
     /// - `n`, `d`: pairs and bins; `splits`, `partial`: the partial sums;
     /// - `marginal`: this side's histograms; `x_out`: its scalings (read, then written);
-    /// - `err`: errors or null; `x_out_planes`: the new scalings' planes.
+    /// - `err`: errors or null; `x_out_planes`, `layout`: the new scalings' planes.
     ///
     /// # Thread mapping
     /// Grid-stride over the `n * d` values, one thread per (pair, bin).
@@ -2129,6 +2131,7 @@ kernel! {
         x_out: *mut f32,
         err: *mut f32,
         x_out_planes: *mut u32,
+        layout: u32,
     ) as OtFinishWideScalingF32Args {
         if d == 0 {
             return;
@@ -2139,23 +2142,24 @@ kernel! {
             // contract, and (pair k / d, bin k % d) lies in the planes.
             unsafe {
                 finish_scaling(k as usize, len as usize, splits, partial, marginal, x_out, err);
-                put_planes(x_out_planes, k / d, k % d, d, *x_out.add(k as usize));
+                put_planes(x_out_planes, k / d, k % d, d, *x_out.add(k as usize), layout);
             }
         });
     }
 }
 
 kernel! {
-    /// The wide kernel's operand planes of `rows` × `d` row-major values:
-    /// every value's two TF32 parts (`x ≈ big + small`) where
-    /// `wide_planes_index` puts them, zero outside the values.
+    /// The tensor-core kernels' operand planes of `rows` × `d` row-major
+    /// values in `layout`: every value's two TF32 parts (`x ≈ big +
+    /// small`) where `planes_index` puts them, zero outside the values.
     ///
     /// # Safety
-    /// `src` holds `rows * d` values and `out` `wide_planes_len(rows, d)`.
+    /// `src` holds `rows * d` values and `out` `planes_len(rows, d,
+    /// layout)`.
     ///
     /// # Parameters
     /// - `src`: the values; `rows`, `d`: their shape;
-    /// - `pairs`: 1 for the pairs' order, 0 for the matrix rows'; `out`: the planes.
+    /// - `layout`: one of the `PLANES_*` layouts; `out`: the planes.
     ///
     /// # Thread mapping
     /// Grid-stride over the planes' (row, column) places, tiles and chunks
@@ -2164,22 +2168,23 @@ kernel! {
         src: *const f32,
         rows: u64,
         d: u64,
-        pairs: u32,
+        layout: u32,
         out: *mut u32,
     ) as OtSplitPlanesF32Args {
-        let width = d.div_ceil(WIDE_CHUNK as u64) * WIDE_CHUNK as u64;
-        let places = rows.div_ceil(WIDE_BLOCK as u64) * WIDE_BLOCK as u64 * width;
+        let (tile, chunk) = (planes_tile(layout), planes_chunk(layout));
+        let width = d.div_ceil(chunk) * chunk;
+        let places = rows.div_ceil(tile) * tile * width;
+        let plane = planes_plane(layout) as usize;
         grid_stride(places, |k| {
             let (r, j) = (k / width, k % width);
             // SAFETY: r < rows and j < d index `src`.
             let value = if r < rows && j < d { unsafe { *src.add((r * d + j) as usize) } } else { 0.0 };
             let (big, small) = split_tf32(value);
-            let at = wide_planes_index(r, j, d, pairs != 0) as usize;
-            // SAFETY: every padded place's parts lie in the
-            // `wide_planes_len(rows, d)` planes.
+            let at = planes_index(r, j, d, layout) as usize;
+            // SAFETY: every padded place's parts lie in the planes.
             unsafe {
                 *out.add(at) = big;
-                *out.add(at + WIDE_PLANE) = small;
+                *out.add(at + plane) = small;
             }
         });
     }

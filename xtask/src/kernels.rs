@@ -34,8 +34,8 @@ pub fn ptx_path(arch: &str) -> PathBuf {
 
 /// Builds the kernels for `arch` and returns the PTX text.
 pub fn build(arch: &str) -> Result<String> {
-    if !arch.starts_with("sm_") || arch[3..].parse::<u32>().is_err() {
-        bail!("--arch must look like sm_90, not {arch:?}");
+    if !arch.starts_with("sm_") || arch[3..].trim_end_matches('a').parse::<u32>().is_err() {
+        bail!("--arch must look like sm_90 or sm_90a, not {arch:?}");
     }
     let toolchain = pinned_toolchain()?;
     let kernels_dir = project_root().join("kernels-rs");
@@ -125,6 +125,7 @@ fn without_crate_hashes(ptx: &str) -> String {
 pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("ot_tile_log_f32", 256, 2),
     ("ot_wide_scaling_f32", 256, 1),
+    ("ot_wgmma_scaling_f32", 128, 2),
     ("ot_resident_scaling_f32", 512, 1),
     ("ot_resident_scaling_f64", 512, 1),
     ("grey_box_f32", 256, 4),
@@ -168,14 +169,16 @@ pub const CUBIN_ARCHS: &[(&str, &str)] = &[
     ("sm_80", "sm_80"),
     ("sm_86", "sm_80"),
     ("sm_89", "sm_80"),
-    ("sm_90", "sm_90"),
+    ("sm_90a", "sm_90a"),
     ("sm_100", "sm_90"),
     ("sm_120", "sm_90"),
 ];
 
 /// The PTX architectures the cubins are assembled from: the committed
-/// default and the oldest supported one.
-const PTX_ARCHS: &[&str] = &[DEFAULT_ARCH, "sm_80"];
+/// default, the oldest supported one, and Hopper's arch-specific one
+/// (sm_90a: the warpgroup products, which only compute capability 9.0
+/// runs; its cubin is the one the runtime loads there).
+const PTX_ARCHS: &[&str] = &[DEFAULT_ARCH, "sm_80", "sm_90a"];
 
 /// The ptxas release the committed cubins come from; another release may
 /// assemble different bytes, so `--check` insists on this one.

@@ -3,7 +3,7 @@
 //!
 //! Tasks:
 //! - `kernels [--check] [--arch sm_90]`: build `kernels-rs` to PTX with the
-//!   pinned nightly toolchain (sm_90, and sm_80 for the older GPUs), and
+//!   pinned nightly toolchain (sm_90, sm_90a for Hopper, and sm_80 for the older GPUs), and
 //!   assemble the cubins for sm_80 to sm_120 with the pinned ptxas (from
 //!   PyPI's nvidia-cuda-nvcc-cu12, installed into `target/ptxas-venv`);
 //!   `--check` fails if the committed PTX or cubins are stale. `--arch`

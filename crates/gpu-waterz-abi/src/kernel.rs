@@ -60,6 +60,7 @@ kernels! {
     OtTileScalingF32 => "ot_tile_scaling_f32",
     OtTileScalingF64 => "ot_tile_scaling_f64",
     OtWideScalingF32 => "ot_wide_scaling_f32",
+    OtWgmmaScalingF32 => "ot_wgmma_scaling_f32",
     OtFinishWideScalingF32 => "ot_finish_wide_scaling_f32",
     OtSplitPlanesF32 => "ot_split_planes_f32",
     OtPersistentScalingF32 => "ot_persistent_scaling_f32",

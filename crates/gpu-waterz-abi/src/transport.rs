@@ -44,44 +44,132 @@ pub const TRANSPORT_WIDE_STAGES: u32 = 3;
 /// device from compute capability 8.0 on.
 pub const TRANSPORT_WIDE_SHARED_BYTES: u32 = TRANSPORT_WIDE_STAGES * 4 * TRANSPORT_WIDE_PLANE * 4;
 
-/// Values of the wide kernel's operand planes of `rows` matrix rows (or
-/// pairs) of `d` columns: for each tile of [`TRANSPORT_WIDE_BLOCK`] rows
-/// and each chunk of [`TRANSPORT_WIDE_CHUNK`] columns, the big plane then
-/// the small one ([`wide_planes_offset`]), zero outside the rows and
-/// columns.
-#[inline(always)]
-pub fn wide_planes_len(rows: u64, d: u64) -> u64 {
-    rows.div_ceil(TRANSPORT_WIDE_BLOCK as u64)
-        * d.div_ceil(TRANSPORT_WIDE_CHUNK as u64)
-        * 2
-        * TRANSPORT_WIDE_PLANE as u64
-}
-
-/// Where the big plane of tile `tile`, chunk `chunk` starts in operand
-/// planes of `chunks` chunks per tile (the small plane follows it): the
-/// chunks of a tile lie in column order, one after the other, so that a
-/// chunk is one contiguous copy into shared memory.
-#[inline(always)]
-pub fn wide_planes_offset(tile: u64, chunk: u64, chunks: u64) -> u64 {
-    (tile * chunks + chunk) * 2 * TRANSPORT_WIDE_PLANE as u64
-}
-
-/// Where the big part of row (or pair) `r`, column `j` lies in operand
-/// planes of `d` columns: in `pairs` order ([`wide_pair_slot`], the
-/// vectors') or in the matrix rows' ([`wide_row_slot`]); its small part
-/// lies [`TRANSPORT_WIDE_PLANE`] values further on.
-#[inline(always)]
-pub fn wide_planes_index(r: u64, j: u64, d: u64, pairs: bool) -> u64 {
-    let (block, chunk) = (TRANSPORT_WIDE_BLOCK as u64, TRANSPORT_WIDE_CHUNK as u64);
-    let (rr, jj) = ((r % block) as usize, (j % chunk) as usize);
-    let slot = if pairs { wide_pair_slot(rr, jj) } else { wide_row_slot(rr, jj) };
-    wide_planes_offset(r / block, j / chunk, d.div_ceil(chunk)) + slot as u64
-}
 /// The fewest pairs for which float32 scaling-domain half-steps use the
 /// wide kernel instead of the 64 × 64 tiles. Measured on an H200 at
 /// d = 1024 (100 iterations): the wide kernel takes 3.71 ms at n = 64
 /// against the tiles' 4.40 ms, and 16.2 ms against 19+ ms at n = 1024.
 pub const TRANSPORT_WIDE_MIN_PAIRS: u64 = 64;
+
+/// Operand planes in the wide kernel's order for its matrix rows
+/// ([`wide_row_slot`]: tiles of [`TRANSPORT_WIDE_BLOCK`] rows, chunks of
+/// [`TRANSPORT_WIDE_CHUNK`] columns).
+pub const PLANES_WIDE_ROWS: u32 = 0;
+/// Operand planes in the wide kernel's order for its vectors
+/// ([`wide_pair_slot`]).
+pub const PLANES_WIDE_PAIRS: u32 = 1;
+/// Operand planes in the warpgroup kernel's order for its matrix rows
+/// ([`wgmma_slot`]: tiles of [`TRANSPORT_WGMMA_ROWS`] rows, chunks of
+/// [`TRANSPORT_WGMMA_CHUNK`] columns).
+pub const PLANES_WGMMA_ROWS: u32 = 2;
+/// Operand planes in the warpgroup kernel's order for its vectors
+/// ([`wgmma_slot`]: tiles of [`TRANSPORT_WGMMA_PAIRS`] pairs).
+pub const PLANES_WGMMA_PAIRS: u32 = 3;
+
+/// Rows (or pairs) per tile of operand planes in `layout` (one of the
+/// `PLANES_*` constants).
+#[inline(always)]
+pub fn planes_tile(layout: u32) -> u64 {
+    match layout {
+        PLANES_WGMMA_ROWS => TRANSPORT_WGMMA_ROWS as u64,
+        PLANES_WGMMA_PAIRS => TRANSPORT_WGMMA_PAIRS as u64,
+        _ => TRANSPORT_WIDE_BLOCK as u64,
+    }
+}
+
+/// Columns per chunk of operand planes in `layout`.
+#[inline(always)]
+pub fn planes_chunk(layout: u32) -> u64 {
+    match layout {
+        PLANES_WGMMA_ROWS | PLANES_WGMMA_PAIRS => TRANSPORT_WGMMA_CHUNK as u64,
+        _ => TRANSPORT_WIDE_CHUNK as u64,
+    }
+}
+
+/// Values of one plane (one tile's chunk, big or small parts) in `layout`.
+#[inline(always)]
+pub fn planes_plane(layout: u32) -> u64 {
+    planes_tile(layout) * planes_chunk(layout)
+}
+
+/// Values of the tensor-core kernels' operand planes of `rows` matrix rows
+/// (or pairs) of `d` columns in `layout`: for each tile and each chunk of
+/// columns, the big plane then the small one ([`planes_offset`]), zero
+/// outside the rows and columns.
+#[inline(always)]
+pub fn planes_len(rows: u64, d: u64, layout: u32) -> u64 {
+    rows.div_ceil(planes_tile(layout)) * d.div_ceil(planes_chunk(layout)) * 2 * planes_plane(layout)
+}
+
+/// Where the big plane of tile `tile`, chunk `chunk` starts in operand
+/// planes of `chunks` chunks per tile in `layout` (the small plane follows
+/// it): the chunks of a tile lie in column order, one after the other, so
+/// that a chunk is one contiguous copy into shared memory.
+#[inline(always)]
+pub fn planes_offset(tile: u64, chunk: u64, chunks: u64, layout: u32) -> u64 {
+    (tile * chunks + chunk) * 2 * planes_plane(layout)
+}
+
+/// Where the big part of row (or pair) `r`, column `j` lies in operand
+/// planes of `d` columns in `layout`; its small part lies
+/// [`planes_plane`] values further on.
+#[inline(always)]
+pub fn planes_index(r: u64, j: u64, d: u64, layout: u32) -> u64 {
+    let (tile, chunk) = (planes_tile(layout), planes_chunk(layout));
+    let (rr, jj) = ((r % tile) as usize, (j % chunk) as usize);
+    let slot = match layout {
+        PLANES_WIDE_ROWS => wide_row_slot(rr, jj),
+        PLANES_WIDE_PAIRS => wide_pair_slot(rr, jj),
+        _ => wgmma_slot(rr, jj),
+    };
+    planes_offset(r / tile, j / chunk, d.div_ceil(chunk), layout) + slot as u64
+}
+
+/// Rows (bins) of the warpgroup kernel's output tile
+/// (`ot_wgmma_scaling_f32`): one warpgroup's `m64` product.
+pub const TRANSPORT_WGMMA_ROWS: u32 = 64;
+/// Pairs of the warpgroup kernel's output tile: the product's `n128`.
+pub const TRANSPORT_WGMMA_PAIRS: u32 = 128;
+/// Columns `j` the warpgroup kernel stages per chunk (four `k8` steps).
+pub const TRANSPORT_WGMMA_CHUNK: u32 = 32;
+/// Threads of a warpgroup kernel block: one warpgroup.
+pub const TRANSPORT_WGMMA_THREADS: u32 = 128;
+/// Chunks the warpgroup kernel holds in shared memory at once: the one
+/// its tensor cores read and the next, copied there by `cp.async` while
+/// they work.
+pub const TRANSPORT_WGMMA_STAGES: u32 = 2;
+/// Shared memory of the warpgroup kernel, in bytes: per stage, the chunk's
+/// matrix rows and vectors as two planes each ([`PLANES_WGMMA_ROWS`],
+/// [`PLANES_WGMMA_PAIRS`]); two blocks fit a Hopper multiprocessor.
+pub const TRANSPORT_WGMMA_SHARED_BYTES: u32 =
+    TRANSPORT_WGMMA_STAGES * 2 * (TRANSPORT_WGMMA_ROWS + TRANSPORT_WGMMA_PAIRS) * TRANSPORT_WGMMA_CHUNK * 4;
+
+/// Where row `r`, column `j` of a staged plane goes (in 32-bit values):
+/// the `wgmma` operands' canonical K-major layout without swizzling. Core
+/// matrices of 8 rows × 4 columns (8 rows of 16 bytes, 128 bytes in all)
+/// lie along the columns 128 bytes apart (the descriptors' leading byte
+/// offset) and along the rows `TRANSPORT_WGMMA_CHUNK / 4` core matrices
+/// apart (the stride byte offset, [`WGMMA_STRIDE_BYTES`]).
+#[inline(always)]
+pub fn wgmma_slot(r: usize, j: usize) -> usize {
+    ((r / 8) * (TRANSPORT_WGMMA_CHUNK as usize / 4) + j / 4) * 32 + (r % 8) * 4 + j % 4
+}
+
+/// Bytes between core matrices adjacent along the columns (`K`) of a
+/// staged plane ([`wgmma_slot`]).
+pub const WGMMA_LEADING_BYTES: u64 = 128;
+/// Bytes between core matrices adjacent along the rows (`M` or `N`) of a
+/// staged plane ([`wgmma_slot`]).
+pub const WGMMA_STRIDE_BYTES: u64 = 128 * (TRANSPORT_WGMMA_CHUNK as u64 / 4);
+
+/// The shared-memory matrix descriptor of a `wgmma` operand whose first
+/// core matrix starts at shared address `address` (16-byte aligned), laid
+/// out as [`wgmma_slot`] (no swizzling): the address, the leading and the
+/// stride byte offsets, each in 16-byte units.
+#[inline(always)]
+pub fn wgmma_descriptor(address: u32) -> u64 {
+    let field = |bytes: u64| (bytes >> 4) & 0x3fff;
+    field(address as u64) | field(WGMMA_LEADING_BYTES) << 16 | field(WGMMA_STRIDE_BYTES) << 32
+}
 
 /// Pairs one warp of a row kernel handles together (its lanes stride over
 /// one matrix row and keep one sum per pair).
@@ -588,39 +676,58 @@ transport_args!(
     OtRowsLogF64Args
 );
 
-/// `ot_wide_scaling_f32`: a float32 scaling-domain half-step by tiles of
-/// [`TRANSPORT_WIDE_BLOCK`] rows and pairs, the columns split in chunks of
-/// [`TRANSPORT_WIDE_CHUNK`], both operands read as their TF32 planes
-/// ([`wide_planes_len`]): with one split, the products and the update
-/// (into `x_out` and its planes); with more, the products' partial sums
-/// (`ot_finish_wide_scaling_f32` updates).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct OtWideScalingF32Args {
-    /// `wide_planes_len(d, d)` values: the planes of the Gibbs kernel or of
-    /// its transpose (matrix rows' order).
-    pub op: *const u32,
-    /// The number of pairs.
-    pub n: u64,
-    /// The number of bins.
-    pub d: u64,
-    /// `wide_planes_len(n, d)` values: the planes of the other side's
-    /// scalings (pairs' order).
-    pub x_in: *const u32,
-    /// How many parts the columns are split into (>= 1).
-    pub splits: u64,
-    /// `splits * n * d` writable values (unused with one split).
-    pub partial: *mut f32,
-    /// `n * d` values: this side's histograms.
-    pub marginal: *const f32,
-    /// `n * d` values: this side's scalings, read (for the errors) and
-    /// written (with one split).
-    pub x_out: *mut f32,
-    /// `n * d` values, or null: the marginal errors of the old `x_out`.
-    pub err: *mut f32,
-    /// `wide_planes_len(n, d)` writable values: the planes of the new
-    /// `x_out` (pairs' order; written with one split).
-    pub x_out_planes: *mut u32,
+/// Declares the argument structs of the tensor-core scaling kernels, which
+/// share their fields.
+macro_rules! tensor_scaling_args {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            /// The planes of the Gibbs kernel or of its transpose (the
+            /// kernel's matrix-rows layout, `d` rows of `d` columns).
+            pub op: *const u32,
+            /// The number of pairs.
+            pub n: u64,
+            /// The number of bins.
+            pub d: u64,
+            /// The planes of the other side's scalings (the kernel's vector
+            /// layout, `n` rows of `d` columns).
+            pub x_in: *const u32,
+            /// How many parts the columns are split into (>= 1).
+            pub splits: u64,
+            /// `splits * n * d` writable values (unused with one split).
+            pub partial: *mut f32,
+            /// `n * d` values: this side's histograms.
+            pub marginal: *const f32,
+            /// `n * d` values: this side's scalings, read (for the errors) and
+            /// written (with one split).
+            pub x_out: *mut f32,
+            /// `n * d` values, or null: the marginal errors of the old `x_out`.
+            pub err: *mut f32,
+            /// The planes of the new `x_out` (the kernel's vector layout;
+            /// written with one split).
+            pub x_out_planes: *mut u32,
+        }
+    )*};
+}
+
+tensor_scaling_args! {
+    /// `ot_wide_scaling_f32`: a float32 scaling-domain half-step by tiles of
+    /// [`TRANSPORT_WIDE_BLOCK`] rows and pairs, the columns split in chunks
+    /// of [`TRANSPORT_WIDE_CHUNK`], both operands read as their TF32 planes
+    /// ([`PLANES_WIDE_ROWS`], [`PLANES_WIDE_PAIRS`]): with one split, the
+    /// products and the update (into `x_out` and its planes); with more,
+    /// the products' partial sums (`ot_finish_wide_scaling_f32` updates).
+    OtWideScalingF32Args;
+    /// `ot_wgmma_scaling_f32`: the half-step of `ot_wide_scaling_f32` on
+    /// Hopper's warpgroup products (`wgmma`, sm_90a only: the kernel traps
+    /// in the modules built for other targets), by tiles of
+    /// [`TRANSPORT_WGMMA_ROWS`] rows and [`TRANSPORT_WGMMA_PAIRS`] pairs,
+    /// the columns split in chunks of [`TRANSPORT_WGMMA_CHUNK`], the
+    /// operands' planes in [`PLANES_WGMMA_ROWS`] and
+    /// [`PLANES_WGMMA_PAIRS`].
+    OtWgmmaScalingF32Args;
 }
 
 /// `ot_finish_wide_scaling_f32`: as `ot_finish_scaling_f32` (the splits'
@@ -643,15 +750,16 @@ pub struct OtFinishWideScalingF32Args {
     pub x_out: *mut f32,
     /// `n * d` writable values, or null.
     pub err: *mut f32,
-    /// `wide_planes_len(n, d)` writable values: the planes of the new
-    /// `x_out` (pairs' order).
+    /// `planes_len(n, d, layout)` writable values: the planes of the new
+    /// `x_out`.
     pub x_out_planes: *mut u32,
+    /// The planes' layout: [`PLANES_WIDE_PAIRS`] or [`PLANES_WGMMA_PAIRS`].
+    pub layout: u32,
 }
 
-/// `ot_split_planes_f32`: the wide kernel's operand planes of `rows` ×
-/// `d` row-major values ([`wide_planes_len`]`(rows, d)` values, every one
-/// written: zero outside the values), in the pairs' order when `pairs` is
-/// 1, else in the matrix rows'.
+/// `ot_split_planes_f32`: the tensor-core kernels' operand planes of
+/// `rows` × `d` row-major values in `layout` ([`planes_len`]`(rows, d,
+/// layout)` values, every one written: zero outside the values).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct OtSplitPlanesF32Args {
@@ -661,9 +769,9 @@ pub struct OtSplitPlanesF32Args {
     pub rows: u64,
     /// The number of columns.
     pub d: u64,
-    /// 1 for the pairs' order, 0 for the matrix rows'.
-    pub pairs: u32,
-    /// `wide_planes_len(rows, d)` writable values.
+    /// One of the `PLANES_*` layouts.
+    pub layout: u32,
+    /// `planes_len(rows, d, layout)` writable values.
     pub out: *mut u32,
 }
 
@@ -765,8 +873,9 @@ impl_kernel_args!(
     OtTileScalingF32Args => OtTileScalingF32 { op, n, d, x_in, splits, partial },
     OtTileScalingF64Args => OtTileScalingF64 { op, n, d, x_in, splits, partial },
     OtWideScalingF32Args => OtWideScalingF32 { op, n, d, x_in, splits, partial, marginal, x_out, err, x_out_planes },
-    OtFinishWideScalingF32Args => OtFinishWideScalingF32 { n, d, splits, partial, marginal, x_out, err, x_out_planes },
-    OtSplitPlanesF32Args => OtSplitPlanesF32 { src, rows, d, pairs, out },
+    OtWgmmaScalingF32Args => OtWgmmaScalingF32 { op, n, d, x_in, splits, partial, marginal, x_out, err, x_out_planes },
+    OtFinishWideScalingF32Args => OtFinishWideScalingF32 { n, d, splits, partial, marginal, x_out, err, x_out_planes, layout },
+    OtSplitPlanesF32Args => OtSplitPlanesF32 { src, rows, d, layout, out },
     OtPersistentScalingF32Args => OtPersistentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier },
     OtPersistentScalingF64Args => OtPersistentScalingF64 { rows, columns, n, d, a, b, f, g, iterations, barrier },
     OtResidentScalingF32Args => OtResidentScalingF32 { rows, columns, n, d, a, b, f, g, iterations, barrier, rows_per_block },
@@ -944,24 +1053,24 @@ mod tests {
         ((got - want) / want).abs() <= ulps * 1.1e-16
     }
 
-    /// The wide kernel's operand planes: every (row, column) of every tile
-    /// and chunk of some shapes at its own place in the planes (big part
-    /// below the small one, each plane a block of its own), the planes
-    /// holding nothing else, and each lane's 16-byte (8-byte) read of an
-    /// operand holding what the tensor cores' layout asks of it.
+    /// The tensor-core kernels' operand planes: in every layout, every
+    /// (row, column) of every tile and chunk of some shapes at its own
+    /// place in the planes (big part below the small one, each plane a
+    /// block of its own), the planes holding nothing else; and each lane's
+    /// 16-byte (8-byte) read of a wide operand holding what the tensor
+    /// cores' layout asks of it.
     #[test]
-    fn the_wide_planes_are_the_operands_in_order() {
+    fn the_planes_are_the_operands_in_order() {
         let (block, chunk) = (TRANSPORT_WIDE_BLOCK as usize, TRANSPORT_WIDE_CHUNK as usize);
-        let plane = TRANSPORT_WIDE_PLANE as u64;
-        for (rows, d) in [(1u64, 1u64), (7, 300), (128, 16), (129, 17), (300, 513)] {
-            let chunks = d.div_ceil(chunk as u64);
-            for pairs in [false, true] {
-                let len = wide_planes_len(rows, d);
-                let mut filled = vec![false; len as usize];
-                for r in 0..rows.div_ceil(block as u64) * block as u64 {
-                    for j in 0..chunks * chunk as u64 {
-                        let at = wide_planes_index(r, j, d, pairs);
-                        let start = wide_planes_offset(r / block as u64, j / chunk as u64, chunks);
+        for layout in [PLANES_WIDE_ROWS, PLANES_WIDE_PAIRS, PLANES_WGMMA_ROWS, PLANES_WGMMA_PAIRS] {
+            let (tile, width, plane) = (planes_tile(layout), planes_chunk(layout), planes_plane(layout));
+            for (rows, d) in [(1u64, 1u64), (7, 300), (64, 32), (128, 16), (129, 17), (300, 513)] {
+                let chunks = d.div_ceil(width);
+                let mut filled = vec![false; planes_len(rows, d, layout) as usize];
+                for r in 0..rows.div_ceil(tile) * tile {
+                    for j in 0..chunks * width {
+                        let at = planes_index(r, j, d, layout);
+                        let start = planes_offset(r / tile, j / width, chunks, layout);
                         assert!(at >= start && at < start + plane, "({r}, {j}) outside its chunk's big plane");
                         for part in [at, at + plane] {
                             assert!(!std::mem::replace(&mut filled[part as usize], true), "({r}, {j}) shares {part}");
@@ -993,6 +1102,28 @@ mod tests {
                     let q = 8 * t + group;
                     let (lo, hi) = (8 * step + member, 8 * step + member + 4);
                     assert_eq!([wide_pair_slot(q, lo), wide_pair_slot(q, hi)], [base, base + 1]);
+                }
+            }
+        }
+    }
+
+    /// The warpgroup kernel's staged planes: each (row, column)'s slot is
+    /// where the descriptors' layout (core matrices of 8 rows × 16 bytes,
+    /// the leading and stride byte offsets) puts it.
+    #[test]
+    fn wgmma_slots_follow_the_descriptors_layout() {
+        let descriptor = wgmma_descriptor(0x1230);
+        assert_eq!(descriptor & 0x3fff, 0x123);
+        assert_eq!((descriptor >> 16) & 0x3fff, WGMMA_LEADING_BYTES >> 4);
+        assert_eq!((descriptor >> 32) & 0x3fff, WGMMA_STRIDE_BYTES >> 4);
+        let chunk = TRANSPORT_WGMMA_CHUNK as usize;
+        for rows in [TRANSPORT_WGMMA_ROWS as usize, TRANSPORT_WGMMA_PAIRS as usize] {
+            for r in 0..rows {
+                for c in 0..chunk {
+                    let bytes = (r / 8) as u64 * WGMMA_STRIDE_BYTES
+                        + (c / 4) as u64 * WGMMA_LEADING_BYTES
+                        + ((r % 8) * 16 + (c % 4) * 4) as u64;
+                    assert_eq!(4 * wgmma_slot(r, c) as u64, bytes, "row {r}, column {c}");
                 }
             }
         }

@@ -52,7 +52,7 @@ pub const KERNELS_CUBINS: &[(u32, &[u8])] = &[
     (80, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_80.cubin")),
     (86, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_86.cubin")),
     (89, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_89.cubin")),
-    (90, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_90.cubin")),
+    (90, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_90a.cubin")),
     (100, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_100.cubin")),
     (120, include_bytes!("../../../kernels-rs/cubin/gpu_waterz_kernels.sm_120.cubin")),
 ];

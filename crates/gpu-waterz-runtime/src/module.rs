@@ -11,7 +11,13 @@ use std::sync::Arc;
 pub(crate) struct KernelModule {
     _module: Arc<CudaModule>,
     functions: Vec<CudaFunction>,
+    /// Whether the module is the cubin assembled from the sm_90a PTX,
+    /// whose kernels include Hopper's warpgroup products.
+    sm90a: bool,
 }
+
+/// The compute capability whose embedded cubin comes from the sm_90a PTX.
+const SM90A_CAPABILITY: u32 = 90;
 
 impl Gpu {
     /// Loads the kernels once per device and looks up every one; a kernel
@@ -23,6 +29,7 @@ impl Gpu {
         if let Some(loaded) = self.module.get() {
             return Ok(loaded);
         }
+        let mut sm90a = false;
         let module = match std::env::var(PTX_OVERRIDE_ENV) {
             Ok(path) => {
                 let ptx = std::fs::read_to_string(&path).map_err(|source| RuntimeError::PtxOverride {
@@ -33,7 +40,10 @@ impl Gpu {
                 self.load_ptx(ptx)?
             }
             Err(_) => match self.load_cubin() {
-                Some(module) => module,
+                Some(module) => {
+                    sm90a = self.capability_number() == Some(SM90A_CAPABILITY);
+                    module
+                }
                 None if self.capability_number().is_some_and(|c| c < 90) => {
                     self.load_ptx(KERNELS_PTX_SM80.to_string())?
                 }
@@ -45,7 +55,7 @@ impl Gpu {
             .map(|k| module.load_function(k.name()).context(|| format!("looking up kernel {}", k.name())))
             .collect::<Result<Vec<_>>>()?;
         // Another thread may have loaded it meanwhile; either copy is fine.
-        let _ = self.module.set(KernelModule { _module: module, functions });
+        let _ = self.module.set(KernelModule { _module: module, functions, sm90a });
         Ok(self.module.get().expect("set just above"))
     }
 
@@ -74,6 +84,14 @@ impl Gpu {
 
     fn load_ptx(&self, ptx: String) -> Result<Arc<CudaModule>> {
         self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).context(|| "loading the gpu-waterz PTX module".into())
+    }
+
+    /// Whether the loaded kernels are the sm_90a cubin's (compute
+    /// capability 9.0, no [`PTX_OVERRIDE_ENV`]): only there do the kernels
+    /// that use Hopper's warpgroup products (`ot_wgmma_scaling_f32`) run;
+    /// elsewhere they trap. Loads the kernels on the first call.
+    pub fn sm90a_kernels(&self) -> Result<bool> {
+        Ok(self.kernels()?.sm90a)
     }
 
     /// The loaded function of `kernel`.

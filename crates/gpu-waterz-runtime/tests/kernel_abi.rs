@@ -199,6 +199,7 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<FillHolesReachArgs>(c);
     check::<FillHolesOutputArgs>(c);
     check::<OtWideScalingF32Args>(c);
+    check::<OtWgmmaScalingF32Args>(c);
     check::<OtFinishWideScalingF32Args>(c);
     check::<OtSplitPlanesF32Args>(c);
     check::<OtPersistentScalingF32Args>(c);

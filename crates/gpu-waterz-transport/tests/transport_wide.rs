@@ -1,5 +1,7 @@
-//! The wide float32 scaling kernel (128 × 128 tiles) on pair counts it
-//! serves only when asked to (by default from 64 pairs): ragged tiles,
+//! The wide float32 scaling kernel (128 × 128 tiles, `mma.sync`; on
+//! compute capability 9.0 the warpgroup kernel is turned off for it) on
+//! pair counts it serves only when asked to (by default from 64 pairs):
+//! ragged tiles,
 //! one split (the block updates) and more (the finish kernel updates). A
 //! test binary of its own, so that the limit is set before the process
 //! first reads it.
@@ -15,6 +17,7 @@ fn the_wide_kernel_equals_the_reference_from_two_pairs_on() {
     // SAFETY of the environment: this binary's only test sets it before
     // anything reads it.
     std::env::set_var(gpu::WIDE_MIN_PAIRS_ENV, "2");
+    std::env::set_var(gpu::WGMMA_ENV, "0");
     let g = gpu_waterz_runtime::testing::gpu();
     check_sizes_against_the_reference(
         &g,

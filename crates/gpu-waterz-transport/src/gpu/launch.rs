@@ -122,14 +122,40 @@ pub(crate) enum HalfStep {
     Second,
 }
 
-/// The wide kernel's operands as their TF32 planes (`wide_planes_len`):
+/// The tensor-core kernel's operands as their TF32 planes (`planes_len`):
 /// the Gibbs kernel's and its transpose's, split once per solve, and each
-/// side's scalings, split as the half-step that writes them writes them.
+/// side's scalings, split as the half-step that writes them writes them;
+/// in the warpgroup kernel's layouts when it runs, else the wide one's.
 pub(crate) struct WidePlanes {
+    wgmma: bool,
     rows: DeviceBuffer<u32>,
     columns: DeviceBuffer<u32>,
     f: DeviceBuffer<u32>,
     g: DeviceBuffer<u32>,
+}
+
+impl WidePlanes {
+    /// The layouts of the matrix planes and of the vector planes.
+    fn layouts(&self) -> (u32, u32) {
+        layouts_of(self.wgmma)
+    }
+}
+
+/// The layouts of the matrix planes and of the vector planes of the
+/// warpgroup kernel (`wgmma`) or of the wide one.
+fn layouts_of(wgmma: bool) -> (u32, u32) {
+    if wgmma {
+        (PLANES_WGMMA_ROWS, PLANES_WGMMA_PAIRS)
+    } else {
+        (PLANES_WIDE_ROWS, PLANES_WIDE_PAIRS)
+    }
+}
+
+/// Whether the warpgroup kernel may serve: not when
+/// [`super::WGMMA_ENV`] is `0` (read once).
+fn wgmma_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var(super::WGMMA_ENV).map_or(true, |v| v != "0"))
 }
 
 /// The working memory of one half-step: `splits` partial results per
@@ -157,39 +183,51 @@ impl<T: Kernels> Scratch<T> {
     /// Scratch for the scaling half-steps of `n` pairs of `d` bins: the
     /// wide kernel's for float32 from [`wide_min_pairs`] pairs on, else
     /// as [`Scratch::new`].
-    /// The wide kernel needs its shared memory (96 KiB) and compute
-    /// capability 8.0 (`cp.async`); a device without either takes the 64 ×
-    /// 64 tiles.
+    /// The tensor-core kernels need their shared memory (96 KiB) and
+    /// compute capability 8.0 (`cp.async`); a device without either takes
+    /// the 64 × 64 tiles. On compute capability 9.0 (the sm_90a module) the
+    /// warpgroup kernel serves, unless [`super::WGMMA_ENV`] is `0`.
     pub(crate) fn for_scaling(gpu: &Gpu, n: u64, d: u64) -> Result<Self> {
-        match T::WIDE_SCALING {
-            Some(kernel)
-                if n >= wide_min_pairs()
-                    && n > rows_max_pairs()
-                    && gpu.compute_capability()?.0 >= 8
-                    && gpu.max_shared_bytes_per_block()? >= TRANSPORT_WIDE_SHARED_BYTES =>
-            {
-                gpu.allow_shared_bytes(kernel, TRANSPORT_WIDE_SHARED_BYTES)?;
-                let splits = splits_of(
-                    gpu,
-                    kernel,
-                    n,
-                    d,
-                    TRANSPORT_WIDE_SHARED_BYTES,
-                    TRANSPORT_WIDE_BLOCK,
-                    TRANSPORT_WIDE_CHUNK,
-                )?;
-                let mut scratch = Self::with_splits(gpu, n, d, splits, true, false)?;
-                let (matrix, vectors) = (wide_planes_len(d, d) as usize, wide_planes_len(n, d) as usize);
-                scratch.planes = Some(WidePlanes {
-                    rows: gpu.uninit(matrix)?,
-                    columns: gpu.uninit(matrix)?,
-                    f: gpu.uninit(vectors)?,
-                    g: gpu.uninit(vectors)?,
-                });
-                Ok(scratch)
-            }
-            _ => Self::new(gpu, n, d, false),
+        let (Some(wide), Some(warpgroup)) = (T::WIDE_SCALING, T::WGMMA_SCALING) else {
+            return Self::new(gpu, n, d, false);
+        };
+        if n < wide_min_pairs() || n <= rows_max_pairs() || gpu.compute_capability()?.0 < 8 {
+            return Self::new(gpu, n, d, false);
         }
+        let wgmma = wgmma_allowed() && gpu.sm90a_kernels()?;
+        let (kernel, shared, (rows, pairs, chunk), threads) = if wgmma {
+            (
+                warpgroup,
+                TRANSPORT_WGMMA_SHARED_BYTES,
+                (TRANSPORT_WGMMA_ROWS, TRANSPORT_WGMMA_PAIRS, TRANSPORT_WGMMA_CHUNK),
+                TRANSPORT_WGMMA_THREADS,
+            )
+        } else {
+            (
+                wide,
+                TRANSPORT_WIDE_SHARED_BYTES,
+                (TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_CHUNK),
+                TRANSPORT_THREADS,
+            )
+        };
+        if gpu.max_shared_bytes_per_block()? < shared {
+            return Self::new(gpu, n, d, false);
+        }
+        gpu.allow_shared_bytes(kernel, shared)?;
+        let tiles = d.div_ceil(rows as u64) * n.div_ceil(pairs as u64);
+        let wave = gpu.multiprocessor_count() as u64 * gpu.blocks_per_multiprocessor(kernel, threads, shared)? as u64;
+        let splits = splits_for_waves(tiles, wave, d.div_ceil(chunk as u64));
+        let mut scratch = Self::with_splits(gpu, n, d, splits, true, false)?;
+        let (matrix_layout, vector_layout) = layouts_of(wgmma);
+        let (matrix, vectors) = (planes_len(d, d, matrix_layout) as usize, planes_len(n, d, vector_layout) as usize);
+        scratch.planes = Some(WidePlanes {
+            wgmma,
+            rows: gpu.uninit(matrix)?,
+            columns: gpu.uninit(matrix)?,
+            f: gpu.uninit(vectors)?,
+            g: gpu.uninit(vectors)?,
+        });
+        Ok(scratch)
     }
 
     fn with_splits(gpu: &Gpu, n: u64, d: u64, splits: u64, wide: bool, log: bool) -> Result<Self> {
@@ -211,8 +249,9 @@ impl<T: Kernels> Scratch<T> {
         g: &DeviceBuffer<T>,
     ) -> Result<()> {
         if let Some(planes) = &mut self.planes {
-            T::split_planes(gpu, rows, d, d, false, &mut planes.rows)?;
-            T::split_planes(gpu, columns, d, d, false, &mut planes.columns)?;
+            let (layout, _) = planes.layouts();
+            T::split_planes(gpu, rows, d, d, layout, &mut planes.rows)?;
+            T::split_planes(gpu, columns, d, d, layout, &mut planes.columns)?;
         }
         self.split_scalings(gpu, (n, d), f, g)
     }
@@ -228,8 +267,9 @@ impl<T: Kernels> Scratch<T> {
         g: &DeviceBuffer<T>,
     ) -> Result<()> {
         if let Some(planes) = &mut self.planes {
-            T::split_planes(gpu, f, n, d, true, &mut planes.f)?;
-            T::split_planes(gpu, g, n, d, true, &mut planes.g)?;
+            let (_, layout) = planes.layouts();
+            T::split_planes(gpu, f, n, d, layout, &mut planes.f)?;
+            T::split_planes(gpu, g, n, d, layout, &mut planes.g)?;
         }
         Ok(())
     }
@@ -240,14 +280,17 @@ pub(crate) trait WideScaling: Sized + DeviceElement {
     /// `ot_wide_scaling_f32` for float32; none for float64 (8 × 8 float64
     /// accumulators do not fit the registers).
     const WIDE_SCALING: Option<Kernel>;
-    /// The wide kernel's planes of `rows × d` values into `out`
-    /// (`ot_split_planes_f32`), in the pairs' order when `pairs`.
+    /// `ot_wgmma_scaling_f32` for float32 (run only from the sm_90a
+    /// module); none for float64.
+    const WGMMA_SCALING: Option<Kernel>;
+    /// The tensor-core kernels' planes of `rows × d` values into `out` in
+    /// `layout` (`ot_split_planes_f32`).
     fn split_planes(
         gpu: &Gpu,
         src: &DeviceBuffer<Self>,
         rows: u64,
         d: u64,
-        pairs: bool,
+        layout: u32,
         out: &mut DeviceBuffer<u32>,
     ) -> Result<()>;
     /// A scaling half-step by the wide kernel from the planes in `scratch`
@@ -271,21 +314,22 @@ pub(crate) trait WideScaling: Sized + DeviceElement {
 
 impl WideScaling for f32 {
     const WIDE_SCALING: Option<Kernel> = Some(<OtWideScalingF32Args as gpu_waterz_abi::KernelArgs>::KERNEL);
+    const WGMMA_SCALING: Option<Kernel> = Some(<OtWgmmaScalingF32Args as gpu_waterz_abi::KernelArgs>::KERNEL);
 
     fn split_planes(
         gpu: &Gpu,
         src: &DeviceBuffer<f32>,
         rows: u64,
         d: u64,
-        pairs: bool,
+        layout: u32,
         out: &mut DeviceBuffer<u32>,
     ) -> Result<()> {
         const SPLIT: &str = "ot_split_planes_f32";
         check_buffers(gpu, SPLIT, &[("src", src, rows * d)])?;
-        let len = wide_planes_len(rows, d);
+        let len = planes_len(rows, d, layout);
         gpu.check_device(&*out, "out")?;
         check_len(SPLIT, "out", &*out, len)?;
-        let args = OtSplitPlanesF32Args { src: src.as_ptr(), rows, d, pairs: pairs as u32, out: out.as_mut_ptr() };
+        let args = OtSplitPlanesF32Args { src: src.as_ptr(), rows, d, layout, out: out.as_mut_ptr() };
         // SAFETY: `src` holds rows * d values and `out` the planes' length
         // (checked).
         unsafe { gpu.launch(gpu.grid_stride_config(len / 2), args) }
@@ -301,69 +345,105 @@ impl WideScaling for f32 {
         scratch: &mut Scratch<f32>,
         half: HalfStep,
     ) -> Result<()> {
-        const WIDE: &str = "ot_wide_scaling_f32";
         let Scratch { splits, wide, first: partial, planes, .. } = scratch;
         let (nd, splits) = (n * d, *splits);
-        let tile = TRANSPORT_WIDE_BLOCK as u64;
-        let blocks = d.div_ceil(tile) * n.div_ceil(tile) * splits;
+        let wgmma = planes.as_ref().is_some_and(|p| p.wgmma);
+        let (kernel, rows_tile, pairs_tile, chunk) = if wgmma {
+            ("ot_wgmma_scaling_f32", TRANSPORT_WGMMA_ROWS, TRANSPORT_WGMMA_PAIRS, TRANSPORT_WGMMA_CHUNK)
+        } else {
+            ("ot_wide_scaling_f32", TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_CHUNK)
+        };
+        let blocks = d.div_ceil(rows_tile as u64) * n.div_ceil(pairs_tile as u64) * splits;
         let planes = match planes {
             Some(planes)
                 if *wide
                     && blocks > 0
                     && blocks <= i32::MAX as u64
                     && splits > 0
-                    && splits <= d.div_ceil(TRANSPORT_WIDE_CHUNK as u64) =>
+                    && splits <= d.div_ceil(chunk as u64) =>
             {
                 planes
             }
             _ => {
                 return Err(RuntimeError::InvalidLaunch {
-                    kernel: WIDE,
+                    kernel,
                     reason: format!("{n} pairs of {d} bins in {splits} splits"),
                 })
             }
         };
+        let (matrix_layout, vector_layout) = planes.layouts();
         let (op, x_in, x_out_planes) = match half {
             HalfStep::First => (&planes.columns, &planes.f, &mut planes.g),
             HalfStep::Second => (&planes.rows, &planes.g, &mut planes.f),
         };
-        for (what, buffer, len) in [("op", op, wide_planes_len(d, d)), ("x_in", x_in, wide_planes_len(n, d))] {
+        let vector_len = planes_len(n, d, vector_layout);
+        for (what, buffer, len) in [("op", op, planes_len(d, d, matrix_layout)), ("x_in", x_in, vector_len)] {
             gpu.check_device(buffer, what)?;
-            check_len(WIDE, what, buffer, len)?;
+            check_len(kernel, what, buffer, len)?;
         }
         gpu.check_device(&*x_out_planes, "x_out_planes")?;
-        check_len(WIDE, "x_out_planes", &*x_out_planes, wide_planes_len(n, d))?;
+        check_len(kernel, "x_out_planes", &*x_out_planes, vector_len)?;
         check_buffers(
             gpu,
-            WIDE,
+            kernel,
             &[("partial", &*partial, splits * nd), ("marginal", marginal, nd), ("x_out", &*x_out, nd)],
         )?;
-        let config = LaunchConfig {
-            blocks: blocks as u32,
-            threads: TRANSPORT_THREADS,
-            shared_bytes: TRANSPORT_WIDE_SHARED_BYTES,
-        };
-        let args = OtWideScalingF32Args {
-            op: op.as_ptr(),
-            n,
-            d,
-            x_in: x_in.as_ptr(),
-            splits,
-            partial: partial.as_mut_ptr(),
-            marginal: marginal.as_ptr(),
-            x_out: x_out.as_mut_ptr(),
-            err,
-            x_out_planes: x_out_planes.as_mut_ptr(),
-        };
-        // One block per (row tile, pair tile, split) of TRANSPORT_WIDE_BLOCK,
-        // 1 <= splits <= the chunks, TRANSPORT_THREADS threads and the
-        // kernel's shared memory (allowed when the scratch was made).
-        // SAFETY: `op` holds the matrix planes, `x_in` and `x_out_planes`
-        // the vectors' (written by `ot_split_planes_f32` or a half-step:
-        // zero outside the values), `marginal`, `x_out` n * d values,
-        // `partial` splits * n * d, `err` n * d or is null (checked here and
-        // by the caller); the launch shape above.
-        unsafe { gpu.launch(config, args)? };
+        let (op, x_in) = (op.as_ptr(), x_in.as_ptr());
+        let (partial_at, x_out_at, planes_at) = (partial.as_mut_ptr(), x_out.as_mut_ptr(), x_out_planes.as_mut_ptr());
+        if wgmma {
+            let config = LaunchConfig {
+                blocks: blocks as u32,
+                threads: TRANSPORT_WGMMA_THREADS,
+                shared_bytes: TRANSPORT_WGMMA_SHARED_BYTES,
+            };
+            let args = OtWgmmaScalingF32Args {
+                op,
+                n,
+                d,
+                x_in,
+                splits,
+                partial: partial_at,
+                marginal: marginal.as_ptr(),
+                x_out: x_out_at,
+                err,
+                x_out_planes: planes_at,
+            };
+            // One block per (row tile of TRANSPORT_WGMMA_ROWS, pair tile of
+            // TRANSPORT_WGMMA_PAIRS, split), 1 <= splits <= the chunks,
+            // TRANSPORT_WGMMA_THREADS threads and the kernel's shared memory
+            // (allowed when the scratch was made, on a device whose module
+            // is the sm_90a one: `Scratch::for_scaling`).
+            // SAFETY: `op` holds the matrix planes, `x_in` and
+            // `x_out_planes` the vectors' (written by `ot_split_planes_f32`
+            // or a half-step: zero outside the values), `marginal`, `x_out`
+            // n * d values, `partial` splits * n * d, `err` n * d or is null
+            // (checked here and by the caller); the launch shape above.
+            unsafe { gpu.launch(config, args)? };
+        } else {
+            let config = LaunchConfig {
+                blocks: blocks as u32,
+                threads: TRANSPORT_THREADS,
+                shared_bytes: TRANSPORT_WIDE_SHARED_BYTES,
+            };
+            let args = OtWideScalingF32Args {
+                op,
+                n,
+                d,
+                x_in,
+                splits,
+                partial: partial_at,
+                marginal: marginal.as_ptr(),
+                x_out: x_out_at,
+                err,
+                x_out_planes: planes_at,
+            };
+            // One block per (row tile, pair tile, split) of
+            // TRANSPORT_WIDE_BLOCK, 1 <= splits <= the chunks,
+            // TRANSPORT_THREADS threads and the kernel's shared memory
+            // (allowed when the scratch was made).
+            // SAFETY: as the warpgroup kernel's above, in the wide layouts.
+            unsafe { gpu.launch(config, args)? };
+        }
         if splits == 1 {
             return Ok(());
         }
@@ -371,28 +451,30 @@ impl WideScaling for f32 {
             n,
             d,
             splits,
-            partial: partial.as_ptr(),
+            partial: partial_at,
             marginal: marginal.as_ptr(),
-            x_out: x_out.as_mut_ptr(),
+            x_out: x_out_at,
             err,
-            x_out_planes: x_out_planes.as_mut_ptr(),
+            x_out_planes: planes_at,
+            layout: vector_layout,
         };
         // SAFETY: `partial` holds splits * n * d values, `marginal` and
         // `x_out` n * d, `err` n * d or is null, `x_out_planes` the
-        // vectors' planes (checked).
+        // vectors' planes in `vector_layout` (checked).
         unsafe { gpu.launch(gpu.grid_stride_config(nd), finish) }
     }
 }
 
 impl WideScaling for f64 {
     const WIDE_SCALING: Option<Kernel> = None;
+    const WGMMA_SCALING: Option<Kernel> = None;
 
     fn split_planes(
         _gpu: &Gpu,
         _src: &DeviceBuffer<f64>,
         _rows: u64,
         _d: u64,
-        _pairs: bool,
+        _layout: u32,
         _out: &mut DeviceBuffer<u32>,
     ) -> Result<()> {
         Err(RuntimeError::InvalidLaunch { kernel: "ot_split_planes", reason: "no float64 kernel".into() })

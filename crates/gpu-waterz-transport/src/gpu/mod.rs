@@ -11,11 +11,15 @@
 //!   rows resident in shared memory (`ot_resident_scaling_*`);
 //! - otherwise up to 4 pairs: one cooperative launch per run, the rows read
 //!   from global memory (`ot_persistent_scaling_*`);
-//! - float32 from 64 pairs: 128 × 128 tiles on the tensor cores in three
-//!   TF32 products per step (`ot_wide_scaling_f32`; float32 accuracy), the
-//!   operands split into their TF32 parts once as they are staged; with
-//!   as many tiles as multiprocessors the kernel updates the vectors
-//!   itself, else the finish kernel adds its splits' partial sums;
+//! - float32 from 64 pairs: tiles on the tensor cores in three TF32
+//!   products per step (float32 accuracy), both operands read as their
+//!   TF32 planes (the Gibbs kernel split once per solve, each side's
+//!   scalings by the half-step that writes them) and copied into shared
+//!   memory by `cp.async`: on compute capability 9.0 Hopper's warpgroup
+//!   products (`ot_wgmma_scaling_f32`, 64 × 128 tiles; [`WGMMA_ENV`] turns
+//!   them off), elsewhere `mma.sync` (`ot_wide_scaling_f32`, 128 × 128);
+//!   the columns split among blocks to fill the waves, the finish kernel
+//!   adding the splits' partial sums;
 //! - else 64 × 64 tiles (`ot_tile_scaling_*`), or one warp per row for a
 //!   single pair (`ot_rows_scaling_*`), the columns split among blocks when
 //!   the tiles are too few, replayed from CUDA graphs for long runs.
@@ -56,6 +60,13 @@ pub const ROWS_MAX_PAIRS_ENV: &str = "GPU_WATERZ_OT_ROWS_MAX_PAIRS";
 /// process: for comparisons and for the tests that check the wide kernel on
 /// small sizes.
 pub const WIDE_MIN_PAIRS_ENV: &str = "GPU_WATERZ_OT_WIDE_MIN_PAIRS";
+
+/// Environment variable that keeps the float32 scaling half-steps off
+/// Hopper's warpgroup kernel (`ot_wgmma_scaling_f32`) when `0`, on the
+/// wide `mma.sync` kernel instead, read once per process: for comparisons
+/// and for the tests that keep the wide kernel checked on compute
+/// capability 9.0.
+pub const WGMMA_ENV: &str = "GPU_WATERZ_OT_WGMMA";
 
 /// Environment variable naming the most pairs for which scaling-domain
 /// iterations run in one persistent launch between checks (default
