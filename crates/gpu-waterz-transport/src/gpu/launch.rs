@@ -390,60 +390,46 @@ impl WideScaling for f32 {
         )?;
         let (op, x_in) = (op.as_ptr(), x_in.as_ptr());
         let (partial_at, x_out_at, planes_at) = (partial.as_mut_ptr(), x_out.as_mut_ptr(), x_out_planes.as_mut_ptr());
-        if wgmma {
-            let config = LaunchConfig {
-                blocks: blocks as u32,
-                threads: TRANSPORT_WGMMA_THREADS,
-                shared_bytes: TRANSPORT_WGMMA_SHARED_BYTES,
-            };
-            let args = OtWgmmaScalingF32Args {
-                op,
-                n,
-                d,
-                x_in,
-                splits,
-                partial: partial_at,
-                marginal: marginal.as_ptr(),
-                x_out: x_out_at,
-                err,
-                x_out_planes: planes_at,
-            };
-            // One block per (row tile of TRANSPORT_WGMMA_ROWS, pair tile of
-            // TRANSPORT_WGMMA_PAIRS, split), 1 <= splits <= the chunks,
-            // TRANSPORT_WGMMA_THREADS threads and the kernel's shared memory
-            // (allowed when the scratch was made, on a device whose module
-            // is the sm_90a one: `Scratch::for_scaling`).
-            // SAFETY: `op` holds the matrix planes, `x_in` and
-            // `x_out_planes` the vectors' (written by `ot_split_planes_f32`
-            // or a half-step: zero outside the values), `marginal`, `x_out`
-            // n * d values, `partial` splits * n * d, `err` n * d or is null
-            // (checked here and by the caller); the launch shape above.
-            unsafe { gpu.launch(config, args)? };
+        let (threads, shared_bytes) = if wgmma {
+            (TRANSPORT_WGMMA_THREADS, TRANSPORT_WGMMA_SHARED_BYTES)
         } else {
-            let config = LaunchConfig {
-                blocks: blocks as u32,
-                threads: TRANSPORT_THREADS,
-                shared_bytes: TRANSPORT_WIDE_SHARED_BYTES,
+            (TRANSPORT_THREADS, TRANSPORT_WIDE_SHARED_BYTES)
+        };
+        let config = LaunchConfig { blocks: blocks as u32, threads, shared_bytes };
+        // The two kernels' argument structs have the same fields.
+        macro_rules! args {
+            ($args:ident) => {
+                $args {
+                    op,
+                    n,
+                    d,
+                    x_in,
+                    splits,
+                    partial: partial_at,
+                    marginal: marginal.as_ptr(),
+                    x_out: x_out_at,
+                    err,
+                    x_out_planes: planes_at,
+                }
             };
-            let args = OtWideScalingF32Args {
-                op,
-                n,
-                d,
-                x_in,
-                splits,
-                partial: partial_at,
-                marginal: marginal.as_ptr(),
-                x_out: x_out_at,
-                err,
-                x_out_planes: planes_at,
-            };
-            // One block per (row tile, pair tile, split) of
-            // TRANSPORT_WIDE_BLOCK, 1 <= splits <= the chunks,
-            // TRANSPORT_THREADS threads and the kernel's shared memory
-            // (allowed when the scratch was made).
-            // SAFETY: as the warpgroup kernel's above, in the wide layouts.
-            unsafe { gpu.launch(config, args)? };
         }
+        // One block per (row tile, pair tile, split) of the kernel's tiles,
+        // 1 <= splits <= its chunks, its threads and its shared memory
+        // (allowed when the scratch was made; the warpgroup kernel only on a
+        // device whose module is the sm_90a one: `Scratch::for_scaling`).
+        // SAFETY: `op` holds the matrix planes, `x_in` and `x_out_planes`
+        // the vectors' in the kernel's layouts (written by
+        // `ot_split_planes_f32` or a half-step: zero outside the values),
+        // `marginal`, `x_out` n * d values, `partial` splits * n * d, `err`
+        // n * d or is null (checked here and by the caller); the launch
+        // shape above.
+        unsafe {
+            if wgmma {
+                gpu.launch(config, args!(OtWgmmaScalingF32Args))?
+            } else {
+                gpu.launch(config, args!(OtWideScalingF32Args))?
+            }
+        };
         if splits == 1 {
             return Ok(());
         }
