@@ -417,12 +417,11 @@ impl WideScaling for f32 {
         // 1 <= splits <= its chunks, its threads and its shared memory
         // (allowed when the scratch was made; the warpgroup kernel only on a
         // device whose module is the sm_90a one: `Scratch::for_scaling`).
-        // SAFETY: `op` holds the matrix planes, `x_in` and `x_out_planes`
-        // the vectors' in the kernel's layouts (written by
-        // `ot_split_planes_f32` or a half-step: zero outside the values),
-        // `marginal`, `x_out` n * d values, `partial` splits * n * d, `err`
-        // n * d or is null (checked here and by the caller); the launch
-        // shape above.
+        // The planes are `ot_split_planes_f32`'s or a half-step's: zero
+        // outside the values.
+        // SAFETY: the planes (kernel's layouts), `marginal`, `x_out`,
+        // `partial` and `err` hold what the kernels read and write (checked
+        // here and by the caller); the launch shape above.
         unsafe {
             if wgmma {
                 gpu.launch(config, args!(OtWgmmaScalingF32Args))?
