@@ -1,7 +1,7 @@
 //! Steps 1, 3 and 5 of each block and the merge on the GPU
 //! ([`GpuSteps`]): the watershed's masks, the division of the plateaus
 //! inside the block and the block's basins run by the GPU watershed's
-//! kernels (`gpu_waterz_watershed::gpu::{block_plateaus, block_basins}`),
+//! kernels (`gpu_waterz_watershed::gpu::{block_plateaus_on_device, block_basins}`),
 //! the faces inside the block by the GPU's region graph, the host keeping
 //! the bookkeeping (open voxels, components' smallest voxels and sizes,
 //! faces, the faces across the block's lower faces); the whole region
@@ -331,7 +331,7 @@ fn runs_room_of<'a>(
     Ok((first, second))
 }
 
-/// Step 1's result from the bytes of `block_plateaus`: each block voxel's
+/// Step 1's result from the bytes of `block_plateaus_on_device`: each block voxel's
 /// directions, or, for the voxels of open plateaus, its mask (with the
 /// corner flag) gathered with its voxel index. The simple form of
 /// [`plateaus_from_staged`], which the tests compare it with.
@@ -352,7 +352,7 @@ fn plateaus_from_bytes(dims: [u64; 3], block: Block, mut bytes: Vec<u8>) -> Loca
 }
 
 /// [`plateaus_from_bytes`] of a copy of `staged` (the bytes
-/// `block_plateaus` wrote into page-locked memory, one per block voxel),
+/// `block_plateaus_on_device` wrote into page-locked memory, one per block voxel),
 /// made in one pass: each row is copied out, and its open voxels are
 /// looked for eight bytes at a time (about 3 % of a cell-like block's
 /// voxels are open), their volume indices counted from the row's first.

@@ -11,16 +11,27 @@ use gpu_waterz_runtime::{check_len, DeviceBuffer, DeviceElement, Gpu, LaunchConf
 /// last wave idle ([`splits_for_waves`]), at most one part per chunk of
 /// columns.
 pub(crate) fn splits(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32) -> Result<u64> {
-    splits_of(gpu, kernel, n, d, shared_bytes, TRANSPORT_BLOCK, TRANSPORT_CHUNK)
+    let shape =
+        TileShape { rows: TRANSPORT_BLOCK, pairs: TRANSPORT_BLOCK, chunk: TRANSPORT_CHUNK, threads: TRANSPORT_THREADS };
+    splits_of(gpu, kernel, n, d, shared_bytes, shape)
 }
 
-/// [`splits`] for a kernel whose tiles are `block` rows by `block` pairs
-/// and whose chunks are `chunk` columns.
-fn splits_of(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32, block: u32, chunk: u32) -> Result<u64> {
-    let tiles = d.div_ceil(block as u64) * n.div_ceil(block as u64);
-    let wave = gpu.multiprocessor_count() as u64
-        * gpu.blocks_per_multiprocessor(kernel, TRANSPORT_THREADS, shared_bytes)? as u64;
-    Ok(splits_for_waves(tiles, wave, d.div_ceil(chunk as u64)))
+/// A tile kernel's blocks: `rows` matrix rows by `pairs` pairs, the
+/// columns in chunks of `chunk`, `threads` threads.
+#[derive(Clone, Copy)]
+struct TileShape {
+    rows: u32,
+    pairs: u32,
+    chunk: u32,
+    threads: u32,
+}
+
+/// [`splits`] for a kernel of blocks of `shape`.
+fn splits_of(gpu: &Gpu, kernel: Kernel, n: u64, d: u64, shared_bytes: u32, shape: TileShape) -> Result<u64> {
+    let tiles = d.div_ceil(shape.rows as u64) * n.div_ceil(shape.pairs as u64);
+    let wave =
+        gpu.multiprocessor_count() as u64 * gpu.blocks_per_multiprocessor(kernel, shape.threads, shared_bytes)? as u64;
+    Ok(splits_for_waves(tiles, wave, d.div_ceil(shape.chunk as u64)))
 }
 
 /// Splits of `tiles` tiles over waves of `wave` blocks, at most `chunks`:
@@ -195,28 +206,28 @@ impl<T: Kernels> Scratch<T> {
             return Self::new(gpu, n, d, false);
         }
         let wgmma = wgmma_allowed() && gpu.sm90a_kernels()?;
-        let (kernel, shared, (rows, pairs, chunk), threads) = if wgmma {
-            (
-                warpgroup,
-                TRANSPORT_WGMMA_SHARED_BYTES,
-                (TRANSPORT_WGMMA_ROWS, TRANSPORT_WGMMA_PAIRS, TRANSPORT_WGMMA_CHUNK),
-                TRANSPORT_WGMMA_THREADS,
-            )
+        let (kernel, shared, shape) = if wgmma {
+            let shape = TileShape {
+                rows: TRANSPORT_WGMMA_ROWS,
+                pairs: TRANSPORT_WGMMA_PAIRS,
+                chunk: TRANSPORT_WGMMA_CHUNK,
+                threads: TRANSPORT_WGMMA_THREADS,
+            };
+            (warpgroup, TRANSPORT_WGMMA_SHARED_BYTES, shape)
         } else {
-            (
-                wide,
-                TRANSPORT_WIDE_SHARED_BYTES,
-                (TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_BLOCK, TRANSPORT_WIDE_CHUNK),
-                TRANSPORT_THREADS,
-            )
+            let shape = TileShape {
+                rows: TRANSPORT_WIDE_BLOCK,
+                pairs: TRANSPORT_WIDE_BLOCK,
+                chunk: TRANSPORT_WIDE_CHUNK,
+                threads: TRANSPORT_THREADS,
+            };
+            (wide, TRANSPORT_WIDE_SHARED_BYTES, shape)
         };
         if gpu.max_shared_bytes_per_block()? < shared {
             return Self::new(gpu, n, d, false);
         }
         gpu.allow_shared_bytes(kernel, shared)?;
-        let tiles = d.div_ceil(rows as u64) * n.div_ceil(pairs as u64);
-        let wave = gpu.multiprocessor_count() as u64 * gpu.blocks_per_multiprocessor(kernel, threads, shared)? as u64;
-        let splits = splits_for_waves(tiles, wave, d.div_ceil(chunk as u64));
+        let splits = splits_of(gpu, kernel, n, d, shared, shape)?;
         let mut scratch = Self::with_splits(gpu, n, d, splits, true, false)?;
         let (matrix_layout, vector_layout) = layouts_of(wgmma);
         let (matrix, vectors) = (planes_len(d, d, matrix_layout) as usize, planes_len(n, d, vector_layout) as usize);
@@ -236,9 +247,10 @@ impl<T: Kernels> Scratch<T> {
         Ok(Self { splits, wide, first: gpu.uninit::<T>(len)?, second, planes: None })
     }
 
-    /// Splits the operands of the wide kernel's half-steps into their
-    /// planes: the Gibbs kernel (`rows`), its transpose (`columns`) and
-    /// both sides' scalings (`n × d`). Nothing without the wide kernel.
+    /// Splits the operands of the tensor-core half-steps into their
+    /// planes: the Gibbs kernel (`rows`), its transpose (`columns`) and the
+    /// first scalings `f` (`n × d`; the first half-step writes `g`'s
+    /// before the second reads them). Nothing without those kernels.
     pub(crate) fn split_operands(
         &mut self,
         gpu: &Gpu,
@@ -246,30 +258,23 @@ impl<T: Kernels> Scratch<T> {
         rows: &DeviceBuffer<T>,
         columns: &DeviceBuffer<T>,
         f: &DeviceBuffer<T>,
-        g: &DeviceBuffer<T>,
     ) -> Result<()> {
         if let Some(planes) = &mut self.planes {
             let (layout, _) = planes.layouts();
             T::split_planes(gpu, rows, d, d, layout, &mut planes.rows)?;
             T::split_planes(gpu, columns, d, d, layout, &mut planes.columns)?;
         }
-        self.split_scalings(gpu, (n, d), f, g)
+        self.split_first_scalings(gpu, (n, d), f)
     }
 
-    /// Splits both sides' scalings into the wide kernel's planes again
-    /// (after something other than a wide half-step wrote them). Nothing
-    /// without the wide kernel.
-    pub(crate) fn split_scalings(
-        &mut self,
-        gpu: &Gpu,
-        (n, d): (u64, u64),
-        f: &DeviceBuffer<T>,
-        g: &DeviceBuffer<T>,
-    ) -> Result<()> {
+    /// Splits the first scalings `f` into their planes again, after
+    /// something other than a tensor-core half-step wrote them (every
+    /// iteration starts with the half-step that reads `f` and writes `g`).
+    /// Nothing without those kernels.
+    pub(crate) fn split_first_scalings(&mut self, gpu: &Gpu, (n, d): (u64, u64), f: &DeviceBuffer<T>) -> Result<()> {
         if let Some(planes) = &mut self.planes {
             let (_, layout) = planes.layouts();
             T::split_planes(gpu, f, n, d, layout, &mut planes.f)?;
-            T::split_planes(gpu, g, n, d, layout, &mut planes.g)?;
         }
         Ok(())
     }
@@ -327,8 +332,7 @@ impl WideScaling for f32 {
         const SPLIT: &str = "ot_split_planes_f32";
         check_buffers(gpu, SPLIT, &[("src", src, rows * d)])?;
         let len = planes_len(rows, d, layout);
-        gpu.check_device(&*out, "out")?;
-        check_len(SPLIT, "out", &*out, len)?;
+        check_buffers(gpu, SPLIT, &[("out", &*out, len)])?;
         let args = OtSplitPlanesF32Args { src: src.as_ptr(), rows, d, layout, out: out.as_mut_ptr() };
         // SAFETY: `src` holds rows * d values and `out` the planes' length
         // (checked).
@@ -377,12 +381,15 @@ impl WideScaling for f32 {
             HalfStep::Second => (&planes.rows, &planes.g, &mut planes.f),
         };
         let vector_len = planes_len(n, d, vector_layout);
-        for (what, buffer, len) in [("op", op, planes_len(d, d, matrix_layout)), ("x_in", x_in, vector_len)] {
-            gpu.check_device(buffer, what)?;
-            check_len(kernel, what, buffer, len)?;
-        }
-        gpu.check_device(&*x_out_planes, "x_out_planes")?;
-        check_len(kernel, "x_out_planes", &*x_out_planes, vector_len)?;
+        check_buffers(
+            gpu,
+            kernel,
+            &[
+                ("op", op, planes_len(d, d, matrix_layout)),
+                ("x_in", x_in, vector_len),
+                ("x_out_planes", &*x_out_planes, vector_len),
+            ],
+        )?;
         check_buffers(
             gpu,
             kernel,

@@ -276,9 +276,9 @@ fn iterate<T: DeviceFloat>(
     let mut err = if config.tol > 0.0 { Some(gpu.uninit::<T>(n * d)?) } else { None };
     let mut scratch =
         if scaling { Scratch::<T>::for_scaling(gpu, nu, du)? } else { Scratch::<T>::new(gpu, nu, du, true)? };
-    // The wide kernel's operands, split into their TF32 parts (nothing for
-    // other kernels).
-    scratch.split_operands(gpu, (nu, du), &rows, &columns, f, g)?;
+    // The tensor-core kernels' operands, split into their TF32 parts
+    // (nothing for other kernels).
+    scratch.split_operands(gpu, (nu, du), &rows, &columns, f)?;
     // The half-steps: `g` from `f` (with the marginal errors when `err` is
     // given), then `f` from `g`.
     let first_half = |f: &DeviceBuffer<T>,
@@ -343,10 +343,10 @@ fn iterate<T: DeviceFloat>(
                 single_launches.remove(0);
             }
             if !single_launches.is_empty() {
-                // The single launches wrote `f` and `g` without the wide
-                // kernel's planes (where the limits, set by the
+                // The single launches wrote `f` without the tensor-core
+                // kernels' planes (where the limits, set by the
                 // environment, let both serve one size).
-                scratch.split_scalings(gpu, (nu, du), f, g)?;
+                scratch.split_first_scalings(gpu, (nu, du), f)?;
                 it += run;
                 iterations = it;
                 continue;

@@ -19,10 +19,10 @@ pub struct BlockInRegion {
     pub block: Dims3,
 }
 
-/// Set in a byte of [`block_plateaus`] on the voxels of open plateaus.
+/// Set in a byte of [`block_plateaus_on_device`] on the voxels of open plateaus.
 pub const OPEN: u8 = BLOCK_OPEN;
 
-/// Set in a byte of [`block_plateaus`] on open plateau corners.
+/// Set in a byte of [`block_plateaus_on_device`] on open plateau corners.
 pub const CORNER: u8 = BLOCK_CORNER;
 
 /// The watershed's masks and plateau division for one block of a larger
@@ -43,35 +43,10 @@ pub const CORNER: u8 = BLOCK_CORNER;
 /// it is a plateau corner. This equals `gpu_waterz_blockwise`'s
 /// `local_plateaus` on the same block.
 ///
-/// The bytes are written into `out`, one per voxel of the block (C order);
-/// a caller that wrote `out` before (its pages touched) spares the
-/// download the first touch of every page.
-pub fn block_plateaus(
-    gpu: &Gpu,
-    affs: DeviceAffinities,
-    at: BlockInRegion,
-    params: WatershedParams,
-    out: &mut [u8],
-) -> Result<(), WatershedError> {
-    let n = super::check_dims(at.block)?;
-    if out.len() as u64 != n {
-        return Err(WatershedError::Gpu(gpu_waterz_runtime::RuntimeError::InvalidLaunch {
-            kernel: "ws_block_directions",
-            reason: format!("room for {} bytes for a block of {n} voxels ({:?})", out.len(), at.block),
-        }));
-    }
-    let mut timer = StageTimer::new(gpu, tracing::enabled!(tracing::Level::DEBUG))?;
-    let directions = block_plateaus_on_device(gpu, affs, at, params)?;
-    gpu.download_to_slice(&directions, out)?;
-    timer.mark("download")?;
-    tracing::debug!(stages_ms = ?timer.stages(), "GPU block plateaus' download");
-    Ok(())
-}
-
-/// [`block_plateaus`] with the bytes left on the device (one per voxel of
-/// `at.block`, C order), queued but not waited for: a caller downloads them
-/// (with [`gpu_waterz_runtime::Gpu::download_behind`], beside its next
-/// work).
+/// The bytes stay on the device, one per voxel of the block (C order),
+/// queued but not waited for: the caller downloads them (the blockwise
+/// decode with [`gpu_waterz_runtime::Gpu::download_behind`], beside its
+/// next work).
 pub fn block_plateaus_on_device(
     gpu: &Gpu,
     affs: DeviceAffinities,

@@ -17,9 +17,7 @@ mod launch;
 mod plateau;
 
 pub use affinities::{check_dims, AffinityBuffer, DeviceAffinities, MAX_VOXELS};
-pub use block::{
-    block_basins, block_basins_on_device, block_plateaus, block_plateaus_on_device, BlockInRegion, CORNER, OPEN,
-};
+pub use block::{block_basins, block_basins_on_device, block_plateaus_on_device, BlockInRegion, CORNER, OPEN};
 
 use crate::WatershedError;
 use gpu_waterz_core::{CoreError, Dims3, WatershedParams};
@@ -115,11 +113,7 @@ impl DeviceFragments {
     /// upload and the kernel that writes them out, for a caller that checks
     /// the runs before it takes its turn on the GPU (the blockwise decode).
     pub fn from_checked_runs(gpu: &Gpu, runs: &FragmentRuns<'_>) -> Result<Self, WatershedError> {
-        let n_runs = runs.starts.len() as u64;
-        let (starts, run_labels) = (gpu.upload(runs.starts)?, gpu.upload(runs.labels)?);
-        let n = runs.dims.z * runs.dims.y * runs.dims.x;
-        let labels = gpu_waterz_runtime::primitives::expand_runs_u32(gpu, &starts, &run_labels, n_runs, n)?;
-        Ok(Self { labels, n_fragments: runs.n_fragments, dims: runs.dims, plateau_levels: 0 })
+        Ok(Self::from_checked_runs_beside(gpu, runs, |_| ())?.0)
     }
 
     /// [`DeviceFragments::from_checked_runs`] with the runs going up on the
