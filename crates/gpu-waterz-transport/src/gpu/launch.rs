@@ -248,9 +248,10 @@ impl<T: Kernels> Scratch<T> {
     }
 
     /// Splits the operands of the tensor-core half-steps into their
-    /// planes: the Gibbs kernel (`rows`), its transpose (`columns`) and the
-    /// first scalings `f` (`n × d`; the first half-step writes `g`'s
-    /// before the second reads them). Nothing without those kernels.
+    /// planes: the Gibbs kernel (`rows`), its transpose (`columns`) and
+    /// both sides' scalings (`n × d`; `g`'s too, for the zeros of its
+    /// padding, which the half-steps never write). Nothing without those
+    /// kernels.
     pub(crate) fn split_operands(
         &mut self,
         gpu: &Gpu,
@@ -258,23 +259,30 @@ impl<T: Kernels> Scratch<T> {
         rows: &DeviceBuffer<T>,
         columns: &DeviceBuffer<T>,
         f: &DeviceBuffer<T>,
+        g: &DeviceBuffer<T>,
     ) -> Result<()> {
         if let Some(planes) = &mut self.planes {
             let (layout, _) = planes.layouts();
             T::split_planes(gpu, rows, d, d, layout, &mut planes.rows)?;
             T::split_planes(gpu, columns, d, d, layout, &mut planes.columns)?;
         }
-        self.split_first_scalings(gpu, (n, d), f)
+        self.split_scalings(gpu, (n, d), f, g)
     }
 
-    /// Splits the first scalings `f` into their planes again, after
-    /// something other than a tensor-core half-step wrote them (every
-    /// iteration starts with the half-step that reads `f` and writes `g`).
-    /// Nothing without those kernels.
-    pub(crate) fn split_first_scalings(&mut self, gpu: &Gpu, (n, d): (u64, u64), f: &DeviceBuffer<T>) -> Result<()> {
+    /// Splits both sides' scalings into their planes again (after
+    /// something other than a tensor-core half-step wrote them). Nothing
+    /// without those kernels.
+    pub(crate) fn split_scalings(
+        &mut self,
+        gpu: &Gpu,
+        (n, d): (u64, u64),
+        f: &DeviceBuffer<T>,
+        g: &DeviceBuffer<T>,
+    ) -> Result<()> {
         if let Some(planes) = &mut self.planes {
             let (_, layout) = planes.layouts();
             T::split_planes(gpu, f, n, d, layout, &mut planes.f)?;
+            T::split_planes(gpu, g, n, d, layout, &mut planes.g)?;
         }
         Ok(())
     }

@@ -278,7 +278,7 @@ fn iterate<T: DeviceFloat>(
         if scaling { Scratch::<T>::for_scaling(gpu, nu, du)? } else { Scratch::<T>::new(gpu, nu, du, true)? };
     // The tensor-core kernels' operands, split into their TF32 parts
     // (nothing for other kernels).
-    scratch.split_operands(gpu, (nu, du), &rows, &columns, f)?;
+    scratch.split_operands(gpu, (nu, du), &rows, &columns, f, g)?;
     // The half-steps: `g` from `f` (with the marginal errors when `err` is
     // given), then `f` from `g`.
     let first_half = |f: &DeviceBuffer<T>,
@@ -343,10 +343,10 @@ fn iterate<T: DeviceFloat>(
                 single_launches.remove(0);
             }
             if !single_launches.is_empty() {
-                // The single launches wrote `f` without the tensor-core
-                // kernels' planes (where the limits, set by the
+                // The single launches wrote `f` and `g` without the
+                // tensor-core kernels' planes (where the limits, set by the
                 // environment, let both serve one size).
-                scratch.split_first_scalings(gpu, (nu, du), f)?;
+                scratch.split_scalings(gpu, (nu, du), f, g)?;
                 it += run;
                 iterations = it;
                 continue;
