@@ -1117,9 +1117,17 @@ unsafe fn grey_warp<
             BOX_OUTSIDE
         };
         let loaded = ROWS + wy - 1;
+        // A loaded row `k` serves the output rows `k - wy + 1 ..= k`: one
+        // past the array's last row (a plane's last tile) serves none that
+        // is written, and with a window along z is not read (its values,
+        // `outside`, reach only output rows that are not written). With one
+        // plane per window (2-D), the test cost more than the loads it saved
+        // (8192² 6 % slower, `docs/BENCHMARKS.md`).
+        let trim = FIXED != 1 && wz > 1;
         let mut row = [BOX_OUTSIDE; WARP_LOAD_ROWS];
         unrolled!(k in [0 1 2 3 4 5 6 7 8 9] => {
-            if k < ROWS + WARP_WINDOW as usize - 1 && k < loaded {
+            let needed = !trim || y0 + (k as i64 + 1 - wy as i64).max(0) < extent[1];
+            if k < ROWS + WARP_WINDOW as usize - 1 && k < loaded && needed {
                 row[k] = in_plane(y0 + g.low[1] as i64 + k as i64, extent[1], extent[2]);
             }
         });

@@ -2,6 +2,7 @@
 //! checks the lengths its kernel reads and writes against the geometry.
 
 use gpu_waterz_abi::morphology::*;
+use gpu_waterz_abi::{Kernel, KernelArgs};
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
 
 /// A structuring element on the device: per-axis offsets, flat offsets
@@ -118,6 +119,11 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
     /// Whether this type's warp kernels load the columns past a warp's
     /// (`WarpGeometry::past`).
     const WARP_PAST: bool;
+    /// The minimum kernel of the warp filter for a box (or, with `plus`
+    /// where this type's kernels take pluses, a plus) with fixed windows
+    /// (`WarpGeometry::fixed`) or not: its maximum kernel is compiled with
+    /// the same launch bounds, so either gives the occupancy.
+    fn warp_kernel(fixed: bool, plus: bool) -> Kernel;
     /// The warp filter (a flat box, rank 1 to 3, in registers).
     fn warped(
         gpu: &Gpu,
@@ -141,6 +147,15 @@ macro_rules! grey_launches {
             const WARP_FIXED_ROWS: u32 = $fixed_rows;
             const WARP_PAST: bool = $past;
             const WARP_PLUS: bool = false $(|| !stringify!($plus_min).is_empty())?;
+
+            fn warp_kernel(fixed: bool, plus: bool) -> Kernel {
+                match (plus, fixed) {
+                    $( (true, false) => <$plus_min as KernelArgs>::KERNEL,
+                    (true, true) => <$fixed_plus_min as KernelArgs>::KERNEL, )?
+                    (_, false) => <$min_args as KernelArgs>::KERNEL,
+                    (_, true) => <$fixed_min as KernelArgs>::KERNEL,
+                }
+            }
 
             /// The warp filter of `input` into `output` over `geometry`'s box
             /// or plus (where this type's kernels take pluses): the kernel

@@ -14,8 +14,8 @@ mod launch;
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
     BitsGeometry, BoxGeometry, MorphGeometry, TileGeometry, WarpGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS,
-    BITS_WORDS, BOX_X, BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y, WARP_X, X_RUNS_DOWN,
-    X_RUNS_UP,
+    BITS_WORDS, BOX_X, BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y, WARP_THREADS, WARP_X,
+    X_RUNS_DOWN, X_RUNS_UP,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
@@ -258,6 +258,30 @@ fn chunk_planes(planes: u32, per_chunk: u64, enough: u64) -> (u32, u32) {
     (chunk, planes.div_ceil(chunk))
 }
 
+/// Output planes per warp of the warp kernels and the units along z for an
+/// extent of `planes` and a window of `window` planes, with `per_chunk`
+/// units for each chunk of planes and `resident` warps on the device at
+/// once: the longest chunk of 4 to 32 planes (all of them, when fewer)
+/// whose rounds of resident warps times the planes each warp loads (its
+/// outputs and the window's halo) come within 2 % of the fewest (the
+/// rounds do not count the halo that longer chunks save). A round that the last
+/// units fill only in part takes as long as a full one, so 256³ takes
+/// chunks of 22 planes (1.95 rounds of 16 warps per multiprocessor on 132
+/// of them, 24 planes loaded each) rather than 16 (2.6 rounds, 18 planes):
+/// measured 3–5 % faster, as are 64 × 64³ (3 chunks per item, 2.0 rounds),
+/// while 512³ keeps 32 (`docs/BENCHMARKS.md`).
+fn warp_chunk_planes(planes: u32, window: u32, per_chunk: u64, resident: u64) -> (u32, u32) {
+    let (resident, halo) = (resident.max(1), window.max(1) as u64 - 1);
+    let cost = |chunk: u32| {
+        let units = planes.div_ceil(chunk) as u64 * per_chunk;
+        units.div_ceil(resident) * (chunk.min(planes) as u64 + halo)
+    };
+    let (least, most) = (4.min(planes.max(1)), 32.min(planes.max(1)));
+    let fewest = (least..=most).map(cost).min().unwrap_or(0);
+    let chunk = (least..=most).rev().find(|&chunk| cost(chunk) * 50 <= fewest * 51).unwrap_or(least);
+    (chunk, planes.div_ceil(chunk))
+}
+
 /// Whether [`Strategy::Warp`] runs `footprint` over `batch` with values of
 /// `T` in the warp kernels: a flat box (or, in float32, a flat plus) of
 /// rank 1 to 3 whose window fits them ([`Strategy::Auto`] takes them
@@ -287,9 +311,8 @@ fn box_or_plus(footprint: &Footprint) -> Option<(bool, [i32; 3])> {
 /// flat box (or, where `T`'s kernels take them, a flat plus), the rank is
 /// larger, the window does not fit the kernels or a
 /// plane is too large for their 32-bit offsets. Output planes per warp:
-/// 32, halved (down to 4) while there would be fewer than 32 warps per
-/// multiprocessor (about 1.6 times the 20 it holds; 128 made 256³ and 64 ×
-/// 64³ take chunks of 4 planes, half of them halo, `docs/BENCHMARKS.md`).
+/// [`warp_chunk_planes`], for as many warps as the kernel's occupancy
+/// puts on the device at once.
 fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Option<WarpGeometry>> {
     let rank = batch.shape.len();
     if !(1..=3).contains(&rank) || footprint.rank() != rank {
@@ -334,7 +357,11 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
         return Ok(None);
     }
     let per_chunk = geometry.items * geometry.tiles[1] as u64 * geometry.tiles[2] as u64;
-    (geometry.chunk_z, geometry.tiles[0]) = chunk_planes(extent[0], per_chunk, gpu.multiprocessor_count() as u64 * 32);
+    let kernel = T::warp_kernel(geometry.fixed(), plus);
+    let resident = gpu.multiprocessor_count() as u64
+        * gpu.blocks_per_multiprocessor(kernel, WARP_THREADS, 0)? as u64
+        * (WARP_THREADS / 32) as u64;
+    (geometry.chunk_z, geometry.tiles[0]) = warp_chunk_planes(extent[0], geometry.window(0), per_chunk, resident);
     Ok(Some(geometry))
 }
 
@@ -1014,4 +1041,52 @@ pub fn binary_operator_host(
     let values = gpu.download(&result)?;
     Ok(ArrayD::from_shape_vec(shape, values.iter().take(bytes.len()).map(|&v| v != 0).collect())
         .expect("one value per element"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::warp_chunk_planes;
+
+    /// The warps an H100 or H200 holds at once in the fixed-window float32
+    /// warp kernels: 132 multiprocessors, four blocks of four warps each.
+    const RESIDENT: u64 = 132 * 16;
+
+    #[test]
+    fn warp_chunks_fill_whole_rounds() {
+        // 256³ with six rows per warp: 43 row tiles times 8 column tiles
+        // per chunk; 22 planes make 12 chunks, 4128 units, 1.95 rounds.
+        assert_eq!(warp_chunk_planes(256, 3, 43 * 8, RESIDENT), (22, 12));
+        // 64 × 64³: 64 items of 11 × 2 tiles; 3 chunks per item, 2.0 rounds.
+        assert_eq!(warp_chunk_planes(64, 3, 64 * 11 * 2, RESIDENT), (22, 3));
+        // 512³: ten rounds and more; the longest chunks load the least halo.
+        assert_eq!(warp_chunk_planes(512, 3, 86 * 16, RESIDENT), (32, 16));
+        // A chunk never reaches past the planes, and 2-D arrays have one.
+        assert_eq!(warp_chunk_planes(1, 1, 10, RESIDENT), (1, 1));
+        assert_eq!(warp_chunk_planes(3, 3, 10, RESIDENT), (3, 1));
+        // Few units: every chunk fits one round, so the shortest wins (the
+        // most warps at work).
+        assert_eq!(warp_chunk_planes(100, 3, 4, RESIDENT), (4, 25));
+    }
+
+    #[test]
+    fn warp_chunks_cost_no_more_than_powers_of_two() {
+        // The chosen chunk's rounds times planes loaded come within 2 % of
+        // those of any chunk the earlier rule (powers of two) could pick.
+        let cost = |planes: u32, chunk: u32, per_chunk: u64| {
+            (planes.div_ceil(chunk) as u64 * per_chunk).div_ceil(RESIDENT) * (chunk.min(planes) as u64 + 2)
+        };
+        for planes in [5, 17, 33, 64, 100, 128, 256, 300, 1000] {
+            for per_chunk in [1, 7, 64, 344, 1408, 5000, 100_000] {
+                let (chunk, tiles) = warp_chunk_planes(planes, 3, per_chunk, RESIDENT);
+                assert!((4..=32).contains(&chunk) || chunk == planes, "{planes} {per_chunk}: {chunk}");
+                assert_eq!(tiles, planes.div_ceil(chunk));
+                for other in [4, 8, 16, 32] {
+                    assert!(
+                        cost(planes, chunk, per_chunk) <= cost(planes, other, per_chunk),
+                        "{planes} {per_chunk}: {chunk} vs {other}"
+                    );
+                }
+            }
+        }
+    }
 }
