@@ -1007,6 +1007,7 @@ const WARP_MAX_HISTORY: usize = 2;
 const _: () = assert!(
     WARP_ROWS_F32 as usize <= WARP_MAX_ROWS
         && WARP_ROWS_FIXED_F32 as usize <= WARP_MAX_ROWS
+        && WARP_ROWS_FIXED_PLUS_F32 as usize <= WARP_MAX_ROWS
         && WARP_ROWS_F64 as usize <= WARP_MAX_ROWS
         && WARP_MAX_ROWS + WARP_WINDOW as usize - 1 <= WARP_LOAD_ROWS
         && WARP_WINDOW as usize - 1 <= WARP_MAX_HISTORY,
@@ -1397,8 +1398,8 @@ warp_kernels! {
     f32: grey_warp_fixed_max_f32 GreyWarpFixedMaxF32Args, WARP_ROWS_FIXED_F32, WARP_PAST_F32, true, false, true;
     f64: grey_warp_fixed_min_f64 GreyWarpFixedMinF64Args, WARP_ROWS_F64, WARP_PAST_F64, false, false, true;
     f64: grey_warp_fixed_max_f64 GreyWarpFixedMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64, true, false, true;
-    f32: grey_warp_fixed_plus_min_f32 GreyWarpFixedPlusMinF32Args, WARP_ROWS_FIXED_F32, WARP_PAST_F32, false, true, true;
-    f32: grey_warp_fixed_plus_max_f32 GreyWarpFixedPlusMaxF32Args, WARP_ROWS_FIXED_F32, WARP_PAST_F32, true, true, true;
+    f32: grey_warp_fixed_plus_min_f32 GreyWarpFixedPlusMinF32Args, WARP_ROWS_FIXED_PLUS_F32, WARP_PAST_F32, false, true, true;
+    f32: grey_warp_fixed_plus_max_f32 GreyWarpFixedPlusMaxF32Args, WARP_ROWS_FIXED_PLUS_F32, WARP_PAST_F32, true, true, true;
 }
 
 kernel! {

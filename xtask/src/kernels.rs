@@ -140,9 +140,10 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("grey_warp_max_f32", 128, 5),
     ("grey_warp_plus_min_f32", 128, 4),
     ("grey_warp_plus_max_f32", 128, 4),
-    // The fixed-window kernels' six rows per warp fit 128 registers: four
-    // blocks per multiprocessor (eight rows took 168 registers, three
-    // blocks, and measured slower, `docs/BENCHMARKS.md`).
+    // The fixed-window box kernels' eight rows per warp held to 128
+    // registers (24 bytes spilled): four blocks per multiprocessor, 4–7 %
+    // faster than six rows (at 168 registers, three blocks, eight measured
+    // slower than six, `docs/BENCHMARKS.md`); the plus kernels keep six.
     ("grey_warp_fixed_min_f32", 128, 4),
     ("grey_warp_fixed_max_f32", 128, 4),
     ("grey_warp_fixed_plus_min_f32", 128, 4),

@@ -532,10 +532,17 @@ pub const WARP_PAST_F64: bool = false;
 pub const WARP_ROWS_F32: u32 = 4;
 /// Output rows per warp of the fixed-window float32 warp kernels
 /// ([`WarpGeometry::fixed`]), whose constant windows leave registers for
-/// more rows: each plane's halo rows are then read for more output rows
-/// (six: 128 registers, four blocks per multiprocessor; eight took 168
-/// registers and measured slower, `docs/BENCHMARKS.md`).
-pub const WARP_ROWS_FIXED_F32: u32 = 6;
+/// more rows: each plane's halo rows are then read for more output rows.
+/// Eight, held to 128 registers (four blocks per multiprocessor, 24 bytes
+/// spilled): 4–7 % faster than six on an H100 for 256³ to 512³ and
+/// 8192², within 2 % either way for 128³ and 96 × 160 × 200, and a 64-row
+/// plane takes whole tiles; eight at 168 registers (three blocks) had
+/// measured slower than six (`docs/BENCHMARKS.md`).
+pub const WARP_ROWS_FIXED_F32: u32 = 8;
+/// Output rows per warp of the fixed-window float32 warp kernels for a
+/// plus (their other values take registers: at eight rows and 128
+/// registers ptxas spilled 236 bytes).
+pub const WARP_ROWS_FIXED_PLUS_F32: u32 = 6;
 /// Output rows per warp of the float64 warp kernels.
 pub const WARP_ROWS_F64: u32 = 4;
 /// The longest window along every axis of the warp kernels.
@@ -569,7 +576,8 @@ pub struct WarpGeometry {
     /// outputs_x()` rounded up.
     pub tiles: [u32; 3],
     /// Output rows per warp: the kernel's (`WARP_ROWS_F32`,
-    /// `WARP_ROWS_FIXED_F32` or `WARP_ROWS_F64`).
+    /// `WARP_ROWS_FIXED_F32`, `WARP_ROWS_FIXED_PLUS_F32` or
+    /// `WARP_ROWS_F64`).
     pub rows: u32,
     /// 0: the box `low..=high`; 1: a plus, the three segments `low..=high`
     /// along one axis through `centre` (the `grey_warp_plus_*` and

@@ -108,11 +108,9 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
         input: &DeviceBuffer<Self>,
         output: &mut DeviceBuffer<Self>,
     ) -> Result<()>;
-    /// Output rows per warp of the warp kernels for this type.
-    const WARP_ROWS: u32;
-    /// Output rows per warp of the fixed-window warp kernels for this type
-    /// (geometries with `WarpGeometry::fixed`).
-    const WARP_FIXED_ROWS: u32;
+    /// Output rows per warp of this type's warp kernel for a box (or, with
+    /// `plus`, a plus) with fixed windows (`WarpGeometry::fixed`) or not.
+    fn warp_rows(fixed: bool, plus: bool) -> u32;
     /// Whether the warp kernels take pluses of this type (float32 only: in
     /// float64 the plus kernels measured faster).
     const WARP_PLUS: bool;
@@ -141,10 +139,15 @@ macro_rules! grey_launches {
         $boxed:ident $box_args:ident, $plus:ident $plus_args:ident,
         $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr, $past:expr,
         fixed $fixed_rows:expr, $fixed_min:ident $fixed_max:ident
-        $(, plus $plus_min:ident $plus_max:ident, fixed $fixed_plus_min:ident $fixed_plus_max:ident)?;)*) => {$(
+        $(, plus $plus_min:ident $plus_max:ident, fixed $fixed_plus_rows:expr, $fixed_plus_min:ident $fixed_plus_max:ident)?;)*) => {$(
         impl GreyKernels for $t {
-            const WARP_ROWS: u32 = $rows;
-            const WARP_FIXED_ROWS: u32 = $fixed_rows;
+            fn warp_rows(fixed: bool, plus: bool) -> u32 {
+                match (fixed, plus) {
+                    $( (true, true) => $fixed_plus_rows, )?
+                    (true, _) => $fixed_rows,
+                    (false, _) => $rows,
+                }
+            }
             const WARP_PAST: bool = $past;
             const WARP_PLUS: bool = false $(|| !stringify!($plus_min).is_empty())?;
 
@@ -171,7 +174,7 @@ macro_rules! grey_launches {
                 output: &mut DeviceBuffer<Self>,
             ) -> Result<()> {
                 const K: &str = stringify!($warp_min);
-                let rows = if geometry.fixed() { $fixed_rows } else { $rows };
+                let rows = Self::warp_rows(geometry.fixed(), geometry.plus != 0);
                 let config = check_warp(gpu, K, geometry, rows, $past)?;
                 let n = values_of(K, geometry.items, geometry.extent)?;
                 check_pair(gpu, K, n, input, output)?;
@@ -361,7 +364,7 @@ grey_launches! {
         grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args,
         grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32,
         fixed WARP_ROWS_FIXED_F32, GreyWarpFixedMinF32Args GreyWarpFixedMaxF32Args,
-        plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args, fixed GreyWarpFixedPlusMinF32Args GreyWarpFixedPlusMaxF32Args;
+        plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args, fixed WARP_ROWS_FIXED_PLUS_F32, GreyWarpFixedPlusMinF32Args GreyWarpFixedPlusMaxF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
         grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
         grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64,

@@ -264,12 +264,12 @@ fn chunk_planes(planes: u32, per_chunk: u64, enough: u64) -> (u32, u32) {
 /// once: the longest chunk of 4 to 32 planes (all of them, when fewer)
 /// whose rounds of resident warps times the planes each warp loads (its
 /// outputs and the window's halo) come within 2 % of the fewest (the
-/// rounds do not count the halo that longer chunks save). A round that the last
-/// units fill only in part takes as long as a full one, so 256³ takes
-/// chunks of 22 planes (1.95 rounds of 16 warps per multiprocessor on 132
-/// of them, 24 planes loaded each) rather than 16 (2.6 rounds, 18 planes):
-/// measured 3–5 % faster, as are 64 × 64³ (3 chunks per item, 2.0 rounds),
-/// while 512³ keeps 32 (`docs/BENCHMARKS.md`).
+/// rounds do not count the halo that longer chunks save). A round that the
+/// last units fill only in part takes as long as a full one: with six rows
+/// per warp, 256³ and 64 × 64³ took chunks of 22 planes (1.95 and 2.0
+/// rounds of 16 warps per multiprocessor on 132, 24 planes loaded each)
+/// 5–7 % faster than 16 (2.6 rounds, 18 planes), in the order this cost
+/// gives for every chunk measured (`docs/BENCHMARKS.md`).
 fn warp_chunk_planes(planes: u32, window: u32, per_chunk: u64, resident: u64) -> (u32, u32) {
     let (resident, halo) = (resident.max(1), window.max(1) as u64 - 1);
     let cost = |chunk: u32| {
@@ -337,15 +337,13 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
         low,
         high,
         tiles: [0, 0, 0],
-        rows: T::WARP_ROWS,
+        rows: 0,
         plus: plus as u32,
         centre,
         past: T::WARP_PAST as u32,
     };
     // The fixed-window kernels take their own rows per warp.
-    if geometry.fixed() {
-        geometry.rows = T::WARP_FIXED_ROWS;
-    }
+    geometry.rows = T::warp_rows(geometry.fixed(), plus);
     if (extent[1] as u64 + geometry.rows as u64) * (extent[2] as u64 + WARP_X as u64) >= u32::MAX as u64 {
         return Ok(None);
     }
@@ -1058,6 +1056,10 @@ mod tests {
         assert_eq!(warp_chunk_planes(256, 3, 43 * 8, RESIDENT), (22, 12));
         // 64 × 64³: 64 items of 11 × 2 tiles; 3 chunks per item, 2.0 rounds.
         assert_eq!(warp_chunk_planes(64, 3, 64 * 11 * 2, RESIDENT), (22, 3));
+        // With eight rows, 32 × 8 tiles per chunk of 256³ and 64 × 8 × 2 of
+        // 64 × 64³: 32 planes, 2048 units, one round.
+        assert_eq!(warp_chunk_planes(256, 3, 32 * 8, RESIDENT), (32, 8));
+        assert_eq!(warp_chunk_planes(64, 3, 64 * 8 * 2, RESIDENT), (32, 2));
         // 512³: ten rounds and more; the longest chunks load the least halo.
         assert_eq!(warp_chunk_planes(512, 3, 86 * 16, RESIDENT), (32, 16));
         // A chunk never reaches past the planes, and 2-D arrays have one.
