@@ -1072,8 +1072,9 @@ mod tests {
 
     #[test]
     fn warp_chunks_cost_no_more_than_powers_of_two() {
-        // The chosen chunk's rounds times planes loaded come within 2 % of
-        // those of any chunk the earlier rule (powers of two) could pick.
+        // The chosen chunk's rounds times planes loaded never exceed those
+        // of any chunk the earlier rule (powers of two) could pick (the 2 %
+        // allowance toward longer chunks never passes over one of them).
         let cost = |planes: u32, chunk: u32, per_chunk: u64| {
             (planes.div_ceil(chunk) as u64 * per_chunk).div_ceil(RESIDENT) * (chunk.min(planes) as u64 + 2)
         };
