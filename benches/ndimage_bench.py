@@ -13,7 +13,8 @@ values). Each row: the median wall time of the call after a warm-up
 Also: the device's copy bandwidth (torch clone of the 512³ float32 array,
 read + write), the size-3 erosion's bytes read + written per second under
 each strategy, the batched case (64 volumes of 64³ in one call against one
-256³ volume, per voxel), and scipy on the host at --small for two rows.
+256³ volume, per voxel; back to back, and with the L2 cache overwritten
+before each call), and scipy on the host at --small for two rows.
 """
 
 import argparse
@@ -189,8 +190,30 @@ def main():
     one = noise((256, 256, 256))
     bmed, _, bout = timed(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2), args.repeats, sync)
     omed, _, _ = timed(lambda: gndi.grey_erosion(one, size=3), args.repeats, sync)
+    # The same with the L2 cache overwritten before each timed call: called
+    # back to back, the 256³ volume's chunks start on planes that the
+    # chunks before them read last (still cached), the batch's first chunks
+    # on planes read long before.
+    scratch = torch.empty(64 << 20, device="cuda")
+
+    def cold(fn):
+        fn()
+        runs = []
+        for _ in range(args.repeats):
+            scratch.fill_(1.0)
+            sync()
+            t = time.perf_counter()
+            fn()
+            sync()
+            runs.append(time.perf_counter() - t)
+        return statistics.median(runs)
+
+    bcold = cold(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2))
+    ocold = cold(lambda: gndi.grey_erosion(one, size=3))
+    del scratch
     want = torch.stack([torch.from_dlpack(cndi.grey_erosion(as_cupy(batch[i, 0]), size=3)) for i in range(4)])
     report["batched"] = {"batch_64x64^3_s": bmed, "one_256^3_s": omed, "per_voxel_ratio": bmed / omed,
+                         "cold_batch_s": bcold, "cold_one_s": ocold, "cold_per_voxel_ratio": bcold / ocold,
                          "first_items_equal_cupyx": bool(torch.equal(bout[:4, 0], want))}
     print("batched", json.dumps(report["batched"]), flush=True)
 

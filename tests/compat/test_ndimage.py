@@ -278,11 +278,12 @@ def test_cuda_arrays_stay_on_their_device(library):
         ours.binary_dilation(to_device(np.array([True, False, False])), structure=ring, iterations=0)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.uint32, np.uint64])
 def test_the_cli_equals_scipy(tmp_path, dtype):
     """`gpu-waterz ndimage` on a file: every grey-scale operator equals
-    scipy, composites stepped in the input's type (uint8 wraps), on the
-    CPU and (when one is usable) the GPU."""
+    scipy, composites stepped in the input's type (unsigned types wrap), on
+    the CPU and (when one is usable) the GPU (float32 kernels for float32
+    and uint8, float64 for uint32 and uint64)."""
     from conftest import BIN, run_cli
 
     if not BIN.exists():

@@ -2,15 +2,17 @@
 //! (`gpu-waterz-morphology`): the exact Euclidean distance transform (GPU
 //! for rank 1 to 3 when one is usable, else the CPU), the grey-scale and
 //! the binary morphology (GPU when one is usable, else the CPU). Prints a
-//! JSON summary on stdout.
+//! JSON summary on stdout, with the seconds spent reading, opening the GPU,
+//! computing (copies to and from the GPU included) and writing.
 
 use super::outputs::OutputFolder;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gpu_waterz_cli::io::{write_npy, Volume, VolumeSource};
 use gpu_waterz_morphology::gpu::BinaryOperator;
+use gpu_waterz_morphology::gpu::{GreyFilter, GreyValue};
 use gpu_waterz_morphology::{Element, Grey, Mode};
-use ndarray::ArrayD;
+use ndarray::{ArrayD, CowArray, IxDyn};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -109,14 +111,48 @@ enum Combine {
     FirstMinusInput,
 }
 
-/// The element types the CLI writes, with numpy's arithmetic.
-trait Step: Copy + gpu_waterz_cli::io::NpyElement {
+/// The element types the CLI reads and writes for the grey-scale
+/// operators, with numpy's arithmetic, and the GPU value type that holds
+/// every one of their values exactly (float32 for float32 and uint8,
+/// float64 for uint32 and uint64 up to 2^53).
+trait Step: Copy + Send + Sync + gpu_waterz_cli::io::NpyElement + 'static {
+    /// The GPU kernels' value type.
+    type Gpu: GreyValue + Copy + Send + Sync + 'static;
+    fn to_gpu(self) -> Self::Gpu;
+    fn from_gpu(v: Self::Gpu) -> Self;
+    fn to_f64(self) -> f64;
     fn from_f64(v: f64) -> Self;
     fn add(self, other: Self) -> Self;
     fn sub(self, other: Self) -> Self;
+
+    /// The array in the GPU value type (borrowed where that is its own).
+    fn gpu_values(a: &ArrayD<Self>) -> CowArray<'_, Self::Gpu, IxDyn> {
+        ndarray::Zip::from(a).par_map_collect(|&v| v.to_gpu()).into()
+    }
+
+    /// An array of GPU values in this type (moved where that is its own).
+    fn from_gpu_values(a: ArrayD<Self::Gpu>) -> ArrayD<Self> {
+        ndarray::Zip::from(&a).par_map_collect(|&v| Self::from_gpu(v))
+    }
 }
 
 impl Step for f32 {
+    type Gpu = f32;
+    fn to_gpu(self) -> f32 {
+        self
+    }
+    fn from_gpu(v: f32) -> Self {
+        v
+    }
+    fn gpu_values(a: &ArrayD<f32>) -> CowArray<'_, f32, IxDyn> {
+        a.view().into()
+    }
+    fn from_gpu_values(a: ArrayD<f32>) -> ArrayD<f32> {
+        a
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
     fn from_f64(v: f64) -> Self {
         v as f32
     }
@@ -129,8 +165,18 @@ impl Step for f32 {
 }
 
 macro_rules! wrapping_step {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $gpu:ty),*) => {$(
         impl Step for $t {
+            type Gpu = $gpu;
+            fn to_gpu(self) -> $gpu {
+                self as $gpu
+            }
+            fn from_gpu(v: $gpu) -> Self {
+                v as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
             fn from_f64(v: f64) -> Self {
                 v as $t
             }
@@ -144,54 +190,97 @@ macro_rules! wrapping_step {
     )*};
 }
 
-wrapping_step!(u8, u32, u64);
+wrapping_step!(u8 => f32, u32 => f64, u64 => f64);
 
 impl Combine {
-    /// The result in type `T` from the filters `a` and `b` (exact input
-    /// values, held as float64) and the input.
-    fn apply<T: Step>(self, a: &ArrayD<f64>, b: Option<&ArrayD<f64>>, input: &ArrayD<f64>) -> ArrayD<T> {
-        let t = |x: &ArrayD<f64>| x.mapv(T::from_f64);
-        let (a, x) = (t(a), t(input));
-        let b = b.map(t);
+    /// The result from the filters' results `filtered` (one, or two for
+    /// the gradient and the Laplacian) and the input, in the input's type.
+    fn apply<T: Step>(self, filtered: Vec<ArrayD<T>>, input: &ArrayD<T>) -> ArrayD<T> {
+        let mut filtered = filtered.into_iter();
+        let a = filtered.next().expect("at least one filter");
+        let b = filtered.next();
         match (self, b) {
             (Combine::Take, _) => a,
-            (Combine::FirstMinusSecond, Some(b)) => ndarray::Zip::from(&a).and(&b).map_collect(|&p, &q| p.sub(q)),
+            (Combine::FirstMinusSecond, Some(b)) => ndarray::Zip::from(&a).and(&b).par_map_collect(|&p, &q| p.sub(q)),
             (Combine::Laplace, Some(b)) => {
-                ndarray::Zip::from(&a).and(&b).and(&x).map_collect(|&p, &q, &v| p.add(q).sub(v).sub(v))
+                ndarray::Zip::from(&a).and(&b).and(input).par_map_collect(|&p, &q, &v| p.add(q).sub(v).sub(v))
             }
-            (Combine::InputMinusFirst, _) => ndarray::Zip::from(&x).and(&a).map_collect(|&v, &p| v.sub(p)),
-            (Combine::FirstMinusInput, _) => ndarray::Zip::from(&a).and(&x).map_collect(|&p, &v| p.sub(v)),
+            (Combine::InputMinusFirst, _) => ndarray::Zip::from(input).and(&a).par_map_collect(|&v, &p| v.sub(p)),
+            (Combine::FirstMinusInput, _) => ndarray::Zip::from(&a).and(input).par_map_collect(|&p, &v| p.sub(v)),
             (_, None) => unreachable!("the gradient and the Laplacian take two filters"),
         }
     }
 }
 
+/// `filters` of `input` on `gpu` (in `T::Gpu`, which holds every value
+/// exactly: the filters only pick input values, so the results come back
+/// unchanged) or, without one, on the CPU (in float64), combined by
+/// `combine` in the input's type. A float32 input goes to the GPU and
+/// comes back without a conversion.
+fn grey_operator<T: Step>(
+    gpu: Option<&gpu_waterz::Gpu>,
+    input: &ArrayD<T>,
+    grey: &Grey<'_>,
+    filters: &[GreyFilter],
+    combine: Combine,
+) -> Result<ArrayD<T>> {
+    let filtered: Vec<ArrayD<T>> = match gpu {
+        Some(g) => {
+            let values = T::gpu_values(input);
+            gpu_waterz_morphology::gpu::grey_filters_host(g, values.view(), grey, filters)?
+                .into_iter()
+                .map(T::from_gpu_values)
+                .collect()
+        }
+        None => {
+            let values = ndarray::Zip::from(input).par_map_collect(|&v| v.to_f64());
+            filters
+                .iter()
+                .map(|f| {
+                    let op: GreyFn = match f {
+                        GreyFilter::Erosion => gpu_waterz_morphology::grey_erosion,
+                        GreyFilter::Dilation => gpu_waterz_morphology::grey_dilation,
+                        GreyFilter::Opening => gpu_waterz_morphology::grey_opening,
+                        GreyFilter::Closing => gpu_waterz_morphology::grey_closing,
+                    };
+                    Ok(op(values.view(), grey)?.mapv(T::from_f64))
+                })
+                .collect::<gpu_waterz_morphology::Result<Vec<_>>>()?
+        }
+    };
+    Ok(combine.apply(filtered, input))
+}
+
 /// Where the input is not zero.
 fn nonzero(volume: Volume, spec: &str) -> Result<ArrayD<bool>> {
     Ok(match volume {
-        Volume::F32(a) => a.mapv(|v| v != 0.0),
-        Volume::U8(a) => a.mapv(|v| v != 0),
-        Volume::U32(a) => a.mapv(|v| v != 0),
-        Volume::U64(a) => a.mapv(|v| v != 0),
+        Volume::F32(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0.0),
+        Volume::U8(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0),
+        Volume::U32(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0),
+        Volume::U64(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0),
         other => bail!("{spec}: unsupported element type {}", other.dtype()),
     })
 }
 
-/// The input as float64 (exact for every type read but uint64 above 2^53).
-fn as_f64(volume: Volume, spec: &str) -> Result<(ArrayD<f64>, &'static str)> {
-    let dtype = volume.dtype();
-    Ok(match volume {
-        Volume::F32(a) => (a.mapv(f64::from), dtype),
-        Volume::U8(a) => (a.mapv(f64::from), dtype),
-        Volume::U32(a) => (a.mapv(f64::from), dtype),
-        Volume::U64(a) => {
-            if a.iter().any(|&v| v > 1 << 53) {
-                bail!("{spec}: uint64 values above 2^53 do not survive float64");
-            }
-            (a.mapv(|v| v as f64), dtype)
+/// A result to write, in the type the operator gives.
+enum Computed {
+    F32(ArrayD<f32>),
+    F64(ArrayD<f64>),
+    U8(ArrayD<u8>),
+    U32(ArrayD<u32>),
+    U64(ArrayD<u64>),
+}
+
+impl Computed {
+    fn write(&self, path: &std::path::Path) -> std::result::Result<(), gpu_waterz_cli::io::IoError> {
+        match self {
+            Computed::F32(a) => write_npy(path, &a.view()),
+            Computed::F64(a) => write_npy(path, &a.view()),
+            Computed::U8(a) => write_npy(path, &a.view()),
+            Computed::U32(a) => write_npy(path, &a.view()),
+            Computed::U64(a) => write_npy(path, &a.view()),
         }
-        other => bail!("{spec}: unsupported element type {}", other.dtype()),
-    })
+    }
 }
 
 pub fn run(args: &NdimageArgs) -> Result<()> {
@@ -202,8 +291,17 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
     let shape = volume.shape().to_vec();
     let rank = shape.len();
     let read_s = start.elapsed().as_secs_f64();
+    // The GPU where one is asked for or usable (the distance transform's for
+    // rank 1 to 3 only).
+    let opened = Instant::now();
+    let gpu = match args.backend {
+        Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
+        Backend::Auto if args.op != Operator::DistanceTransformEdt || rank <= 3 => gpu_waterz::Gpu::new(0).ok(),
+        Backend::Auto | Backend::Cpu => None,
+    };
+    let gpu = gpu.as_ref();
+    let gpu_open_s = opened.elapsed().as_secs_f64();
     let compute = Instant::now();
-    let ran;
     let binary = match args.op {
         Operator::BinaryErosion => Some(BinaryOperator::Erosion),
         Operator::BinaryDilation => Some(BinaryOperator::Dilation),
@@ -212,11 +310,11 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         Operator::BinaryFillHoles => Some(BinaryOperator::FillHoles),
         _ => None,
     };
-    if let Some(operator) = binary {
-        let mask = nonzero(volume, &args.input)?;
+    let computed = if let Some(operator) = binary {
         if args.border_value > 1 {
             bail!("--border-value must be 0 or 1, not {}", args.border_value);
         }
+        let mask = nonzero(volume, &args.input)?;
         let structure = gpu_waterz_morphology::generate_binary_structure(rank, args.connectivity)?;
         let binary_args = gpu_waterz_morphology::Binary {
             structure: structure.view(),
@@ -225,18 +323,9 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
             border_value: args.border_value == 1,
             origin: vec![0; rank],
         };
-        let gpu = match args.backend {
-            Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
-            Backend::Auto => gpu_waterz::Gpu::new(0).ok(),
-            Backend::Cpu => None,
-        };
-        let result = match &gpu {
-            Some(g) => {
-                ran = "gpu";
-                gpu_waterz_morphology::gpu::binary_operator_host(g, mask.view(), &binary_args, operator)?
-            }
+        let result = match gpu {
+            Some(g) => gpu_waterz_morphology::gpu::binary_operator_host(g, mask.view(), &binary_args, operator)?,
             None => {
-                ran = "cpu";
                 let view = mask.view();
                 match operator {
                     BinaryOperator::Erosion => gpu_waterz_morphology::binary_erosion(view, &binary_args)?,
@@ -249,33 +338,15 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
                 }
             }
         };
-        write_npy(output.path(), &result.mapv(|v| v as u8).view())
-            .with_context(|| format!("writing {}", args.out.display()))?;
+        Computed::U8(ndarray::Zip::from(&result).par_map_collect(|&v| v as u8))
     } else if args.op == Operator::DistanceTransformEdt {
         let mask = nonzero(volume, &args.input)?;
-        let gpu = match args.backend {
-            Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
-            Backend::Auto if rank <= 3 => gpu_waterz::Gpu::new(0).ok(),
-            _ => None,
-        };
-        let distances = match &gpu {
-            Some(g) => {
-                ran = "gpu";
-                gpu_waterz_morphology::gpu::distance_transform_edt_host(g, mask.view(), args.sampling.as_deref())?
-            }
-            None => {
-                ran = "cpu";
-                gpu_waterz_morphology::distance_transform_edt(mask.view(), args.sampling.as_deref())?
-            }
-        };
-        write_npy(output.path(), &distances.view()).with_context(|| format!("writing {}", args.out.display()))?;
+        let sampling = args.sampling.as_deref();
+        Computed::F64(match gpu {
+            Some(g) => gpu_waterz_morphology::gpu::distance_transform_edt_host(g, mask.view(), sampling)?,
+            None => gpu_waterz_morphology::distance_transform_edt(mask.view(), sampling)?,
+        })
     } else {
-        let (input, dtype) = as_f64(volume, &args.input)?;
-        let gpu = match args.backend {
-            Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
-            Backend::Auto => gpu_waterz::Gpu::new(0).ok(),
-            Backend::Cpu => None,
-        };
         let size = match args.size.len() {
             1 => vec![args.size[0]; rank],
             n if n == rank => args.size.clone(),
@@ -283,9 +354,9 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         };
         let mode: Mode = args.mode.parse()?;
         let grey = Grey { element: Element::Size(size), mode, cval: args.cval, origin: vec![0; rank] };
-        use gpu_waterz_morphology::gpu::GreyFilter;
-        // The four filters run on the GPU (one upload) or the CPU (their
-        // values are the input's own: the element is a flat box); the
+        // The four filters run on the GPU (one upload, in a type that holds
+        // the input's values exactly) or the CPU (in float64); their values
+        // are the input's own (the element is a flat box), and the
         // composite operators combine them in the input's type, step by
         // step, as scipy does.
         let (filters, combine) = match args.op {
@@ -301,45 +372,34 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
             Operator::BlackTophat => (vec![GreyFilter::Closing], Combine::FirstMinusInput),
             _ => unreachable!("the distance transform and the binary operators are handled above"),
         };
-        let results = match &gpu {
-            Some(g) => {
-                ran = "gpu";
-                gpu_waterz_morphology::gpu::grey_filters_host(g, input.view(), &grey, &filters)?
+        match volume {
+            Volume::F32(a) => Computed::F32(grey_operator(gpu, &a, &grey, &filters, combine)?),
+            Volume::U8(a) => Computed::U8(grey_operator(gpu, &a, &grey, &filters, combine)?),
+            Volume::U32(a) => Computed::U32(grey_operator(gpu, &a, &grey, &filters, combine)?),
+            Volume::U64(a) => {
+                if a.iter().any(|&v| v > 1 << 53) {
+                    bail!("{}: uint64 values above 2^53 do not survive float64", args.input);
+                }
+                Computed::U64(grey_operator(gpu, &a, &grey, &filters, combine)?)
             }
-            None => {
-                ran = "cpu";
-                filters
-                    .iter()
-                    .map(|f| {
-                        let op: GreyFn = match f {
-                            GreyFilter::Erosion => gpu_waterz_morphology::grey_erosion,
-                            GreyFilter::Dilation => gpu_waterz_morphology::grey_dilation,
-                            GreyFilter::Opening => gpu_waterz_morphology::grey_opening,
-                            GreyFilter::Closing => gpu_waterz_morphology::grey_closing,
-                        };
-                        op(input.view(), &grey)
-                    })
-                    .collect::<gpu_waterz_morphology::Result<Vec<_>>>()?
-            }
-        };
-        let (a, b) = (&results[0], results.get(1));
-        let path = output.path();
-        let written = match dtype {
-            "float32" => write_npy(path, &combine.apply::<f32>(a, b, &input).view()),
-            "uint8" => write_npy(path, &combine.apply::<u8>(a, b, &input).view()),
-            "uint32" => write_npy(path, &combine.apply::<u32>(a, b, &input).view()),
-            _ => write_npy(path, &combine.apply::<u64>(a, b, &input).view()),
-        };
-        written.with_context(|| format!("writing {}", args.out.display()))?;
-    }
+            other => bail!("{}: unsupported element type {}", args.input, other.dtype()),
+        }
+    };
+    let compute_s = compute.elapsed().as_secs_f64();
+    let written = Instant::now();
+    computed.write(output.path()).with_context(|| format!("writing {}", args.out.display()))?;
     output.commit(false)?;
     let summary = serde_json::json!({
         "op": format!("{:?}", args.op),
         "input": args.input,
         "shape": shape,
-        "backend": ran,
-        "read_s": read_s,
-        "compute_and_write_s": compute.elapsed().as_secs_f64(),
+        "backend": if gpu.is_some() { "gpu" } else { "cpu" },
+        "timings_s": {
+            "read": read_s,
+            "gpu_open": gpu_open_s,
+            "compute": compute_s,
+            "write": written.elapsed().as_secs_f64(),
+        },
         "wall_s": start.elapsed().as_secs_f64(),
     });
     println!("{}", serde_json::to_string_pretty(&summary)?);

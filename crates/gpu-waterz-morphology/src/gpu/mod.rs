@@ -890,7 +890,7 @@ fn edt_host(
         let indices = with_indices.then(|| ArrayD::zeros(index_shape));
         return Ok((ArrayD::zeros(input.raw_dim()), indices));
     }
-    let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+    let bytes = mask_bytes(input);
     let mask = gpu.upload(&bytes)?;
     let mut out = gpu.uninit::<f64>(bytes.len())?;
     let indices = if with_indices {
@@ -921,14 +921,17 @@ pub enum GreyFilter {
     Closing,
 }
 
-/// `filters` of one float64 host array on the GPU, uploaded once; each
-/// result equals the CPU function's value for value.
-pub fn grey_filters_host(
+/// `filters` of one float32 or float64 host array on the GPU, uploaded
+/// once; each result equals the CPU function's value for value, in `T`
+/// (a flat element picks input values, which `T` holds; a structure's
+/// weights are added in float64 and the sum cast once, as
+/// [`grey_filter`]).
+pub fn grey_filters_host<T: GreyValue>(
     gpu: &Gpu,
-    input: ArrayViewD<'_, f64>,
+    input: ArrayViewD<'_, T>,
     args: &crate::Grey<'_>,
     filters: &[GreyFilter],
-) -> Result<Vec<ArrayD<f64>>> {
+) -> Result<Vec<ArrayD<T>>> {
     let shape = input.shape().to_vec();
     check_input(&shape)?;
     let rank = shape.len();
@@ -941,8 +944,8 @@ pub fn grey_filters_host(
     let contiguous = input.as_standard_layout();
     let values = contiguous.as_slice().expect("standard layout");
     let device = gpu.upload(values)?;
-    let filter = |from: &DeviceBuffer<f64>, maximum: bool| -> Result<DeviceBuffer<f64>> {
-        let mut out = gpu.uninit::<f64>(values.len())?;
+    let filter = |from: &DeviceBuffer<T>, maximum: bool| -> Result<DeviceBuffer<T>> {
+        let mut out = gpu.uninit::<T>(values.len())?;
         let footprint = if maximum { &dilation } else { &erosion };
         grey_filter(gpu, from, &mut out, batch, footprint, args.mode, args.cval, maximum, Strategy::Auto)?;
         Ok(out)
@@ -989,13 +992,12 @@ pub fn binary_operator_host(
         let shape = input.shape().to_vec();
         let element = args.footprint(&shape, true)?;
         if fill_holes_by_components(&shape, &element) && !input.is_empty() {
-            let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+            let bytes = mask_bytes(input);
             let device = gpu.upload(&bytes)?;
             let mut out = gpu.uninit::<u8>(bytes.len())?;
             binary_fill_holes_components(gpu, &device, &mut out, Batch { items: 1, shape: &shape }, &element)?;
             let values = gpu.download(&out)?;
-            return Ok(ArrayD::from_shape_vec(shape, values.into_iter().map(|v| v != 0).collect())
-                .expect("one value per element"));
+            return Ok(mask_of(shape, &values));
         }
         let mask = input.mapv(|v| !v);
         let seed = ArrayD::from_elem(input.raw_dim(), false);
@@ -1017,10 +1019,10 @@ pub fn binary_operator_host(
     let batch = Batch { items: 1, shape: &shape };
     let iterations =
         if args.iterations < 1 { Iterations::UntilStable } else { Iterations::Times(args.iterations as u64) };
-    let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+    let bytes = mask_bytes(input);
     let device = gpu.upload(&bytes)?;
     let mask = match &args.mask {
-        Some(m) => Some(gpu.upload(&m.iter().map(|&v| v as u8).collect::<Vec<u8>>())?),
+        Some(m) => Some(gpu.upload(&mask_bytes(m.view()))?),
         None => None,
     };
     let run = |from: &DeviceBuffer<u8>, dilate: bool| -> Result<DeviceBuffer<u8>> {
@@ -1037,8 +1039,22 @@ pub fn binary_operator_host(
         BinaryOperator::FillHoles => unreachable!("handled above"),
     };
     let values = gpu.download(&result)?;
-    Ok(ArrayD::from_shape_vec(shape, values.iter().take(bytes.len()).map(|&v| v != 0).collect())
-        .expect("one value per element"))
+    Ok(mask_of(shape, &values[..bytes.len()]))
+}
+
+/// A boolean host array as the kernels' bytes (0 or 1), in standard
+/// order, converted on every core.
+fn mask_bytes(input: ArrayViewD<'_, bool>) -> Vec<u8> {
+    use rayon::prelude::*;
+    let contiguous = input.as_standard_layout();
+    contiguous.as_slice().expect("standard layout").par_iter().map(|&v| v as u8).collect()
+}
+
+/// The boolean array of `shape` from the kernels' bytes (standard order).
+fn mask_of(shape: Vec<usize>, values: &[u8]) -> ArrayD<bool> {
+    use rayon::prelude::*;
+    let values: Vec<bool> = values.par_iter().map(|&v| v != 0).collect();
+    ArrayD::from_shape_vec(shape, values).expect("one value per element")
 }
 
 #[cfg(test)]

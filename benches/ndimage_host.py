@@ -1,0 +1,192 @@
+"""gpu_waterz.ndimage as users run it on host data, with anchors in the same
+run: the Python call from a numpy array to a numpy array, and
+`gpu-waterz ndimage` from file to file with the CLI's own breakdown (read,
+GPU open, compute, write; the rest of the process's wall time is its start
+and exit).
+
+Usage (on the GPU machine, with the wheel importable, cupy and scipy):
+
+    python3 benches/ndimage_host.py --tool PATH/gpu-waterz [--baseline-tool OLD/gpu-waterz]
+        [--size 512] [--repeats 5] [--work /tmp/ndimage-host] [--json OUT.json]
+
+Data: float32 white noise, its uint8 quantisation and a mask (noise above
+0.05) of --size³, written once as .npy under --work. Anchors:
+cupyx.scipy.ndimage with the copies to and from the device (`cp.asarray`,
+`cp.asnumpy`) for the Python call; a Python process that imports cupyx,
+loads, computes and saves for the file-to-file run (its first process
+compiles cupyx's kernels; later ones read them from cupy's cache, so the
+median is the warm figure). With --baseline-tool, an older CLI runs
+interleaved with --tool on the same files. Every result is compared with
+cupyx's (distances within 1e-6 relative). Medians of --repeats after one
+warm-up; prints one JSON object.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+# name: (CLI operator, input file, keyword arguments)
+CASES = {
+    "grey_erosion f32": ("grey-erosion", "noise", {"size": 3}),
+    "white_tophat f32": ("white-tophat", "noise", {"size": 3}),
+    "grey_erosion u8": ("grey-erosion", "bytes", {"size": 3}),
+    "distance_transform_edt": ("distance-transform-edt", "mask", {}),
+    "binary_erosion": ("binary-erosion", "mask", {}),
+    "binary_fill_holes": ("binary-fill-holes", "mask", {}),
+}
+
+ANCHOR = r"""
+import sys, time
+t0 = time.perf_counter()
+import numpy as np, cupy as cp, cupyx.scipy.ndimage as nd
+op, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
+t1 = time.perf_counter()
+a = np.load(src)
+t2 = time.perf_counter()
+x = cp.asarray(a)
+kwargs = {"size": 3} if op.startswith("grey") or op.endswith("tophat") else {}
+r = getattr(nd, op.replace("-", "_"))(x, **kwargs)
+r = cp.asnumpy(r)
+t3 = time.perf_counter()
+np.save(dst, r)
+t4 = time.perf_counter()
+print(f"{t1 - t0} {t2 - t1} {t3 - t2} {t4 - t3}")
+"""
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def timed(fn, repeats):
+    fn()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - start)
+    return median(runs)
+
+
+def cli_breakdown(summary):
+    """The CLI's own timings: `timings_s` (this version) or the older
+    `read_s` and `compute_and_write_s`."""
+    if "timings_s" in summary:
+        return dict(summary["timings_s"])
+    return {"read": summary["read_s"], "compute_and_write": summary["compute_and_write_s"]}
+
+
+def run_cli(tool, op, src, dst):
+    start = time.perf_counter()
+    p = subprocess.run([tool, "ndimage", "--op", op, "--input", src, "--out", dst, "--overwrite", "--backend", "gpu"],
+                       capture_output=True, text=True)
+    outer = time.perf_counter() - start
+    if p.returncode != 0:
+        raise SystemExit(f"{tool} ndimage --op {op} failed: {p.stderr.strip()}")
+    summary = json.loads(p.stdout)
+    parts = cli_breakdown(summary)
+    parts["wall"] = summary["wall_s"]
+    parts["process"] = outer
+    return parts
+
+
+def same(a, b):
+    if a.dtype.kind == "f" and b.dtype.kind == "f" and a.dtype != np.float32:
+        return bool(np.allclose(a, b, rtol=1e-6, atol=0))
+    return bool(a.dtype == b.dtype and np.array_equal(a, b))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tool", required=True)
+    p.add_argument("--baseline-tool")
+    p.add_argument("--size", type=int, default=512)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--work", default="/tmp/ndimage-host")
+    p.add_argument("--json")
+    args = p.parse_args()
+
+    import cupy as cp
+    import cupyx.scipy.ndimage as cndi
+
+    import gpu_waterz.ndimage as gndi
+
+    os.makedirs(args.work, exist_ok=True)
+    rng = np.random.default_rng(0)
+    n = args.size
+    noise = rng.random((n, n, n), dtype=np.float32)
+    arrays = {"noise": noise, "bytes": (noise * 255).astype(np.uint8), "mask": (noise > 0.05).astype(np.uint8)}
+    files = {}
+    for name, a in arrays.items():
+        files[name] = os.path.join(args.work, f"{name}-{n}.npy")
+        np.save(files[name], a)
+    report = {"size": n, "repeats": args.repeats, "python": {}, "cli": {}}
+
+    # The Python call, numpy array to numpy array.
+    for case, (op, source, kwargs) in CASES.items():
+        fn = op.replace("-", "_")
+        a = arrays[source]
+        if source == "mask":
+            a = a.astype(bool)
+        ours = lambda: getattr(gndi, fn)(a, **kwargs)
+        theirs = lambda: cp.asnumpy(getattr(cndi, fn)(cp.asarray(a), **kwargs))
+        t_ours = timed(ours, args.repeats)
+        t_theirs = timed(theirs, args.repeats)
+        row = {"gpu_waterz_s": t_ours, "cupyx_s": t_theirs, "speedup": t_theirs / t_ours,
+               "equal": same(ours(), theirs())}
+        report["python"][case] = row
+        print("python", case, json.dumps(row), flush=True)
+        cp.get_default_memory_pool().free_all_blocks()
+
+    # The CLI, file to file (interleaved with the baseline tool), and the
+    # cupyx process anchor.
+    anchor = os.path.join(args.work, "anchor.py")
+    with open(anchor, "w") as f:
+        f.write(ANCHOR)
+    tools = {"tool": args.tool}
+    if args.baseline_tool:
+        tools["baseline"] = args.baseline_tool
+    for case, (op, source, _) in CASES.items():
+        runs = {k: [] for k in tools}
+        runs["cupyx_process"] = []
+        outs = {k: os.path.join(args.work, f"out-{k}.npy") for k in tools}
+        for k, tool in tools.items():
+            run_cli(tool, op, files[source], outs[k])  # warm-up (page cache)
+        for _ in range(args.repeats):
+            for k, tool in tools.items():
+                runs[k].append(run_cli(tool, op, files[source], outs[k]))
+        anchor_out = os.path.join(args.work, "out-cupyx.npy")
+        for _ in range(min(args.repeats, 3)):
+            start = time.perf_counter()
+            q = subprocess.run([sys.executable, anchor, op, files[source], anchor_out], capture_output=True, text=True)
+            outer = time.perf_counter() - start
+            if q.returncode != 0:
+                raise SystemExit(f"the cupyx anchor failed on {op}: {q.stderr.strip()[-400:]}")
+            imp, load, compute, save = map(float, q.stdout.split())
+            runs["cupyx_process"].append({"import": imp, "read": load, "compute": compute, "write": save,
+                                          "process": outer})
+        row = {k: {part: median([r[part] for r in v]) for part in v[0]} for k, v in runs.items()}
+        want = np.load(anchor_out)
+        for k in tools:
+            got = np.load(outs[k])
+            if want.dtype == bool:
+                got = got.astype(bool)
+            row[k]["equal_cupyx"] = same(got, want)
+        row["speedup_process"] = row["cupyx_process"]["process"] / row["tool"]["process"]
+        report["cli"][case] = row
+        print("cli", case, json.dumps(row), flush=True)
+
+    print(json.dumps(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
