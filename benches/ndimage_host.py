@@ -7,7 +7,7 @@ and exit).
 Usage (on the GPU machine, with the wheel importable, cupy and scipy):
 
     python3 benches/ndimage_host.py --tool PATH/gpu-waterz [--baseline-tool OLD/gpu-waterz]
-        [--size 512] [--repeats 5] [--work /tmp/ndimage-host] [--json OUT.json]
+        [--size 512] [--repeats 5] [--work /tmp/ndimage-host] [--cases A,B] [--json OUT.json]
 
 Data: float32 white noise, its uint8 quantisation and a mask (noise above
 0.05) of --size³, written once as .npy under --work. Anchors:
@@ -109,8 +109,17 @@ def main():
     p.add_argument("--size", type=int, default=512)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--work", default="/tmp/ndimage-host")
+    p.add_argument("--cases", help="comma-separated names of the cases to run (default: all): "
+                   + ", ".join(CASES))
     p.add_argument("--json")
     args = p.parse_args()
+    cases = CASES
+    if args.cases:
+        names = [c.strip() for c in args.cases.split(",")]
+        unknown = [c for c in names if c not in CASES]
+        if unknown:
+            p.error(f"unknown cases {unknown}; known: {list(CASES)}")
+        cases = {c: CASES[c] for c in names}
 
     import cupy as cp
     import cupyx.scipy.ndimage as cndi
@@ -129,7 +138,7 @@ def main():
     report = {"size": n, "repeats": args.repeats, "python": {}, "cli": {}}
 
     # The Python call, numpy array to numpy array.
-    for case, (op, source, kwargs) in CASES.items():
+    for case, (op, source, kwargs) in cases.items():
         fn = op.replace("-", "_")
         a = arrays[source]
         if source == "mask":
@@ -152,7 +161,7 @@ def main():
     tools = {"tool": args.tool}
     if args.baseline_tool:
         tools["baseline"] = args.baseline_tool
-    for case, (op, source, _) in CASES.items():
+    for case, (op, source, _) in cases.items():
         runs = {k: [] for k in tools}
         runs["cupyx_process"] = []
         outs = {k: os.path.join(args.work, f"out-{k}.npy") for k in tools}
