@@ -24,12 +24,17 @@ import sys
 import time
 
 
-def timed(fn, repeats, sync):
+def timed(fn, repeats, sync, before=None):
+    """Median wall time of `fn` after a warm-up; `before` (untimed) runs
+    ahead of each timed call."""
     fn()
     sync()
     runs = []
     result = None
     for _ in range(repeats):
+        if before is not None:
+            before()
+            sync()
         t = time.perf_counter()
         result = fn()
         sync()
@@ -195,21 +200,9 @@ def main():
     # chunks before them read last (still cached), the batch's first chunks
     # on planes read long before.
     scratch = torch.empty(64 << 20, device="cuda")
-
-    def cold(fn):
-        fn()
-        runs = []
-        for _ in range(args.repeats):
-            scratch.fill_(1.0)
-            sync()
-            t = time.perf_counter()
-            fn()
-            sync()
-            runs.append(time.perf_counter() - t)
-        return statistics.median(runs)
-
-    bcold = cold(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2))
-    ocold = cold(lambda: gndi.grey_erosion(one, size=3))
+    flush = lambda: scratch.fill_(1.0)  # noqa: E731
+    bcold, _, _ = timed(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2), args.repeats, sync, flush)
+    ocold, _, _ = timed(lambda: gndi.grey_erosion(one, size=3), args.repeats, sync, flush)
     del scratch
     want = torch.stack([torch.from_dlpack(cndi.grey_erosion(as_cupy(batch[i, 0]), size=3)) for i in range(4)])
     report["batched"] = {"batch_64x64^3_s": bmed, "one_256^3_s": omed, "per_voxel_ratio": bmed / omed,

@@ -42,15 +42,14 @@ CASES = {
 }
 
 ANCHOR = r"""
-import sys, time
+import json, sys, time
 t0 = time.perf_counter()
 import numpy as np, cupy as cp, cupyx.scipy.ndimage as nd
-op, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
+op, src, dst, kwargs = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 t1 = time.perf_counter()
 a = np.load(src)
 t2 = time.perf_counter()
 x = cp.asarray(a)
-kwargs = {"size": 3} if op.startswith("grey") or op.endswith("tophat") else {}
 r = getattr(nd, op.replace("-", "_"))(x, **kwargs)
 r = cp.asnumpy(r)
 t3 = time.perf_counter()
@@ -60,10 +59,6 @@ print(f"{t1 - t0} {t2 - t1} {t3 - t2} {t4 - t3}")
 """
 
 
-def median(xs):
-    return statistics.median(xs) if xs else None
-
-
 def timed(fn, repeats):
     fn()
     runs = []
@@ -71,7 +66,7 @@ def timed(fn, repeats):
         start = time.perf_counter()
         fn()
         runs.append(time.perf_counter() - start)
-    return median(runs)
+    return statistics.median(runs)
 
 
 def cli_breakdown(summary):
@@ -161,7 +156,7 @@ def main():
     tools = {"tool": args.tool}
     if args.baseline_tool:
         tools["baseline"] = args.baseline_tool
-    for case, (op, source, _) in cases.items():
+    for case, (op, source, kwargs) in cases.items():
         runs = {k: [] for k in tools}
         runs["cupyx_process"] = []
         outs = {k: os.path.join(args.work, f"out-{k}.npy") for k in tools}
@@ -173,14 +168,15 @@ def main():
         anchor_out = os.path.join(args.work, "out-cupyx.npy")
         for _ in range(min(args.repeats, 3)):
             start = time.perf_counter()
-            q = subprocess.run([sys.executable, anchor, op, files[source], anchor_out], capture_output=True, text=True)
+            q = subprocess.run([sys.executable, anchor, op, files[source], anchor_out, json.dumps(kwargs)],
+                               capture_output=True, text=True)
             outer = time.perf_counter() - start
             if q.returncode != 0:
                 raise SystemExit(f"the cupyx anchor failed on {op}: {q.stderr.strip()[-400:]}")
             imp, load, compute, save = map(float, q.stdout.split())
             runs["cupyx_process"].append({"import": imp, "read": load, "compute": compute, "write": save,
                                           "process": outer})
-        row = {k: {part: median([r[part] for r in v]) for part in v[0]} for k, v in runs.items()}
+        row = {k: {part: statistics.median([r[part] for r in v]) for part in v[0]} for k, v in runs.items()}
         want = np.load(anchor_out)
         for k in tools:
             got = np.load(outs[k])

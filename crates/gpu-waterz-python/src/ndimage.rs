@@ -244,15 +244,6 @@ fn check_disjoint(output: (u64, u64), inputs: &[(u64, u64)]) -> PyResult<()> {
     Ok(())
 }
 
-/// A host array's values in standard order: borrowed where the array is
-/// contiguous (numpy's usual case), else gathered element by element.
-fn standard_values<'a, T: Copy>(view: &'a ndarray::ArrayViewD<'_, T>) -> std::borrow::Cow<'a, [T]> {
-    match view.as_slice() {
-        Some(values) => std::borrow::Cow::Borrowed(values),
-        None => std::borrow::Cow::Owned(view.iter().copied().collect()),
-    }
-}
-
 fn gpu_of(ordinal: usize) -> PyResult<gpu_waterz::Gpu> {
     gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
@@ -328,8 +319,10 @@ pub(crate) fn grey_filter_gpu<'py>(
             let shape = array.shape().to_vec();
             let view = array.as_array();
             let values = py.detach(|| -> PyResult<Vec<$t>> {
-                let host = standard_values(&view);
-                let input = gpu.upload(&host).map_err(runtime_err)?;
+                // Borrowed where the array is contiguous (numpy's usual case).
+                let host = view.as_standard_layout();
+                let host = host.as_slice().expect("standard layout");
+                let input = gpu.upload(host).map_err(runtime_err)?;
                 let mut output = gpu.uninit::<$t>(host.len()).map_err(runtime_err)?;
                 grey_filter_device(
                     &gpu,
@@ -461,9 +454,11 @@ pub(crate) fn binary_filter_gpu<'py>(
     let (input_view, mask_view) = (input.as_array(), mask.as_ref().map(|m| m.as_array()));
     let structure = structure.as_array();
     let values = py.detach(|| -> PyResult<Vec<u8>> {
-        let input = gpu.upload(&standard_values(&input_view)).map_err(runtime_err)?;
+        let upload =
+            |v: ndarray::ArrayViewD<'_, u8>| gpu.upload(v.as_standard_layout().as_slice().expect("standard layout"));
+        let input = upload(input_view).map_err(runtime_err)?;
         let mask = match mask_view {
-            Some(m) => Some(gpu.upload(&standard_values(&m)).map_err(runtime_err)?),
+            Some(m) => Some(upload(m).map_err(runtime_err)?),
             None => None,
         };
         let mut output = gpu.uninit::<u8>(input.len()).map_err(runtime_err)?;
@@ -571,7 +566,7 @@ pub(crate) fn binary_fill_holes_gpu<'py>(
     let gpu = gpu_of(ordinal)?;
     let view = input.as_array();
     let values = py.detach(|| -> PyResult<Vec<u8>> {
-        let input = gpu.upload(&standard_values(&view)).map_err(runtime_err)?;
+        let input = gpu.upload(view.as_standard_layout().as_slice().expect("standard layout")).map_err(runtime_err)?;
         let mut output = gpu.uninit::<u8>(input.len()).map_err(runtime_err)?;
         let batch = gpu_waterz_morphology::gpu::Batch { items, shape: &spatial };
         gpu_waterz_morphology::gpu::binary_fill_holes_components(&gpu, &input, &mut output, batch, &footprint)
