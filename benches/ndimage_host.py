@@ -7,7 +7,8 @@ and exit).
 Usage (on the GPU machine, with the wheel importable, cupy and scipy):
 
     python3 benches/ndimage_host.py --tool PATH/gpu-waterz [--baseline-tool OLD/gpu-waterz]
-        [--size 512] [--repeats 5] [--work /tmp/ndimage-host] [--cases A,B] [--json OUT.json]
+        [--size 512] [--repeats 5] [--work /tmp/ndimage-host] [--cases A,B] [--only python|cli]
+        [--json OUT.json]
 
 Data: float32 white noise, its uint8 quantisation and a mask (noise above
 0.05) of --size³, written once as .npy under --work. Anchors:
@@ -34,8 +35,10 @@ import numpy as np
 # name: (CLI operator, input file, keyword arguments)
 CASES = {
     "grey_erosion f32": ("grey-erosion", "noise", {"size": 3}),
+    "grey_opening f32": ("grey-opening", "noise", {"size": 3}),
     "white_tophat f32": ("white-tophat", "noise", {"size": 3}),
     "grey_erosion u8": ("grey-erosion", "bytes", {"size": 3}),
+    "white_tophat u8": ("white-tophat", "bytes", {"size": 3}),
     "distance_transform_edt": ("distance-transform-edt", "mask", {}),
     "binary_erosion": ("binary-erosion", "mask", {}),
     "binary_fill_holes": ("binary-fill-holes", "mask", {}),
@@ -99,15 +102,18 @@ def same(a, b):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tool", required=True)
+    p.add_argument("--tool", help="the gpu-waterz CLI (needed unless --only python)")
     p.add_argument("--baseline-tool")
     p.add_argument("--size", type=int, default=512)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--work", default="/tmp/ndimage-host")
     p.add_argument("--cases", help="comma-separated names of the cases to run (default: all): "
                    + ", ".join(CASES))
+    p.add_argument("--only", choices=("python", "cli"), help="run only the Python calls or only the CLI")
     p.add_argument("--json")
     args = p.parse_args()
+    if args.only != "python" and not args.tool:
+        p.error("--tool is needed unless --only python")
     cases = CASES
     if args.cases:
         names = [c.strip() for c in args.cases.split(",")]
@@ -133,7 +139,7 @@ def main():
     report = {"size": n, "repeats": args.repeats, "python": {}, "cli": {}}
 
     # The Python call, numpy array to numpy array.
-    for case, (op, source, kwargs) in cases.items():
+    for case, (op, source, kwargs) in (cases if args.only != "cli" else {}).items():
         fn = op.replace("-", "_")
         a = arrays[source]
         if source == "mask":
@@ -156,7 +162,7 @@ def main():
     tools = {"tool": args.tool}
     if args.baseline_tool:
         tools["baseline"] = args.baseline_tool
-    for case, (op, source, kwargs) in cases.items():
+    for case, (op, source, kwargs) in (cases if args.only != "python" else {}).items():
         runs = {k: [] for k in tools}
         runs["cupyx_process"] = []
         outs = {k: os.path.join(args.work, f"out-{k}.npy") for k in tools}

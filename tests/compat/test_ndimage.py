@@ -304,6 +304,32 @@ def test_the_cli_equals_scipy(tmp_path, dtype):
             np.testing.assert_array_equal(got, want, err_msg=f"{op} on the {backend}")
 
 
+def test_the_cli_takes_only_a_cval_of_an_integer_inputs_type(tmp_path):
+    """`--mode constant` on an integer volume: a cval of its type equals
+    scipy on every backend; another (scipy casts it as C, undefined outside
+    the range) is refused with one error line and no output."""
+    from conftest import BIN, run_cli
+
+    if not BIN.exists():
+        pytest.skip(f"SKIPPED: the CLI is not built at {BIN}")
+    volume = (np.random.default_rng(5).random((7, 9, 8)) * 200).astype(np.uint8)
+    source = tmp_path / "v.npy"
+    np.save(source, volume)
+    backends = ["cpu"] + ([] if GPU_ERROR is not None else ["gpu"])
+    for backend in backends:
+        for op in OPERATORS:
+            out = tmp_path / f"{op}_{backend}.npy"
+            run_cli("ndimage", "--op", op.replace("_", "-"), "--input", source, "--out", out, "--mode", "constant",
+                    "--cval", "37", "--backend", backend)
+            want = getattr(ndi, op)(volume, size=3, mode="constant", cval=37)
+            np.testing.assert_array_equal(np.load(out), want, err_msg=f"{op} on the {backend}")
+        for cval in ["-1", "256", "2.5"]:
+            out = tmp_path / f"bad_{backend}.npy"
+            proc = run_cli("ndimage", "--op", "grey-erosion", "--input", source, "--out", out, "--mode", "constant",
+                           "--cval", cval, "--backend", backend, check=False)
+            assert proc.returncode == 1 and "--cval" in proc.stderr and not out.exists(), (cval, proc.stderr)
+
+
 def test_the_cli_binary_operators_equal_scipy(tmp_path):
     """`gpu-waterz ndimage --op binary-…`: scipy's results (as uint8),
     with connectivity, iterations (also until stable) and border values,
@@ -336,19 +362,27 @@ def test_the_cli_binary_operators_equal_scipy(tmp_path):
                                                                              f"{backend}")
 
 
-def test_outputs_of_another_dtype_compose_as_scipy():
-    """scipy writes the last step into `output` and combines in its dtype."""
-    a = np.array([0, 10, 0], np.uint8)
-    for op in OPERATORS:
-        want_out = np.empty(3, np.int16)
-        got_out = np.empty(3, np.int16)
-        want = getattr(ndi, op)(a, size=3, output=want_out)
-        got = getattr(ours, op)(a, size=3, output=got_out, backend="cpu")
-        np.testing.assert_array_equal(got_out, want_out, err_msg=op)
-        np.testing.assert_array_equal(got, want, err_msg=op)
-        # A dtype as output.
-        np.testing.assert_array_equal(getattr(ours, op)(a, size=3, output=np.int16, backend="cpu"),
-                                      getattr(ndi, op)(a, size=3, output=np.int16), err_msg=op)
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_outputs_of_another_dtype_compose_as_scipy(backend):
+    """scipy writes the last step into `output` and combines in its dtype
+    (on the GPU, float input with an output of its own dtype takes the
+    one-upload path, of another dtype the step-by-step one)."""
+    backend = _backend(backend)
+    small = np.array([0, 10, 0], np.uint8)
+    floats = np.array([0.5, 10.25, -3.0, 7.0, 1e-8], np.float32)
+    for a, out_dtype in [(small, np.int16), (floats, np.float64), (floats, np.float32)]:
+        for op in OPERATORS:
+            want_out = np.empty(a.shape, out_dtype)
+            got_out = np.empty(a.shape, out_dtype)
+            want = getattr(ndi, op)(a, size=3, output=want_out)
+            got = getattr(ours, op)(a, size=3, output=got_out, backend=backend)
+            np.testing.assert_array_equal(got_out, want_out, err_msg=f"{op} {a.dtype} into {out_dtype}")
+            np.testing.assert_array_equal(got, want, err_msg=f"{op} {a.dtype} into {out_dtype}")
+            # A dtype as output.
+            got = getattr(ours, op)(a, size=3, output=out_dtype, backend=backend)
+            want = getattr(ndi, op)(a, size=3, output=out_dtype)
+            assert got.dtype == want.dtype, (op, out_dtype)
+            np.testing.assert_array_equal(got, want, err_msg=f"{op} {a.dtype} as {out_dtype}")
 
 
 def test_empty_large_and_complex_inputs():

@@ -47,6 +47,8 @@ kernels! {
     PackU32Pairs => "pack_u32_pairs",
     CountU32Pairs => "count_u32_pairs",
     NarrowU64ToU32 => "narrow_u64_to_u32",
+    WidenU8ToF32 => "widen_u8_to_f32",
+    NarrowF32ToU8 => "narrow_f32_to_u8",
     OtPrepareF32 => "ot_prepare_f32",
     OtPrepareF64 => "ot_prepare_f64",
     OtCheckF32 => "ot_check_f32",

@@ -438,10 +438,12 @@ pub fn morphological_gradient(input: ArrayViewD<'_, f64>, args: &Grey<'_>) -> Re
 }
 
 /// `scipy.ndimage.morphological_laplace`: dilation plus erosion minus
-/// twice the input.
+/// the input, minus the input again (scipy's order: each step rounded).
 pub fn morphological_laplace(input: ArrayViewD<'_, f64>, args: &Grey<'_>) -> Result<ArrayD<f64>> {
-    let sum = grey_dilation(input.view(), args)? + grey_erosion(input.view(), args)?;
-    Ok(sum - &input.mapv(|x| 2.0 * x))
+    let mut sum = grey_dilation(input.view(), args)? + grey_erosion(input.view(), args)?;
+    sum -= &input;
+    sum -= &input;
+    Ok(sum)
 }
 
 /// `scipy.ndimage.white_tophat`: the input minus its opening.

@@ -93,6 +93,122 @@ fn gpu_grey_filters_equal_the_cpu() {
     }
 }
 
+/// A CPU grey-scale operator.
+type CpuOperator = fn(ndarray::ArrayViewD<'_, f64>, &Grey<'_>) -> gpu_waterz_morphology::Result<ArrayD<f64>>;
+
+/// Every grey-scale operator of host arrays (`grey_operator_host`: one
+/// upload, the filters on the GPU, the differences on the host) against
+/// the CPU, item by item of batches: float64 equal to the CPU operators;
+/// float32 equal to the CPU's filters cast once, combined in float32 in
+/// scipy's order; uint8 likewise, wrapping around, and refused with a
+/// structure or a cval that is not a byte value in constant mode.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_grey_operators_on_host_arrays_equal_the_cpu() {
+    use gpu_waterz_morphology::gpu::{grey_operator_host, GreyOperator};
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(31);
+    let names = ["erosion", "dilation", "opening", "closing", "gradient", "laplace", "white_tophat", "black_tophat"];
+    for case in 0..64 {
+        let rank = 1 + case % 3;
+        let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[30, 12, 7][rank - 1])).collect();
+        let batch: Vec<usize> = (0..case % 3).map(|_| rng.gen_range(1..=2)).collect();
+        let (element, element_shape) = random_element(&mut rng, rank, case % 3);
+        let origin = random_origin(&mut rng, &element_shape);
+        let args = Grey { element, mode: MODES[case % 5], cval: rng.gen_range(-2..3) as f64 * 0.75, origin };
+        let full: Vec<usize> = batch.iter().chain(&shape).copied().collect();
+        let input = ArrayD::from_shape_fn(IxDyn(&full), |_| rng.gen_range(-20..20) as f64 * 0.25);
+        let input32 = input.mapv(|v| v as f32);
+        let name = names[case % 8];
+        let operator: GreyOperator = name.parse().unwrap();
+        let context = format!("case {case}: {name} of {full:?}, element {element_shape:?}, {:?}", args.mode);
+        let strategy = Strategy::Auto;
+        let got = grey_operator_host(&g, input.view(), batch.len(), &args, operator, strategy).unwrap();
+        let got32 = grey_operator_host(&g, input32.view(), batch.len(), &args, operator, strategy).unwrap();
+        let spatial: usize = shape.iter().product();
+        let values = input.as_slice().unwrap().chunks(spatial);
+        let results = got.as_slice().unwrap().chunks(spatial).zip(got32.as_slice().unwrap().chunks(spatial));
+        for (item, (result, result32)) in values.zip(results) {
+            let item = ArrayD::from_shape_vec(IxDyn(&shape), item.to_vec()).unwrap();
+            let cpu = |f: CpuOperator| f(item.view(), &args).unwrap();
+            let want = match operator {
+                GreyOperator::Erosion => cpu(grey_erosion),
+                GreyOperator::Dilation => cpu(grey_dilation),
+                GreyOperator::Opening => cpu(gpu_waterz_morphology::grey_opening),
+                GreyOperator::Closing => cpu(gpu_waterz_morphology::grey_closing),
+                GreyOperator::Gradient => cpu(gpu_waterz_morphology::morphological_gradient),
+                GreyOperator::Laplace => cpu(gpu_waterz_morphology::morphological_laplace),
+                GreyOperator::WhiteTophat => cpu(gpu_waterz_morphology::white_tophat),
+                GreyOperator::BlackTophat => cpu(gpu_waterz_morphology::black_tophat),
+            };
+            assert_eq!(result, want.as_slice().unwrap(), "{context} (f64)");
+            let v = item.mapv(|x| x as f32);
+            let (eroded, dilated) = (cpu(grey_erosion).mapv(|x| x as f32), cpu(grey_dilation).mapv(|x| x as f32));
+            let opened = cpu(gpu_waterz_morphology::grey_opening).mapv(|x| x as f32);
+            let closed = cpu(gpu_waterz_morphology::grey_closing).mapv(|x| x as f32);
+            let want32 = match operator {
+                GreyOperator::Erosion => eroded,
+                GreyOperator::Dilation => dilated,
+                GreyOperator::Opening => opened,
+                GreyOperator::Closing => closed,
+                GreyOperator::Gradient => &dilated - &eroded,
+                GreyOperator::Laplace => &(&(&dilated + &eroded) - &v) - &v,
+                GreyOperator::WhiteTophat => &v - &opened,
+                GreyOperator::BlackTophat => &closed - &v,
+            };
+            assert_eq!(result32, want32.as_slice().unwrap(), "{context} (f32)");
+        }
+        // uint8 (flat elements; in constant mode a whole cval from 0 to
+        // 255): the CPU's filters cast once, combined wrapping around.
+        if matches!(args.element, Element::Structure { .. }) {
+            let refused =
+                grey_operator_host(&g, input.mapv(|v| v as u8).view(), batch.len(), &args, operator, strategy);
+            assert!(refused.is_err(), "{context}: uint8 with a structure");
+            continue;
+        }
+        let args8 = Grey { cval: 37.0, ..args.clone() };
+        let input8 = input.mapv(|v| (v * 12.0 + 127.0) as u8);
+        let got8 = grey_operator_host(&g, input8.view(), batch.len(), &args8, operator, strategy).unwrap();
+        for (item, result) in input8.as_slice().unwrap().chunks(spatial).zip(got8.as_slice().unwrap().chunks(spatial)) {
+            let v = ArrayD::from_shape_vec(IxDyn(&shape), item.to_vec()).unwrap();
+            let wide = v.mapv(f64::from);
+            let cpu = |f: CpuOperator| f(wide.view(), &args8).unwrap().mapv(|x| x as u8);
+            let (eroded, dilated) = (cpu(grey_erosion), cpu(grey_dilation));
+            let opened = cpu(gpu_waterz_morphology::grey_opening);
+            let closed = cpu(gpu_waterz_morphology::grey_closing);
+            let pairs = |a: &ArrayD<u8>, b: &ArrayD<u8>, f: fn(u8, u8) -> u8| {
+                ndarray::Zip::from(a).and(b).map_collect(|&x, &y| f(x, y))
+            };
+            let want8 = match operator {
+                GreyOperator::Erosion => eroded,
+                GreyOperator::Dilation => dilated,
+                GreyOperator::Opening => opened,
+                GreyOperator::Closing => closed,
+                GreyOperator::Gradient => pairs(&dilated, &eroded, u8::wrapping_sub),
+                GreyOperator::Laplace => {
+                    let sum = pairs(&pairs(&dilated, &eroded, u8::wrapping_add), &v, u8::wrapping_sub);
+                    pairs(&sum, &v, u8::wrapping_sub)
+                }
+                GreyOperator::WhiteTophat => pairs(&v, &opened, u8::wrapping_sub),
+                GreyOperator::BlackTophat => pairs(&closed, &v, u8::wrapping_sub),
+            };
+            assert_eq!(result, want8.as_slice().unwrap(), "{context} (u8)");
+        }
+        if args.mode == Mode::Constant {
+            for cval in [-1.0, 256.0, 2.5] {
+                let bad = Grey { cval, ..args.clone() };
+                let refused = grey_operator_host(&g, input8.view(), batch.len(), &bad, operator, strategy);
+                assert!(refused.is_err(), "{context}: uint8 with cval {cval}");
+            }
+        }
+    }
+    let empty = ArrayD::<f32>::zeros(IxDyn(&[0, 4]));
+    let args = Grey { element: Element::Size(vec![3]), mode: Mode::Reflect, cval: 0.0, origin: vec![0] };
+    let out = grey_operator_host(&g, empty.view(), 1, &args, GreyOperator::WhiteTophat, Strategy::Auto).unwrap();
+    assert_eq!(out.shape(), &[0, 4]);
+    assert!(grey_operator_host(&g, empty.view(), 2, &args, GreyOperator::Erosion, Strategy::Auto).is_err());
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn gpu_box_passes_and_tiles_equal_the_gather_on_a_volume() {

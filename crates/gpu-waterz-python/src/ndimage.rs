@@ -292,8 +292,13 @@ fn grey_filter_device<T: gpu_waterz_morphology::gpu::GreyValue>(
     .map_err(morphology_err)
 }
 
-/// [`grey_filter_device`] for a float32 or float64 numpy array: uploaded,
-/// filtered and downloaded into a new array of its type.
+/// Grey-scale operator `operation` (`"erosion"`, `"dilation"`,
+/// `"opening"`, `"closing"`, `"gradient"`, `"laplace"`, `"white_tophat"`,
+/// `"black_tophat"`) of a float32, float64 or uint8 numpy array on the
+/// GPU: one upload, the filters on the device, one download per filter,
+/// the differences taken on the host in the array's type, on every core
+/// (`grey_operator_host`; uint8 with a flat element and, in constant
+/// mode, a whole `cval` from 0 to 255); a new array of its type.
 #[pyfunction]
 #[pyo3(signature = (operation, input, batch_dims, size, footprint, structure, mode, cval, origin, strategy, ordinal))]
 #[allow(clippy::too_many_arguments)]
@@ -311,40 +316,30 @@ pub(crate) fn grey_filter_gpu<'py>(
     strategy: &str,
     ordinal: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let element = element(size, footprint.as_ref(), structure.as_ref())?;
+    use gpu_waterz_morphology::gpu::{grey_operator_host, GreyOperator};
+    let operator: GreyOperator = operation.parse().map_err(morphology_err)?;
+    let strategy = strategy_of(strategy)?;
+    let args = Grey {
+        element: element(size, footprint.as_ref(), structure.as_ref())?,
+        mode: mode.parse().map_err(morphology_err)?,
+        cval,
+        origin,
+    };
     let gpu = gpu_of(ordinal)?;
     macro_rules! run {
         ($t:ty, $array:expr) => {{
             let array: PyReadonlyArrayDyn<'py, $t> = $array;
-            let shape = array.shape().to_vec();
             let view = array.as_array();
-            let values = py.detach(|| -> PyResult<Vec<$t>> {
-                // Borrowed where the array is contiguous (numpy's usual case).
-                let host = view.as_standard_layout();
-                let host = host.as_slice().expect("standard layout");
-                let input = gpu.upload(host).map_err(runtime_err)?;
-                let mut output = gpu.uninit::<$t>(host.len()).map_err(runtime_err)?;
-                grey_filter_device(
-                    &gpu,
-                    operation,
-                    &input,
-                    &mut output,
-                    &shape,
-                    batch_dims,
-                    &element,
-                    mode,
-                    cval,
-                    &origin,
-                    strategy,
-                )?;
-                gpu.download(&output).map_err(runtime_err)
-            })?;
-            let out = ndarray::ArrayD::from_shape_vec(shape, values).map_err(crate::value_error)?;
-            Ok(out.into_pyarray(py).into_any())
+            let result = py
+                .detach(|| grey_operator_host(&gpu, view, batch_dims, &args, operator, strategy))
+                .map_err(morphology_err)?;
+            Ok(result.into_pyarray(py).into_any())
         }};
     }
     if let Ok(a) = input.extract::<PyReadonlyArrayDyn<'py, f32>>() {
         run!(f32, a)
+    } else if let Ok(a) = input.extract::<PyReadonlyArrayDyn<'py, u8>>() {
+        run!(u8, a)
     } else {
         run!(f64, input.extract::<PyReadonlyArrayDyn<'py, f64>>()?)
     }

@@ -76,6 +76,8 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<PackU32PairsArgs>(c);
     check::<CountU32PairsArgs>(c);
     check::<NarrowU64ToU32Args>(c);
+    check::<WidenU8ToF32Args>(c);
+    check::<NarrowF32ToU8Args>(c);
     check::<OtPrepareF32Args>(c);
     check::<OtPrepareF64Args>(c);
     check::<OtCheckF32Args>(c);

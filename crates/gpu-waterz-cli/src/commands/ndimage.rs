@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gpu_waterz_cli::io::{write_npy, Volume, VolumeSource};
 use gpu_waterz_morphology::gpu::BinaryOperator;
-use gpu_waterz_morphology::gpu::{GreyFilter, GreyValue};
+use gpu_waterz_morphology::gpu::{GreyFilter, GreyHostValue, GreyOperator, NumpyArithmetic};
 use gpu_waterz_morphology::{Element, Grey, Mode};
 use ndarray::{ArrayD, CowArray, IxDyn};
 use std::path::PathBuf;
@@ -68,8 +68,9 @@ pub struct NdimageArgs {
     /// Boundary mode of the morphology: reflect, constant, nearest, mirror, wrap.
     #[arg(long, default_value = "reflect")]
     mode: String,
-    /// The value outside the array with `--mode constant`.
-    #[arg(long, default_value_t = 0.0)]
+    /// The value outside the array with `--mode constant` (for integer
+    /// input, a value of its type).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     cval: f64,
     /// The binary operators' structure: scipy's
     /// `generate_binary_structure(rank, connectivity)` (1: the cross).
@@ -95,76 +96,60 @@ pub struct NdimageArgs {
 /// A CPU grey-scale operator.
 type GreyFn = fn(ndarray::ArrayViewD<'_, f64>, &Grey<'_>) -> gpu_waterz_morphology::Result<ArrayD<f64>>;
 
-/// How a composite operator combines its filters, in the input's type
-/// (wrapping for unsigned integers, as numpy's arithmetic).
-#[derive(Clone, Copy)]
-enum Combine {
-    /// The filter itself.
-    Take,
-    /// Dilation minus erosion (gradient).
-    FirstMinusSecond,
-    /// Dilation plus erosion, minus the input twice (Laplace).
-    Laplace,
-    /// The input minus the opening (white top-hat).
-    InputMinusFirst,
-    /// The closing minus the input (black top-hat).
-    FirstMinusInput,
-}
-
 /// The element types the CLI reads and writes for the grey-scale
-/// operators, with numpy's arithmetic, and the GPU value type that holds
-/// every one of their values exactly (float32 for float32 and uint8,
-/// float64 for uint32 and uint64 up to 2^53).
-trait Step: Copy + Send + Sync + gpu_waterz_cli::io::NpyElement + 'static {
-    /// The GPU kernels' value type.
-    type Gpu: GreyValue + Copy + Send + Sync + 'static;
+/// operators, with numpy's arithmetic, and the type that crosses to the
+/// GPU holding every one of their values exactly (float32 and uint8 as
+/// they are, uint8 filtered in float32 on the device; float64 for uint32
+/// and uint64 up to 2^53).
+trait Step: NumpyArithmetic + gpu_waterz_cli::io::NpyElement + 'static {
+    /// The host type [`grey_filters_host`] takes.
+    ///
+    /// [`grey_filters_host`]: gpu_waterz_morphology::gpu::grey_filters_host
+    type Gpu: GreyHostValue;
     fn to_gpu(self) -> Self::Gpu;
     fn from_gpu(v: Self::Gpu) -> Self;
     fn to_f64(self) -> f64;
     fn from_f64(v: f64) -> Self;
-    fn add(self, other: Self) -> Self;
-    fn sub(self, other: Self) -> Self;
 
-    /// The array in the GPU value type (borrowed where that is its own).
+    /// The array in the GPU's host type (borrowed where that is its own).
     fn gpu_values(a: &ArrayD<Self>) -> CowArray<'_, Self::Gpu, IxDyn> {
         ndarray::Zip::from(a).par_map_collect(|&v| v.to_gpu()).into()
     }
 
-    /// An array of GPU values in this type (moved where that is its own).
+    /// An array of the GPU's host type in this type (moved where that is
+    /// its own).
     fn from_gpu_values(a: ArrayD<Self::Gpu>) -> ArrayD<Self> {
         ndarray::Zip::from(&a).par_map_collect(|&v| Self::from_gpu(v))
     }
 }
 
-impl Step for f32 {
-    type Gpu = f32;
-    fn to_gpu(self) -> f32 {
-        self
-    }
-    fn from_gpu(v: f32) -> Self {
-        v
-    }
-    fn gpu_values(a: &ArrayD<f32>) -> CowArray<'_, f32, IxDyn> {
-        a.view().into()
-    }
-    fn from_gpu_values(a: ArrayD<f32>) -> ArrayD<f32> {
-        a
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-    fn add(self, other: Self) -> Self {
-        self + other
-    }
-    fn sub(self, other: Self) -> Self {
-        self - other
-    }
+macro_rules! own_step {
+    ($($t:ty),*) => {$(
+        impl Step for $t {
+            type Gpu = $t;
+            fn to_gpu(self) -> $t {
+                self
+            }
+            fn from_gpu(v: $t) -> Self {
+                v
+            }
+            fn gpu_values(a: &ArrayD<$t>) -> CowArray<'_, $t, IxDyn> {
+                a.view().into()
+            }
+            fn from_gpu_values(a: ArrayD<$t>) -> ArrayD<$t> {
+                a
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+        }
+    )*};
 }
 
-macro_rules! wrapping_step {
+macro_rules! widened_step {
     ($($t:ty => $gpu:ty),*) => {$(
         impl Step for $t {
             type Gpu = $gpu;
@@ -180,54 +165,30 @@ macro_rules! wrapping_step {
             fn from_f64(v: f64) -> Self {
                 v as $t
             }
-            fn add(self, other: Self) -> Self {
-                self.wrapping_add(other)
-            }
-            fn sub(self, other: Self) -> Self {
-                self.wrapping_sub(other)
-            }
         }
     )*};
 }
 
-wrapping_step!(u8 => f32, u32 => f64, u64 => f64);
+own_step!(f32, u8);
+widened_step!(u32 => f64, u64 => f64);
 
-impl Combine {
-    /// The result from the filters' results `filtered` (one, or two for
-    /// the gradient and the Laplacian) and the input, in the input's type.
-    fn apply<T: Step>(self, filtered: Vec<ArrayD<T>>, input: &ArrayD<T>) -> ArrayD<T> {
-        let mut filtered = filtered.into_iter();
-        let a = filtered.next().expect("at least one filter");
-        let b = filtered.next();
-        match (self, b) {
-            (Combine::Take, _) => a,
-            (Combine::FirstMinusSecond, Some(b)) => ndarray::Zip::from(&a).and(&b).par_map_collect(|&p, &q| p.sub(q)),
-            (Combine::Laplace, Some(b)) => {
-                ndarray::Zip::from(&a).and(&b).and(input).par_map_collect(|&p, &q, &v| p.add(q).sub(v).sub(v))
-            }
-            (Combine::InputMinusFirst, _) => ndarray::Zip::from(input).and(&a).par_map_collect(|&v, &p| v.sub(p)),
-            (Combine::FirstMinusInput, _) => ndarray::Zip::from(&a).and(input).par_map_collect(|&p, &v| p.sub(v)),
-            (_, None) => unreachable!("the gradient and the Laplacian take two filters"),
-        }
-    }
-}
-
-/// `filters` of `input` on `gpu` (in `T::Gpu`, which holds every value
-/// exactly: the filters only pick input values, so the results come back
-/// unchanged) or, without one, on the CPU (in float64), combined by
-/// `combine` in the input's type. A float32 input goes to the GPU and
-/// comes back without a conversion.
+/// `operator`'s filters of `input` on `gpu` (from `T::Gpu`, which holds
+/// every value exactly: the filters only pick input values, so the results
+/// come back unchanged) or, without one, on the CPU (in float64), combined
+/// in the input's type ([`GreyOperator::combine`]). A float32 or uint8
+/// input goes to the GPU and comes back without a conversion on the host.
 fn grey_operator<T: Step>(
     gpu: Option<&gpu_waterz::Gpu>,
     input: &ArrayD<T>,
     grey: &Grey<'_>,
-    filters: &[GreyFilter],
-    combine: Combine,
+    operator: GreyOperator,
 ) -> Result<ArrayD<T>> {
+    let filters = operator.filters();
     let filtered: Vec<ArrayD<T>> = match gpu {
         Some(g) => {
             let values = T::gpu_values(input);
-            gpu_waterz_morphology::gpu::grey_filters_host(g, values.view(), grey, filters)?
+            let strategy = gpu_waterz_morphology::gpu::Strategy::Auto;
+            gpu_waterz_morphology::gpu::grey_filters_host(g, values.view(), 0, grey, filters, strategy)?
                 .into_iter()
                 .map(T::from_gpu_values)
                 .collect()
@@ -248,16 +209,16 @@ fn grey_operator<T: Step>(
                 .collect::<gpu_waterz_morphology::Result<Vec<_>>>()?
         }
     };
-    Ok(combine.apply(filtered, input))
+    Ok(operator.combine(filtered, input.view())?)
 }
 
 /// Where the input is not zero.
-fn nonzero(volume: Volume, spec: &str) -> Result<ArrayD<bool>> {
+fn nonzero<T: From<bool> + Send>(volume: Volume, spec: &str) -> Result<ArrayD<T>> {
     Ok(match volume {
-        Volume::F32(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0.0),
-        Volume::U8(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0),
-        Volume::U32(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0),
-        Volume::U64(a) => ndarray::Zip::from(&a).par_map_collect(|&v| v != 0),
+        Volume::F32(a) => ndarray::Zip::from(&a).par_map_collect(|&v| T::from(v != 0.0)),
+        Volume::U8(a) => ndarray::Zip::from(&a).par_map_collect(|&v| T::from(v != 0)),
+        Volume::U32(a) => ndarray::Zip::from(&a).par_map_collect(|&v| T::from(v != 0)),
+        Volume::U64(a) => ndarray::Zip::from(&a).par_map_collect(|&v| T::from(v != 0)),
         other => bail!("{spec}: unsupported element type {}", other.dtype()),
     })
 }
@@ -314,7 +275,6 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         if args.border_value > 1 {
             bail!("--border-value must be 0 or 1, not {}", args.border_value);
         }
-        let mask = nonzero(volume, &args.input)?;
         let structure = gpu_waterz_morphology::generate_binary_structure(rank, args.connectivity)?;
         let binary_args = gpu_waterz_morphology::Binary {
             structure: structure.view(),
@@ -323,11 +283,17 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
             border_value: args.border_value == 1,
             origin: vec![0; rank],
         };
-        let result = match gpu {
-            Some(g) => gpu_waterz_morphology::gpu::binary_operator_host(g, mask.view(), &binary_args, operator)?,
+        // On the GPU the input becomes the kernels' bytes (0 or 1), which
+        // are also the result to write.
+        Computed::U8(match gpu {
+            Some(g) => {
+                let bytes = nonzero::<u8>(volume, &args.input)?;
+                gpu_waterz_morphology::gpu::binary_operator_bytes(g, bytes.view(), &binary_args, operator)?
+            }
             None => {
+                let mask = nonzero::<bool>(volume, &args.input)?;
                 let view = mask.view();
-                match operator {
+                let result = match operator {
                     BinaryOperator::Erosion => gpu_waterz_morphology::binary_erosion(view, &binary_args)?,
                     BinaryOperator::Dilation => gpu_waterz_morphology::binary_dilation(view, &binary_args)?,
                     BinaryOperator::Opening => gpu_waterz_morphology::binary_opening(view, &binary_args)?,
@@ -335,12 +301,12 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
                     BinaryOperator::FillHoles => {
                         gpu_waterz_morphology::binary_fill_holes(view, structure.view(), &binary_args.origin)?
                     }
-                }
+                };
+                ndarray::Zip::from(&result).par_map_collect(|&v| u8::from(v))
             }
-        };
-        Computed::U8(ndarray::Zip::from(&result).par_map_collect(|&v| v as u8))
+        })
     } else if args.op == Operator::DistanceTransformEdt {
-        let mask = nonzero(volume, &args.input)?;
+        let mask = nonzero::<bool>(volume, &args.input)?;
         let sampling = args.sampling.as_deref();
         Computed::F64(match gpu {
             Some(g) => gpu_waterz_morphology::gpu::distance_transform_edt_host(g, mask.view(), sampling)?,
@@ -359,28 +325,44 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         // are the input's own (the element is a flat box), and the
         // composite operators combine them in the input's type, step by
         // step, as scipy does.
-        let (filters, combine) = match args.op {
-            Operator::GreyErosion => (vec![GreyFilter::Erosion], Combine::Take),
-            Operator::GreyDilation => (vec![GreyFilter::Dilation], Combine::Take),
-            Operator::GreyOpening => (vec![GreyFilter::Opening], Combine::Take),
-            Operator::GreyClosing => (vec![GreyFilter::Closing], Combine::Take),
-            Operator::MorphologicalGradient => {
-                (vec![GreyFilter::Dilation, GreyFilter::Erosion], Combine::FirstMinusSecond)
-            }
-            Operator::MorphologicalLaplace => (vec![GreyFilter::Dilation, GreyFilter::Erosion], Combine::Laplace),
-            Operator::WhiteTophat => (vec![GreyFilter::Opening], Combine::InputMinusFirst),
-            Operator::BlackTophat => (vec![GreyFilter::Closing], Combine::FirstMinusInput),
+        let operator = match args.op {
+            Operator::GreyErosion => GreyOperator::Erosion,
+            Operator::GreyDilation => GreyOperator::Dilation,
+            Operator::GreyOpening => GreyOperator::Opening,
+            Operator::GreyClosing => GreyOperator::Closing,
+            Operator::MorphologicalGradient => GreyOperator::Gradient,
+            Operator::MorphologicalLaplace => GreyOperator::Laplace,
+            Operator::WhiteTophat => GreyOperator::WhiteTophat,
+            Operator::BlackTophat => GreyOperator::BlackTophat,
             _ => unreachable!("the distance transform and the binary operators are handled above"),
         };
+        // An integer volume's results are its values or cval: scipy casts
+        // a cval outside the type's range as C does, which leaves it
+        // undefined, so only the type's own values are taken.
+        let largest = match &volume {
+            Volume::U8(_) => Some(f64::from(u8::MAX)),
+            Volume::U32(_) => Some(f64::from(u32::MAX)),
+            Volume::U64(_) => Some((1u64 << 53) as f64),
+            _ => None,
+        };
+        if let Some(largest) = largest {
+            if mode == Mode::Constant && !(args.cval.fract() == 0.0 && (0.0..=largest).contains(&args.cval)) {
+                bail!(
+                    "--cval {} is not a value of the input's type {} (a whole number from 0 to {largest})",
+                    args.cval,
+                    volume.dtype()
+                );
+            }
+        }
         match volume {
-            Volume::F32(a) => Computed::F32(grey_operator(gpu, &a, &grey, &filters, combine)?),
-            Volume::U8(a) => Computed::U8(grey_operator(gpu, &a, &grey, &filters, combine)?),
-            Volume::U32(a) => Computed::U32(grey_operator(gpu, &a, &grey, &filters, combine)?),
+            Volume::F32(a) => Computed::F32(grey_operator(gpu, &a, &grey, operator)?),
+            Volume::U8(a) => Computed::U8(grey_operator(gpu, &a, &grey, operator)?),
+            Volume::U32(a) => Computed::U32(grey_operator(gpu, &a, &grey, operator)?),
             Volume::U64(a) => {
                 if a.iter().any(|&v| v > 1 << 53) {
                     bail!("{}: uint64 values above 2^53 do not survive float64", args.input);
                 }
-                Computed::U64(grey_operator(gpu, &a, &grey, &filters, combine)?)
+                Computed::U64(grey_operator(gpu, &a, &grey, operator)?)
             }
             other => bail!("{}: unsupported element type {}", args.input, other.dtype()),
         }

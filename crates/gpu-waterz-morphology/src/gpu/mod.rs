@@ -908,7 +908,7 @@ fn edt_host(
 
 /// The grey-scale filters of `scipy.ndimage` that [`grey_filters_host`]
 /// runs (the other operators are differences of them, taken in the
-/// input's type by the caller).
+/// input's type by [`GreyOperator::combine`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GreyFilter {
     /// [`crate::grey_erosion`].
@@ -921,33 +921,112 @@ pub enum GreyFilter {
     Closing,
 }
 
-/// `filters` of one float32 or float64 host array on the GPU, uploaded
-/// once; each result equals the CPU function's value for value, in `T`
-/// (a flat element picks input values, which `T` holds; a structure's
-/// weights are added in float64 and the sum cast once, as
+mod host_value {
+    /// Keeps [`super::GreyHostValue`] to this crate's types.
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for u8 {}
+}
+
+/// The host element types of [`grey_filters_host`] and
+/// [`grey_operator_host`] (sealed): float32 and float64 are filtered as
+/// they are; uint8 crosses to the GPU as bytes and is filtered there in
+/// float32, which holds every byte exactly. uint8 takes flat elements
+/// (sizes and footprints, not weighted structures) and, in
+/// [`Mode::Constant`], a `cval` that is a whole number from 0 to 255, so
+/// that every result is one of its values (others are an error: scipy
+/// would cast out-of-range doubles, which C leaves undefined).
+pub trait GreyHostValue: NumpyArithmetic + host_value::Sealed + 'static {
+    /// The type the filters run in on the GPU.
+    type Device: GreyValue;
+    /// Host values into a new device buffer of the device type.
+    fn to_device(gpu: &Gpu, values: &[Self]) -> Result<DeviceBuffer<Self::Device>>;
+    /// The first `n` values of a device buffer, in this type, on the host.
+    fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self::Device>, n: usize) -> Result<Vec<Self>>;
+    /// Whether the arguments keep every result a value of this type.
+    fn check(args: &crate::Grey<'_>) -> Result<()>;
+}
+
+macro_rules! own_device_type {
+    ($($t:ty),*) => {$(
+        impl GreyHostValue for $t {
+            type Device = $t;
+            fn to_device(gpu: &Gpu, values: &[Self]) -> Result<DeviceBuffer<Self>> {
+                Ok(gpu.upload(values)?)
+            }
+            fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self>, n: usize) -> Result<Vec<Self>> {
+                let mut host = gpu.download(values)?;
+                host.truncate(n);
+                Ok(host)
+            }
+            fn check(_: &crate::Grey<'_>) -> Result<()> {
+                Ok(())
+            }
+        }
+    )*};
+}
+
+own_device_type!(f32, f64);
+
+impl GreyHostValue for u8 {
+    type Device = f32;
+    fn to_device(gpu: &Gpu, values: &[u8]) -> Result<DeviceBuffer<f32>> {
+        let bytes = gpu.upload(values)?;
+        Ok(gpu_waterz_runtime::primitives::widen_u8_to_f32(gpu, &bytes)?)
+    }
+    fn from_device(gpu: &Gpu, values: &DeviceBuffer<f32>, n: usize) -> Result<Vec<u8>> {
+        let bytes = gpu_waterz_runtime::primitives::narrow_f32_to_u8(gpu, values)?;
+        let mut host = gpu.download(&bytes)?;
+        host.truncate(n);
+        Ok(host)
+    }
+    fn check(args: &crate::Grey<'_>) -> Result<()> {
+        if matches!(args.element, crate::Element::Structure { .. }) {
+            return Err(invalid("uint8 arrays take flat elements on the GPU (a size or a footprint), not a structure"));
+        }
+        let cval = args.cval;
+        if args.mode == Mode::Constant && !(cval.fract() == 0.0 && (0.0..=255.0).contains(&cval)) {
+            return Err(invalid(format!("uint8 arrays take a cval that is a whole number from 0 to 255, not {cval}")));
+        }
+        Ok(())
+    }
+}
+
+/// `filters` of a host array on the GPU, uploaded once: `input`'s first
+/// `batch_dims` axes index arrays of the spatial shape of the rest (as
+/// [`Batch`]). Each result equals the CPU function's value for value, in
+/// `T` (a flat element picks input values, which `T` holds; a
+/// structure's weights are added in float64 and the sum cast once, as
 /// [`grey_filter`]).
-pub fn grey_filters_host<T: GreyValue>(
+pub fn grey_filters_host<T: GreyHostValue>(
     gpu: &Gpu,
     input: ArrayViewD<'_, T>,
+    batch_dims: usize,
     args: &crate::Grey<'_>,
     filters: &[GreyFilter],
+    strategy: Strategy,
 ) -> Result<Vec<ArrayD<T>>> {
     let shape = input.shape().to_vec();
-    check_input(&shape)?;
-    let rank = shape.len();
-    let erosion = Footprint::resolve(rank, &args.element, &args.origin, false)?;
-    let dilation = Footprint::resolve(rank, &args.element, &args.origin, true)?;
+    if batch_dims >= shape.len() {
+        return Err(invalid(format!("batch_dims {batch_dims} leaves no spatial axis of the shape {shape:?}")));
+    }
+    let spatial = &shape[batch_dims..];
+    check_input(spatial)?;
+    T::check(args)?;
+    let erosion = Footprint::resolve(spatial.len(), &args.element, &args.origin, false)?;
+    let dilation = Footprint::resolve(spatial.len(), &args.element, &args.origin, true)?;
     if input.is_empty() {
         return Ok(filters.iter().map(|_| input.to_owned()).collect());
     }
-    let batch = Batch { items: 1, shape: &shape };
+    let batch = Batch { items: shape[..batch_dims].iter().product(), shape: spatial };
     let contiguous = input.as_standard_layout();
     let values = contiguous.as_slice().expect("standard layout");
-    let device = gpu.upload(values)?;
-    let filter = |from: &DeviceBuffer<T>, maximum: bool| -> Result<DeviceBuffer<T>> {
-        let mut out = gpu.uninit::<T>(values.len())?;
+    let device = T::to_device(gpu, values)?;
+    let filter = |from: &DeviceBuffer<T::Device>, maximum: bool| -> Result<DeviceBuffer<T::Device>> {
+        let mut out = gpu.uninit::<T::Device>(values.len())?;
         let footprint = if maximum { &dilation } else { &erosion };
-        grey_filter(gpu, from, &mut out, batch, footprint, args.mode, args.cval, maximum, Strategy::Auto)?;
+        grey_filter(gpu, from, &mut out, batch, footprint, args.mode, args.cval, maximum, strategy)?;
         Ok(out)
     };
     filters
@@ -959,9 +1038,163 @@ pub fn grey_filters_host<T: GreyValue>(
                 GreyFilter::Opening => filter(&filter(&device, false)?, true)?,
                 GreyFilter::Closing => filter(&filter(&device, true)?, false)?,
             };
-            Ok(ArrayD::from_shape_vec(shape.clone(), gpu.download(&result)?).expect("one value per element"))
+            let host = T::from_device(gpu, &result, values.len())?;
+            Ok(ArrayD::from_shape_vec(shape.clone(), host).expect("one value per element"))
         })
         .collect()
+}
+
+/// The grey-scale operators of `scipy.ndimage` as the filters of
+/// [`grey_filters_host`] they take and the arithmetic, in the input's
+/// type, that makes their result of the filters' results
+/// ([`GreyOperator::combine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GreyOperator {
+    /// [`crate::grey_erosion`].
+    Erosion,
+    /// [`crate::grey_dilation`].
+    Dilation,
+    /// [`crate::grey_opening`].
+    Opening,
+    /// [`crate::grey_closing`].
+    Closing,
+    /// [`crate::morphological_gradient`]: the dilation minus the erosion.
+    Gradient,
+    /// [`crate::morphological_laplace`]: the dilation plus the erosion,
+    /// minus the input twice.
+    Laplace,
+    /// [`crate::white_tophat`]: the input minus the opening.
+    WhiteTophat,
+    /// [`crate::black_tophat`]: the closing minus the input.
+    BlackTophat,
+}
+
+impl std::str::FromStr for GreyOperator {
+    type Err = crate::MorphologyError;
+
+    /// scipy's names without the `grey_` and `morphological_` prefixes:
+    /// `erosion`, `dilation`, `opening`, `closing`, `gradient`, `laplace`,
+    /// `white_tophat`, `black_tophat`.
+    fn from_str(name: &str) -> Result<Self> {
+        Ok(match name {
+            "erosion" => Self::Erosion,
+            "dilation" => Self::Dilation,
+            "opening" => Self::Opening,
+            "closing" => Self::Closing,
+            "gradient" => Self::Gradient,
+            "laplace" => Self::Laplace,
+            "white_tophat" => Self::WhiteTophat,
+            "black_tophat" => Self::BlackTophat,
+            other => {
+                return Err(invalid(format!(
+                    "operation must be erosion, dilation, opening, closing, gradient, laplace, white_tophat or \
+                     black_tophat, not {other:?}"
+                )))
+            }
+        })
+    }
+}
+
+/// Addition and subtraction as numpy takes them in one type: rounded to
+/// the nearest for floating point, wrapping for unsigned integers.
+pub trait NumpyArithmetic: Copy + Send + Sync {
+    /// `self + other`.
+    fn add(self, other: Self) -> Self;
+    /// `self - other`.
+    fn sub(self, other: Self) -> Self;
+}
+
+macro_rules! float_arithmetic {
+    ($($t:ty),*) => {$(
+        impl NumpyArithmetic for $t {
+            fn add(self, other: Self) -> Self {
+                self + other
+            }
+            fn sub(self, other: Self) -> Self {
+                self - other
+            }
+        }
+    )*};
+}
+
+macro_rules! wrapping_arithmetic {
+    ($($t:ty),*) => {$(
+        impl NumpyArithmetic for $t {
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn sub(self, other: Self) -> Self {
+                self.wrapping_sub(other)
+            }
+        }
+    )*};
+}
+
+float_arithmetic!(f32, f64);
+wrapping_arithmetic!(u8, u16, u32, u64);
+
+impl GreyOperator {
+    /// The filters whose results [`GreyOperator::combine`] takes, in its
+    /// order.
+    pub fn filters(self) -> &'static [GreyFilter] {
+        match self {
+            Self::Erosion => &[GreyFilter::Erosion],
+            Self::Dilation => &[GreyFilter::Dilation],
+            Self::Opening | Self::WhiteTophat => &[GreyFilter::Opening],
+            Self::Closing | Self::BlackTophat => &[GreyFilter::Closing],
+            Self::Gradient | Self::Laplace => &[GreyFilter::Dilation, GreyFilter::Erosion],
+        }
+    }
+
+    /// The operator's result from the results of [`GreyOperator::filters`]
+    /// (`filtered`, in that order) and the input, in the input's type and
+    /// in scipy's order of operations, on every core; the first filter's
+    /// array is reused for the result.
+    ///
+    /// # Errors
+    /// When `filtered` does not hold one array of the input's shape per
+    /// filter.
+    pub fn combine<T: NumpyArithmetic>(self, filtered: Vec<ArrayD<T>>, input: ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
+        if filtered.len() != self.filters().len() || filtered.iter().any(|a| a.shape() != input.shape()) {
+            return Err(invalid(format!(
+                "{self:?} takes {} filtered arrays of the input's shape {:?}",
+                self.filters().len(),
+                input.shape()
+            )));
+        }
+        let mut filtered = filtered.into_iter();
+        let mut result = filtered.next().expect("one filter at least");
+        let zip = ndarray::Zip::from(&mut result).and(&input);
+        match self {
+            Self::Erosion | Self::Dilation | Self::Opening | Self::Closing => {}
+            Self::WhiteTophat => zip.par_for_each(|r, &v| *r = v.sub(*r)),
+            Self::BlackTophat => zip.par_for_each(|r, &v| *r = r.sub(v)),
+            Self::Gradient => {
+                let eroded = filtered.next().expect("two filters");
+                zip.and(&eroded).par_for_each(|r, _, &e| *r = r.sub(e));
+            }
+            Self::Laplace => {
+                let eroded = filtered.next().expect("two filters");
+                zip.and(&eroded).par_for_each(|r, &v, &e| *r = r.add(e).sub(v).sub(v));
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// `operator` of a host array on the GPU: its filters from one upload
+/// ([`grey_filters_host`]), combined on the host in `T`
+/// ([`GreyOperator::combine`]), equal to scipy's result in `T`.
+pub fn grey_operator_host<T: GreyHostValue>(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, T>,
+    batch_dims: usize,
+    args: &crate::Grey<'_>,
+    operator: GreyOperator,
+    strategy: Strategy,
+) -> Result<ArrayD<T>> {
+    let filtered = grey_filters_host(gpu, input.view(), batch_dims, args, operator.filters(), strategy)?;
+    operator.combine(filtered, input)
 }
 
 /// The binary operators of `scipy.ndimage`, for [`binary_operator_host`].
@@ -988,19 +1221,37 @@ pub fn binary_operator_host(
     args: &crate::Binary<'_>,
     operator: BinaryOperator,
 ) -> Result<ArrayD<bool>> {
+    let shape = input.shape().to_vec();
+    let bytes = mask_bytes(input);
+    let view = ArrayViewD::from_shape(shape.clone(), &bytes).expect("one byte per element");
+    let result = binary_operator_bytes(gpu, view, args, operator)?;
+    Ok(mask_of(shape, result.as_slice().expect("a new array is contiguous")))
+}
+
+/// [`binary_operator_host`] on the kernels' own bytes: `input` holds 0
+/// (false) or 1 (true), and so does the result (no conversion on the
+/// host but the copies to and from the GPU).
+pub fn binary_operator_bytes(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, u8>,
+    args: &crate::Binary<'_>,
+    operator: BinaryOperator,
+) -> Result<ArrayD<u8>> {
+    let shape = input.shape().to_vec();
+    let contiguous = input.as_standard_layout();
+    let bytes = contiguous.as_slice().expect("standard layout");
     if operator == BinaryOperator::FillHoles {
-        let shape = input.shape().to_vec();
         let element = args.footprint(&shape, true)?;
         if fill_holes_by_components(&shape, &element) && !input.is_empty() {
-            let bytes = mask_bytes(input);
-            let device = gpu.upload(&bytes)?;
+            let device = gpu.upload(bytes)?;
             let mut out = gpu.uninit::<u8>(bytes.len())?;
             binary_fill_holes_components(gpu, &device, &mut out, Batch { items: 1, shape: &shape }, &element)?;
-            let values = gpu.download(&out)?;
-            return Ok(mask_of(shape, &values));
+            return Ok(ArrayD::from_shape_vec(shape, gpu.download(&out)?).expect("one byte per element"));
         }
-        let mask = input.mapv(|v| !v);
-        let seed = ArrayD::from_elem(input.raw_dim(), false);
+        // The background reached from the border through `structure`,
+        // grown from nothing inside the background; the rest is filled.
+        let mask = input.mapv(|v| v == 0);
+        let seed = ArrayD::<u8>::zeros(input.raw_dim());
         let fill = crate::Binary {
             structure: args.structure.view(),
             iterations: -1,
@@ -1008,9 +1259,9 @@ pub fn binary_operator_host(
             border_value: true,
             origin: args.origin.clone(),
         };
-        return Ok(binary_operator_host(gpu, seed.view(), &fill, BinaryOperator::Dilation)?.mapv(|v| !v));
+        let reached = binary_operator_bytes(gpu, seed.view(), &fill, BinaryOperator::Dilation)?;
+        return Ok(reached.mapv(|v| u8::from(v == 0)));
     }
-    let shape = input.shape().to_vec();
     let erosion = args.footprint(&shape, false)?;
     let dilation = args.footprint(&shape, true)?;
     if input.is_empty() {
@@ -1019,8 +1270,7 @@ pub fn binary_operator_host(
     let batch = Batch { items: 1, shape: &shape };
     let iterations =
         if args.iterations < 1 { Iterations::UntilStable } else { Iterations::Times(args.iterations as u64) };
-    let bytes = mask_bytes(input);
-    let device = gpu.upload(&bytes)?;
+    let device = gpu.upload(bytes)?;
     let mask = match &args.mask {
         Some(m) => Some(gpu.upload(&mask_bytes(m.view()))?),
         None => None,
@@ -1038,8 +1288,9 @@ pub fn binary_operator_host(
         BinaryOperator::Closing => run(&run(&device, true)?, false)?,
         BinaryOperator::FillHoles => unreachable!("handled above"),
     };
-    let values = gpu.download(&result)?;
-    Ok(mask_of(shape, &values[..bytes.len()]))
+    let mut values = gpu.download(&result)?;
+    values.truncate(bytes.len());
+    Ok(ArrayD::from_shape_vec(shape, values).expect("one byte per element"))
 }
 
 /// A boolean host array as the kernels' bytes (0 or 1), in standard
@@ -1059,7 +1310,63 @@ fn mask_of(shape: Vec<usize>, values: &[u8]) -> ArrayD<bool> {
 
 #[cfg(test)]
 mod tests {
-    use super::warp_chunk_planes;
+    use super::{warp_chunk_planes, GreyFilter, GreyOperator};
+    use crate::{Element, Grey, Mode};
+    use ndarray::{ArrayD, IxDyn};
+
+    /// Every operator's combination of the CPU filters equals the CPU
+    /// operator (float64, scipy's order of operations).
+    #[test]
+    fn combined_filters_equal_the_cpu_operators() {
+        let input = ArrayD::from_shape_fn(IxDyn(&[5, 7, 6]), |i| {
+            let v = (i[0] * 131 + i[1] * 71 + i[2] * 37) % 23;
+            v as f64 * 0.37 - 3.1
+        });
+        for mode in [Mode::Reflect, Mode::Constant, Mode::Wrap] {
+            let args = Grey { element: Element::Size(vec![3, 2, 3]), mode, cval: 0.3, origin: vec![0, 0, 1] };
+            let filter = |f: &GreyFilter| match f {
+                GreyFilter::Erosion => crate::grey_erosion(input.view(), &args).unwrap(),
+                GreyFilter::Dilation => crate::grey_dilation(input.view(), &args).unwrap(),
+                GreyFilter::Opening => crate::grey_opening(input.view(), &args).unwrap(),
+                GreyFilter::Closing => crate::grey_closing(input.view(), &args).unwrap(),
+            };
+            type Cpu = fn(ndarray::ArrayViewD<'_, f64>, &Grey<'_>) -> crate::Result<ArrayD<f64>>;
+            let operators: [(&str, Cpu); 8] = [
+                ("erosion", crate::grey_erosion),
+                ("dilation", crate::grey_dilation),
+                ("opening", crate::grey_opening),
+                ("closing", crate::grey_closing),
+                ("gradient", crate::morphological_gradient),
+                ("laplace", crate::morphological_laplace),
+                ("white_tophat", crate::white_tophat),
+                ("black_tophat", crate::black_tophat),
+            ];
+            for (name, cpu) in operators {
+                let operator: GreyOperator = name.parse().unwrap();
+                let filtered = operator.filters().iter().map(filter).collect();
+                let combined = operator.combine(filtered, input.view()).unwrap();
+                assert_eq!(combined, cpu(input.view(), &args).unwrap(), "{name}, {mode:?}");
+            }
+        }
+        assert!("tophat".parse::<GreyOperator>().is_err());
+    }
+
+    /// Unsigned differences wrap around as numpy's do; a wrong number or
+    /// shape of filtered arrays is an error.
+    #[test]
+    fn combined_filters_wrap_and_check_their_arrays() {
+        let input = ndarray::arr1(&[1u8, 200, 7]).into_dyn();
+        let closed = ndarray::arr1(&[0u8, 250, 7]).into_dyn();
+        let black = GreyOperator::BlackTophat.combine(vec![closed.clone()], input.view()).unwrap();
+        assert_eq!(black.as_slice().unwrap(), &[255, 50, 0]);
+        let laplace =
+            GreyOperator::Laplace.combine(vec![closed.clone(), ndarray::arr1(&[3u8, 9, 0]).into_dyn()], input.view());
+        // (0 + 3 - 1 - 1, 250 + 9 - 200 - 200, 7 + 0 - 7 - 7) modulo 256.
+        assert_eq!(laplace.unwrap().as_slice().unwrap(), &[1, 115, 249]);
+        assert!(GreyOperator::Gradient.combine(vec![closed.clone()], input.view()).is_err());
+        let short = ndarray::arr1(&[0u8, 1]).into_dyn();
+        assert!(GreyOperator::WhiteTophat.combine(vec![short], input.view()).is_err());
+    }
 
     /// The warps an H100 or H200 holds at once in the fixed-window float32
     /// warp kernels: 132 multiprocessors, four blocks of four warps each.

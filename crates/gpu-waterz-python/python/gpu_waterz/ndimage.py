@@ -142,15 +142,15 @@ def _per_item(array, batch_dims, function):
 
 def _apply(operation, array, sizes, footprint, structure, mode, cval, origins, backend="cpu", batch_dims=0,
            strategy="auto"):
-    """Erosion or dilation of `array`, in its dtype: float32 and float64
-    natively on the GPU, other types in float64 and cast back (exact for
-    flat elements); on the CPU in float64."""
+    """Erosion or dilation of `array`, in its dtype: on the GPU in the type
+    `_gpu_type` picks and cast back (exact for flat elements); on the CPU
+    in float64."""
     library = _library(array)
     if library is not None:
         return _apply_cuda(library, operation, array, sizes, footprint, structure, mode, cval, origins, batch_dims,
                            strategy)
     if backend in ("auto", "gpu"):
-        values = np.ascontiguousarray(array, dtype=np.float32 if array.dtype == np.float32 else np.float64)
+        values = np.ascontiguousarray(array, dtype=_gpu_type(array.dtype, structure, cval, mode))
         try:
             result = _native.grey_filter_gpu(operation, values, int(batch_dims), sizes, footprint, structure, mode,
                                              float(cval), origins, strategy, 0)
@@ -164,6 +164,35 @@ def _apply(operation, array, sizes, footprint, structure, mode, cval, origins, b
                                        structure, mode, float(cval), origins)
 
     return _per_item(array, int(batch_dims), one).astype(array.dtype, copy=False)
+
+
+def _gpu_type(dtype, structure, cval, mode):
+    """The type a host array goes to the native GPU call in: its own for
+    float32 and float64, and for uint8 with a flat element and, in
+    constant mode, a whole `cval` from 0 to 255 (filtered in float32 on
+    the device); float32 for bool and other integers of up to 16 bits when
+    the element is flat and float32 holds `cval` (each result is an input
+    value or `cval`, so it comes back exact); else float64."""
+    if dtype == np.float32 or dtype == np.float64:
+        return dtype
+    flat = structure is None
+    if dtype == np.uint8 and flat and (mode != "constant" or (float(cval).is_integer() and 0 <= cval <= 255)):
+        return dtype
+    small = dtype == np.bool_ or (dtype.kind in "ui" and dtype.itemsize <= 2)
+    if small and flat and float(np.float32(cval)) == float(cval):
+        return np.float32
+    return np.float64
+
+
+def _output_type(output):
+    """The numpy dtype of an output array or of the dtype `output` names
+    (None when numpy knows none)."""
+    if _is_array(output):
+        return _numpy_dtype(output.dtype)
+    try:
+        return np.dtype(output)
+    except TypeError:
+        return None
 
 
 def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, origins, batch_dims, strategy):
@@ -303,6 +332,21 @@ def _grey(operation, input, size, footprint, structure, output, mode, cval, orig
 
     if operation in ("erosion", "dilation"):
         return run(operation, array, output)
+    # A host array the native call takes as it is (float32, float64, and
+    # uint8 within `_gpu_type`'s conditions) on the GPU: uploaded once, the
+    # filters on the device, the differences on the host in its type, when
+    # the result is asked for in that type (else step by step below, as
+    # scipy casts between the steps).
+    native = (_library(array) is None and array.size > 0
+              and _gpu_type(array.dtype, structure, cval, mode) == array.dtype)
+    if native and backend in ("auto", "gpu") and (output is None or _output_type(output) == array.dtype):
+        try:
+            result = _native.grey_filter_gpu(operation, np.ascontiguousarray(array), int(batch_dims), sizes,
+                                             footprint, structure, mode, float(cval), origins, "auto", 0)
+            return _store(result, output)
+        except RuntimeError:
+            if backend == "gpu":
+                raise
     if operation == "opening":
         return run("dilation", run("erosion", array), output)
     if operation == "closing":
@@ -505,7 +549,8 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
                 return _store(cp.asarray(result), output)
         return _store(_binary_cuda(library, dilate, array, structure, steps, mask, border_value, origins, batch_dims),
                       output)
-    current = array.astype(bool)
+    # A boolean array as it is (its bytes, 0 or 1, are the kernels').
+    current = np.asarray(array, dtype=bool)
     if mask is not None and _library(mask) is not None:
         raise ValueError("mask must be on the input's device: a numpy array for host input")
     if current.size == 0:
@@ -516,8 +561,8 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
             raise RuntimeError("mask and input must have equal sizes")
     if backend in ("auto", "gpu") and gpu_fits:
         try:
-            result = _native.binary_filter_gpu(dilate, np.ascontiguousarray(current, dtype=np.uint8),
-                                               None if mask is None else np.ascontiguousarray(mask, dtype=np.uint8),
+            result = _native.binary_filter_gpu(dilate, np.ascontiguousarray(current).view(np.uint8),
+                                               None if mask is None else np.ascontiguousarray(mask).view(np.uint8),
                                                int(batch_dims), structure, origins, bool(border_value), steps, 0)
             return _store(result.view(bool), output)
         except RuntimeError:
@@ -661,7 +706,8 @@ def distance_transform_edt(input, sampling=None, return_distances=True, return_i
         input = input.detach().cpu().numpy()
     elif library == "cupy":
         input = input.get()
-    a = np.ascontiguousarray(np.asarray(input) != 0)
+    # Non-zero is true (a boolean array is taken as it is).
+    a = np.ascontiguousarray(np.asarray(input, dtype=bool))
     if a.ndim == 0:
         raise ValueError("arrays of rank 1 to 8 are taken, not rank 0")
     s = _sampling(sampling, a.ndim)
@@ -808,7 +854,8 @@ def distance_transform_bf(input, metric="euclidean", sampling=None, return_dista
     ``sampling``), 'taxicab' or 'chessboard' (uint32) metric; indices as
     scipy's (int32, ``(rank,) + shape``; ties: any nearest)."""
     _check_distance_args(return_distances, return_indices, distances, indices)
-    a = np.ascontiguousarray(np.asarray(input) != 0)
+    # Non-zero is true (a boolean array is taken as it is).
+    a = np.ascontiguousarray(np.asarray(input, dtype=bool))
     if a.ndim == 0:
         raise RuntimeError("input must have at least one dimension")
     metric = str(metric).lower()
@@ -831,7 +878,8 @@ def distance_transform_cdt(input, metric="chessboard", return_distances=True, re
     if metric.lower() not in ("chessboard", "taxicab", "cityblock", "manhattan"):
         raise ValueError(f"invalid metric provided: {metric!r}")
     _check_distance_args(return_distances, return_indices, distances, indices)
-    a = np.ascontiguousarray(np.asarray(input) != 0)
+    # Non-zero is true (a boolean array is taken as it is).
+    a = np.ascontiguousarray(np.asarray(input, dtype=bool))
     if a.ndim == 0:
         raise RuntimeError("input must have at least one dimension")
     dist, ind = _native.distance_transform_indices("cdt", a, metric.lower(), None)
@@ -869,8 +917,8 @@ def _fill_holes_components(input, structure, origin, backend, batch_dims, output
     _check_output(array, output)
     if library is None:
         try:
-            result = _native.binary_fill_holes_gpu(np.ascontiguousarray(array != 0, dtype=np.uint8), int(batch_dims),
-                                                   structure, origins, 0)
+            values = np.ascontiguousarray(np.asarray(array, dtype=bool)).view(np.uint8)
+            result = _native.binary_fill_holes_gpu(values, int(batch_dims), structure, origins, 0)
         except RuntimeError:
             if backend == "gpu":
                 raise
