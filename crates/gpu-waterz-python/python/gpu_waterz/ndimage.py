@@ -196,12 +196,19 @@ def _output_type(output):
 
 
 def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, origins, batch_dims, strategy):
-    """Erosion or dilation of a CUDA array on its device, in its dtype."""
+    """Erosion or dilation of a CUDA array on its device, in its dtype:
+    float32 and float64 as they are; other types converted on the device
+    to float32 where `_gpu_type` finds it exact (uint8 included), else to
+    float64, and back."""
+    dtype = _numpy_dtype(x.dtype)
+    wide = np.float64 if dtype is None else _gpu_type(dtype, structure, cval, mode)
+    kernel = "f4" if wide in (np.float32, np.uint8) else "f8"
     if library == "torch":
         import torch
 
-        native = {torch.float32: "f4", torch.float64: "f8"}.get(x.dtype)
-        values = x.detach().contiguous() if native else x.detach().to(torch.float64).contiguous()
+        native = x.dtype in (torch.float32, torch.float64)
+        work = torch.float32 if kernel == "f4" else torch.float64
+        values = x.detach().contiguous() if native else x.detach().to(work).contiguous()
         out = torch.empty_like(values)
         torch.cuda.synchronize(values.device)
         pointers, ordinal = [values.data_ptr(), out.data_ptr()], values.device.index or 0
@@ -209,14 +216,14 @@ def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, 
     else:
         import cupy as cp
 
-        native = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}.get(np.dtype(x.dtype))
+        native = dtype in (np.dtype(np.float32), np.dtype(np.float64))
         with x.device:
-            values = cp.ascontiguousarray(x if native else x.astype(cp.float64))
+            values = cp.ascontiguousarray(x if native else x.astype(cp.float32 if kernel == "f4" else cp.float64))
             out = cp.empty_like(values)
             cp.cuda.runtime.deviceSynchronize()
         pointers, ordinal = [values.data.ptr, out.data.ptr], x.device.id
         back = (lambda r: r) if native else (lambda r: r.astype(x.dtype))
-    _native.grey_filter_cuda(operation, pointers, native or "f8", list(values.shape), int(batch_dims), sizes,
+    _native.grey_filter_cuda(operation, pointers, kernel, list(values.shape), int(batch_dims), sizes,
                              footprint, structure, mode, float(cval), origins, strategy, ordinal)
     return back(out)
 
@@ -554,7 +561,7 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
     if mask is not None and _library(mask) is not None:
         raise ValueError("mask must be on the input's device: a numpy array for host input")
     if current.size == 0:
-        return _store(current, output)
+        return _store(current.copy(), output)
     if mask is not None:
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != current.shape:
