@@ -890,8 +890,9 @@ fn edt_host(
         let indices = with_indices.then(|| ArrayD::zeros(index_shape));
         return Ok((ArrayD::zeros(input.raw_dim()), indices));
     }
-    let bytes = mask_bytes(input);
-    let mask = gpu.upload(&bytes)?;
+    let standard = input.as_standard_layout();
+    let bytes = mask_bytes(&standard);
+    let mask = gpu.upload(bytes)?;
     let mut out = gpu.uninit::<f64>(bytes.len())?;
     let indices = if with_indices {
         let mut indices = gpu.uninit::<i32>(bytes.len() * shape.len())?;
@@ -942,8 +943,8 @@ pub trait GreyHostValue: NumpyArithmetic + host_value::Sealed + 'static {
     type Device: GreyValue;
     /// Host values into a new device buffer of the device type.
     fn to_device(gpu: &Gpu, values: &[Self]) -> Result<DeviceBuffer<Self::Device>>;
-    /// The first `n` values of a device buffer, in this type, on the host.
-    fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self::Device>, n: usize) -> Result<Vec<Self>>;
+    /// A device buffer's values, in this type, on the host.
+    fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self::Device>) -> Result<Vec<Self>>;
     /// Whether the arguments keep every result a value of this type.
     fn check(args: &crate::Grey<'_>) -> Result<()>;
 }
@@ -955,10 +956,8 @@ macro_rules! own_device_type {
             fn to_device(gpu: &Gpu, values: &[Self]) -> Result<DeviceBuffer<Self>> {
                 Ok(gpu.upload(values)?)
             }
-            fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self>, n: usize) -> Result<Vec<Self>> {
-                let mut host = gpu.download(values)?;
-                host.truncate(n);
-                Ok(host)
+            fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self>) -> Result<Vec<Self>> {
+                Ok(gpu.download(values)?)
             }
             fn check(_: &crate::Grey<'_>) -> Result<()> {
                 Ok(())
@@ -975,10 +974,11 @@ impl GreyHostValue for u8 {
         let bytes = gpu.upload(values)?;
         Ok(gpu_waterz_runtime::primitives::widen_u8_to_f32(gpu, &bytes)?)
     }
-    fn from_device(gpu: &Gpu, values: &DeviceBuffer<f32>, n: usize) -> Result<Vec<u8>> {
+    fn from_device(gpu: &Gpu, values: &DeviceBuffer<f32>) -> Result<Vec<u8>> {
         let bytes = gpu_waterz_runtime::primitives::narrow_f32_to_u8(gpu, values)?;
         let mut host = gpu.download(&bytes)?;
-        host.truncate(n);
+        // The narrowed buffer has one byte at least.
+        host.truncate(values.len());
         Ok(host)
     }
     fn check(args: &crate::Grey<'_>) -> Result<()> {
@@ -1038,7 +1038,7 @@ pub fn grey_filters_host<T: GreyHostValue>(
                 GreyFilter::Opening => filter(&filter(&device, false)?, true)?,
                 GreyFilter::Closing => filter(&filter(&device, true)?, false)?,
             };
-            let host = T::from_device(gpu, &result, values.len())?;
+            let host = T::from_device(gpu, &result)?;
             Ok(ArrayD::from_shape_vec(shape.clone(), host).expect("one value per element"))
         })
         .collect()
@@ -1222,8 +1222,8 @@ pub fn binary_operator_host(
     operator: BinaryOperator,
 ) -> Result<ArrayD<bool>> {
     let shape = input.shape().to_vec();
-    let bytes = mask_bytes(input);
-    let view = ArrayViewD::from_shape(shape.clone(), &bytes).expect("one byte per element");
+    let standard = input.as_standard_layout();
+    let view = ArrayViewD::from_shape(shape.clone(), mask_bytes(&standard)).expect("one byte per element");
     let result = binary_operator_bytes(gpu, view, args, operator)?;
     Ok(mask_of(shape, result.as_slice().expect("a new array is contiguous")))
 }
@@ -1272,7 +1272,7 @@ pub fn binary_operator_bytes(
         if args.iterations < 1 { Iterations::UntilStable } else { Iterations::Times(args.iterations as u64) };
     let device = gpu.upload(bytes)?;
     let mask = match &args.mask {
-        Some(m) => Some(gpu.upload(&mask_bytes(m.view()))?),
+        Some(m) => Some(gpu.upload(mask_bytes(&m.as_standard_layout()))?),
         None => None,
     };
     let run = |from: &DeviceBuffer<u8>, dilate: bool| -> Result<DeviceBuffer<u8>> {
@@ -1288,17 +1288,14 @@ pub fn binary_operator_bytes(
         BinaryOperator::Closing => run(&run(&device, true)?, false)?,
         BinaryOperator::FillHoles => unreachable!("handled above"),
     };
-    let mut values = gpu.download(&result)?;
-    values.truncate(bytes.len());
-    Ok(ArrayD::from_shape_vec(shape, values).expect("one byte per element"))
+    Ok(ArrayD::from_shape_vec(shape, gpu.download(&result)?).expect("one byte per element"))
 }
 
-/// A boolean host array as the kernels' bytes (0 or 1), in standard
-/// order, converted on every core.
-fn mask_bytes(input: ArrayViewD<'_, bool>) -> Vec<u8> {
-    use rayon::prelude::*;
-    let contiguous = input.as_standard_layout();
-    contiguous.as_slice().expect("standard layout").par_iter().map(|&v| v as u8).collect()
+/// A boolean host array in standard order (`as_standard_layout`: borrowed
+/// where it is already) as the kernels' bytes: a `bool` is one byte, 0 or
+/// 1, so no copy is made.
+fn mask_bytes<'a>(standard: &'a ndarray::CowArray<'_, bool, ndarray::IxDyn>) -> &'a [u8] {
+    bytemuck::cast_slice(standard.as_slice().expect("standard layout"))
 }
 
 /// The boolean array of `shape` from the kernels' bytes (standard order).
@@ -1349,6 +1346,20 @@ mod tests {
             }
         }
         assert!("tophat".parse::<GreyOperator>().is_err());
+    }
+
+    /// A boolean array's bytes are 0 or 1 in standard order, also for a
+    /// view that is not in it.
+    #[test]
+    fn boolean_arrays_are_the_kernels_bytes() {
+        let a = ArrayD::from_shape_fn(IxDyn(&[3, 4]), |i| (i[0] + 2 * i[1]) % 3 == 0);
+        let t = a.view().reversed_axes();
+        let standard = t.as_standard_layout();
+        let want: Vec<u8> = t.iter().map(|&v| u8::from(v)).collect();
+        assert_eq!(super::mask_bytes(&standard), &want[..]);
+        let view = a.view();
+        let standard = view.as_standard_layout();
+        assert_eq!(super::mask_bytes(&standard), &a.iter().map(|&v| u8::from(v)).collect::<Vec<_>>()[..]);
     }
 
     /// Unsigned differences wrap around as numpy's do; a wrong number or
