@@ -71,6 +71,25 @@ def random_case(rng, dtype):
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_boolean_inputs_take_a_cval_as_scipys_cast(backend):
+    """A bool array's grey-scale operators in constant mode with a cval
+    that scipy's C cast sends toward zero (0.5 and -0.5 are false, numpy's
+    cast makes them true): scipy's values, with a size and with a
+    footprint with holes, for the filters and their compositions."""
+    backend = _backend(backend)
+    rng = np.random.default_rng(17)
+    array = rng.random((6, 7)) < 0.6
+    holes = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0]], bool)
+    operators = ["grey_erosion", "grey_dilation", "grey_opening", "grey_closing", "white_tophat", "black_tophat"]
+    for cval in (0.5, -0.5, 0.99, -0.99, 0.0, 1.0, 1.5, 255.5):
+        for element in ({"size": 3}, {"footprint": holes}):
+            for operator in operators:
+                want = getattr(ndi, operator)(array, mode="constant", cval=cval, **element)
+                got = getattr(ours, operator)(array, mode="constant", cval=cval, backend=backend, **element)
+                np.testing.assert_array_equal(got, want, err_msg=f"{operator} cval {cval} {element}")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.uint8, np.int16])
 @pytest.mark.parametrize("operator", OPERATORS)
 def test_random_cases_equal_scipy(operator, dtype, backend):

@@ -328,6 +328,12 @@ def _grey(operation, input, size, footprint, structure, output, mode, cval, orig
     # general one (a footprint with holes, or a structure).
     separable = structure is None and (footprint is None or footprint.all())
     dtype = _numpy_dtype(array.dtype)
+    if dtype == np.bool_ and -1.0 < float(cval) < 256.0:
+        # scipy's C code casts a result taken against cval to a bool array's
+        # type toward zero (0.5 is false, where numpy's cast makes it true),
+        # in both paths: a cval whose cast C defines is replaced by that
+        # cast, so that the filters and numpy's cast give scipy's values.
+        cval = float(int(float(cval)) != 0)
     if not separable and dtype is not None:
         with np.errstate(invalid="ignore", over="ignore"):
             cval = float(np.array(float(cval)).astype(dtype))
