@@ -369,7 +369,11 @@ pub(crate) fn grey_filter_cuda<'py>(
 ) -> PyResult<()> {
     let element = element(size, footprint.as_ref(), structure.as_ref())?;
     let n: usize = shape.iter().product();
-    let width = if dtype == "f4" { 4 } else { 8 };
+    let width = match dtype {
+        "u1" => 1,
+        "f4" => 4,
+        _ => 8,
+    };
     check_disjoint((pointers[1], n as u64 * width), &[(pointers[0], n as u64 * width)])?;
     let gpu = gpu_of(ordinal)?;
     macro_rules! run {
@@ -397,7 +401,41 @@ pub(crate) fn grey_filter_cuda<'py>(
     match dtype {
         "f4" => run!(f32),
         "f8" => run!(f64),
-        other => Err(PyValueError::new_err(format!("CUDA arrays must be float32 or float64 here, not {other}"))),
+        "u1" => {
+            // Bytes widened to float32 on the device, filtered, narrowed
+            // back into the output (flat elements and, in constant mode, a
+            // byte cval only: every result is then a byte value).
+            let args = Grey {
+                element: element.clone(),
+                mode: mode.parse().map_err(morphology_err)?,
+                cval,
+                origin: origin.clone(),
+            };
+            <u8 as gpu_waterz_morphology::gpu::GreyHostValue>::check(&args).map_err(morphology_err)?;
+            py.detach(|| -> PyResult<()> {
+                use gpu_waterz_runtime::primitives::{narrow_f32_to_u8_into, widen_u8_to_f32};
+                let input = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
+                let mut output = crate::cuda::borrow_elements::<u8>(&gpu, pointers[1], n)?;
+                let wide = widen_u8_to_f32(&gpu, &input).map_err(runtime_err)?;
+                let mut filtered = gpu.uninit::<f32>(n.max(1)).map_err(runtime_err)?;
+                grey_filter_device(
+                    &gpu,
+                    operation,
+                    &wide,
+                    &mut filtered,
+                    &shape,
+                    batch_dims,
+                    &element,
+                    mode,
+                    cval,
+                    &origin,
+                    strategy,
+                )?;
+                narrow_f32_to_u8_into(&gpu, &filtered, &mut output).map_err(runtime_err)?;
+                gpu.synchronize().map_err(runtime_err)
+            })
+        }
+        other => Err(PyValueError::new_err(format!("CUDA arrays must be float32, float64 or uint8 here, not {other}"))),
     }
 }
 

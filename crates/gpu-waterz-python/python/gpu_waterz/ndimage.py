@@ -197,16 +197,17 @@ def _output_type(output):
 
 def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, origins, batch_dims, strategy):
     """Erosion or dilation of a CUDA array on its device, in its dtype:
-    float32 and float64 as they are; other types converted on the device
-    to float32 where `_gpu_type` finds it exact (uint8 included), else to
-    float64, and back."""
+    float32, float64 and uint8 (within `_gpu_type`'s conditions: widened to
+    float32 and narrowed back by the native call) as they are; other types
+    converted to float32 where `_gpu_type` finds it exact, else to float64,
+    and back."""
     dtype = _numpy_dtype(x.dtype)
     wide = np.float64 if dtype is None else _gpu_type(dtype, structure, cval, mode)
-    kernel = "f4" if wide in (np.float32, np.uint8) else "f8"
+    kernel = {np.dtype(np.uint8): "u1", np.dtype(np.float32): "f4"}.get(np.dtype(wide), "f8")
     if library == "torch":
         import torch
 
-        native = x.dtype in (torch.float32, torch.float64)
+        native = kernel == "u1" or x.dtype in (torch.float32, torch.float64)
         work = torch.float32 if kernel == "f4" else torch.float64
         values = x.detach().contiguous() if native else x.detach().to(work).contiguous()
         out = torch.empty_like(values)
@@ -216,7 +217,7 @@ def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, 
     else:
         import cupy as cp
 
-        native = dtype in (np.dtype(np.float32), np.dtype(np.float64))
+        native = kernel == "u1" or dtype in (np.dtype(np.float32), np.dtype(np.float64))
         with x.device:
             values = cp.ascontiguousarray(x if native else x.astype(cp.float32 if kernel == "f4" else cp.float64))
             out = cp.empty_like(values)
