@@ -5,7 +5,7 @@ Usage (on the GPU machine, with the wheel, torch and cupy):
 
     python3 benches/ndimage_bench.py [--size 512] [--small 256] [--repeats 7] [--json OUT.json]
 
-Arrays: white noise (float32) and masks (smoothed noise above its median,
+Arrays: white noise (float32, and scaled to uint8) and masks (smoothed noise above its median,
 blobs of a few voxels, made on the GPU with torch), resident on the GPU:
 torch CUDA tensors in and out for gpu_waterz, cupy arrays for cupyx (the same
 values). Each row: the median wall time of the call after a warm-up
@@ -124,6 +124,22 @@ def main():
         (f"binary_propagation {args.small}^3", lambda: gndi.binary_propagation(mask_small & (volume[:args.small, :args.small, :args.small] > 0.999), mask=mask_small),
          lambda: cndi.binary_propagation(mask_small_cp & (volume_cp[:args.small, :args.small, :args.small] > 0.999), mask=mask_small_cp)),
     ]
+    # uint8 (the noise scaled to bytes): the byte kernels.
+    volume8 = (volume * 256).to(torch.uint8)
+    volume8_cp = as_cupy(volume8)
+    rows += [
+        ("grey_erosion size=3 uint8", lambda: gndi.grey_erosion(volume8, size=3),
+         lambda: cndi.grey_erosion(volume8_cp, size=3)),
+        ("grey_dilation size=3 uint8", lambda: gndi.grey_dilation(volume8, size=3),
+         lambda: cndi.grey_dilation(volume8_cp, size=3)),
+        ("grey_erosion size=7 uint8", lambda: gndi.grey_erosion(volume8, size=7),
+         lambda: cndi.grey_erosion(volume8_cp, size=7)),
+        ("grey_erosion footprint=cross uint8",
+         lambda: gndi.grey_erosion(volume8, footprint=ndi.generate_binary_structure(3, 1)),
+         lambda: cndi.grey_erosion(volume8_cp, footprint=cross_cp)),
+        ("white_tophat size=3 uint8", lambda: gndi.white_tophat(volume8, size=3),
+         lambda: cndi.white_tophat(volume8_cp, size=3)),
+    ]
     # The distance transform: 512³ blobs, a 4096² mask, with indices.
     plane = blobs((4096, 4096))
     plane_cp = as_cupy(plane)
@@ -171,6 +187,19 @@ def main():
         print(f"erosion size=3 {strategy}: {med * 1e3:.3f} ms, {strategies[strategy]['gb_per_s']:.0f} GB/s "
               f"({strategies[strategy]['fraction_of_copy']:.0%} of copy)", flush=True)
     report["strategies"] = strategies
+    # The uint8 size-3 erosion (the byte kernels), against a clone of the
+    # uint8 volume.
+    out8 = torch.empty_like(volume8)
+    cmed, _, _ = timed(lambda: volume8.clone(), args.repeats, sync)
+
+    def run8():
+        _native.grey_filter_cuda("erosion", [volume8.data_ptr(), out8.data_ptr()], "u1", list(volume8.shape), 0,
+                                 [3, 3, 3], None, None, "reflect", 0.0, [0, 0, 0], "auto", 0)
+    med, _, _ = timed(run8, args.repeats, sync)
+    report["uint8_erosion"] = {"median_s": med, "copy_s": cmed, "gb_per_s": 2 * volume8.numel() / med / 1e9,
+                               "fraction_of_copy": cmed / med}
+    print(f"erosion size=3 uint8: {med * 1e3:.3f} ms, {2 * volume8.numel() / med / 1e9:.0f} GB/s "
+          f"(uint8 copy {cmed * 1e3:.3f} ms: {cmed / med:.0%})", flush=True)
 
     # The cross footprint in the plus kernels (Strategy::Box; Auto takes the
     # tiles until they are measured) against the tiles, and their equality.

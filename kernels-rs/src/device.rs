@@ -679,6 +679,19 @@ impl ViaF64 for f32 {
     }
 }
 
+impl ViaF64 for u8 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    /// Saturating at 0 and 255, NaN to 0 (Rust's cast; the host passes
+    /// only whole bytes).
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x as u8
+    }
+}
+
 impl ViaF64 for f64 {
     #[inline(always)]
     fn to_f64(self) -> f64 {

@@ -46,6 +46,13 @@ impl Grey for f64 {
     const SMALLEST: Self = f64::NEG_INFINITY;
 }
 
+/// Bytes: the flat filters pick input values (or a byte `cval`), which a
+/// byte holds; the host gives them no weights.
+impl Grey for u8 {
+    const LARGEST: Self = u8::MAX;
+    const SMALLEST: Self = 0;
+}
+
 /// Whether `candidate` replaces `best` (a strict comparison, as the CPU
 /// path's: NaN never replaces).
 #[inline(always)]
@@ -206,7 +213,8 @@ unsafe fn grey_line<T: Grey>(
 macro_rules! grey_kernels {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident;)*) => {$(
         kernel! {
-            /// The grey-scale filter over one float type: the minimum (erosion) or
+            /// The grey-scale filter over one value type (float32, float64
+            /// or, for flat elements only, bytes): the minimum (erosion) or
             /// maximum (dilation) over the active elements of the input,
             /// less or plus each element's weight unless `flat`.
             ///
@@ -218,7 +226,7 @@ macro_rules! grey_kernels {
             /// is its per-axis offsets against `geometry.stride`.
             ///
             /// # Parameters
-            /// See `GreyFilterF32Args` (the float64 kernel's struct differs in its pointers only).
+            /// See `GreyFilterF32Args` (the other types' structs differ in their pointers only).
             ///
             /// # Thread mapping
             /// A block per work unit (`MORPH_UNIT` consecutive positions
@@ -245,15 +253,16 @@ macro_rules! grey_kernels {
         }
 
         kernel! {
-            /// One separable pass over one float type: the minimum or maximum over
-            /// the offsets `low..=high` along `axis`.
+            /// One separable pass over one value type (float32, float64 or
+            /// bytes): the minimum or maximum over the offsets `low..=high`
+            /// along `axis`.
             ///
             /// # Safety
             /// `input` and `output` hold `items * spatial` values and do
             /// not overlap; `axis < rank`; `low <= high`.
             ///
             /// # Parameters
-            /// See `GreyLineF32Args` (the float64 kernel's struct differs in its pointers only).
+            /// See `GreyLineF32Args` (the other types' structs differ in their pointers only).
             ///
             /// # Thread mapping
             /// As the grey-scale filter: a thread per position.
@@ -280,6 +289,7 @@ macro_rules! grey_kernels {
 grey_kernels! {
     f32: grey_filter_f32 GreyFilterF32Args, grey_line_f32 GreyLineF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args;
+    u8: grey_filter_u8 GreyFilterU8Args, grey_line_u8 GreyLineU8Args;
 }
 
 kernel! {
@@ -585,7 +595,8 @@ fn store_tile<T>(
 macro_rules! tile_kernels {
     ($($t:ty: $tile:ident $tile_args:ident;)*) => {$(
         kernel! {
-            /// The tiled grey-scale filter over one float type for rank 1 to 3: the
+            /// The tiled grey-scale filter over one value type (float32,
+            /// float64 or, for flat elements only, bytes) for rank 1 to 3: the
             /// block loads a tile and its halo (boundary modes applied)
             /// into shared memory once; each thread then takes up to
             /// `TILE_MAX_Z` positions along z from it.
@@ -599,7 +610,7 @@ macro_rules! tile_kernels {
             /// `shared_len()` values of dynamic shared memory.
             ///
             /// # Parameters
-            /// See `GreyTileF32Args` (the float64 kernel's struct differs in its pointers only).
+            /// See `GreyTileF32Args` (the other types' structs differ in their pointers only).
             ///
             /// # Thread mapping
             /// A block per tile (grid-stride over the tiles of every item);
@@ -629,6 +640,7 @@ macro_rules! tile_kernels {
 tile_kernels! {
     f32: grey_tile_f32 GreyTileF32Args;
     f64: grey_tile_f64 GreyTileF64Args;
+    u8: grey_tile_u8 GreyTileU8Args;
 }
 
 /// Runs `$body` for `$s` = each of a thread's `BOX_SLOTS` load slots,
@@ -923,7 +935,8 @@ unsafe fn plus_plane<T: Grey, const MAXIMUM: bool>(
 macro_rules! box_kernels {
     ($($t:ty: $name:ident $args:ident, $plus:literal;)*) => {$(
         kernel! {
-            /// The grey-scale filter over one float type for a flat box (the
+            /// The grey-scale filter over one value type (float32, float64
+            /// or bytes) for a flat box (the
             /// `grey_box_*` kernels) or a flat plus (`grey_plus_*`: the
             /// geometry's `plus` set) and rank 1 to 3: each block streams
             /// the planes of its columns' window along z through shared
@@ -942,7 +955,7 @@ macro_rules! box_kernels {
             /// dynamic shared memory.
             ///
             /// # Parameters
-            /// See `GreyBoxF32Args` (the float64 kernel's struct differs in its pointers only).
+            /// See `GreyBoxF32Args` (the other types' structs differ in their pointers only).
             ///
             /// # Thread mapping
             /// A block per `chunk_z × BOX_Y × BOX_X` unit (grid-stride over
@@ -968,6 +981,8 @@ box_kernels! {
     f64: grey_box_f64 GreyBoxF64Args, false;
     f32: grey_plus_f32 GreyPlusF32Args, true;
     f64: grey_plus_f64 GreyPlusF64Args, true;
+    u8: grey_box_u8 GreyBoxU8Args, false;
+    u8: grey_plus_u8 GreyPlusU8Args, true;
 }
 
 /// Values that a warp shuffle moves between lanes.
@@ -984,6 +999,14 @@ impl Lane for f32 {
     unsafe fn from_lane(self, src: u32) -> Self {
         // SAFETY: the caller's: every lane calls.
         f32::from_bits(unsafe { shuffle_u32(self.to_bits(), src) })
+    }
+}
+
+impl Lane for u8 {
+    #[inline(always)]
+    unsafe fn from_lane(self, src: u32) -> Self {
+        // SAFETY: the caller's: every lane calls.
+        unsafe { shuffle_u32(self as u32, src) as u8 }
     }
 }
 
@@ -1328,8 +1351,9 @@ macro_rules! warp_kernels {
     ($($t:ty: $name:ident $args:ident, $rows:expr, $past:expr, $maximum:literal, $plus:literal, $fixed:literal;)*) => {$(
         kernel! {
             /// The grey-scale minimum (`grey_warp_min_*`,
-            /// `grey_warp_plus_min_f32` and their `fixed` kernels) or maximum
-            /// (`..._max_*`) filter over one float type for a flat box (or,
+            /// `grey_warp_plus_min_*` and their `fixed` kernels) or maximum
+            /// (`..._max_*`) filter over one value type (float32, float64
+            /// or bytes) for a flat box (or,
             /// the `plus` kernels, a flat plus: `geometry.plus` set) of rank
             /// 1 to 3 and windows up to
             /// `WARP_WINDOW`, held in registers: each warp streams the planes of its columns'
@@ -1400,6 +1424,14 @@ warp_kernels! {
     f64: grey_warp_fixed_max_f64 GreyWarpFixedMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64, true, false, true;
     f32: grey_warp_fixed_plus_min_f32 GreyWarpFixedPlusMinF32Args, WARP_ROWS_FIXED_PLUS_F32, WARP_PAST_F32, false, true, true;
     f32: grey_warp_fixed_plus_max_f32 GreyWarpFixedPlusMaxF32Args, WARP_ROWS_FIXED_PLUS_F32, WARP_PAST_F32, true, true, true;
+    u8: grey_warp_min_u8 GreyWarpMinU8Args, WARP_ROWS_F32, WARP_PAST_F32, false, false, false;
+    u8: grey_warp_max_u8 GreyWarpMaxU8Args, WARP_ROWS_F32, WARP_PAST_F32, true, false, false;
+    u8: grey_warp_plus_min_u8 GreyWarpPlusMinU8Args, WARP_ROWS_F32, WARP_PAST_F32, false, true, false;
+    u8: grey_warp_plus_max_u8 GreyWarpPlusMaxU8Args, WARP_ROWS_F32, WARP_PAST_F32, true, true, false;
+    u8: grey_warp_fixed_min_u8 GreyWarpFixedMinU8Args, WARP_ROWS_FIXED_F32, WARP_PAST_F32, false, false, true;
+    u8: grey_warp_fixed_max_u8 GreyWarpFixedMaxU8Args, WARP_ROWS_FIXED_F32, WARP_PAST_F32, true, false, true;
+    u8: grey_warp_fixed_plus_min_u8 GreyWarpFixedPlusMinU8Args, WARP_ROWS_FIXED_PLUS_F32, WARP_PAST_F32, false, true, true;
+    u8: grey_warp_fixed_plus_max_u8 GreyWarpFixedPlusMaxU8Args, WARP_ROWS_FIXED_PLUS_F32, WARP_PAST_F32, true, true, true;
 }
 
 kernel! {

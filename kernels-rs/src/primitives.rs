@@ -224,41 +224,6 @@ kernel! {
     }
 }
 
-kernel! {
-    /// Widens bytes to float32 (every byte value is exact in float32).
-    ///
-    /// # Safety
-    /// `input` holds `n` bytes, `out` `n` writable f32s.
-    ///
-    /// # Parameters
-    /// - `input`, `n`: the bytes; `out`: their values as float32.
-    ///
-    /// # Thread mapping
-    /// Grid-stride loop, one element per iteration.
-    pub unsafe extern "ptx-kernel" fn widen_u8_to_f32(input: *const u8, n: u64, out: *mut f32) as WidenU8ToF32Args {
-        // SAFETY: `i < n`.
-        grid_stride(n, |i| unsafe { *out.add(i as usize) = f32::from(*input.add(i as usize)) });
-    }
-}
-
-kernel! {
-    /// Narrows float32 to bytes with Rust's cast (toward zero, saturating
-    /// at 0 and 255, NaN to 0): exact for the whole values 0 to 255.
-    ///
-    /// # Safety
-    /// `input` holds `n` f32s, `out` `n` writable bytes.
-    ///
-    /// # Parameters
-    /// - `input`, `n`: the values; `out`: their bytes.
-    ///
-    /// # Thread mapping
-    /// Grid-stride loop, one element per iteration.
-    pub unsafe extern "ptx-kernel" fn narrow_f32_to_u8(input: *const f32, n: u64, out: *mut u8) as NarrowF32ToU8Args {
-        // SAFETY: `i < n`.
-        grid_stride(n, |i| unsafe { *out.add(i as usize) = *input.add(i as usize) as u8 });
-    }
-}
-
 /// Block-wide exclusive scan of one `u64` per thread in shared memory
 /// (`SCAN_THREADS` entries); returns this thread's exclusive prefix and
 /// the block total.

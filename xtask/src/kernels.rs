@@ -148,6 +148,18 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("grey_warp_fixed_max_f32", 128, 4),
     ("grey_warp_fixed_plus_min_f32", 128, 4),
     ("grey_warp_fixed_plus_max_f32", 128, 4),
+    // The byte kernels as the float32 ones (their values take 32-bit
+    // registers as well).
+    ("grey_box_u8", 256, 4),
+    ("grey_plus_u8", 256, 4),
+    ("grey_warp_min_u8", 128, 5),
+    ("grey_warp_max_u8", 128, 5),
+    ("grey_warp_plus_min_u8", 128, 4),
+    ("grey_warp_plus_max_u8", 128, 4),
+    ("grey_warp_fixed_min_u8", 128, 4),
+    ("grey_warp_fixed_max_u8", 128, 4),
+    ("grey_warp_fixed_plus_min_u8", 128, 4),
+    ("grey_warp_fixed_plus_max_u8", 128, 4),
 ];
 
 /// `ptx` with the `.maxntid` and `.minnctapersm` directives of

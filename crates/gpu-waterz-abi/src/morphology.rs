@@ -258,6 +258,7 @@ macro_rules! grey_args {
 grey_args! {
     GreyFilterF32Args, GreyLineF32Args, f32, GreyFilterF32, GreyLineF32;
     GreyFilterF64Args, GreyLineF64Args, f64, GreyFilterF64, GreyLineF64;
+    GreyFilterU8Args, GreyLineU8Args, u8, GreyFilterU8, GreyLineU8;
 }
 
 /// Arguments of the binary filter: at every position, whether every
@@ -384,6 +385,7 @@ macro_rules! tile_args {
 tile_args! {
     GreyTileF32Args, f32, GreyTileF32;
     GreyTileF64Args, f64, GreyTileF64;
+    GreyTileU8Args, u8, GreyTileU8;
 }
 
 /// Outputs per block of the box kernels along x (two per thread).
@@ -511,6 +513,8 @@ streamed_args! {
     GreyBoxF64Args: BoxGeometry, f64, GreyBoxF64, maximum ("1: maximum; 0: minimum."), "a box kernel: the minimum or maximum over a flat box";
     GreyPlusF32Args: BoxGeometry, f32, GreyPlusF32, maximum ("1: maximum; 0: minimum."), "a plus kernel: the minimum or maximum over a flat plus";
     GreyPlusF64Args: BoxGeometry, f64, GreyPlusF64, maximum ("1: maximum; 0: minimum."), "a plus kernel: the minimum or maximum over a flat plus";
+    GreyBoxU8Args: BoxGeometry, u8, GreyBoxU8, maximum ("1: maximum; 0: minimum."), "a box kernel: the minimum or maximum over a flat box";
+    GreyPlusU8Args: BoxGeometry, u8, GreyPlusU8, maximum ("1: maximum; 0: minimum."), "a plus kernel: the minimum or maximum over a flat plus";
 }
 
 /// Threads per block of the warp kernels: four independent warps.
@@ -526,6 +530,9 @@ pub const WARP_X: u32 = 32;
 pub const WARP_PAST_F32: bool = true;
 /// [`WARP_PAST_F32`] for the float64 warp kernels.
 pub const WARP_PAST_F64: bool = false;
+/// The byte (uint8) warp kernels take the float32 kernels' rows per warp
+/// and columns past the warp: their values take 32-bit registers as well.
+///
 /// Output rows per warp of the float32 warp kernels (four: fewer
 /// registers, more warps per multiprocessor; eight rows read fewer halo
 /// rows but measured slower in these generic kernels, `docs/BENCHMARKS.md`).
@@ -646,6 +653,14 @@ streamed_args! {
     GreyWarpFixedMaxF64Args: WarpGeometry, f64, GreyWarpFixedMaxF64, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat box in registers";
     GreyWarpFixedPlusMinF32Args: WarpGeometry, f32, GreyWarpFixedPlusMinF32, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the minimum over a flat plus in registers";
     GreyWarpFixedPlusMaxF32Args: WarpGeometry, f32, GreyWarpFixedPlusMaxF32, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat plus in registers";
+    GreyWarpMinU8Args: WarpGeometry, u8, GreyWarpMinU8, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the minimum over a flat box in registers";
+    GreyWarpMaxU8Args: WarpGeometry, u8, GreyWarpMaxU8, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat box in registers";
+    GreyWarpPlusMinU8Args: WarpGeometry, u8, GreyWarpPlusMinU8, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the minimum over a flat plus in registers";
+    GreyWarpPlusMaxU8Args: WarpGeometry, u8, GreyWarpPlusMaxU8, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat plus in registers";
+    GreyWarpFixedMinU8Args: WarpGeometry, u8, GreyWarpFixedMinU8, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel (windows of [`WARP_WINDOW`] along y and x, [`WARP_WINDOW`] or 1 along z: [`WarpGeometry::fixed`]): the minimum over a flat box in registers";
+    GreyWarpFixedMaxU8Args: WarpGeometry, u8, GreyWarpFixedMaxU8, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat box in registers";
+    GreyWarpFixedPlusMinU8Args: WarpGeometry, u8, GreyWarpFixedPlusMinU8, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the minimum over a flat plus in registers";
+    GreyWarpFixedPlusMaxU8Args: WarpGeometry, u8, GreyWarpFixedPlusMaxU8, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat plus in registers";
 }
 
 /// Arguments of the tiled binary filter (rank 1 to 3): what

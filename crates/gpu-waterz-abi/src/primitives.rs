@@ -105,31 +105,6 @@ pub struct NarrowU64ToU32Args {
     pub max: *mut u64,
 }
 
-/// `widen_u8_to_f32`: `out[i] = input[i]` as float32 for `i < n`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct WidenU8ToF32Args {
-    /// `n` bytes.
-    pub input: *const u8,
-    /// How many.
-    pub n: u64,
-    /// `n` writable f32s.
-    pub out: *mut f32,
-}
-
-/// `narrow_f32_to_u8`: `out[i] = input[i] as u8` for `i < n` (Rust's cast:
-/// toward zero, saturating at 0 and 255, NaN to 0).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct NarrowF32ToU8Args {
-    /// `n` f32s.
-    pub input: *const f32,
-    /// How many.
-    pub n: u64,
-    /// `n` writable bytes.
-    pub out: *mut u8,
-}
-
 /// `scan_tile_sums`: each tile's sum of `n` u32s.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -373,8 +348,6 @@ impl_kernel_args!(
     PackU32PairsArgs => PackU32Pairs { high, low, start, n, out },
     CountU32PairsArgs => CountU32Pairs { high, low, start, n, keys, counts, capacity, overflow },
     NarrowU64ToU32Args => NarrowU64ToU32 { input, n, out, max },
-    WidenU8ToF32Args => WidenU8ToF32 { input, n, out },
-    NarrowF32ToU8Args => NarrowF32ToU8 { input, n, out },
     ScanTileSumsArgs => ScanTileSums { input, n, tile_sums },
     ScanTilesArgs => ScanTiles { input, n, tile_offsets, output, total },
     ScanChunksU64Args => ScanChunksU64 { values, n, chunk_totals },

@@ -1,8 +1,8 @@
 //! The GPU morphology against the CPU path (itself checked against scipy
 //! by the Python parity suite): random shapes of rank 1 to 8, batches,
-//! every mode, origins, boxes, footprints and weighted structures, both
-//! strategies, float32 and float64; binary steps with masks, borders and
-//! iterations.
+//! every mode, origins, boxes, footprints and weighted structures, every
+//! strategy, float32, float64 and uint8; binary steps with masks, borders
+//! and iterations.
 
 use gpu_waterz_morphology::gpu::{self, Batch, Iterations, Strategy};
 use gpu_waterz_morphology::{grey_dilation, grey_erosion, Element, Footprint, Grey, Mode};
@@ -90,6 +90,35 @@ fn gpu_grey_filters_equal_the_cpu() {
         gpu::grey_filter(&g, &input, &mut output, batch, &footprint, mode, cval, maximum, strategy).unwrap();
         let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
         assert_eq!(g.download(&output).unwrap(), want32, "{context} (f32, {strategy:?})");
+        // uint8 (bytes of their own, a byte cval): equal to the CPU's
+        // float64 result for a flat element; refused with weights.
+        let mut byte_rng = rand_chacha::ChaCha8Rng::seed_from_u64(1000 + case as u64);
+        let bytes: Vec<u8> = (0..items * spatial).map(|_| byte_rng.gen()).collect();
+        let byte_cval = byte_rng.gen::<u8>() as f64;
+        let byte_args = Grey { element: element.clone(), mode, cval: byte_cval, origin: origin.clone() };
+        let input = g.upload(&bytes).unwrap();
+        let mut output = g.uninit::<u8>(bytes.len()).unwrap();
+        let result = gpu::grey_filter(&g, &input, &mut output, batch, &footprint, mode, byte_cval, maximum, strategy);
+        if !footprint.is_flat() {
+            assert!(result.is_err(), "{context} (u8 with weights)");
+            continue;
+        }
+        result.unwrap();
+        let mut want8 = Vec::new();
+        for item in bytes.chunks(spatial) {
+            let view = ArrayD::from_shape_vec(IxDyn(&shape), item.iter().map(|&b| b as f64).collect()).unwrap();
+            let out =
+                if maximum { grey_dilation(view.view(), &byte_args) } else { grey_erosion(view.view(), &byte_args) };
+            want8.extend(out.unwrap().iter().map(|&v| v as u8));
+        }
+        assert_eq!(g.download(&output).unwrap(), want8, "{context} (u8, {strategy:?})");
+        if mode == Mode::Constant {
+            for bad in [-1.0, 256.0, 2.5, f64::NAN] {
+                let refused =
+                    gpu::grey_filter(&g, &input, &mut output, batch, &footprint, mode, bad, maximum, strategy);
+                assert!(refused.is_err(), "{context} (u8, cval {bad})");
+            }
+        }
     }
 }
 
@@ -100,8 +129,8 @@ type CpuOperator = fn(ndarray::ArrayViewD<'_, f64>, &Grey<'_>) -> gpu_waterz_mor
 /// upload, the filters on the GPU, the differences on the host) against
 /// the CPU, item by item of batches: float64 equal to the CPU operators;
 /// float32 equal to the CPU's filters cast once, combined in float32 in
-/// scipy's order; uint8 likewise, wrapping around, and refused with a
-/// structure or a cval that is not a byte value in constant mode.
+/// scipy's order; uint8 likewise, wrapping around, and refused with
+/// weights or a cval that is not a byte value in constant mode.
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn gpu_grey_operators_on_host_arrays_equal_the_cpu() {
@@ -158,12 +187,13 @@ fn gpu_grey_operators_on_host_arrays_equal_the_cpu() {
             };
             assert_eq!(result32, want32.as_slice().unwrap(), "{context} (f32)");
         }
-        // uint8 (flat elements; in constant mode a whole cval from 0 to
-        // 255): the CPU's filters cast once, combined wrapping around.
-        if matches!(args.element, Element::Structure { .. }) {
+        // uint8 (flat elements, structures of zeros among them; in
+        // constant mode a whole cval from 0 to 255): the CPU's filters cast
+        // once, combined wrapping around.
+        if !Footprint::resolve(rank, &args.element, &args.origin, false).unwrap().is_flat() {
             let refused =
                 grey_operator_host(&g, input.mapv(|v| v as u8).view(), batch.len(), &args, operator, strategy);
-            assert!(refused.is_err(), "{context}: uint8 with a structure");
+            assert!(refused.is_err(), "{context}: uint8 with weights");
             continue;
         }
         let args8 = Grey { cval: 37.0, ..args.clone() };
@@ -369,6 +399,15 @@ fn gpu_fixed_window_warp_kernels_equal_the_gather() {
                     g.download(&out).unwrap().into_iter().map(f64::from).collect::<Vec<f64>>()
                 };
                 assert!(same(&run(Strategy::Gather), &run(Strategy::Warp)), "{context} (f32)");
+                assert!(gpu::takes_warp_kernel::<u8>(&g, batch, &footprint).unwrap(), "{context}");
+                let bytes: Vec<u8> = (0..items * spatial).map(|_| rng.gen()).collect();
+                let input = g.upload(&bytes).unwrap();
+                let run = |strategy| {
+                    let mut out = g.uninit::<u8>(bytes.len()).unwrap();
+                    gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 7.0, maximum, strategy).unwrap();
+                    g.download(&out).unwrap()
+                };
+                assert_eq!(run(Strategy::Gather), run(Strategy::Warp), "{context} (u8)");
             }
         }
     }

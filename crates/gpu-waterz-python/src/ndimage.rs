@@ -346,8 +346,9 @@ pub(crate) fn grey_filter_gpu<'py>(
 }
 
 /// The same on CUDA memory: `pointers` are the input and the output,
-/// `dtype` `"f4"` or `"f8"`, `shape` elements each on device `ordinal`,
-/// held by the caller for the whole call.
+/// `dtype` `"f4"`, `"f8"` or `"u1"` (uint8: flat elements and a byte
+/// `cval` only), `shape` elements each on device `ordinal`, held by the
+/// caller for the whole call.
 #[pyfunction]
 #[pyo3(signature = (operation, pointers, dtype, shape, batch_dims, size, footprint, structure, mode, cval, origin, strategy, ordinal))]
 #[allow(clippy::too_many_arguments)]
@@ -401,40 +402,7 @@ pub(crate) fn grey_filter_cuda<'py>(
     match dtype {
         "f4" => run!(f32),
         "f8" => run!(f64),
-        "u1" => {
-            // Bytes widened to float32 on the device, filtered, narrowed
-            // back into the output (flat elements and, in constant mode, a
-            // byte cval only: every result is then a byte value).
-            let args = Grey {
-                element: element.clone(),
-                mode: mode.parse().map_err(morphology_err)?,
-                cval,
-                origin: origin.clone(),
-            };
-            <u8 as gpu_waterz_morphology::gpu::GreyHostValue>::check(&args).map_err(morphology_err)?;
-            py.detach(|| -> PyResult<()> {
-                use gpu_waterz_runtime::primitives::{narrow_f32_to_u8_into, widen_u8_to_f32};
-                let input = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
-                let mut output = crate::cuda::borrow_elements::<u8>(&gpu, pointers[1], n)?;
-                let wide = widen_u8_to_f32(&gpu, &input).map_err(runtime_err)?;
-                let mut filtered = gpu.uninit::<f32>(n.max(1)).map_err(runtime_err)?;
-                grey_filter_device(
-                    &gpu,
-                    operation,
-                    &wide,
-                    &mut filtered,
-                    &shape,
-                    batch_dims,
-                    &element,
-                    mode,
-                    cval,
-                    &origin,
-                    strategy,
-                )?;
-                narrow_f32_to_u8_into(&gpu, &filtered, &mut output).map_err(runtime_err)?;
-                gpu.synchronize().map_err(runtime_err)
-            })
-        }
+        "u1" => run!(u8),
         other => Err(PyValueError::new_err(format!("CUDA arrays must be float32, float64 or uint8 here, not {other}"))),
     }
 }

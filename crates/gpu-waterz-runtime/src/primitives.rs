@@ -191,43 +191,6 @@ pub fn narrow_u64_to_u32(gpu: &Gpu, input: &DeviceBuffer<u64>) -> Result<(Device
     Ok((out, gpu.download_element(&max, 0)?))
 }
 
-/// Every byte of `input` as float32, in a new buffer (of one element at
-/// least).
-pub fn widen_u8_to_f32(gpu: &Gpu, input: &DeviceBuffer<u8>) -> Result<DeviceBuffer<f32>> {
-    gpu.check_device(input, "the bytes")?;
-    let n = input.len() as u64;
-    let mut out = gpu.uninit::<f32>(input.len().max(1))?;
-    if n > 0 {
-        let args = WidenU8ToF32Args { input: input.as_ptr(), n, out: out.as_mut_ptr() };
-        // SAFETY: `input` holds `n` bytes, `out` at least `n` f32s.
-        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
-    }
-    Ok(out)
-}
-
-/// Every value of `input` as a byte (Rust's cast: toward zero, saturating
-/// at 0 and 255, NaN to 0; exact for whole values 0 to 255), in a new
-/// buffer (of one element at least).
-pub fn narrow_f32_to_u8(gpu: &Gpu, input: &DeviceBuffer<f32>) -> Result<DeviceBuffer<u8>> {
-    let mut out = gpu.uninit::<u8>(input.len().max(1))?;
-    narrow_f32_to_u8_into(gpu, input, &mut out)?;
-    Ok(out)
-}
-
-/// [`narrow_f32_to_u8`] into the first `input.len()` bytes of `out`.
-pub fn narrow_f32_to_u8_into(gpu: &Gpu, input: &DeviceBuffer<f32>, out: &mut DeviceBuffer<u8>) -> Result<()> {
-    gpu.check_device(input, "the values")?;
-    gpu.check_device(out, "the bytes")?;
-    let n = input.len() as u64;
-    check_len("narrow_f32_to_u8", "out", out, n)?;
-    if n > 0 {
-        let args = NarrowF32ToU8Args { input: input.as_ptr(), n, out: out.as_mut_ptr() };
-        // SAFETY: `input` holds `n` f32s, `out` at least `n` bytes (checked).
-        unsafe { gpu.launch(gpu.grid_stride_config(n), args) }?;
-    }
-    Ok(())
-}
-
 /// Scans the first `n` u64s of `values` in place (exclusive), in levels of
 /// `SCAN_TILE`.
 fn scan_u64_in_place(gpu: &Gpu, values: &mut DeviceBuffer<u64>, n: u64) -> Result<()> {

@@ -1,8 +1,8 @@
 //! The device-wide primitives against CPU computations on random input.
 
 use gpu_waterz_runtime::primitives::{
-    compact_indices, digit_shifts, exclusive_scan, expand_runs_u32, gather_rows_f32, narrow_f32_to_u8,
-    radix_sort_pairs, reduce_by_key, value_runs_u32, widen_u8_to_f32,
+    compact_indices, digit_shifts, exclusive_scan, expand_runs_u32, gather_rows_f32, radix_sort_pairs, reduce_by_key,
+    value_runs_u32,
 };
 use gpu_waterz_runtime::testing::gpu;
 use rand::{Rng, SeedableRng};
@@ -245,22 +245,4 @@ fn gathered_rows_are_the_strided_values() {
         gpu.download(&gather_rows_f32(&gpu, &input, 3 * n - 1, [1, 9], [1, 4]).unwrap()).unwrap(),
         [values[(3 * n - 1) as usize]]
     );
-}
-
-#[test]
-#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
-fn bytes_widen_to_float32_and_narrow_back_as_rusts_cast() {
-    let gpu = gpu();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-    for &n in SIZES {
-        let bytes: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
-        let widened = widen_u8_to_f32(&gpu, &gpu.upload(&bytes).unwrap()).unwrap();
-        let values = gpu.download(&widened).unwrap();
-        assert!(values.iter().zip(&bytes).all(|(&v, &b)| v == f32::from(b)), "n = {n}");
-        assert_eq!(gpu.download(&narrow_f32_to_u8(&gpu, &widened).unwrap()).unwrap(), bytes, "n = {n}");
-    }
-    // Fractions go toward zero; out of range saturates; NaN is 0.
-    let odd = [2.7f32, -0.5, -1.0, 255.9, 256.0, 1e9, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0];
-    let narrowed = gpu.download(&narrow_f32_to_u8(&gpu, &gpu.upload(&odd).unwrap()).unwrap()).unwrap();
-    assert_eq!(narrowed, odd.iter().map(|&v| v as u8).collect::<Vec<_>>());
 }

@@ -76,8 +76,6 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<PackU32PairsArgs>(c);
     check::<CountU32PairsArgs>(c);
     check::<NarrowU64ToU32Args>(c);
-    check::<WidenU8ToF32Args>(c);
-    check::<NarrowF32ToU8Args>(c);
     check::<OtPrepareF32Args>(c);
     check::<OtPrepareF64Args>(c);
     check::<OtCheckF32Args>(c);
@@ -197,6 +195,19 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyWarpFixedMaxF64Args>(c);
     check::<GreyWarpFixedPlusMinF32Args>(c);
     check::<GreyWarpFixedPlusMaxF32Args>(c);
+    check::<GreyFilterU8Args>(c);
+    check::<GreyLineU8Args>(c);
+    check::<GreyTileU8Args>(c);
+    check::<GreyBoxU8Args>(c);
+    check::<GreyPlusU8Args>(c);
+    check::<GreyWarpMinU8Args>(c);
+    check::<GreyWarpMaxU8Args>(c);
+    check::<GreyWarpPlusMinU8Args>(c);
+    check::<GreyWarpPlusMaxU8Args>(c);
+    check::<GreyWarpFixedMinU8Args>(c);
+    check::<GreyWarpFixedMaxU8Args>(c);
+    check::<GreyWarpFixedPlusMinU8Args>(c);
+    check::<GreyWarpFixedPlusMaxU8Args>(c);
     check::<FillHolesEdgesArgs>(c);
     check::<FillHolesReachArgs>(c);
     check::<FillHolesOutputArgs>(c);

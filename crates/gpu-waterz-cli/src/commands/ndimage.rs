@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gpu_waterz_cli::io::{write_npy, Volume, VolumeSource};
 use gpu_waterz_morphology::gpu::BinaryOperator;
-use gpu_waterz_morphology::gpu::{GreyFilter, GreyHostValue, GreyOperator, NumpyArithmetic};
+use gpu_waterz_morphology::gpu::{GreyFilter, GreyOperator, GreyValue, NumpyArithmetic};
 use gpu_waterz_morphology::{Element, Grey, Mode};
 use ndarray::{ArrayD, CowArray, IxDyn};
 use std::path::PathBuf;
@@ -99,13 +99,13 @@ type GreyFn = fn(ndarray::ArrayViewD<'_, f64>, &Grey<'_>) -> gpu_waterz_morpholo
 /// The element types the CLI reads and writes for the grey-scale
 /// operators, with numpy's arithmetic, and the type that crosses to the
 /// GPU holding every one of their values exactly (float32 and uint8 as
-/// they are, uint8 filtered in float32 on the device; float64 for uint32
-/// and uint64 up to 2^53).
+/// they are, each filtered in its own type on the device; float64 for
+/// uint32 and uint64 up to 2^53).
 trait Step: NumpyArithmetic + gpu_waterz_cli::io::NpyElement + 'static {
     /// The host type [`grey_filters_host`] takes.
     ///
     /// [`grey_filters_host`]: gpu_waterz_morphology::gpu::grey_filters_host
-    type Gpu: GreyHostValue;
+    type Gpu: GreyValue;
     fn to_gpu(self) -> Self::Gpu;
     fn from_gpu(v: Self::Gpu) -> Self;
     fn to_f64(self) -> f64;

@@ -63,7 +63,7 @@ fn check_footprint(kernel: &'static str, footprint: &DeviceFootprint) -> Result<
 }
 
 /// The launches of the grey-scale kernels of each element type (a public
-/// trait of a private module: sealed to float32 and float64).
+/// trait of a private module: sealed to float32, float64 and uint8).
 pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
     /// The grey-scale filter (global gather) of `input` into `output`.
     fn filter(
@@ -111,8 +111,11 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
     /// Output rows per warp of this type's warp kernel for a box (or, with
     /// `plus`, a plus) with fixed windows (`WarpGeometry::fixed`) or not.
     fn warp_rows(fixed: bool, plus: bool) -> u32;
-    /// Whether the warp kernels take pluses of this type (float32 only: in
-    /// float64 the plus kernels measured faster).
+    /// Whether this is uint8 (whose kernels take flat elements and a byte
+    /// `cval` only).
+    const BYTES: bool;
+    /// Whether the warp kernels take pluses of this type (float32 and
+    /// uint8: in float64 the plus kernels measured faster).
     const WARP_PLUS: bool;
     /// Whether this type's warp kernels load the columns past a warp's
     /// (`WarpGeometry::past`).
@@ -149,6 +152,8 @@ macro_rules! grey_launches {
                 }
             }
             const WARP_PAST: bool = $past;
+            // uint8 is the one type of a byte.
+            const BYTES: bool = std::mem::size_of::<$t>() == 1;
             const WARP_PLUS: bool = false $(|| !stringify!($plus_min).is_empty())?;
 
             fn warp_kernel(fixed: bool, plus: bool) -> Kernel {
@@ -369,6 +374,11 @@ grey_launches! {
         grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
         grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64,
         fixed WARP_ROWS_F64, GreyWarpFixedMinF64Args GreyWarpFixedMaxF64Args;
+    u8: grey_filter_u8 GreyFilterU8Args, grey_line_u8 GreyLineU8Args, grey_tile_u8 GreyTileU8Args,
+        grey_box_u8 GreyBoxU8Args, grey_plus_u8 GreyPlusU8Args,
+        grey_warp_min_u8 GreyWarpMinU8Args, grey_warp_max_u8 GreyWarpMaxU8Args, WARP_ROWS_F32, WARP_PAST_F32,
+        fixed WARP_ROWS_FIXED_F32, GreyWarpFixedMinU8Args GreyWarpFixedMaxU8Args,
+        plus GreyWarpPlusMinU8Args GreyWarpPlusMaxU8Args, fixed WARP_ROWS_FIXED_PLUS_F32, GreyWarpFixedPlusMinU8Args GreyWarpFixedPlusMaxU8Args;
 }
 
 /// Checks a warp geometry (windows, rows, past columns, chunk, tile

@@ -57,11 +57,37 @@ pub enum Strategy {
     Warp,
 }
 
-/// The element types of [`grey_filter`]: float32 and float64 (sealed:
-/// their launches are a trait of the private `launch` module).
-pub trait GreyValue: launch::GreyKernels {}
+/// The element types of [`grey_filter`], [`grey_filters_host`] and
+/// [`grey_operator_host`] (sealed: their launches are a trait of the
+/// private `launch` module): float32, float64 and uint8, each filtered in
+/// its own type. uint8 takes flat elements (sizes, footprints and
+/// structures of zeros) and, in [`Mode::Constant`], a `cval` that is a
+/// whole number from 0 to 255, so that every result is one of its values
+/// (others are an error: scipy would cast out-of-range doubles, which C
+/// leaves undefined).
+pub trait GreyValue: launch::GreyKernels + NumpyArithmetic + 'static {}
 impl GreyValue for f32 {}
 impl GreyValue for f64 {}
+impl GreyValue for u8 {}
+
+/// Whether `T` holds every result of a filter over `footprint` with `mode`
+/// and `cval`: always for the floats; for uint8 (whose kernels pick input
+/// values and `cval`, [`GreyValue`]) with a flat element and, in constant
+/// mode, a byte `cval`.
+fn check_values<T: GreyValue>(footprint: &Footprint, mode: Mode, cval: f64) -> Result<()> {
+    if T::BYTES {
+        if !footprint.is_flat() {
+            return Err(invalid(
+                "uint8 arrays take flat elements on the GPU (a size, a footprint or a structure of \
+                 zeros), not weights",
+            ));
+        }
+        if mode == Mode::Constant && !(cval.fract() == 0.0 && (0.0..=255.0).contains(&cval)) {
+            return Err(invalid(format!("uint8 arrays take a cval that is a whole number from 0 to 255, not {cval}")));
+        }
+    }
+    Ok(())
+}
 
 /// `items` arrays of spatial `shape`, one after another in C order: a
 /// batch `(B, C, spatial…)` is `B · C` items of the spatial shape.
@@ -497,7 +523,8 @@ fn bits_layout(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Opt
 /// [`crate::grey_erosion`] and [`crate::grey_dilation`] on the GPU (resolve
 /// `footprint` with [`Footprint::resolve`], reflected for dilation), equal
 /// to them value for value. A flat element compares in the input's type;
-/// weights are applied in float64 and the result cast once.
+/// weights are applied in float64 and the result cast once (uint8: see
+/// [`GreyValue`] for what it takes).
 #[allow(clippy::too_many_arguments)]
 pub fn grey_filter<T: GreyValue>(
     gpu: &Gpu,
@@ -511,6 +538,7 @@ pub fn grey_filter<T: GreyValue>(
     strategy: Strategy,
 ) -> Result<()> {
     let geometry = geometry(batch, footprint)?;
+    check_values::<T>(footprint, mode, cval)?;
     let n = batch.len() as u64;
     check_len("grey_filter", "input", input, n)?;
     check_len("grey_filter", "output", output, n)?;
@@ -922,84 +950,13 @@ pub enum GreyFilter {
     Closing,
 }
 
-mod host_value {
-    /// Keeps [`super::GreyHostValue`] to this crate's types.
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
-    impl Sealed for u8 {}
-}
-
-/// The host element types of [`grey_filters_host`] and
-/// [`grey_operator_host`] (sealed): float32 and float64 are filtered as
-/// they are; uint8 crosses to the GPU as bytes and is filtered there in
-/// float32, which holds every byte exactly. uint8 takes flat elements
-/// (sizes and footprints, not weighted structures) and, in
-/// [`Mode::Constant`], a `cval` that is a whole number from 0 to 255, so
-/// that every result is one of its values (others are an error: scipy
-/// would cast out-of-range doubles, which C leaves undefined).
-pub trait GreyHostValue: NumpyArithmetic + host_value::Sealed + 'static {
-    /// The type the filters run in on the GPU.
-    type Device: GreyValue;
-    /// Host values into a new device buffer of the device type.
-    fn to_device(gpu: &Gpu, values: &[Self]) -> Result<DeviceBuffer<Self::Device>>;
-    /// A device buffer's values, in this type, on the host.
-    fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self::Device>) -> Result<Vec<Self>>;
-    /// Whether the arguments keep every result a value of this type.
-    fn check(args: &crate::Grey<'_>) -> Result<()>;
-}
-
-macro_rules! own_device_type {
-    ($($t:ty),*) => {$(
-        impl GreyHostValue for $t {
-            type Device = $t;
-            fn to_device(gpu: &Gpu, values: &[Self]) -> Result<DeviceBuffer<Self>> {
-                Ok(gpu.upload(values)?)
-            }
-            fn from_device(gpu: &Gpu, values: &DeviceBuffer<Self>) -> Result<Vec<Self>> {
-                Ok(gpu.download(values)?)
-            }
-            fn check(_: &crate::Grey<'_>) -> Result<()> {
-                Ok(())
-            }
-        }
-    )*};
-}
-
-own_device_type!(f32, f64);
-
-impl GreyHostValue for u8 {
-    type Device = f32;
-    fn to_device(gpu: &Gpu, values: &[u8]) -> Result<DeviceBuffer<f32>> {
-        let bytes = gpu.upload(values)?;
-        Ok(gpu_waterz_runtime::primitives::widen_u8_to_f32(gpu, &bytes)?)
-    }
-    fn from_device(gpu: &Gpu, values: &DeviceBuffer<f32>) -> Result<Vec<u8>> {
-        let bytes = gpu_waterz_runtime::primitives::narrow_f32_to_u8(gpu, values)?;
-        let mut host = gpu.download(&bytes)?;
-        // The narrowed buffer has one byte at least.
-        host.truncate(values.len());
-        Ok(host)
-    }
-    fn check(args: &crate::Grey<'_>) -> Result<()> {
-        if matches!(args.element, crate::Element::Structure { .. }) {
-            return Err(invalid("uint8 arrays take flat elements on the GPU (a size or a footprint), not a structure"));
-        }
-        let cval = args.cval;
-        if args.mode == Mode::Constant && !(cval.fract() == 0.0 && (0.0..=255.0).contains(&cval)) {
-            return Err(invalid(format!("uint8 arrays take a cval that is a whole number from 0 to 255, not {cval}")));
-        }
-        Ok(())
-    }
-}
-
 /// `filters` of a host array on the GPU, uploaded once: `input`'s first
 /// `batch_dims` axes index arrays of the spatial shape of the rest (as
 /// [`Batch`]). Each result equals the CPU function's value for value, in
 /// `T` (a flat element picks input values, which `T` holds; a
 /// structure's weights are added in float64 and the sum cast once, as
-/// [`grey_filter`]).
-pub fn grey_filters_host<T: GreyHostValue>(
+/// [`grey_filter`]; uint8 takes what [`GreyValue`] says).
+pub fn grey_filters_host<T: GreyValue>(
     gpu: &Gpu,
     input: ArrayViewD<'_, T>,
     batch_dims: usize,
@@ -1013,18 +970,18 @@ pub fn grey_filters_host<T: GreyHostValue>(
     }
     let spatial = &shape[batch_dims..];
     check_input(spatial)?;
-    T::check(args)?;
     let erosion = Footprint::resolve(spatial.len(), &args.element, &args.origin, false)?;
     let dilation = Footprint::resolve(spatial.len(), &args.element, &args.origin, true)?;
+    check_values::<T>(&erosion, args.mode, args.cval)?;
     if input.is_empty() {
         return Ok(filters.iter().map(|_| input.to_owned()).collect());
     }
     let batch = Batch { items: shape[..batch_dims].iter().product(), shape: spatial };
     let contiguous = input.as_standard_layout();
     let values = contiguous.as_slice().expect("standard layout");
-    let device = T::to_device(gpu, values)?;
-    let filter = |from: &DeviceBuffer<T::Device>, maximum: bool| -> Result<DeviceBuffer<T::Device>> {
-        let mut out = gpu.uninit::<T::Device>(values.len())?;
+    let device = gpu.upload(values)?;
+    let filter = |from: &DeviceBuffer<T>, maximum: bool| -> Result<DeviceBuffer<T>> {
+        let mut out = gpu.uninit::<T>(values.len())?;
         let footprint = if maximum { &dilation } else { &erosion };
         grey_filter(gpu, from, &mut out, batch, footprint, args.mode, args.cval, maximum, strategy)?;
         Ok(out)
@@ -1038,7 +995,7 @@ pub fn grey_filters_host<T: GreyHostValue>(
                 GreyFilter::Opening => filter(&filter(&device, false)?, true)?,
                 GreyFilter::Closing => filter(&filter(&device, true)?, false)?,
             };
-            let host = T::from_device(gpu, &result)?;
+            let host = gpu.download(&result)?;
             Ok(ArrayD::from_shape_vec(shape.clone(), host).expect("one value per element"))
         })
         .collect()
@@ -1185,7 +1142,7 @@ impl GreyOperator {
 /// `operator` of a host array on the GPU: its filters from one upload
 /// ([`grey_filters_host`]), combined on the host in `T`
 /// ([`GreyOperator::combine`]), equal to scipy's result in `T`.
-pub fn grey_operator_host<T: GreyHostValue>(
+pub fn grey_operator_host<T: GreyValue>(
     gpu: &Gpu,
     input: ArrayViewD<'_, T>,
     batch_dims: usize,

@@ -17,10 +17,13 @@ the CPU. ``import gpu_waterz.ndimage as ndi``
 replaces these calls: same keyword arguments (``size``, ``footprint``,
 ``structure``, ``output``, ``mode`` in reflect/constant/nearest/mirror/wrap,
 ``cval``, ``origin``), same output dtype as the input (or ``output``'s).
-Erosion and dilation compare float32 and float64 values in their type on
-the GPU; other types (and every type on the CPU) are computed in float64
-and cast back (exact for flat elements; weights of a ``structure`` are
-applied in float64 and the result cast once, as scipy does). The composite
+Erosion and dilation compare float32, float64 and uint8 values in their
+type on the GPU (uint8 with a flat element and, in constant mode, a whole
+``cval`` from 0 to 255); bool and other integers of up to 16 bits in
+float32 where it holds ``cval`` and the element is flat; other types (and
+every type on the CPU) in float64, cast back (exact for flat elements;
+weights of a ``structure`` are applied in float64 and the result cast
+once, as scipy does). The composite
 operators combine them in the input's dtype, step by step, the last step
 into ``output``, as scipy does. Differences from scipy: a NaN never wins a
 minimum or maximum here (scipy keeps one met first in the element's order;
@@ -169,8 +172,8 @@ def _apply(operation, array, sizes, footprint, structure, mode, cval, origins, b
 def _gpu_type(dtype, structure, cval, mode):
     """The type a host array goes to the native GPU call in: its own for
     float32 and float64, and for uint8 with a flat element and, in
-    constant mode, a whole `cval` from 0 to 255 (filtered in float32 on
-    the device); float32 for bool and other integers of up to 16 bits when
+    constant mode, a whole `cval` from 0 to 255 (filtered as bytes on the
+    device); float32 for bool and other integers of up to 16 bits when
     the element is flat and float32 holds `cval` (each result is an input
     value or `cval`, so it comes back exact); else float64."""
     if dtype == np.float32 or dtype == np.float64:
@@ -197,10 +200,9 @@ def _output_type(output):
 
 def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, origins, batch_dims, strategy):
     """Erosion or dilation of a CUDA array on its device, in its dtype:
-    float32, float64 and uint8 (within `_gpu_type`'s conditions: widened to
-    float32 and narrowed back by the native call) as they are; other types
-    converted to float32 where `_gpu_type` finds it exact, else to float64,
-    and back."""
+    float32, float64 and uint8 (within `_gpu_type`'s conditions) as they
+    are; other types converted to float32 where `_gpu_type` finds it exact,
+    else to float64, and back."""
     dtype = _numpy_dtype(x.dtype)
     wide = np.float64 if dtype is None else _gpu_type(dtype, structure, cval, mode)
     kernel = {np.dtype(np.uint8): "u1", np.dtype(np.float32): "f4"}.get(np.dtype(wide), "f8")
