@@ -370,15 +370,12 @@ pub(crate) fn grey_filter_cuda<'py>(
 ) -> PyResult<()> {
     let element = element(size, footprint.as_ref(), structure.as_ref())?;
     let n: usize = shape.iter().product();
-    let width = match dtype {
-        "u1" => 1,
-        "f4" => 4,
-        _ => 8,
-    };
-    check_disjoint((pointers[1], n as u64 * width), &[(pointers[0], n as u64 * width)])?;
     let gpu = gpu_of(ordinal)?;
     macro_rules! run {
-        ($t:ty) => {
+        ($t:ty) => {{
+            // Byte ranges: the output overlaps not the input.
+            let bytes = n as u64 * std::mem::size_of::<$t>() as u64;
+            check_disjoint((pointers[1], bytes), &[(pointers[0], bytes)])?;
             py.detach(|| -> PyResult<()> {
                 let input = crate::cuda::borrow_elements::<$t>(&gpu, pointers[0], n)?;
                 let mut output = crate::cuda::borrow_elements::<$t>(&gpu, pointers[1], n)?;
@@ -397,7 +394,7 @@ pub(crate) fn grey_filter_cuda<'py>(
                 )?;
                 gpu.synchronize().map_err(runtime_err)
             })
-        };
+        }};
     }
     match dtype {
         "f4" => run!(f32),
