@@ -14,7 +14,12 @@ Also: the device's copy bandwidth (torch clone of the 512³ float32 array,
 read + write), the size-3 erosion's bytes read + written per second under
 each strategy, the batched case (64 volumes of 64³ in one call against one
 256³ volume, per voxel; back to back, and with the L2 cache overwritten
-before each call), and scipy on the host at --small for two rows.
+before each call), the batched distance transform (64 masks of 64³ against
+one --small³ mask and against cupyx item by item, with and without
+indices), the chamfer transform (taxicab, chessboard; scipy on the host at
+--small is its anchor, cupyx has none), the Euclidean transform of sparse
+masks (1e-5 zeros, one zero) against cupyx, and scipy on the host at
+--small for two rows.
 """
 
 import argparse
@@ -238,6 +243,60 @@ def main():
                          "cold_batch_s": bcold, "cold_one_s": ocold, "cold_per_voxel_ratio": bcold / ocold,
                          "first_items_equal_cupyx": bool(torch.equal(bout[:4, 0], want))}
     print("batched", json.dumps(report["batched"]), flush=True)
+
+    # Batched distance transforms: 64 volumes of 64³ in one call against
+    # one 256³ volume (per voxel), and against cupyx item by item (it takes
+    # no batch); with indices too.
+    mask_batch = torch.stack([blobs((64, 64, 64)) for _ in range(64)])
+    mask_batch_cp = as_cupy(mask_batch)
+    edt_batched = {}
+    for indices in (False, True):
+        bmed, _, bout = timed(lambda: gndi.distance_transform_edt(mask_batch, return_indices=indices, batch_dims=1),
+                              args.repeats, sync)
+        omed, _, _ = timed(lambda: gndi.distance_transform_edt(mask_small, return_indices=indices), args.repeats, sync)
+        cmed, _, cout = timed(lambda: [cndi.distance_transform_edt(mask_batch_cp[i], return_indices=indices)
+                                       for i in range(64)], args.repeats, cp.cuda.runtime.deviceSynchronize)
+        d = bout[0] if indices else bout
+        cd = [c[0] for c in cout] if indices else cout
+        edt_batched["indices" if indices else "distances"] = {
+            "batch_64x64^3_s": bmed, f"one_{args.small}^3_s": omed, "per_voxel_ratio": bmed / omed,
+            "cupyx_item_by_item_s": cmed, "speedup_vs_cupyx": cmed / bmed,
+            "equal_cupyx": all(np.array_equal(d[i].cpu().numpy(), cp.asnumpy(cd[i])) for i in range(64))}
+        print("edt batched", "indices" if indices else "distances",
+              json.dumps(edt_batched["indices" if indices else "distances"]), flush=True)
+    report["edt_batched"] = edt_batched
+
+    # The chamfer transform (cupyx has none: scipy on the host at --small
+    # is the anchor) and sparse masks for the Euclidean one (few zeros:
+    # long searches along the lines).
+    chamfer = {}
+    host_small = mask_small.cpu().numpy()
+    for metric in ("taxicab", "chessboard"):
+        med, _, out = timed(lambda: gndi.distance_transform_cdt(mask, metric=metric), args.repeats, sync)
+        imed, _, _ = timed(lambda: gndi.distance_transform_cdt(mask, metric=metric, return_indices=True),
+                           args.repeats, sync)
+        smed, _, sout = timed(lambda: gndi.distance_transform_cdt(mask_small, metric=metric), args.repeats, sync)
+        t = time.perf_counter()
+        want = ndi.distance_transform_cdt(host_small, metric=metric)
+        scipy_s = time.perf_counter() - t
+        chamfer[metric] = {f"{args.size}^3_s": med, f"{args.size}^3_indices_s": imed, f"{args.small}^3_s": smed,
+                           f"scipy_{args.small}^3_s": scipy_s, "speedup_vs_scipy": scipy_s / smed,
+                           "equal_scipy": bool(np.array_equal(sout.cpu().numpy(), want))}
+        print("cdt", metric, json.dumps(chamfer[metric]), flush=True)
+    report["chamfer"] = chamfer
+    sparse = {}
+    for name, density in (("1e-5 zeros", 1e-5), ("one zero", 0.0)):
+        m = noise(big) >= density
+        m[args.size // 3, args.size // 2, args.size // 5] = False
+        m_cp = as_cupy(m)
+        med, _, out = timed(lambda: gndi.distance_transform_edt(m), args.repeats, sync)
+        cmed, _, cout = timed(lambda: cndi.distance_transform_edt(m_cp), args.repeats,
+                              cp.cuda.runtime.deviceSynchronize)
+        sparse[name] = {"median_s": med, "cupyx_s": cmed, "speedup": cmed / med,
+                        "equal": bool(np.array_equal(out.cpu().numpy(), cp.asnumpy(cout)))}
+        print("edt sparse", name, json.dumps(sparse[name]), flush=True)
+        del m, m_cp, out, cout
+    report["edt_sparse"] = sparse
 
     # scipy on the host at --small.
     host = volume[:args.small, :args.small, :args.small].cpu().numpy()

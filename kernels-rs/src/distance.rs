@@ -7,10 +7,12 @@ use gpu_waterz_abi::distance::*;
 use gpu_waterz_abi::Dims3;
 
 kernel! {
-    /// The first pass of the distance transform, along x, from the mask:
-    /// each element's squared distance to the nearest background element
-    /// of its row (`(k s)²` for `k` elements apart, infinite for none) and,
-    /// with `features`, that element's flat index. A warp walks its row a
+    /// The first pass of the distance transform, along x, from the mask,
+    /// of `items` volumes one after another: each element's cost to the
+    /// nearest background element of its row (`axis_cost(metric, k)` for
+    /// `k` elements apart into `squared`, or `(k s)²` into `squared_f64`;
+    /// infinite for none), with `features` that element's flat index, and
+    /// the flag of each volume with background set. A warp walks its row a
     /// word of 32 positions at a time (loaded 4 bytes per lane, 4 words at
     /// once, when the rows are 4-byte aligned; else a byte per lane and a
     /// ballot): the word's background elements are a set of bits; when a
@@ -21,19 +23,22 @@ kernel! {
     ///
     /// # Safety
     /// `mask` and the outputs given (`squared` or `squared_f64`, and
-    /// `features` unless null) hold one value per element of `dims`;
-    /// `background` is one word; flat indices fit `u32` below
-    /// `EDT_NO_FEATURE` when `features` is given; launched with a multiple
-    /// of 32 threads per block.
+    /// `features` unless null) hold one value per element of the `items`
+    /// volumes of `dims`; `background` holds `items` words; flat indices
+    /// fit `u32` below `EDT_NO_FEATURE` when `features` is given; launched
+    /// with a multiple of 32 threads per block.
     ///
     /// # Parameters
     /// See [`EdtRowsArgs`].
     ///
     /// # Thread mapping
-    /// A warp per row (grid-stride over the `z * y` rows); lane `l` takes
-    /// positions `l`, `l + 32`, ... of the row.
+    /// A warp per row (grid-stride over the `items * z * y` rows); lane
+    /// `l` takes positions `l`, `l + 32`, ... of the row.
     pub unsafe extern "ptx-kernel" fn edt_rows(
         dims: Dims3,
+        items: u64,
+        metric: u32,
+        reserved: u32,
         sampling: f64,
         mask: *const u8,
         squared: *mut u32,
@@ -42,12 +47,13 @@ kernel! {
         background: *mut u32,
     ) as EdtRowsArgs {
         const NONE: u32 = u32::MAX;
+        let _ = reserved;
         // Positions within a row are u32 (the host keeps rows shorter).
-        let (rows, length) = (dims.z * dims.y, dims.x as u32);
+        let (rows_per_item, length) = (dims.z * dims.y, dims.x as u32);
+        let rows = items * rows_per_item;
         let lane = thread_idx_x() % 32;
         let warps = (block_dim_x() / 32) as u64;
         let mut row = block_idx_x() as u64 * warps + (thread_idx_x() / 32) as u64;
-        let mut seen = false;
         // Writes position p's results given its nearest background element.
         let write = |base: u64, p: u32, nearest: u32| {
             let at = (base + p as u64) as usize;
@@ -56,7 +62,7 @@ kernel! {
             unsafe {
                 if !squared.is_null() {
                     // Integer rows are at most 12,288 long: k * k fits.
-                    *squared.add(at) = if nearest == NONE { EDT_INFINITE } else { k.wrapping_mul(k) };
+                    *squared.add(at) = if nearest == NONE { EDT_INFINITE } else { axis_cost(metric, k) };
                 } else {
                     let d = k as f64 * sampling;
                     *squared_f64.add(at) = if nearest == NONE { f64::INFINITY } else { d * d };
@@ -73,6 +79,7 @@ kernel! {
         while row < rows {
             let base = row * length as u64;
             let mut state = RowState { last_zero: NONE, pending: 0 };
+            let mut seen = false;
             if aligned {
                 let mut chunk = 0u32;
                 while chunk < length {
@@ -113,11 +120,11 @@ kernel! {
                 write(base, p, state.last_zero);
                 p = p.saturating_add(32);
             }
+            if seen && lane == 0 {
+                // SAFETY: background holds a word per volume; row < rows.
+                unsafe { *background.add((row / rows_per_item) as usize) = 1 };
+            }
             row += grid_dim_x() as u64 * warps;
-        }
-        if seen && lane == 0 {
-            // SAFETY: background is one word.
-            unsafe { *background = 1 };
         }
     }
 }
@@ -165,12 +172,14 @@ impl RowState {
 
 kernel! {
     /// A float64 pass of the distance transform along `axis` (y or z, after
-    /// `edt_rows`): each element's least `value(q) + (s (p - q))²` over its
-    /// line, and (with features) the feature of the `q` that gives it.
+    /// `edt_rows`) of `items` volumes one after another: each element's
+    /// least `value(q) + (s (p - q))²` over its line (within its volume),
+    /// and (with features) the feature of the `q` that gives it.
     ///
     /// # Safety
     /// `input`, `output` and the features (unless null) hold one value per
-    /// element of `dims` and the outputs overlap no input.
+    /// element of the `items` volumes of `dims` and the outputs overlap no
+    /// input.
     ///
     /// # Parameters
     /// See [`EdtPassArgs`].
@@ -180,6 +189,7 @@ kernel! {
     /// elements along x, so their reads along any axis are coalesced.
     pub unsafe extern "ptx-kernel" fn edt_pass(
         dims: Dims3,
+        items: u64,
         axis: u32,
         last: u32,
         sampling: f64,
@@ -188,7 +198,9 @@ kernel! {
         features_in: *const u32,
         features_out: *mut u32,
     ) as EdtPassArgs {
-        let n = dims.z * dims.y * dims.x;
+        // A line's position p counts within its volume, so the search
+        // stays there.
+        let n = items * dims.z * dims.y * dims.x;
         let (extent, stride) = match axis {
             0 => (dims.z, dims.y * dims.x),
             _ => (dims.y, dims.x),
@@ -209,43 +221,54 @@ kernel! {
     }
 }
 
-/// Line `line` of the pass along `axis`: its first element and the stride
-/// between its elements; also the number of lines and their length.
+/// The lines of the pass along `axis` of `items` volumes of `dims`: their
+/// number, their length and the stride between their elements.
 #[inline(always)]
-fn line_geometry(dims: Dims3, axis: u32) -> (u64, u64, u64) {
+fn line_geometry(dims: Dims3, items: u64, axis: u32) -> (u64, u64, u64) {
     // (lines, length, stride)
     match axis {
-        0 => (dims.y * dims.x, dims.z, dims.y * dims.x),
-        1 => (dims.z * dims.x, dims.y, dims.x),
-        _ => (dims.z * dims.y, dims.x, 1),
+        0 => (items * dims.y * dims.x, dims.z, dims.y * dims.x),
+        1 => (items * dims.z * dims.x, dims.y, dims.x),
+        _ => (items * dims.z * dims.y, dims.x, 1),
     }
 }
 
-/// The first element of line `line` of the pass along `axis`.
+/// The first element of line `line` of the pass along `axis`: the z lines
+/// of a volume are its plane's elements, the y lines a plane's columns
+/// (the volumes' planes follow one another).
 #[inline(always)]
 fn line_base(dims: Dims3, axis: u32, line: u64) -> u64 {
+    let plane = dims.y * dims.x;
     match axis {
-        0 => line,
-        1 => (line / dims.x) * dims.y * dims.x + line % dims.x,
+        0 => (line / plane) * dims.z * plane + line % plane,
+        1 => (line / dims.x) * plane + line % dims.x,
         _ => line * dims.x,
     }
 }
 
 kernel! {
     /// One integer pass of the distance transform along `axis` (y or z,
-    /// unit spacing, exact, after `edt_rows`): each block holds
+    /// unit spacing, exact, after `edt_rows`) of `items` volumes one after
+    /// another, under `metric` (`METRIC_*`): each block holds
     /// `lines_per_block` neighbouring lines in shared memory (element `j`
     /// of line `l` at `j * L + l`, so that the loads of neighbouring lines
     /// are coalesced) and each element searches its line there
-    /// (`line_minimum_u32`); with features, it takes the feature of the
-    /// position that gives its minimum.
+    /// (`line_minimum_metric`); with features, it takes the feature of the
+    /// position that gives its minimum. A line without a finite cost (no
+    /// background on the lines searched so far) is not searched: its
+    /// elements stay infinite, with their own features. The Euclidean
+    /// metric's last pass writes the square roots as float64 distances,
+    /// the others' costs.
     ///
     /// # Safety
-    /// `input`, and `output` (passes but the last) or `distances` (the
-    /// last), and the features (unless null) hold one value per element of
-    /// `dims`; outputs overlap no input; launched with [`EDT_LINE_THREADS`]
-    /// threads and `lines_per_block * length * 4` bytes of shared memory,
-    /// `lines_per_block` a power of two dividing [`EDT_LINE_THREADS`].
+    /// `input`, and `output` (every pass but the Euclidean last) or
+    /// `distances` (that one), and the features (unless null) hold one
+    /// value per element of the `items` volumes of `dims`; outputs overlap
+    /// no input; launched with [`EDT_LINE_THREADS`]
+    /// threads and `lines_per_block * (length + 1) * 4` bytes of shared
+    /// memory (the lines, then a word per line marking the group in which
+    /// it held a finite cost), `lines_per_block` a power of two dividing
+    /// [`EDT_LINE_THREADS`].
     ///
     /// # Parameters
     /// See [`EdtLinesArgs`].
@@ -256,52 +279,88 @@ kernel! {
     /// `t / lines_per_block`, then every `threads / lines_per_block`-th.
     pub unsafe extern "ptx-kernel" fn edt_lines(
         dims: Dims3,
+        items: u64,
         axis: u32,
         last: u32,
         lines_per_block: u32,
-        reserved: u32,
+        metric: u32,
         input: *const u32,
         output: *mut u32,
         distances: *mut f64,
         features_in: *const u32,
         features_out: *mut u32,
     ) as EdtLinesArgs {
-        let _ = reserved;
-        let (lines, length, stride) = line_geometry(dims, axis);
+        let (lines, length, stride) = line_geometry(dims, items, axis);
+        let roots = last != 0 && metric == METRIC_EUCLIDEAN;
         // lines_per_block is a power of two dividing the block (the
         // host's), so each thread keeps one line of every group, `l`, and
         // steps along it by `step` elements: no division per element.
         let per = lines_per_block.max(1) as u64;
         let groups = lines.div_ceil(per);
         let shared = dynamic_shared::<u32>();
+        // SAFETY: the marks follow the lines' length * per words.
+        let marks = unsafe { shared.add((length * per) as usize) };
         let tid = thread_idx_x() as u64;
         let (l, first_j, step) = (tid % per, tid / per, block_dim_x() as u64 / per);
+        if tid < per {
+            // SAFETY: one of the per marks. No group marks 0 (see below).
+            unsafe { *marks.add(tid as usize) = 0 };
+        }
+        // SAFETY: every thread reaches it, before any mark is set.
+        unsafe { sync_threads() };
         let mut group = block_idx_x() as u64;
         while group < groups {
             let line = group * per + l;
             let start = if line < lines { line_base(dims, axis, line) } else { 0 };
+            // The group's mark: never 0 below 2^32 - 1 groups per launch
+            // (past that a stale mark only costs a search, never a value).
+            let mark = (group as u32).wrapping_add(1);
             let mut j = first_j;
             while j < length {
                 // SAFETY: element j of a line of the volume; j * per + l <
-                // length * per, the shared words launched.
+                // length * per, the shared words launched; l < per marks.
                 unsafe {
                     let v = if line < lines { *input.add((start + j * stride) as usize) } else { EDT_INFINITE };
                     *shared.add((j * per + l) as usize) = v;
+                    if v != EDT_INFINITE {
+                        *marks.add(l as usize) = mark;
+                    }
                 }
                 j += step;
             }
             // SAFETY: every thread reaches it (the group loop is block-uniform).
             unsafe { sync_threads() };
-            if line < lines {
+            // SAFETY: l < per marks, set (or not) before the barrier.
+            let finite = unsafe { *marks.add(l as usize) } == mark;
+            if line < lines && !finite {
+                // Nothing to search: infinite costs, own features.
+                let mut p = first_j;
+                while p < length {
+                    let g = (start + p * stride) as usize;
+                    // SAFETY: g is an element of the volume.
+                    unsafe {
+                        if roots {
+                            *distances.add(g) = sqrt_f64(EDT_INFINITE as f64);
+                        } else {
+                            *output.add(g) = EDT_INFINITE;
+                        }
+                        if !features_out.is_null() {
+                            *features_out.add(g) = *features_in.add(g);
+                        }
+                    }
+                    p += step;
+                }
+            }
+            if line < lines && finite {
                 let mut p = first_j;
                 while p < length {
                     // SAFETY: q < length, so q * per + l is a shared word.
                     let value = |q: u32| unsafe { *shared.add((q as u64 * per + l) as usize) };
-                    let (best, at) = line_minimum_u32(p as u32, length as u32, value);
+                    let (best, at) = line_minimum_metric(metric, p as u32, length as u32, value);
                     let g = (start + p * stride) as usize;
                     // SAFETY: g and the line's element at are elements of the volume.
                     unsafe {
-                        if last != 0 {
+                        if roots {
                             *distances.add(g) = sqrt_f64(best as f64);
                         } else {
                             *output.add(g) = best;
@@ -321,15 +380,18 @@ kernel! {
 }
 
 kernel! {
-    /// scipy's indices from the flat features: for each element, the
-    /// coordinates of its feature along the array's `rank` axes, one plane
-    /// per axis; an element with no feature (no background anywhere) gets
-    /// scipy's `(-1, 0, ..., 0)`.
+    /// scipy's indices from the flat features of `items` volumes one after
+    /// another: for each element, the coordinates within its volume of its
+    /// feature along the array's `rank` axes, one plane per axis (a
+    /// volume's planes together); an element with no feature (no
+    /// background in its volume) gets scipy's `(-1, 0, ..., 0)`, or its own
+    /// coordinates with `unreached_own`.
     ///
     /// # Safety
-    /// `features` holds one value per element of `dims`, each a flat index
-    /// of `dims` or `EDT_NO_FEATURE`; `indices` holds `rank` values per
-    /// element; `1 <= rank <= 3` and the leading `3 - rank` extents are 1.
+    /// `features` holds one value per element of the `items` volumes of
+    /// `dims`, each a flat index of an element of the same volume or
+    /// `EDT_NO_FEATURE`; `indices` holds `rank` values per element; `1 <=
+    /// rank <= 3` and the leading `3 - rank` extents are 1.
     ///
     /// # Parameters
     /// See [`EdtIndicesArgs`].
@@ -338,42 +400,50 @@ kernel! {
     /// Grid-stride over the elements.
     pub unsafe extern "ptx-kernel" fn edt_indices(
         dims: Dims3,
+        items: u64,
         rank: u32,
-        reserved: u32,
+        unreached_own: u32,
         features: *const u32,
         indices: *mut i32,
     ) as EdtIndicesArgs {
-        let _ = reserved;
-        let n = dims.z * dims.y * dims.x;
-        grid_stride(n, |i| {
+        let volume = dims.z * dims.y * dims.x;
+        grid_stride(items * volume, |i| {
             // SAFETY: i is an element.
             let f = unsafe { *features.add(i as usize) };
-            // The feature's (z, y, x), or scipy's point for none.
-            let (z, y, x) = if f == EDT_NO_FEATURE {
-                (-1, 0, 0)
+            let (item, own) = (i / volume, i % volume);
+            // The feature's position within its volume (the whole batch
+            // has fewer than 2^32 - 1 elements, so it fits u32), or none.
+            let at = if f != EDT_NO_FEATURE {
+                Some(f - (item * volume) as u32)
+            } else if unreached_own != 0 {
+                Some(own as u32)
             } else {
-                // Features are below 2^32 - 1, and so are the plane and row
-                // lengths that divide them.
-                let (plane, row) = ((dims.y * dims.x) as u32, dims.x as u32);
-                ((f / plane) as i32, ((f % plane) / row) as i32, (f % row) as i32)
+                None
             };
-            let n = n as usize;
-            let i = i as usize;
-            // SAFETY: rank planes of n values, i < n.
+            // The position's (z, y, x), or scipy's point (-1, 0, ..., 0).
+            let (plane, row) = ((dims.y * dims.x) as u32, dims.x as u32);
+            let (z, y, x) = match at {
+                Some(a) => ((a / plane) as i32, ((a % plane) / row) as i32, (a % row) as i32),
+                None => (-1, 0, 0),
+            };
+            let base = (item * volume * rank as u64 + own) as usize;
+            let v = volume as usize;
+            // SAFETY: the volume's rank planes of `volume` values each lie
+            // within items * volume * rank values; own < volume.
             unsafe {
                 match rank {
                     3 => {
-                        *indices.add(i) = z;
-                        *indices.add(n + i) = y;
-                        *indices.add(2 * n + i) = x;
+                        *indices.add(base) = z;
+                        *indices.add(base + v) = y;
+                        *indices.add(base + 2 * v) = x;
                     }
                     // Ranks below 3 have leading extents of 1 (z = 0); no
                     // feature gives -1 on the first axis written.
                     2 => {
-                        *indices.add(i) = if f == EDT_NO_FEATURE { -1 } else { y };
-                        *indices.add(n + i) = if f == EDT_NO_FEATURE { 0 } else { x };
+                        *indices.add(base) = if at.is_none() { -1 } else { y };
+                        *indices.add(base + v) = x;
                     }
-                    _ => *indices.add(i) = if f == EDT_NO_FEATURE { -1 } else { x },
+                    _ => *indices.add(base) = if at.is_none() { -1 } else { x },
                 }
             }
         });

@@ -226,3 +226,155 @@ def test_empty_cache_at_any_time():
         np.testing.assert_array_equal(ours.distance_transform_edt(a, backend=backend), ndi.distance_transform_edt(a))
         gpu_waterz.empty_cache()
         np.testing.assert_array_equal(ours.distance_transform_edt(a, backend=backend), ndi.distance_transform_edt(a))
+
+
+def _items(a, batch_dims):
+    """The arrays of a batch one by one."""
+    return a.reshape((-1,) + a.shape[batch_dims:])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_batches_equal_their_arrays_one_by_one(seed):
+    rng = np.random.default_rng(300 + seed)
+    batch_dims = 1 + seed % 2
+    rank = 1 + seed % 3
+    batch = tuple(int(rng.integers(1, 4)) for _ in range(batch_dims))
+    spatial = tuple(int(rng.integers(1, 12)) for _ in range(rank))
+    a = rng.random(batch + spatial) > [0.05, 0.3, 0.7][seed % 3]
+    flat = a.reshape((-1,) + spatial)
+    flat[0] = True  # an array without background
+    sampling = rng.uniform(0.5, 2.0, size=rank)
+    for backend in backends():
+        d = ours.distance_transform_edt(a, sampling=sampling, backend=backend, batch_dims=batch_dims)
+        d2, i = ours.distance_transform_edt(a, return_indices=True, backend=backend, batch_dims=batch_dims)
+        assert d.shape == a.shape and i.shape == batch + (rank,) + spatial and i.dtype == np.int32
+        for item, got, got2, ind in zip(_items(a, batch_dims), _items(d, batch_dims), _items(d2, batch_dims),
+                                        i.reshape((-1, rank) + spatial)):
+            np.testing.assert_allclose(got, ndi.distance_transform_edt(item, sampling=sampling), rtol=1e-12, atol=0)
+            want, want_i = ndi.distance_transform_edt(item, return_indices=True)
+            np.testing.assert_array_equal(got2, want)
+            if item.all():
+                np.testing.assert_array_equal(ind, want_i)
+            else:
+                np.testing.assert_allclose(nearest_distance(ind, np.ones(rank)), want, rtol=1e-12, atol=0)
+        for metric in ("taxicab", "chessboard"):
+            d, i = ours.distance_transform_cdt(a, metric=metric, return_indices=True, backend=backend,
+                                               batch_dims=batch_dims)
+            assert d.dtype == np.int32 and i.shape == batch + (rank,) + spatial
+            for item, got, ind in zip(_items(a, batch_dims), _items(d, batch_dims), i.reshape((-1, rank) + spatial)):
+                want, want_i = ndi.distance_transform_cdt(item, metric=metric, return_indices=True)
+                np.testing.assert_array_equal(got, want)
+                if item.all():
+                    np.testing.assert_array_equal(ind, want_i)
+                else:
+                    np.testing.assert_array_equal(nearest_distance(ind, None, metric), want)
+    d, i = ours.distance_transform_bf(a, metric="taxicab", return_indices=True, batch_dims=batch_dims)
+    for item, got in zip(_items(a, batch_dims), _items(d, batch_dims)):
+        np.testing.assert_array_equal(got, ndi.distance_transform_bf(item, metric="taxicab"))
+    assert i.shape == batch + (rank,) + spatial
+
+
+def test_batch_dims_and_backend_checks():
+    a = np.ones((2, 3, 4), bool)
+    for bad in (1.5, "1"):
+        with pytest.raises(TypeError):
+            ours.distance_transform_edt(a, batch_dims=bad)
+        with pytest.raises(TypeError):
+            ours.distance_transform_cdt(a, batch_dims=bad)
+    for bad in (-1, 3):
+        with pytest.raises(ValueError):
+            ours.distance_transform_edt(a, batch_dims=bad)
+        with pytest.raises(ValueError):
+            ours.distance_transform_cdt(a, batch_dims=bad)
+    with pytest.raises(ValueError):
+        ours.distance_transform_cdt(np.ones(12_289, bool), backend="gpu")
+    with pytest.raises(ValueError):
+        ours.distance_transform_cdt(a, metric="euclidean")
+    with pytest.raises(ValueError):
+        ours.distance_transform_cdt(a, backend="tpu")
+    # Longer axes take the CPU under 'auto'.
+    long = np.ones(12_289, bool)
+    long[5] = False
+    np.testing.assert_array_equal(ours.distance_transform_cdt(long, metric="taxicab"),
+                                  ndi.distance_transform_cdt(long, metric="taxicab"))
+
+
+def test_cuda_batches_and_chamfer_on_the_device():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or "gpu" not in backends():
+        pytest.skip("needs CUDA")
+    rng = np.random.default_rng(7)
+    a = rng.random((3, 2, 9, 20, 30)) > 0.03
+    a[0, 1] = True
+    x = torch.as_tensor(a, device="cuda")
+    d, i = ours.distance_transform_edt(x, return_indices=True, batch_dims=2)
+    assert d.is_cuda and i.is_cuda and tuple(i.shape) == (3, 2, 3, 9, 20, 30)
+    want_d, want_i = ours.distance_transform_edt(a, return_indices=True, batch_dims=2, backend="cpu")
+    np.testing.assert_array_equal(d.cpu().numpy(), want_d)
+    for item, ind, want in zip(_items(a, 2), i.cpu().numpy().reshape((-1, 3, 9, 20, 30)), _items(want_d, 2)):
+        if item.all():
+            np.testing.assert_array_equal(ind, ndi.distance_transform_edt(item, return_indices=True)[1])
+        else:
+            np.testing.assert_allclose(nearest_distance(ind, np.ones(3)), want, rtol=1e-12, atol=0)
+    for metric in ("taxicab", "chessboard"):
+        for dtype in (torch.bool, torch.float32):
+            d, i = ours.distance_transform_cdt(x.to(dtype), metric=metric, return_indices=True, batch_dims=2)
+            assert d.is_cuda and d.dtype == torch.int32 and i.dtype == torch.int32
+            for item, got, ind in zip(_items(a, 2), d.cpu().numpy().reshape((-1, 9, 20, 30)),
+                                      i.cpu().numpy().reshape((-1, 3, 9, 20, 30))):
+                want, want_i = ndi.distance_transform_cdt(item, metric=metric, return_indices=True)
+                np.testing.assert_array_equal(got, want)
+                if item.all():
+                    np.testing.assert_array_equal(ind, want_i)
+                else:
+                    np.testing.assert_array_equal(nearest_distance(ind, None, metric), want)
+        out = torch.empty(a.shape, dtype=torch.int32, device="cuda")
+        assert ours.distance_transform_cdt(x, metric=metric, distances=out, batch_dims=2) is None
+        np.testing.assert_array_equal(out.cpu().numpy(),
+                                      ours.distance_transform_cdt(a, metric=metric, batch_dims=2, backend="cpu"))
+        with pytest.raises(ValueError):
+            ours.distance_transform_cdt(x, metric=metric, distances=out.to(torch.float64), batch_dims=2)
+    # The brute force and a long chamfer axis: on the host, results back on the device.
+    small = torch.as_tensor(a[0, 0, :3, :5, :6], device="cuda")
+    d = ours.distance_transform_bf(small, metric="chessboard")
+    assert d.is_cuda
+    np.testing.assert_array_equal(d.cpu().numpy(), ndi.distance_transform_bf(small.cpu().numpy(), metric="chessboard"))
+    long = np.ones((2, 12_289), bool)
+    long[:, 7] = False
+    d = ours.distance_transform_cdt(torch.as_tensor(long, device="cuda"), metric="taxicab", batch_dims=1)
+    assert d.is_cuda
+    np.testing.assert_array_equal(d.cpu().numpy()[1], ndi.distance_transform_cdt(long[1], metric="taxicab"))
+    cp = pytest.importorskip("cupy")
+    d, i = ours.distance_transform_cdt(cp.asarray(a), metric="taxicab", return_indices=True, batch_dims=2)
+    assert isinstance(d, cp.ndarray) and d.dtype == cp.int32
+    np.testing.assert_array_equal(d.get(), ours.distance_transform_cdt(a, metric="taxicab", batch_dims=2,
+                                                                       backend="cpu"))
+
+
+def test_the_cli_distance_transforms_equal_scipy(tmp_path):
+    """`gpu-waterz ndimage --op distance-transform-edt/-cdt` on a file:
+    scipy's float64 and int32 distances, on the CPU and (when one is
+    usable) the GPU; a bad metric is refused with no output."""
+    from conftest import BIN, run_cli
+
+    if not BIN.exists():
+        pytest.skip(f"SKIPPED: the CLI is not built at {BIN}")
+    rng = np.random.default_rng(23)
+    volume = (rng.random((11, 14, 37)) > 0.03).astype(np.uint8)
+    source = tmp_path / "m.npy"
+    np.save(source, volume)
+    for backend in backends():
+        out = tmp_path / f"edt_{backend}.npy"
+        run_cli("ndimage", "--op", "distance-transform-edt", "--input", source, "--out", out, "--backend", backend)
+        np.testing.assert_array_equal(np.load(out), ndi.distance_transform_edt(volume))
+        for metric in ("taxicab", "chessboard"):
+            out = tmp_path / f"cdt_{metric}_{backend}.npy"
+            run_cli("ndimage", "--op", "distance-transform-cdt", "--metric", metric, "--input", source, "--out", out,
+                    "--backend", backend)
+            got, want = np.load(out), ndi.distance_transform_cdt(volume, metric=metric)
+            assert got.dtype == want.dtype == np.int32
+            np.testing.assert_array_equal(got, want, err_msg=f"{metric} on the {backend}")
+    out = tmp_path / "bad.npy"
+    proc = run_cli("ndimage", "--op", "distance-transform-cdt", "--metric", "euclidean", "--input", source, "--out",
+                   out, check=False)
+    assert proc.returncode == 1 and "--metric" in proc.stderr and not out.exists(), proc.stderr

@@ -75,26 +75,72 @@ pub fn nearer_of(left: u32, right: u32, p: u32) -> u32 {
     }
 }
 
+/// The squared Euclidean metric of the integer passes: a step of `k`
+/// elements costs `k²` and costs along axes add.
+pub const METRIC_EUCLIDEAN: u32 = 0;
+/// The taxicab (city-block) metric: a step of `k` costs `k`; costs add.
+pub const METRIC_TAXICAB: u32 = 1;
+/// The chessboard metric: a step of `k` costs `k`; the larger cost counts.
+pub const METRIC_CHESSBOARD: u32 = 2;
+
+/// The cost of `k` elements along one axis under `metric` (one of the
+/// `METRIC_*` constants): `k²` for the squared Euclidean metric, else `k`.
+/// The callers keep `k` below 2^16 for the squared metric.
+#[inline(always)]
+pub const fn axis_cost(metric: u32, k: u32) -> u32 {
+    if metric == METRIC_EUCLIDEAN {
+        k.wrapping_mul(k)
+    } else {
+        k
+    }
+}
+
+/// The cost of reaching a background element at cost `value` over the
+/// earlier axes and `step` along this one: their sum, or for the
+/// chessboard metric the larger. [`EDT_INFINITE`] (none) stays infinite.
+#[inline(always)]
+pub const fn combine_cost(metric: u32, value: u32, step: u32) -> u32 {
+    if value == EDT_INFINITE {
+        EDT_INFINITE
+    } else if metric == METRIC_CHESSBOARD {
+        if value > step {
+            value
+        } else {
+            step
+        }
+    } else {
+        value + step
+    }
+}
+
 /// Arguments of `edt_rows`: the first pass of the distance transform,
-/// along x, from the mask (rows of fewer than `u32::MAX` elements).
+/// along x, from the mask (rows of fewer than `u32::MAX` elements), of
+/// `items` volumes of `dims` one after another.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EdtRowsArgs {
-    /// The volume.
+    /// One volume.
     pub dims: crate::Dims3,
+    /// The volumes, one after another.
+    pub items: u64,
+    /// The integer output's metric (`METRIC_*`): the cost of `k` elements
+    /// is [`axis_cost`].
+    pub metric: u32,
+    /// Unused; keeps the next field 8-byte aligned.
+    pub reserved: u32,
     /// The spacing along x (the float64 output).
     pub sampling: f64,
     /// The mask: 0 is background, any other byte is measured.
     pub mask: *const u8,
-    /// Out: squared distances in units of one element (unit spacing), or
-    /// null.
+    /// Out: each element's cost to its row's nearest background element
+    /// ([`axis_cost`] of the elements between; unit spacing), or null.
     pub squared: *mut u32,
     /// Out: squared distances in float64 (with `sampling`), or null.
     pub squared_f64: *mut f64,
     /// Out (unless null): the flat index of each element's nearest
     /// background element along its row, [`EDT_NO_FEATURE`] for none.
     pub features: *mut u32,
-    /// Set to 1 if any element is background.
+    /// One word per volume: set to 1 if any of its elements is background.
     pub background: *mut u32,
 }
 
@@ -106,12 +152,15 @@ pub const EDT_NO_FEATURE: u32 = u32::MAX;
 pub const EDT_ROW_THREADS: u32 = 256;
 
 /// Arguments of `edt_pass`: one float64 pass of the distance transform
-/// along `axis` (y or z) of a `(z, y, x)` volume, after `edt_rows`.
+/// along `axis` (y or z) of `items` `(z, y, x)` volumes one after another,
+/// after `edt_rows`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EdtPassArgs {
-    /// The volume.
+    /// One volume.
     pub dims: crate::Dims3,
+    /// The volumes, one after another.
+    pub items: u64,
     /// The axis (0: z, 1: y).
     pub axis: u32,
     /// The last pass writes square roots.
@@ -155,17 +204,19 @@ pub const fn edt_lines_per_block(n: u64, contiguous: bool) -> u32 {
     lines
 }
 
-/// The integer form of [`line_minimum`] for unit spacing: the least
-/// `value(q) + (p - q)²` with [`EDT_INFINITE`] for no value, and the first
-/// `q` that gives it (`p` when none is finite); exact.
+/// The integer form of [`line_minimum`] for unit spacing under `metric`
+/// (`METRIC_*`): the least [`combine_cost`] of `value(q)` and
+/// [`axis_cost`]`(|p - q|)` with [`EDT_INFINITE`] for no value, and the
+/// first `q` that gives it (`p` when none is finite); exact. The search
+/// walks outward and stops once the step's cost alone reaches the best.
 #[inline(always)]
-pub fn line_minimum_u32(p: u32, n: u32, value: impl Fn(u32) -> u32) -> (u32, u32) {
+pub fn line_minimum_metric(metric: u32, p: u32, n: u32, value: impl Fn(u32) -> u32) -> (u32, u32) {
     let mut best = value(p);
     let mut at = p;
     let mut k: u32 = 1;
     while k < n {
-        let d2 = k * k;
-        if d2 >= best {
+        let step = axis_cost(metric, k);
+        if step >= best {
             break;
         }
         let below = k <= p;
@@ -174,15 +225,15 @@ pub fn line_minimum_u32(p: u32, n: u32, value: impl Fn(u32) -> u32) -> (u32, u32
             break;
         }
         if below {
-            let v = value(p - k);
-            if v != EDT_INFINITE && v + d2 < best {
-                (best, at) = (v + d2, p - k);
+            let v = combine_cost(metric, value(p - k), step);
+            if v < best {
+                (best, at) = (v, p - k);
             }
         }
         if above {
-            let v = value(p + k);
-            if v != EDT_INFINITE && v + d2 < best {
-                (best, at) = (v + d2, p + k);
+            let v = combine_cost(metric, value(p + k), step);
+            if v < best {
+                (best, at) = (v, p + k);
             }
         }
         k += 1;
@@ -191,26 +242,32 @@ pub fn line_minimum_u32(p: u32, n: u32, value: impl Fn(u32) -> u32) -> (u32, u32
 }
 
 /// Arguments of `edt_lines`: one integer pass (unit spacing) of the
-/// distance transform along `axis` (y or z), after `edt_rows`, a group of
-/// lines per block held in shared memory.
+/// distance transform along `axis` (y or z) of `items` volumes one after
+/// another, after `edt_rows`, a group of lines per block held in shared
+/// memory.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EdtLinesArgs {
-    /// The volume.
+    /// One volume.
     pub dims: crate::Dims3,
+    /// The volumes, one after another.
+    pub items: u64,
     /// The axis (0: z, 1: y).
     pub axis: u32,
-    /// The last pass writes float64 distances to `distances`.
+    /// The last pass of the Euclidean metric writes float64 distances to
+    /// `distances`; every other pass writes costs to `output`.
     pub last: u32,
     /// Lines per block ([`edt_lines_per_block`]).
     pub lines_per_block: u32,
-    /// Unused; keeps the pointers 8-byte aligned.
-    pub reserved: u32,
-    /// Squared distances so far.
+    /// The metric (`METRIC_*`).
+    pub metric: u32,
+    /// Costs so far.
     pub input: *const u32,
-    /// Out: squared distances (passes but the last).
+    /// Out: costs (every pass but the Euclidean metric's last; the
+    /// chamfer metrics' last pass writes their distances, [`EDT_INFINITE`]
+    /// for none, which is -1 as an int32).
     pub output: *mut u32,
-    /// Out: distances (the last pass).
+    /// Out: distances (the Euclidean metric's last pass).
     pub distances: *mut f64,
     /// The features so far (null: none are kept).
     pub features_in: *const u32,
@@ -218,36 +275,44 @@ pub struct EdtLinesArgs {
     pub features_out: *mut u32,
 }
 
-/// Arguments of `edt_indices`: scipy's indices (int32, `(rank,) +
-/// shape`) from the flat features; [`EDT_NO_FEATURE`] gives scipy's
-/// point for no background, `(-1, 0, ..., 0)`.
+/// Arguments of `edt_indices`: scipy's indices (int32, `(rank,) + shape`
+/// per volume, the volumes one after another) from the flat features;
+/// [`EDT_NO_FEATURE`] gives scipy's point for no background, `(-1, 0,
+/// ..., 0)`, or with `unreached_own` the element's own coordinates (the
+/// chamfer transform's).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EdtIndicesArgs {
-    /// The volume (leading axes of extent 1 for ranks below 3).
+    /// One volume (leading axes of extent 1 for ranks below 3).
     pub dims: crate::Dims3,
+    /// The volumes, one after another.
+    pub items: u64,
     /// The array's rank, 1 to 3: the trailing `rank` axes are written.
     pub rank: u32,
-    /// Unused; keeps the pointers 8-byte aligned.
-    pub reserved: u32,
-    /// The flat index of each element's nearest background element.
+    /// An element without a feature gets its own coordinates (1) or
+    /// scipy's `(-1, 0, ..., 0)` (0).
+    pub unreached_own: u32,
+    /// The flat index (within the whole batch) of each element's nearest
+    /// background element.
     pub features: *const u32,
-    /// Out: `rank` planes of one int32 per element.
+    /// Out: per volume, `rank` planes of one int32 per element.
     pub indices: *mut i32,
 }
 
 impl_kernel_args!(
-    EdtRowsArgs => EdtRows { dims, sampling, mask, squared, squared_f64, features, background },
-    EdtPassArgs => EdtPass { dims, axis, last, sampling, input, output, features_in, features_out },
+    EdtRowsArgs => EdtRows { dims, items, metric, reserved, sampling, mask, squared, squared_f64, features, background },
+    EdtPassArgs => EdtPass { dims, items, axis, last, sampling, input, output, features_in, features_out },
     EdtLinesArgs => EdtLines {
-        dims, axis, last, lines_per_block, reserved, input, output, distances, features_in, features_out
+        dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out
     },
-    EdtIndicesArgs => EdtIndices { dims, rank, reserved, features, indices },
+    EdtIndicesArgs => EdtIndices { dims, items, rank, unreached_own, features, indices },
 );
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::vec::Vec;
 
     #[test]
     fn line_minimum_is_the_minimum() {
@@ -265,14 +330,51 @@ mod tests {
         for p in 0..g.len() as u32 {
             let want =
                 (0..g.len() as u32).filter(|&q| g[q as usize] != EDT_INFINITE).map(|q| cost(p, q)).min().unwrap();
-            let (got, at) = line_minimum_u32(p, g.len() as u32, |q| g[q as usize]);
+            let (got, at) = line_minimum_metric(METRIC_EUCLIDEAN, p, g.len() as u32, |q| g[q as usize]);
             assert_eq!(got, want, "p = {p}");
             assert_eq!(cost(p, at), want, "p = {p}: the position gives the minimum");
         }
-        assert_eq!(line_minimum_u32(1, 3, |_| EDT_INFINITE), (EDT_INFINITE, 1));
+        assert_eq!(line_minimum_metric(METRIC_EUCLIDEAN, 1, 3, |_| EDT_INFINITE), (EDT_INFINITE, 1));
         assert_eq!(edt_lines_per_block(512, true), 1);
         assert_eq!(edt_lines_per_block(512, false), 16);
         assert_eq!(edt_lines_per_block(100_000, false), 0);
+    }
+
+    #[test]
+    fn chamfer_line_minima_are_the_brute_force_minima() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for case in 0..400u32 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let n = 1 + (state >> 40) as usize % 40;
+            let values: Vec<u32> = (0..n)
+                .map(|i| {
+                    let r = (state >> (i % 50)) as u32 ^ (i as u32).wrapping_mul(2654435761);
+                    if r.is_multiple_of(3) && !case.is_multiple_of(7) {
+                        r % 23
+                    } else {
+                        EDT_INFINITE
+                    }
+                })
+                .collect();
+            for metric in [METRIC_EUCLIDEAN, METRIC_TAXICAB, METRIC_CHESSBOARD] {
+                for p in 0..n as u32 {
+                    let cost = |q: u32| combine_cost(metric, values[q as usize], axis_cost(metric, p.abs_diff(q)));
+                    let want = (0..n as u32).map(cost).min().unwrap();
+                    let (got, at) = line_minimum_metric(metric, p, n as u32, |q| values[q as usize]);
+                    assert_eq!(got, want, "metric {metric}, case {case}, p = {p}");
+                    assert_eq!(cost(at), want, "metric {metric}, case {case}, p = {p}: the position gives it");
+                    if want == EDT_INFINITE {
+                        assert_eq!(at, p, "none: the element's own position");
+                    }
+                }
+            }
+        }
+        assert_eq!(combine_cost(METRIC_CHESSBOARD, 3, 5), 5);
+        assert_eq!(combine_cost(METRIC_CHESSBOARD, 7, 5), 7);
+        assert_eq!(combine_cost(METRIC_TAXICAB, 3, 5), 8);
+        assert_eq!(combine_cost(METRIC_TAXICAB, EDT_INFINITE, 5), EDT_INFINITE);
+        assert_eq!(axis_cost(METRIC_EUCLIDEAN, 7), 49);
+        assert_eq!(axis_cost(METRIC_CHESSBOARD, 7), 7);
     }
 
     #[test]

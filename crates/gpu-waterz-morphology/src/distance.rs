@@ -258,6 +258,43 @@ mod tests {
         }
     }
 
+    /// The separable chamfer transform against the breadth-first search:
+    /// equal distances (and -1 without background), indices that name a
+    /// background element at the distance (an unreached element's own),
+    /// on ranks 1 to 4.
+    #[test]
+    fn chamfer_passes_equal_the_search() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+        for case in 0..120 {
+            let rank = 1 + case % 4;
+            let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..9)).collect();
+            let density = [0.0, 0.01, 0.1, 0.5][case % 4];
+            let input = ArrayD::from_shape_fn(IxDyn(&shape), |_| rng.gen::<f64>() >= density);
+            for metric in [Metric::Taxicab, Metric::Chessboard] {
+                let (want, want_indices) = cdt_by_search(input.view(), metric).unwrap();
+                let (got, indices) = distance_transform_cdt(input.view(), metric).unwrap();
+                assert_eq!(got, want, "case {case}, {metric:?}");
+                assert_eq!(distance_transform_cdt_distances(input.view(), metric).unwrap(), want);
+                let n = input.len();
+                let flat = indices.as_slice().unwrap();
+                for (i, ((p, _), &d)) in input.indexed_iter().zip(got.iter()).enumerate() {
+                    let steps: Vec<u32> = (0..rank).map(|a| flat[a * n + i].abs_diff(p[a] as i32)).collect();
+                    let reached = match metric {
+                        Metric::Chessboard => steps.iter().copied().max().unwrap(),
+                        _ => steps.iter().sum(),
+                    };
+                    if d < 0 {
+                        assert_eq!(indices, want_indices, "case {case}: unreached elements name themselves");
+                    } else {
+                        assert_eq!(reached, d as u32, "case {case}, {metric:?}, element {i}");
+                    }
+                }
+            }
+        }
+        let line = ndarray::arr1(&[true, true]).into_dyn();
+        assert!(distance_transform_cdt(line.view(), Metric::Euclidean).is_err());
+    }
+
     #[test]
     fn scipy_special_cases() {
         let ones = ArrayD::from_elem(IxDyn(&[3, 4]), true);
@@ -397,12 +434,90 @@ pub fn distance_transform_bf(
 }
 
 /// The chamfer distance transform (`scipy.ndimage.distance_transform_cdt`)
-/// for the taxicab and chessboard metrics, which it computes exactly: a
-/// breadth-first search from every background element over the face
-/// (taxicab) or full (chessboard) neighbourhood. int32 distances, -1 where
-/// no background is reached, and the coordinates of one nearest background
-/// element (an unreached element's own, as scipy's).
+/// for the taxicab and chessboard metrics, which it computes exactly:
+/// int32 distances, -1 where no background is reached (an array without
+/// background), and the coordinates of one nearest background element (an
+/// unreached element's own, as scipy's). Separable, as the Euclidean
+/// transform: the cost to the nearest background element along the first
+/// axis, then along each further axis the least combined cost over the
+/// line (`gpu_waterz_abi::distance::line_minimum_metric`, which the GPU
+/// passes run too), lines in parallel.
 pub fn distance_transform_cdt(input: ArrayViewD<'_, bool>, metric: Metric) -> Result<(ArrayD<i32>, ArrayD<i32>)> {
+    let (costs, features) = chamfer_passes(input.view(), metric, true)?;
+    let shape = input.shape().to_vec();
+    let nearest = features.expect("asked for");
+    // Unreached elements keep their own coordinates, as scipy's do.
+    let nearest: Vec<usize> = nearest.iter().enumerate().map(|(i, &f)| if f == usize::MAX { i } else { f }).collect();
+    Ok((costs, index_arrays(&nearest, &shape)))
+}
+
+/// [`distance_transform_cdt`]'s distances alone.
+pub fn distance_transform_cdt_distances(input: ArrayViewD<'_, bool>, metric: Metric) -> Result<ArrayD<i32>> {
+    Ok(chamfer_passes(input, metric, false)?.0)
+}
+
+/// The separable passes of the chamfer transform: int32 distances (-1 for
+/// none) and, with `features`, each element's flat index of a nearest
+/// background element (`usize::MAX` for none).
+fn chamfer_passes(
+    input: ArrayViewD<'_, bool>,
+    metric: Metric,
+    features: bool,
+) -> Result<(ArrayD<i32>, Option<Vec<usize>>)> {
+    use gpu_waterz_abi::distance::{line_minimum_metric, EDT_INFINITE, METRIC_CHESSBOARD, METRIC_TAXICAB};
+    check_input(input.shape())?;
+    let code = match metric {
+        Metric::Taxicab => METRIC_TAXICAB,
+        Metric::Chessboard => METRIC_CHESSBOARD,
+        Metric::Euclidean => return Err(invalid("the chamfer transform takes the taxicab or chessboard metric")),
+    };
+    // Costs stay below the sum of the extents, which fits u32 below
+    // EDT_INFINITE for any array that fits memory.
+    if input.shape().iter().map(|&e| e as u128).sum::<u128>() >= EDT_INFINITE as u128 {
+        return Err(invalid("the chamfer transform takes arrays whose extents sum to less than 2^32 - 1"));
+    }
+    let mut costs = Zip::from(&input).par_map_collect(|&foreground| if foreground { EDT_INFINITE } else { 0 });
+    let mut nearest = features.then(|| {
+        let flat: Vec<bool> = input.iter().copied().collect();
+        let nearest: Vec<usize> = flat.iter().enumerate().map(|(i, &f)| if f { usize::MAX } else { i }).collect();
+        ArrayD::from_shape_vec(input.shape(), nearest).expect("one index per element")
+    });
+    // One line's pass: the least combined cost over the line for each
+    // element, and the feature of the position that gives it.
+    let pass = |lane: &mut ArrayViewMut1<'_, u32>, feature: Option<&mut ArrayViewMut1<'_, usize>>| {
+        let values: Vec<u32> = lane.iter().copied().collect();
+        if values.iter().all(|&v| v == EDT_INFINITE) {
+            return;
+        }
+        let n = values.len() as u32;
+        let before: Option<Vec<usize>> = feature.as_ref().map(|f| f.iter().copied().collect());
+        let mut feature = feature;
+        for p in 0..n {
+            let (best, at) = line_minimum_metric(code, p, n, |q| values[q as usize]);
+            lane[p as usize] = best;
+            if let (Some(f), Some(b)) = (feature.as_deref_mut(), &before) {
+                f[p as usize] = b[at as usize];
+            }
+        }
+    };
+    for axis in 0..input.ndim() {
+        match nearest.as_mut() {
+            None => Zip::from(costs.lanes_mut(Axis(axis))).par_for_each(|mut lane| pass(&mut lane, None)),
+            Some(nearest) => Zip::from(costs.lanes_mut(Axis(axis)))
+                .and(nearest.lanes_mut(Axis(axis)))
+                .par_for_each(|mut lane, mut feature| pass(&mut lane, Some(&mut feature))),
+        }
+    }
+    // EDT_INFINITE's bits are scipy's -1 for none.
+    let distances = costs.mapv(|c| c as i32);
+    Ok((distances, nearest.map(|n| n.iter().copied().collect())))
+}
+
+/// The chamfer distance transform by a breadth-first search from every
+/// background element over the face (taxicab) or full (chessboard)
+/// neighbourhood: the simple reference of [`distance_transform_cdt`].
+#[cfg(test)]
+pub(crate) fn cdt_by_search(input: ArrayViewD<'_, bool>, metric: Metric) -> Result<(ArrayD<i32>, ArrayD<i32>)> {
     check_input(input.shape())?;
     if metric == Metric::Euclidean {
         return Err(invalid("the chamfer transform takes the taxicab or chessboard metric"));

@@ -4,7 +4,7 @@
 
 use gpu_waterz_abi::distance::{
     edt_lines_per_block, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE,
-    EDT_ROW_THREADS,
+    EDT_ROW_THREADS, METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -14,6 +14,34 @@ use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, Run
 pub(crate) struct Features<'a> {
     pub(crate) first: &'a mut DeviceBuffer<u32>,
     pub(crate) second: &'a mut DeviceBuffer<u32>,
+}
+
+/// Where the last integer pass writes: the Euclidean metric's float64
+/// distances (square roots of the costs) or a chamfer metric's int32
+/// distances (-1 for none).
+pub(crate) enum LineOutput<'a> {
+    /// Float64 distances.
+    Euclidean(&'a mut DeviceBuffer<f64>),
+    /// int32 distances under `METRIC_TAXICAB` or `METRIC_CHESSBOARD`.
+    Chamfer(&'a mut DeviceBuffer<i32>, u32),
+}
+
+impl LineOutput<'_> {
+    /// The metric of the passes.
+    fn metric(&self) -> u32 {
+        match self {
+            LineOutput::Euclidean(_) => METRIC_EUCLIDEAN,
+            LineOutput::Chamfer(_, metric) => *metric,
+        }
+    }
+
+    /// The number of values it holds.
+    fn len(&self) -> usize {
+        match self {
+            LineOutput::Euclidean(b) => b.len(),
+            LineOutput::Chamfer(b, _) => b.len(),
+        }
+    }
 }
 
 /// An error of a launch's arguments.
@@ -36,15 +64,18 @@ fn check_features(gpu: &Gpu, kernel: &'static str, features: &Option<Features<'_
     Ok(())
 }
 
-/// The first pass, along x, from `mask` into `squared` (integer, unit
-/// spacing) or `squared_f64` (with `sampling`, the spacing along x), the
-/// row's nearest background elements into `features` when given, and
-/// `background` set if any element is background. The caller checked the
-/// lengths (one value per element of `dims`) and devices.
+/// The first pass, along x, of `items` volumes of `dims`, from `mask`
+/// into `squared` (integer costs under `metric`, unit spacing) or
+/// `squared_f64` (with `sampling`, the spacing along x), the row's nearest
+/// background elements into `features` when given, and each volume's word
+/// of `background` set if it has a background element. The caller checked
+/// the lengths (one value per element, a word per volume) and devices.
 #[allow(clippy::too_many_arguments)]
 fn edt_rows(
     gpu: &Gpu,
     dims: Dims3,
+    items: u64,
+    metric: u32,
     sampling: f64,
     mask: &DeviceBuffer<u8>,
     squared: Option<&mut DeviceBuffer<u32>>,
@@ -56,7 +87,7 @@ fn edt_rows(
     if dims.x > (u32::MAX - 256) as u64 {
         return Err(invalid("edt_rows", format!("rows of at most 2^32 - 257 elements, not {}", dims.x)));
     }
-    let rows = dims.z * dims.y;
+    let rows = items * dims.z * dims.y;
     let warps = (EDT_ROW_THREADS / 32) as u64;
     let config = LaunchConfig {
         blocks: rows.div_ceil(warps).clamp(1, gpu.multiprocessor_count() as u64 * 16) as u32,
@@ -65,6 +96,9 @@ fn edt_rows(
     };
     let args = EdtRowsArgs {
         dims,
+        items,
+        metric,
+        reserved: 0,
         sampling,
         mask: mask.as_ptr(),
         squared: squared.map_or(std::ptr::null_mut(), |b| b.as_mut_ptr()),
@@ -76,24 +110,25 @@ fn edt_rows(
         return Err(invalid("edt_rows", "exactly one of the integer and float64 outputs".into()));
     }
     // The callers checked that every buffer holds one value per element of
-    // dims, the flag one, and that flat indices fit u32 below
-    // EDT_NO_FEATURE (check_features).
+    // the volumes, the flags one per volume, and that flat indices fit u32
+    // below EDT_NO_FEATURE (check_features).
     // SAFETY: the outputs are distinct from the mask (other types, or
     // borrowed mutably); 256 threads are whole warps.
     unsafe { gpu.launch(config, args) }
 }
 
 /// The passes of the distance transform of `mask` (one byte per element of
-/// `dims`, 0: background) into `out` (distances) in float64, with
-/// `spacing` per `(z, y, x)` axis: x from the mask into `out`, y into
-/// `scratch`, z into `out`; with `features`, the flat index of a nearest
-/// background element of each element ends in `features.first`.
-/// `background` (one word, zeroed by the caller) is set if any element is
-/// background.
+/// `items` volumes of `dims`, 0: background) into `out` (distances) in
+/// float64, with `spacing` per `(z, y, x)` axis: x from the mask into
+/// `out`, y into `scratch`, z into `out`; with `features`, the flat index
+/// of a nearest background element of each element ends in
+/// `features.first`. `background` (a word per volume, zeroed by the
+/// caller) is set for each volume with a background element.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn edt_passes(
     gpu: &Gpu,
     dims: Dims3,
+    items: u64,
     spacing: [f64; 3],
     mask: &DeviceBuffer<u8>,
     out: &mut DeviceBuffer<f64>,
@@ -102,7 +137,7 @@ pub(crate) fn edt_passes(
     background: &mut DeviceBuffer<u32>,
 ) -> Result<()> {
     const K: &str = "edt_pass";
-    let n = dims.z * dims.y * dims.x;
+    let n = items * dims.z * dims.y * dims.x;
     gpu.check_device(mask, "the mask")?;
     gpu.check_device(out, "the output")?;
     gpu.check_device(scratch, "the scratch")?;
@@ -110,10 +145,10 @@ pub(crate) fn edt_passes(
     check_len(K, "mask", mask, n)?;
     check_len(K, "output", out, n)?;
     check_len(K, "scratch", scratch, n)?;
-    check_len(K, "background", background, 1)?;
+    check_len(K, "background", background, items)?;
     check_features(gpu, K, &features, n)?;
     let first_features = features.as_mut().map(|f| &mut *f.first);
-    edt_rows(gpu, dims, spacing[2], mask, None, Some(out), first_features, background)?;
+    edt_rows(gpu, dims, items, METRIC_EUCLIDEAN, spacing[2], mask, None, Some(out), first_features, background)?;
     for axis in [1u32, 0] {
         // y: out into scratch, features first into second; z: scratch into
         // out, second into first.
@@ -128,6 +163,7 @@ pub(crate) fn edt_passes(
         };
         let args = EdtPassArgs {
             dims,
+            items,
             axis,
             last: (axis == 0) as u32,
             sampling: spacing[axis as usize],
@@ -143,25 +179,37 @@ pub(crate) fn edt_passes(
     Ok(())
 }
 
+/// Whether the integer passes hold every line of volumes of `dims` in
+/// shared memory (axes of at most 12,288 elements).
+pub(crate) fn lines_fit(dims: Dims3) -> bool {
+    [dims.z, dims.y, dims.x].iter().enumerate().all(|(a, &e)| edt_lines_per_block(e, a == 2) != 0)
+}
+
 /// The integer passes (unit spacing) of the distance transform of `mask`
-/// into `out`: x from the mask into `first`, then y into `second` and z
-/// into `out`, each line in shared memory; `features` as for
-/// [`edt_passes`]. Returns `false` without launching when a line is too
-/// long for the shared memory (the caller takes the float64 passes then).
+/// (`items` volumes of `dims`) into `out` under its metric: x from the
+/// mask into `first`, then y into `second` and z into `out`, each line in
+/// shared memory; `features` and `background` as for [`edt_passes`].
+/// Returns `false` without launching when a line is too long for the
+/// shared memory (the caller takes the float64 passes then, or the CPU).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn edt_line_passes(
     gpu: &Gpu,
     dims: Dims3,
+    items: u64,
     mask: &DeviceBuffer<u8>,
-    out: &mut DeviceBuffer<f64>,
+    mut out: LineOutput<'_>,
     first: &mut DeviceBuffer<u32>,
     second: &mut DeviceBuffer<u32>,
     mut features: Option<Features<'_>>,
     background: &mut DeviceBuffer<u32>,
 ) -> Result<bool> {
     const K: &str = "edt_lines";
-    let n = dims.z * dims.y * dims.x;
+    let n = items * dims.z * dims.y * dims.x;
     let extents = [dims.z, dims.y, dims.x];
+    let metric = out.metric();
+    if ![METRIC_EUCLIDEAN, METRIC_TAXICAB, METRIC_CHESSBOARD].contains(&metric) {
+        return Err(invalid(K, format!("metric {metric} is none of the METRIC_* constants")));
+    }
     // Squared distances stay below 3 * 12288^2 < 2^32 for lines that fit
     // (x included, though its pass holds no line).
     let per_axis: Vec<u32> = (0..3).map(|a| edt_lines_per_block(extents[a], a == 2)).collect();
@@ -178,28 +226,38 @@ pub(crate) fn edt_line_passes(
         }
     }
     gpu.check_device(mask, "the mask")?;
-    gpu.check_device(out, "the output")?;
+    match &out {
+        LineOutput::Euclidean(b) => gpu.check_device(&**b, "the output")?,
+        LineOutput::Chamfer(b, _) => gpu.check_device(&**b, "the output")?,
+    }
     gpu.check_device(first, "the first scratch")?;
     gpu.check_device(second, "the second scratch")?;
     gpu.check_device(background, "the flag")?;
-    check_len(K, "background", background, 1)?;
+    check_len(K, "background", background, items)?;
     check_features(gpu, K, &features, n)?;
     let first_features = features.as_mut().map(|f| &mut *f.first);
-    edt_rows(gpu, dims, 1.0, mask, Some(first), None, first_features, background)?;
+    edt_rows(gpu, dims, items, metric, 1.0, mask, Some(first), None, first_features, background)?;
     for axis in [1u32, 0] {
         let a = axis as usize;
         let lines = n / extents[a].max(1);
         let per = per_axis[a];
         let groups = lines.div_ceil(per as u64);
+        // The lines, then a mark per line.
+        let shared_bytes = (per as u64 * (extents[a] + 1) * 4) as u32;
+        if shared_bytes > 48 * 1024 {
+            gpu.allow_shared_bytes(gpu_waterz_abi::kernel::Kernel::EdtLines, shared_bytes)?;
+        }
         let config = LaunchConfig {
             blocks: groups.min(gpu.multiprocessor_count() as u64 * 16).max(1) as u32,
             threads: EDT_LINE_THREADS,
-            shared_bytes: (per as u64 * extents[a] * 4) as u32,
+            shared_bytes,
         };
-        // y: first into second; z: second into out.
-        let (input, output, distances) = match axis {
-            1 => (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut()),
-            _ => (second.as_ptr(), std::ptr::null_mut(), out.as_mut_ptr()),
+        // y: first into second; z: second into out (float64 distances,
+        // or the chamfer distances as int32, whose bits the kernel writes).
+        let (input, output, distances) = match (axis, &mut out) {
+            (1, _) => (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut()),
+            (_, LineOutput::Euclidean(b)) => (second.as_ptr(), std::ptr::null_mut(), b.as_mut_ptr()),
+            (_, LineOutput::Chamfer(b, _)) => (second.as_ptr(), b.as_mut_ptr().cast::<u32>(), std::ptr::null_mut()),
         };
         let (features_in, features_out) = match (&mut features, axis) {
             (Some(f), 1) => (f.first.as_ptr(), f.second.as_mut_ptr()),
@@ -208,10 +266,11 @@ pub(crate) fn edt_line_passes(
         };
         let args = EdtLinesArgs {
             dims,
+            items,
             axis,
             last: (axis == 0) as u32,
             lines_per_block: per,
-            reserved: 0,
+            metric,
             input,
             output,
             distances,
@@ -220,25 +279,31 @@ pub(crate) fn edt_line_passes(
         };
         // SAFETY: every buffer holds n elements (checked); each pass reads
         // one buffer of each pair and writes another; the shared memory
-        // holds the group's lines (per * length words, at most
-        // EDT_LINE_SHARED_BYTES).
+        // holds the group's lines and their marks (per * (length + 1)
+        // words, at most EDT_LINE_SHARED_BYTES + 4 * per, allowed above).
         unsafe { gpu.launch(config, args) }?;
     }
     Ok(true)
 }
 
-/// scipy's indices (`rank` planes of int32, one value per element of
-/// `dims`) from the flat `features` of [`edt_passes`] or
-/// [`edt_line_passes`].
+/// scipy's indices (per volume `rank` planes of int32, one value per
+/// element of `dims`) from the flat `features` of [`edt_passes`] or
+/// [`edt_line_passes`]; elements without a feature get `(-1, 0, ..., 0)`,
+/// or their own coordinates with `unreached_own`.
 pub(crate) fn edt_indices(
     gpu: &Gpu,
     dims: Dims3,
+    items: u64,
     rank: usize,
+    unreached_own: bool,
     features: &DeviceBuffer<u32>,
     indices: &mut DeviceBuffer<i32>,
 ) -> Result<()> {
     const K: &str = "edt_indices";
-    let n = dims.z * dims.y * dims.x;
+    let n = items * dims.z * dims.y * dims.x;
+    if n >= EDT_NO_FEATURE as u64 {
+        return Err(invalid(K, format!("the feature transform takes fewer than 2^32 - 1 elements, not {n}")));
+    }
     let leading = [dims.z, dims.y];
     if !(1..=3).contains(&rank) || leading[..3 - rank].iter().any(|&e| e != 1) {
         return Err(invalid(K, format!("rank {rank} does not fit the extents {:?}", [dims.z, dims.y, dims.x])));
@@ -249,13 +314,15 @@ pub(crate) fn edt_indices(
     check_len(K, "indices", indices, n * rank as u64)?;
     let args = EdtIndicesArgs {
         dims,
+        items,
         rank: rank as u32,
-        reserved: 0,
+        unreached_own: unreached_own as u32,
         features: features.as_ptr(),
         indices: indices.as_mut_ptr(),
     };
-    // SAFETY: features holds n values, each a flat index of dims or
-    // EDT_NO_FEATURE (written by the passes); indices holds rank planes;
+    // SAFETY: features holds n values, each a flat index of an element of
+    // the same volume or EDT_NO_FEATURE (written by the passes, which keep
+    // every line within its volume); indices holds rank planes per volume;
     // the leading extents are 1 (checked).
     unsafe { gpu.launch(gpu.grid_stride_config(n), args) }
 }

@@ -76,6 +76,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_edt_indices_gpu, m)?)?;
     m.add_function(wrap_pyfunction!(ndimage::distance_transform_indices, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::distance_transform_cdt_gpu, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::distance_transform_cdt_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(ndimage::takes_chamfer, m)?)?;
     m.add_function(wrap_pyfunction!(greyscale::grey_watershed, m)?)?;
     m.add_function(wrap_pyfunction!(greyscale::grey_watershed_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(transport::sinkhorn_f32, m)?)?;

@@ -57,13 +57,16 @@ fn morphology_err(e: gpu_waterz_morphology::MorphologyError) -> PyErr {
 }
 
 /// The exact Euclidean distance transform of a boolean host array
-/// (`True`: measured) with `sampling`; `backend` is `"gpu"` (rank 1 to 3)
-/// or `"cpu"`. Returns float64 distances.
+/// (`True`: measured) with `sampling`, its first `batch_dims` axes
+/// indexing arrays of the spatial shape of the rest; `backend` is `"gpu"`
+/// (spatial rank 1 to 3) or `"cpu"` (`batch_dims` 0: the Python layer
+/// takes the arrays one by one). Returns float64 distances.
 #[pyfunction]
-#[pyo3(signature = (input, sampling, backend, ordinal))]
+#[pyo3(signature = (input, batch_dims, sampling, backend, ordinal))]
 pub(crate) fn distance_transform_edt<'py>(
     py: Python<'py>,
     input: PyReadonlyArrayDyn<'py, bool>,
+    batch_dims: usize,
     sampling: Option<Vec<f64>>,
     backend: &str,
     ordinal: usize,
@@ -73,49 +76,78 @@ pub(crate) fn distance_transform_edt<'py>(
         "gpu" => {
             let gpu =
                 gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-            py.detach(|| gpu_waterz_morphology::gpu::distance_transform_edt_host(&gpu, input, sampling.as_deref()))
+            py.detach(|| {
+                gpu_waterz_morphology::gpu::distance_transform_edt_host(&gpu, input, batch_dims, sampling.as_deref())
+            })
         }
-        "cpu" => py.detach(|| gpu_waterz_morphology::distance_transform_edt(input, sampling.as_deref())),
+        "cpu" if batch_dims == 0 => {
+            py.detach(|| gpu_waterz_morphology::distance_transform_edt(input, sampling.as_deref()))
+        }
+        "cpu" => return Err(PyValueError::new_err("the CPU transform takes one array (batch_dims=0)")),
         other => return Err(PyValueError::new_err(format!("backend must be 'gpu' or 'cpu', not {other:?}"))),
     }
     .map_err(morphology_err)?;
     Ok(out.into_pyarray(py))
 }
 
+/// The checks of a transform on CUDA memory: the pointers' byte ranges
+/// (`[mask, distances, indices]`, the last 0 for none) do not overlap, for
+/// `shape` elements of `distance_bytes` bytes each and `spatial_rank`
+/// indices per element. Returns the number of elements.
+fn check_transform_pointers(
+    pointers: [u64; 3],
+    shape: &[usize],
+    batch_dims: usize,
+    distance_bytes: u64,
+) -> PyResult<usize> {
+    if batch_dims >= shape.len() {
+        return Err(PyValueError::new_err(format!(
+            "batch_dims={batch_dims} leaves no spatial axis of an array of rank {}",
+            shape.len()
+        )));
+    }
+    let n = shape.iter().try_fold(1usize, |a, &e| a.checked_mul(e));
+    let n = n.ok_or_else(|| PyValueError::new_err(format!("the shape {shape:?} is too large")))?;
+    let spatial_rank = (shape.len() - batch_dims) as u64;
+    let (mask, distances) = ((pointers[0], n as u64), (pointers[1], n as u64 * distance_bytes));
+    check_disjoint(distances, &[mask])?;
+    if pointers[2] != 0 {
+        check_disjoint((pointers[2], n as u64 * 4 * spatial_rank), &[mask, distances])?;
+    }
+    Ok(n)
+}
+
 /// The same on CUDA memory: `pointers` are the mask (one byte per element,
 /// 0: background), the float64 distances to write and the int32 indices to
-/// write (`(rank,) + shape`; 0: none), `shape` (rank 1 to 3) elements each
-/// on device `ordinal`, held by the caller for the whole call.
+/// write (`batch + (rank,) + spatial`; 0: none), `shape` elements each on
+/// device `ordinal` (the first `batch_dims` axes index arrays of spatial
+/// rank 1 to 3), held by the caller for the whole call.
 #[pyfunction]
-#[pyo3(signature = (pointers, shape, sampling, ordinal))]
+#[pyo3(signature = (pointers, shape, batch_dims, sampling, ordinal))]
 pub(crate) fn distance_transform_edt_cuda(
     py: Python<'_>,
     pointers: [u64; 3],
     shape: Vec<usize>,
+    batch_dims: usize,
     sampling: Option<Vec<f64>>,
     ordinal: usize,
 ) -> PyResult<()> {
-    let n: usize = shape.iter().product();
+    let n = check_transform_pointers(pointers, &shape, batch_dims, 8)?;
     let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-    let rank = shape.len() as u64;
-    // Byte ranges: the outputs overlap neither the mask nor each other.
-    let (mask_bytes, distance_bytes) = ((pointers[0], n as u64), (pointers[1], n as u64 * 8));
-    check_disjoint(distance_bytes, &[mask_bytes])?;
-    if pointers[2] != 0 {
-        check_disjoint((pointers[2], n as u64 * 4 * rank), &[mask_bytes, distance_bytes])?;
-    }
+    let spatial = &shape[batch_dims..];
+    let batch = gpu_waterz_morphology::gpu::Batch { items: shape[..batch_dims].iter().product(), shape: spatial };
     py.detach(|| -> PyResult<()> {
         let mask = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
         let mut out = crate::cuda::borrow_elements::<f64>(&gpu, pointers[1], n)?;
         let sampling = sampling.as_deref();
         if pointers[2] == 0 {
-            gpu_waterz_morphology::gpu::distance_transform_edt(&gpu, &mask, &shape, sampling, &mut out)
+            gpu_waterz_morphology::gpu::distance_transform_edt(&gpu, &mask, batch, sampling, &mut out)
         } else {
-            let mut indices = crate::cuda::borrow_elements::<i32>(&gpu, pointers[2], n * shape.len())?;
+            let mut indices = crate::cuda::borrow_elements::<i32>(&gpu, pointers[2], n * spatial.len())?;
             gpu_waterz_morphology::gpu::distance_transform_edt_with_indices(
                 &gpu,
                 &mask,
-                &shape,
+                batch,
                 sampling,
                 &mut out,
                 &mut indices,
@@ -129,14 +161,16 @@ pub(crate) fn distance_transform_edt_cuda(
 /// Float64 distances and int32 indices, as numpy arrays.
 type DistancesAndIndices<'py> = (Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<i32>>);
 
-/// Distances and the feature transform of a boolean host array (rank 1 to
-/// 3) on the GPU: float64 distances and int32 indices, as
-/// [`distance_transform_indices`]'s `"edt"`.
+/// Distances and the feature transform of a boolean host array (the first
+/// `batch_dims` axes indexing arrays of spatial rank 1 to 3) on the GPU:
+/// float64 distances and int32 indices (`batch + (rank,) + spatial`), as
+/// [`distance_transform_indices`]'s `"edt"` of each array.
 #[pyfunction]
-#[pyo3(signature = (input, sampling, ordinal))]
+#[pyo3(signature = (input, batch_dims, sampling, ordinal))]
 pub(crate) fn distance_transform_edt_indices_gpu<'py>(
     py: Python<'py>,
     input: PyReadonlyArrayDyn<'py, bool>,
+    batch_dims: usize,
     sampling: Option<Vec<f64>>,
     ordinal: usize,
 ) -> PyResult<DistancesAndIndices<'py>> {
@@ -144,10 +178,83 @@ pub(crate) fn distance_transform_edt_indices_gpu<'py>(
     let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
     let (distances, indices) = py
         .detach(|| {
-            gpu_waterz_morphology::gpu::distance_transform_edt_with_indices_host(&gpu, input, sampling.as_deref())
+            gpu_waterz_morphology::gpu::distance_transform_edt_with_indices_host(
+                &gpu,
+                input,
+                batch_dims,
+                sampling.as_deref(),
+            )
         })
         .map_err(morphology_err)?;
     Ok((distances.into_pyarray(py), indices.into_pyarray(py)))
+}
+
+/// int32 distances and, when asked for, int32 indices, as numpy arrays.
+type ChamferResult<'py> = (Bound<'py, PyArrayDyn<i32>>, Option<Bound<'py, PyArrayDyn<i32>>>);
+
+/// The chamfer distance transform (`metric` taxicab or chessboard) of a
+/// boolean host array on the GPU (the first `batch_dims` axes indexing
+/// arrays of spatial rank 1 to 3, axes of at most 12,288 elements): int32
+/// distances and, with `with_indices`, int32 indices (`batch + (rank,) +
+/// spatial`), as [`distance_transform_indices`]'s `"cdt"` of each array.
+#[pyfunction]
+#[pyo3(signature = (input, batch_dims, metric, with_indices, ordinal))]
+pub(crate) fn distance_transform_cdt_gpu<'py>(
+    py: Python<'py>,
+    input: PyReadonlyArrayDyn<'py, bool>,
+    batch_dims: usize,
+    metric: &str,
+    with_indices: bool,
+    ordinal: usize,
+) -> PyResult<ChamferResult<'py>> {
+    let metric: gpu_waterz_morphology::distance::Metric = metric.parse().map_err(morphology_err)?;
+    let input = input.as_array();
+    let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let (distances, indices) = py
+        .detach(|| {
+            gpu_waterz_morphology::gpu::distance_transform_cdt_host(&gpu, input, batch_dims, metric, with_indices)
+        })
+        .map_err(morphology_err)?;
+    Ok((distances.into_pyarray(py), indices.map(|i| i.into_pyarray(py))))
+}
+
+/// Whether the GPU chamfer transform takes arrays of spatial `shape`.
+#[pyfunction]
+pub(crate) fn takes_chamfer(shape: Vec<usize>) -> bool {
+    gpu_waterz_morphology::gpu::takes_chamfer(&shape)
+}
+
+/// [`distance_transform_cdt_gpu`] on CUDA memory: `pointers` are the mask
+/// (one byte per element, 0: background), the int32 distances to write
+/// and the int32 indices to write (`batch + (rank,) + spatial`; 0: none),
+/// `shape` elements each on device `ordinal`, held by the caller for the
+/// whole call.
+#[pyfunction]
+#[pyo3(signature = (pointers, shape, batch_dims, metric, ordinal))]
+pub(crate) fn distance_transform_cdt_cuda(
+    py: Python<'_>,
+    pointers: [u64; 3],
+    shape: Vec<usize>,
+    batch_dims: usize,
+    metric: &str,
+    ordinal: usize,
+) -> PyResult<()> {
+    let metric: gpu_waterz_morphology::distance::Metric = metric.parse().map_err(morphology_err)?;
+    let n = check_transform_pointers(pointers, &shape, batch_dims, 4)?;
+    let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let spatial = &shape[batch_dims..];
+    let batch = gpu_waterz_morphology::gpu::Batch { items: shape[..batch_dims].iter().product(), shape: spatial };
+    py.detach(|| -> PyResult<()> {
+        let mask = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
+        let mut out = crate::cuda::borrow_elements::<i32>(&gpu, pointers[1], n)?;
+        let mut indices = match pointers[2] {
+            0 => None,
+            p => Some(crate::cuda::borrow_elements::<i32>(&gpu, p, n * spatial.len())?),
+        };
+        gpu_waterz_morphology::gpu::distance_transform_cdt(&gpu, &mask, batch, metric, &mut out, indices.as_mut())
+            .map_err(morphology_err)?;
+        gpu.synchronize().map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
+    })
 }
 
 /// Distances and the feature transform on the CPU: `kind` is `"edt"`

@@ -1,6 +1,7 @@
 //! `gpu-waterz ndimage`: scipy.ndimage's operators on volumes in files
-//! (`gpu-waterz-morphology`): the exact Euclidean distance transform (GPU
-//! for rank 1 to 3 when one is usable, else the CPU), the grey-scale and
+//! (`gpu-waterz-morphology`): the exact Euclidean and chamfer distance
+//! transforms (GPU for rank 1 to 3 when one is usable, the chamfer one for
+//! axes of at most 12,288 elements; else the CPU), the grey-scale and
 //! the binary morphology (GPU when one is usable, else the CPU). Prints a
 //! JSON summary on stdout, with the seconds spent reading, opening the GPU,
 //! computing (copies to and from the GPU included) and writing.
@@ -20,6 +21,9 @@ use std::time::Instant;
 enum Operator {
     /// Distance of every non-zero element to the nearest zero (float64).
     DistanceTransformEdt,
+    /// The chamfer distance (`--metric`) of every non-zero element to the
+    /// nearest zero (int32; -1 everywhere without a zero).
+    DistanceTransformCdt,
     GreyErosion,
     GreyDilation,
     GreyOpening,
@@ -57,8 +61,8 @@ pub struct NdimageArgs {
     /// uint8, uint32 or uint64).
     #[arg(long)]
     input: String,
-    /// Where to write the result (.npy: float64 distances, or the input's
-    /// type for the morphology).
+    /// Where to write the result (.npy: float64 or int32 distances, or the
+    /// input's type for the morphology).
     #[arg(long)]
     out: PathBuf,
     /// The structuring element's size per axis (one value for all), for the
@@ -85,6 +89,9 @@ pub struct NdimageArgs {
     /// Spacing per axis (one value for all) of the distance transform.
     #[arg(long, value_delimiter = ',')]
     sampling: Option<Vec<f64>>,
+    /// The chamfer distance transform's metric: chessboard or taxicab.
+    #[arg(long, default_value = "chessboard")]
+    metric: String,
     /// Where to run.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
@@ -227,6 +234,7 @@ fn nonzero<T: From<bool> + Send>(volume: Volume, spec: &str) -> Result<ArrayD<T>
 enum Computed {
     F32(ArrayD<f32>),
     F64(ArrayD<f64>),
+    I32(ArrayD<i32>),
     U8(ArrayD<u8>),
     U32(ArrayD<u32>),
     U64(ArrayD<u64>),
@@ -237,6 +245,7 @@ impl Computed {
         match self {
             Computed::F32(a) => write_npy(path, &a.view()),
             Computed::F64(a) => write_npy(path, &a.view()),
+            Computed::I32(a) => write_npy(path, &a.view()),
             Computed::U8(a) => write_npy(path, &a.view()),
             Computed::U32(a) => write_npy(path, &a.view()),
             Computed::U64(a) => write_npy(path, &a.view()),
@@ -252,12 +261,21 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
     let shape = volume.shape().to_vec();
     let rank = shape.len();
     let read_s = start.elapsed().as_secs_f64();
-    // The GPU where one is asked for or usable (the distance transform's for
-    // rank 1 to 3 only).
+    // The GPU where one is asked for or usable (the distance transforms'
+    // for rank 1 to 3 only, the chamfer one's for axes that fit).
+    let on_gpu = match args.op {
+        Operator::DistanceTransformEdt => rank <= 3,
+        Operator::DistanceTransformCdt => gpu_waterz_morphology::gpu::takes_chamfer(&shape),
+        _ => true,
+    };
+    let metric: gpu_waterz_morphology::distance::Metric = args.metric.parse()?;
+    if args.op == Operator::DistanceTransformCdt && metric == gpu_waterz_morphology::distance::Metric::Euclidean {
+        bail!("--metric of the chamfer transform is chessboard or taxicab, not {}", args.metric);
+    }
     let opened = Instant::now();
     let gpu = match args.backend {
         Backend::Gpu => Some(gpu_waterz::Gpu::new(0).context("opening the GPU (--backend gpu)")?),
-        Backend::Auto if args.op != Operator::DistanceTransformEdt || rank <= 3 => gpu_waterz::Gpu::new(0).ok(),
+        Backend::Auto if on_gpu => gpu_waterz::Gpu::new(0).ok(),
         Backend::Auto | Backend::Cpu => None,
     };
     let gpu = gpu.as_ref();
@@ -309,8 +327,14 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         let mask = nonzero::<bool>(volume, &args.input)?;
         let sampling = args.sampling.as_deref();
         Computed::F64(match gpu {
-            Some(g) => gpu_waterz_morphology::gpu::distance_transform_edt_host(g, mask.view(), sampling)?,
+            Some(g) => gpu_waterz_morphology::gpu::distance_transform_edt_host(g, mask.view(), 0, sampling)?,
             None => gpu_waterz_morphology::distance_transform_edt(mask.view(), sampling)?,
+        })
+    } else if args.op == Operator::DistanceTransformCdt {
+        let mask = nonzero::<bool>(volume, &args.input)?;
+        Computed::I32(match gpu {
+            Some(g) => gpu_waterz_morphology::gpu::distance_transform_cdt_host(g, mask.view(), 0, metric, false)?.0,
+            None => gpu_waterz_morphology::distance::distance_transform_cdt_distances(mask.view(), metric)?,
         })
     } else {
         let size = match args.size.len() {
@@ -334,7 +358,7 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
             Operator::MorphologicalLaplace => GreyOperator::Laplace,
             Operator::WhiteTophat => GreyOperator::WhiteTophat,
             Operator::BlackTophat => GreyOperator::BlackTophat,
-            _ => unreachable!("the distance transform and the binary operators are handled above"),
+            _ => unreachable!("the distance transforms and the binary operators are handled above"),
         };
         // An integer volume's results are its values or cval: scipy casts
         // a cval outside the type's range as C does, which leaves it

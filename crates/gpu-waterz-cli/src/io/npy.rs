@@ -301,6 +301,9 @@ impl NpyElement for u8 {
 impl NpyElement for u32 {
     const DESCR: &'static str = "<u4";
 }
+impl NpyElement for i32 {
+    const DESCR: &'static str = "<i4";
+}
 impl NpyElement for u64 {
     const DESCR: &'static str = "<u8";
 }

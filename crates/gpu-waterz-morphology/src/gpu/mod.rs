@@ -7,7 +7,7 @@
 //!   axes (`kernels-rs/src/distance.rs`; launches in the private `launch`
 //!   module), exact with unit sampling as [`crate::distance`] is.
 
-use crate::distance::{check_sampling, no_background};
+use crate::distance::{check_sampling, no_background, Metric};
 #[allow(unsafe_code)]
 mod launch;
 
@@ -774,7 +774,7 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
     check_input(shape)?;
     let mut d = [1u64; 3];
     if shape.len() > 3 {
-        return Err(invalid(format!("the GPU distance transform takes rank 1 to 3, not {}", shape.len())));
+        return Err(invalid(format!("the GPU distance transform takes spatial rank 1 to 3, not {}", shape.len())));
     }
     for (slot, &s) in d[3 - shape.len()..].iter_mut().zip(shape) {
         *slot = s as u64;
@@ -782,75 +782,103 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
     Ok(Dims3::new(d[0], d[1], d[2]))
 }
 
-/// The distances of `mask` (one byte per element of `shape`, C order; 0:
-/// background, any other byte measured) into `out` (one float64 per
-/// element): [`crate::distance_transform_edt`] on the GPU.
+/// The distances of each array of `batch` in `mask` (one byte per element,
+/// C order, the arrays one after another; 0: background, any other byte
+/// measured) into `out` (one float64 per element):
+/// [`crate::distance_transform_edt`] of each array, on the GPU (spatial
+/// rank 1 to 3).
 pub fn distance_transform_edt(
     gpu: &Gpu,
     mask: &DeviceBuffer<u8>,
-    shape: &[usize],
+    batch: Batch<'_>,
     sampling: Option<&[f64]>,
     out: &mut DeviceBuffer<f64>,
 ) -> Result<()> {
-    edt(gpu, mask, shape, sampling, out, None)
+    edt(gpu, mask, batch, sampling, out, None)
 }
 
 /// [`distance_transform_edt`] with the feature transform:
-/// [`crate::distance::distance_transform_edt_with_indices`] on the GPU.
-/// `indices` receives, for every element, the coordinates of one nearest
-/// background element (`(rank,) + shape`, int32, C order); without
-/// background, scipy's `(-1, 0, ..., 0)`. Arrays of fewer than 2^32 - 1
-/// elements.
+/// [`crate::distance::distance_transform_edt_with_indices`] of each array
+/// on the GPU. `indices` receives, for every element, the coordinates of
+/// one nearest background element of its array (per array `(rank,) +
+/// shape` int32 in C order, the arrays one after another, which is `batch
+/// + (rank,) + shape` for a batch); an array without background gets
+/// scipy's `(-1, 0, ..., 0)`. Batches of fewer than 2^32 - 1 elements.
 pub fn distance_transform_edt_with_indices(
     gpu: &Gpu,
     mask: &DeviceBuffer<u8>,
-    shape: &[usize],
+    batch: Batch<'_>,
     sampling: Option<&[f64]>,
     out: &mut DeviceBuffer<f64>,
     indices: &mut DeviceBuffer<i32>,
 ) -> Result<()> {
-    edt(gpu, mask, shape, sampling, out, Some(indices))
+    edt(gpu, mask, batch, sampling, out, Some(indices))
+}
+
+/// The checks shared by the transforms: the volume of one array, the
+/// number of elements, the buffers' devices and lengths (`mask` one byte
+/// per element, `out_len` values, `indices` rank per element and flat
+/// indices below `EDT_NO_FEATURE`).
+fn check_transform(
+    gpu: &Gpu,
+    mask: &DeviceBuffer<u8>,
+    batch: Batch<'_>,
+    out_len: usize,
+    indices: Option<&DeviceBuffer<i32>>,
+) -> Result<(Dims3, u64)> {
+    let dims = dims_of(batch.shape)?;
+    let n =
+        (batch.items as u64).checked_mul(dims.z * dims.y * dims.x).ok_or_else(|| invalid("the batch is too large"))?;
+    gpu.check_device(mask, "the mask")?;
+    check_len("edt", "mask", mask, n)?;
+    if (out_len as u64) < n {
+        return Err(invalid(format!("the output holds {out_len} values, not {n}")));
+    }
+    if let Some(indices) = indices {
+        gpu.check_device(indices, "the indices")?;
+        check_len("edt", "indices", indices, n * batch.shape.len() as u64)?;
+        if n >= gpu_waterz_abi::distance::EDT_NO_FEATURE as u64 {
+            return Err(invalid(format!(
+                "the GPU feature transform takes batches of fewer than 2^32 - 1 elements, not {n}"
+            )));
+        }
+    }
+    Ok((dims, n))
+}
+
+/// The two feature buffers of the passes, when indices are asked for.
+type FeaturePair = Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>;
+
+/// The pair as the launches take it.
+fn pair(f: &mut FeaturePair) -> Option<crate::launch::Features<'_>> {
+    f.as_mut().map(|(first, second)| crate::launch::Features { first, second })
 }
 
 /// The transforms above.
 fn edt(
     gpu: &Gpu,
     mask: &DeviceBuffer<u8>,
-    shape: &[usize],
+    batch: Batch<'_>,
     sampling: Option<&[f64]>,
     out: &mut DeviceBuffer<f64>,
     indices: Option<&mut DeviceBuffer<i32>>,
 ) -> Result<()> {
-    let dims = dims_of(shape)?;
+    let shape = batch.shape;
     let sampling = check_sampling(sampling, shape.len())?;
-    let n = dims.z * dims.y * dims.x;
-    gpu.check_device(mask, "the mask")?;
     gpu.check_device(out, "the output")?;
-    check_len("edt", "mask", mask, n)?;
-    check_len("edt", "output", out, n)?;
-    if let Some(indices) = &indices {
-        gpu.check_device(&**indices, "the indices")?;
-        check_len("edt", "indices", &**indices, n * shape.len() as u64)?;
-        if n >= gpu_waterz_abi::distance::EDT_NO_FEATURE as u64 {
-            return Err(invalid(format!(
-                "the GPU feature transform takes arrays of fewer than 2^32 - 1 elements, not {n}"
-            )));
-        }
-    }
+    let (dims, n) = check_transform(gpu, mask, batch, out.len(), indices.as_deref())?;
     if n == 0 {
         return Ok(());
     }
+    let items = batch.items as u64;
     // Spacing per (z, y, x) axis; padded axes have one element, any spacing.
     let mut spacing = [1.0f64; 3];
     spacing[3 - shape.len()..].copy_from_slice(&sampling);
-    let mut background = gpu.zeros::<u32>(1)?;
-    let mut features = match indices {
+    let mut background = gpu.zeros::<u32>(batch.items)?;
+    let mut features: FeaturePair = match indices {
         Some(_) => Some((gpu.uninit::<u32>(n as usize)?, gpu.uninit::<u32>(n as usize)?)),
         None => None,
     };
-    fn pair(f: &mut Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>) -> Option<crate::launch::Features<'_>> {
-        f.as_mut().map(|(first, second)| crate::launch::Features { first, second })
-    }
     // Unit spacing: integer passes with each line in shared memory (exact);
     // else, or for lines too long to hold, the float64 passes.
     let mut done = false;
@@ -860,8 +888,9 @@ fn edt(
         done = crate::launch::edt_line_passes(
             gpu,
             dims,
+            items,
             mask,
-            out,
+            crate::launch::LineOutput::Euclidean(out),
             &mut first,
             &mut second,
             pair(&mut features),
@@ -870,36 +899,146 @@ fn edt(
     }
     if !done {
         let mut scratch = gpu.uninit::<f64>(n as usize)?;
-        crate::launch::edt_passes(gpu, dims, spacing, mask, out, &mut scratch, pair(&mut features), &mut background)?;
+        crate::launch::edt_passes(
+            gpu,
+            dims,
+            items,
+            spacing,
+            mask,
+            out,
+            &mut scratch,
+            pair(&mut features),
+            &mut background,
+        )?;
     }
     if let (Some(indices), Some((nearest, _))) = (indices, &features) {
         // Without background every feature is none: scipy's point.
-        crate::launch::edt_indices(gpu, dims, shape.len(), nearest, indices)?;
+        crate::launch::edt_indices(gpu, dims, items, shape.len(), false, nearest, indices)?;
     }
-    if gpu.download_element(&background, 0)? == 0 {
+    // Arrays without background take scipy's distances for that case.
+    let flags = gpu.download(&background)?;
+    if flags.contains(&0) {
         let host = no_background(shape, &sampling);
-        gpu.upload_into(out, 0, host.as_slice().expect("a new array is contiguous"))?;
+        let values = host.as_slice().expect("a new array is contiguous");
+        for (item, _) in flags.iter().enumerate().filter(|(_, &f)| f == 0) {
+            gpu.upload_into(out, item * values.len(), values)?;
+        }
     }
     Ok(())
 }
 
-/// The same for a host array of rank 1 to 3; distances back on the host.
+/// Whether [`distance_transform_cdt`] runs arrays of spatial `shape` on the
+/// GPU: rank 1 to 3 and every axis of at most 12,288 elements (each line
+/// held in shared memory; `crate::distance::distance_transform_cdt` takes
+/// the others).
+pub fn takes_chamfer(shape: &[usize]) -> bool {
+    dims_of(shape).is_ok_and(crate::launch::lines_fit)
+}
+
+/// The chamfer distance transform of each array of `batch` in `mask` (as
+/// for [`distance_transform_edt`]) under `metric` (taxicab or chessboard)
+/// into `out` (int32, -1 for an array without background) and, when
+/// given, `indices` (as for [`distance_transform_edt_with_indices`]; an
+/// array without background gives each element its own coordinates):
+/// [`crate::distance::distance_transform_cdt`] of each array on the GPU,
+/// exact; arrays that [`takes_chamfer`].
+pub fn distance_transform_cdt(
+    gpu: &Gpu,
+    mask: &DeviceBuffer<u8>,
+    batch: Batch<'_>,
+    metric: Metric,
+    out: &mut DeviceBuffer<i32>,
+    indices: Option<&mut DeviceBuffer<i32>>,
+) -> Result<()> {
+    use gpu_waterz_abi::distance::{METRIC_CHESSBOARD, METRIC_TAXICAB};
+    let code = match metric {
+        Metric::Taxicab => METRIC_TAXICAB,
+        Metric::Chessboard => METRIC_CHESSBOARD,
+        Metric::Euclidean => return Err(invalid("the chamfer transform takes the taxicab or chessboard metric")),
+    };
+    gpu.check_device(out, "the output")?;
+    let (dims, n) = check_transform(gpu, mask, batch, out.len(), indices.as_deref())?;
+    if !crate::launch::lines_fit(dims) {
+        return Err(invalid(format!(
+            "the GPU chamfer transform takes axes of at most 12,288 elements, not {:?}",
+            batch.shape
+        )));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let items = batch.items as u64;
+    let mut background = gpu.zeros::<u32>(batch.items)?;
+    let mut features: FeaturePair = match indices {
+        Some(_) => Some((gpu.uninit::<u32>(n as usize)?, gpu.uninit::<u32>(n as usize)?)),
+        None => None,
+    };
+    let mut first = gpu.uninit::<u32>(n as usize)?;
+    let mut second = gpu.uninit::<u32>(n as usize)?;
+    let done = crate::launch::edt_line_passes(
+        gpu,
+        dims,
+        items,
+        mask,
+        crate::launch::LineOutput::Chamfer(out, code),
+        &mut first,
+        &mut second,
+        pair(&mut features),
+        &mut background,
+    )?;
+    if !done {
+        return Err(invalid("the GPU chamfer transform's lines do not fit the shared memory"));
+    }
+    if let (Some(indices), Some((nearest, _))) = (indices, &features) {
+        crate::launch::edt_indices(gpu, dims, items, batch.shape.len(), true, nearest, indices)?;
+    }
+    Ok(())
+}
+
+/// The batch of a host array whose first `batch_dims` axes index arrays of
+/// the spatial shape of the rest, with that shape.
+fn host_batch(shape: &[usize], batch_dims: usize) -> Result<(usize, Vec<usize>)> {
+    if batch_dims >= shape.len() {
+        return Err(invalid(format!(
+            "batch_dims={batch_dims} leaves no spatial axis of an array of rank {}",
+            shape.len()
+        )));
+    }
+    let spatial = shape[batch_dims..].to_vec();
+    dims_of(&spatial)?;
+    Ok((shape[..batch_dims].iter().product(), spatial))
+}
+
+/// The shape of the indices of a host array of `shape` with `batch_dims`:
+/// `batch + (rank,) + spatial`.
+fn index_shape(shape: &[usize], batch_dims: usize) -> Vec<usize> {
+    let mut full = shape[..batch_dims].to_vec();
+    full.push(shape.len() - batch_dims);
+    full.extend_from_slice(&shape[batch_dims..]);
+    full
+}
+
+/// [`distance_transform_edt`] of a host array (`batch_dims` leading axes
+/// of arrays of spatial rank 1 to 3); distances back on the host.
 pub fn distance_transform_edt_host(
     gpu: &Gpu,
     input: ArrayViewD<'_, bool>,
+    batch_dims: usize,
     sampling: Option<&[f64]>,
 ) -> Result<ArrayD<f64>> {
-    Ok(edt_host(gpu, input, sampling, false)?.0)
+    Ok(edt_host(gpu, input, batch_dims, sampling, false)?.0)
 }
 
-/// [`distance_transform_edt_with_indices`] for a host array of rank 1 to
-/// 3; distances and indices back on the host.
+/// [`distance_transform_edt_with_indices`] for a host array (as
+/// [`distance_transform_edt_host`]); distances and indices (`batch +
+/// (rank,) + spatial`) back on the host.
 pub fn distance_transform_edt_with_indices_host(
     gpu: &Gpu,
     input: ArrayViewD<'_, bool>,
+    batch_dims: usize,
     sampling: Option<&[f64]>,
 ) -> Result<(ArrayD<f64>, ArrayD<i32>)> {
-    let (distances, indices) = edt_host(gpu, input, sampling, true)?;
+    let (distances, indices) = edt_host(gpu, input, batch_dims, sampling, true)?;
     Ok((distances, indices.expect("asked for")))
 }
 
@@ -907,29 +1046,63 @@ pub fn distance_transform_edt_with_indices_host(
 fn edt_host(
     gpu: &Gpu,
     input: ArrayViewD<'_, bool>,
+    batch_dims: usize,
     sampling: Option<&[f64]>,
     with_indices: bool,
 ) -> Result<(ArrayD<f64>, Option<ArrayD<i32>>)> {
     let shape = input.shape().to_vec();
-    dims_of(&shape)?;
-    let mut index_shape = vec![shape.len()];
-    index_shape.extend_from_slice(&shape);
+    let (items, spatial) = host_batch(&shape, batch_dims)?;
+    check_sampling(sampling, spatial.len())?;
+    let index_shape = index_shape(&shape, batch_dims);
     if input.is_empty() {
         let indices = with_indices.then(|| ArrayD::zeros(index_shape));
         return Ok((ArrayD::zeros(input.raw_dim()), indices));
     }
+    let batch = Batch { items, shape: &spatial };
     let standard = input.as_standard_layout();
     let bytes = mask_bytes(&standard);
     let mask = gpu.upload(bytes)?;
     let mut out = gpu.uninit::<f64>(bytes.len())?;
     let indices = if with_indices {
-        let mut indices = gpu.uninit::<i32>(bytes.len() * shape.len())?;
-        distance_transform_edt_with_indices(gpu, &mask, &shape, sampling, &mut out, &mut indices)?;
+        let mut indices = gpu.uninit::<i32>(bytes.len() * spatial.len())?;
+        distance_transform_edt_with_indices(gpu, &mask, batch, sampling, &mut out, &mut indices)?;
         let values = gpu.download(&indices)?;
         Some(ArrayD::from_shape_vec(index_shape, values).expect("rank values per element"))
     } else {
-        distance_transform_edt(gpu, &mask, &shape, sampling, &mut out)?;
+        distance_transform_edt(gpu, &mask, batch, sampling, &mut out)?;
         None
+    };
+    let values = gpu.download(&out)?;
+    Ok((ArrayD::from_shape_vec(shape, values).expect("one distance per element"), indices))
+}
+
+/// [`distance_transform_cdt`] of a host array (`batch_dims` leading axes
+/// of arrays that [`takes_chamfer`]): int32 distances and, when asked for,
+/// indices (`batch + (rank,) + spatial`), back on the host.
+pub fn distance_transform_cdt_host(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, bool>,
+    batch_dims: usize,
+    metric: Metric,
+    with_indices: bool,
+) -> Result<(ArrayD<i32>, Option<ArrayD<i32>>)> {
+    let shape = input.shape().to_vec();
+    let (items, spatial) = host_batch(&shape, batch_dims)?;
+    let index_shape = index_shape(&shape, batch_dims);
+    if input.is_empty() {
+        let indices = with_indices.then(|| ArrayD::zeros(index_shape));
+        return Ok((ArrayD::zeros(input.raw_dim()), indices));
+    }
+    let batch = Batch { items, shape: &spatial };
+    let standard = input.as_standard_layout();
+    let bytes = mask_bytes(&standard);
+    let mask = gpu.upload(bytes)?;
+    let mut out = gpu.uninit::<i32>(bytes.len())?;
+    let mut indices = if with_indices { Some(gpu.uninit::<i32>(bytes.len() * spatial.len())?) } else { None };
+    distance_transform_cdt(gpu, &mask, batch, metric, &mut out, indices.as_mut())?;
+    let indices = match indices {
+        Some(i) => Some(ArrayD::from_shape_vec(index_shape, gpu.download(&i)?).expect("rank values per element")),
+        None => None,
     };
     let values = gpu.download(&out)?;
     Ok((ArrayD::from_shape_vec(shape, values).expect("one distance per element"), indices))

@@ -9,11 +9,12 @@ run on the GPU (``backend='auto'``, the default, when one is usable) or on
 the CPU (Rust, on all cores), for arrays of spatial rank 1 to 8, batched
 with ``batch_dims`` (keyword only): numpy arrays give numpy arrays, CUDA
 torch tensors and cupy arrays are filtered in place on their device.
-``distance_transform_edt`` runs on the GPU for arrays of rank 1 to 3 (numpy,
-or CUDA torch tensors and cupy arrays in place) and on the CPU for numpy
-arrays otherwise, exact with unit sampling; its indices (the feature
-transform), ``distance_transform_bf`` and ``distance_transform_cdt`` run on
-the CPU. ``import gpu_waterz.ndimage as ndi``
+``distance_transform_edt`` (with its indices, the feature transform) and
+``distance_transform_cdt`` run on the GPU for arrays of spatial rank 1 to 3
+(numpy, or CUDA torch tensors and cupy arrays in place; the chamfer one for
+axes of at most 12,288 elements), batched with ``batch_dims``, and on the
+CPU otherwise, exact with unit sampling; ``distance_transform_bf`` (the
+brute-force oracle) runs on the CPU. ``import gpu_waterz.ndimage as ndi``
 replaces these calls: same keyword arguments (``size``, ``footprint``,
 ``structure``, ``output``, ``mode`` in reflect/constant/nearest/mirror/wrap,
 ``cval``, ``origin``), same output dtype as the input (or ``output``'s).
@@ -95,7 +96,9 @@ def _host_array(input):
 
 
 def _spatial_rank(ndim, batch_dims):
-    batch_dims = int(batch_dims)
+    import operator
+
+    batch_dims = operator.index(batch_dims)
     if batch_dims < 0 or ndim - batch_dims < 1:
         raise ValueError(f"batch_dims={batch_dims} leaves no spatial axis of an array of rank {ndim}")
     rank = ndim - batch_dims
@@ -695,8 +698,89 @@ for _f in (binary_erosion, binary_dilation, binary_opening, binary_closing):
     _f.__doc__ += _BINARY_DOC
 
 
+_DISTANCE_BATCH_DOC = """
+
+    ``batch_dims`` (keyword only): the number of leading axes that index
+    independent arrays (``(B, C, spatial…)`` is ``batch_dims=2``), each
+    transformed on its own as scipy would; the indices are then ``batch +
+    (rank,) + spatial``. ``backend``: 'auto' (the GPU where it takes the
+    arrays, else the CPU), 'gpu' or 'cpu' (keyword only)."""
+
+
+def _batch_dims(batch_dims, ndim):
+    """``batch_dims`` as an int that leaves at least one spatial axis."""
+    import operator
+
+    batch_dims = operator.index(batch_dims)
+    if batch_dims < 0 or ndim - batch_dims < 1:
+        raise ValueError(f"batch_dims={batch_dims} leaves no spatial axis of an array of rank {ndim}")
+    return batch_dims
+
+
+def _host_mask(input):
+    """The non-zero elements of a host or CUDA input as a contiguous bool
+    numpy array (a CUDA input is copied to the host)."""
+    if type(input).__module__.startswith("torch"):
+        input = input.detach().cpu().numpy()
+    elif _library(input) == "cupy":
+        input = input.get()
+    if np.iscomplexobj(input):
+        raise TypeError("Complex type not supported")
+    return np.ascontiguousarray(np.asarray(input, dtype=bool))
+
+
+def _per_item_pair(a, batch_dims, function):
+    """``function`` (an array to (distances, indices or None)) of each array
+    of the leading ``batch_dims`` axes: distances of ``a``'s shape, indices
+    ``batch + (rank,) + spatial``."""
+    if batch_dims == 0:
+        return function(a)
+    batch, spatial = a.shape[:batch_dims], a.shape[batch_dims:]
+    results = [function(item) for item in a.reshape((-1,) + spatial)]
+    dist = np.stack([d for d, _ in results]).reshape(a.shape)
+    ind = None
+    if results[0][1] is not None:
+        ind = np.stack([i for _, i in results]).reshape(batch + (len(spatial),) + spatial)
+    return dist, ind
+
+
+def _like_input(input, array):
+    """A host result as an array of ``input``'s library on its device."""
+    library = _library(input)
+    if array is None or library is None:
+        return array
+    if library == "torch":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(array)).to(input.device)
+    import cupy as cp
+
+    with input.device:
+        return cp.asarray(array)
+
+
+def _device_results(input, dist, ind, return_distances, return_indices, distances, indices):
+    """scipy's return convention for a CUDA input computed on the host: the
+    results on the input's device; given CUDA arrays are filled in place."""
+    out = []
+    for wanted, value, given, name in ((return_distances, dist, distances, "distances"),
+                                       (return_indices, ind, indices, "indices")):
+        if not wanted:
+            continue
+        value = _like_input(input, value)
+        if given is None:
+            out.append(value)
+            continue
+        if tuple(given.shape) != tuple(value.shape) or str(given.dtype).split(".")[-1] != str(value.dtype).split(".")[-1]:
+            raise RuntimeError(f"{name} array has wrong shape or type (want {value.dtype}, {tuple(value.shape)})")
+        given[...] = value
+    if not out:
+        return None
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def distance_transform_edt(input, sampling=None, return_distances=True, return_indices=False, distances=None,
-                           indices=None, *, backend="auto"):
+                           indices=None, *, backend="auto", batch_dims=0):
     """``scipy.ndimage.distance_transform_edt``: for every non-zero element,
     the Euclidean distance to the nearest zero element, with ``sampling`` (a
     spacing per axis, or one for all), float64, equal to scipy's with unit
@@ -706,54 +790,68 @@ def distance_transform_edt(input, sampling=None, return_distances=True, return_i
     zero elements scipy's ``(-1, 0, ..., 0)``). ``distances`` and
     ``indices`` receive the results when given, as in scipy.
 
-    numpy in gives numpy out; a CUDA torch tensor (a cupy array) gives CUDA
-    tensors (cupy arrays), computed on its device (rank 1 to 3; given
-    ``distances`` and ``indices`` must then be contiguous arrays of that
-    device). ``backend``: 'auto' (the GPU for rank 1 to 3 when one is
-    usable, else the CPU), 'gpu' or 'cpu' (keyword only).
-    """
+    numpy in gives numpy out (the GPU for spatial rank 1 to 3 when one is
+    usable, else the CPU on all cores); a CUDA torch tensor (a cupy array)
+    gives CUDA tensors (cupy arrays), computed on its device (spatial rank
+    1 to 3; given ``distances`` and ``indices`` must then be contiguous
+    arrays of that device)."""
     _check_distance_args(return_distances, return_indices, distances, indices)
     if backend not in ("auto", "gpu", "cpu"):
         raise ValueError(f"backend must be 'auto', 'gpu' or 'cpu', not {backend!r}")
     library = _library(input)
     if library is not None and backend != "cpu":
-        return _edt_cuda(library, input, sampling, return_distances, return_indices, distances, indices)
-    if type(input).__module__.startswith("torch"):
-        input = input.detach().cpu().numpy()
-    elif library == "cupy":
-        input = input.get()
-    # Non-zero is true (a boolean array is taken as it is).
-    a = np.ascontiguousarray(np.asarray(input, dtype=bool))
+        ndim = input.ndim
+        if ndim == 0:
+            raise ValueError("arrays of rank 1 to 8 are taken, not rank 0")
+        batch_dims = _batch_dims(batch_dims, ndim)
+        if ndim - batch_dims > 3:
+            raise ValueError(f"CUDA arrays of spatial rank 1 to 3 are taken, not rank {ndim - batch_dims} (numpy "
+                             "arrays of any rank)")
+        sampling = _sampling(sampling, ndim - batch_dims)
+        return _transform_cuda(library, input, "edt", sampling, batch_dims, return_distances, return_indices,
+                               distances, indices)
+    a = _host_mask(input)
     if a.ndim == 0:
         raise ValueError("arrays of rank 1 to 8 are taken, not rank 0")
-    s = _sampling(sampling, a.ndim)
-    order = (["gpu", "cpu"] if a.ndim <= 3 else ["cpu"]) if backend == "auto" else [backend]
+    batch_dims = _batch_dims(batch_dims, a.ndim)
+    rank = a.ndim - batch_dims
+    s = _sampling(sampling, rank)
+    order = (["gpu", "cpu"] if rank <= 3 else ["cpu"]) if backend == "auto" else [backend]
     for i, b in enumerate(order):
         try:
-            if not return_indices:
-                dist, ind = _native.distance_transform_edt(a, s, b, 0), None
-            elif b == "gpu":
-                dist, ind = _native.distance_transform_edt_indices_gpu(a, s, 0)
+            if b == "gpu":
+                if not return_indices:
+                    dist, ind = _native.distance_transform_edt(a, batch_dims, s, "gpu", 0), None
+                else:
+                    dist, ind = _native.distance_transform_edt_indices_gpu(a, batch_dims, s, 0)
+            elif not return_indices:
+                dist, ind = _per_item_pair(a, batch_dims,
+                                           lambda x: (_native.distance_transform_edt(x, 0, s, "cpu", 0), None))
             else:
-                dist, ind = _native.distance_transform_indices("edt", a, "euclidean", s)
+                dist, ind = _per_item_pair(a, batch_dims,
+                                           lambda x: _native.distance_transform_indices("edt", x, "euclidean", s))
             break
         except RuntimeError:
             if i + 1 == len(order):
                 raise
+    if library is not None:
+        return _device_results(input, dist, ind, return_distances, return_indices, distances, indices)
     return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
 
 
-def _edt_cuda(library, input, sampling, return_distances, return_indices, distances, indices):
-    """distance_transform_edt of a CUDA array on its device."""
-    rank = input.ndim
-    if not 1 <= rank <= 3:
-        raise ValueError(f"CUDA arrays of rank 1 to 3 are taken, not rank {rank} (numpy arrays of any rank)")
+def _transform_cuda(library, input, kind, argument, batch_dims, return_distances, return_indices, distances,
+                    indices):
+    """A distance transform of a CUDA array on its device: ``kind`` 'edt'
+    (float64 distances, ``argument`` the sampling) or 'cdt' (int32,
+    ``argument`` the metric)."""
+    rank = input.ndim - batch_dims
     if library == "torch":
         import torch
 
         mask = _cuda_bytes(input)
         device, ordinal = mask.device, mask.device.index or 0
-        float64, int32 = torch.float64, torch.int32
+        value_type = torch.float64 if kind == "edt" else torch.int32
+        int32 = torch.int32
 
         def new(shape, dtype):
             return torch.empty(shape, dtype=dtype, device=device)
@@ -773,7 +871,8 @@ def _edt_cuda(library, input, sampling, return_distances, return_indices, distan
         device, ordinal = input.device, input.device.id
         with device:
             mask = _cuda_bytes(input)
-        float64, int32 = cp.float64, cp.int32
+        value_type = cp.float64 if kind == "edt" else cp.int32
+        int32 = cp.int32
 
         def new(shape, dtype):
             with device:
@@ -790,18 +889,23 @@ def _edt_cuda(library, input, sampling, return_distances, return_indices, distan
             with device:
                 cp.cuda.runtime.deviceSynchronize()
     shape = tuple(mask.shape)
-    out = distances if distances is not None else new(shape, float64)
-    if not fits(out, shape, float64):
-        raise ValueError("distances must be a contiguous float64 array of the input's shape on its device")
+    index_shape = shape[:batch_dims] + (rank,) + shape[batch_dims:]
+    out = distances if distances is not None else new(shape, value_type)
+    if not fits(out, shape, value_type):
+        raise ValueError(f"distances must be a contiguous {'float64' if kind == 'edt' else 'int32'} array of the "
+                         "input's shape on its device")
     ind = None
     if return_indices:
-        ind = indices if indices is not None else new((rank,) + shape, int32)
-        if not fits(ind, (rank,) + shape, int32):
-            raise ValueError("indices must be a contiguous int32 array of shape (rank,) + the input's shape on its "
-                             "device")
+        ind = indices if indices is not None else new(index_shape, int32)
+        if not fits(ind, index_shape, int32):
+            raise ValueError("indices must be a contiguous int32 array of shape batch + (rank,) + spatial on the "
+                             "input's device")
     synchronize()
-    _native.distance_transform_edt_cuda([pointer(mask), pointer(out), 0 if ind is None else pointer(ind)],
-                                        list(shape), _sampling(sampling, rank), ordinal)
+    pointers = [pointer(mask), pointer(out), 0 if ind is None else pointer(ind)]
+    if kind == "edt":
+        _native.distance_transform_edt_cuda(pointers, list(shape), batch_dims, argument, ordinal)
+    else:
+        _native.distance_transform_cdt_cuda(pointers, list(shape), batch_dims, argument, ordinal)
     results = []
     if return_distances and distances is None:
         results.append(out)
@@ -863,43 +967,86 @@ def _distance_results(dist, ind, return_distances, return_indices, distances, in
 
 
 def distance_transform_bf(input, metric="euclidean", sampling=None, return_distances=True, return_indices=False,
-                          distances=None, indices=None):
+                          distances=None, indices=None, *, batch_dims=0):
     """scipy.ndimage.distance_transform_bf: the distance of every non-zero
     element to the nearest zero element by brute force (the exactness
-    oracle; quadratic, for small arrays), in 'euclidean' (float64, with
-    ``sampling``), 'taxicab' or 'chessboard' (uint32) metric; indices as
-    scipy's (int32, ``(rank,) + shape``; ties: any nearest)."""
+    oracle; quadratic, for small arrays, on the CPU), in 'euclidean'
+    (float64, with ``sampling``), 'taxicab' or 'chessboard' (uint32)
+    metric; indices as scipy's (int32, ``(rank,) + shape``; ties: any
+    nearest). A CUDA input is copied to the host and its results come back
+    to its device; ``batch_dims`` (keyword only) as for
+    distance_transform_edt."""
     _check_distance_args(return_distances, return_indices, distances, indices)
-    # Non-zero is true (a boolean array is taken as it is).
-    a = np.ascontiguousarray(np.asarray(input, dtype=bool))
+    a = _host_mask(input)
     if a.ndim == 0:
         raise RuntimeError("input must have at least one dimension")
+    batch_dims = _batch_dims(batch_dims, a.ndim)
     metric = str(metric).lower()
     if metric not in ("euclidean", "taxicab", "cityblock", "manhattan", "chessboard"):
         raise RuntimeError("distance metric not supported")
-    s = _sampling(sampling, a.ndim) if metric == "euclidean" else None
-    dist, ind = _native.distance_transform_indices("bf", a, metric, s)
+    s = _sampling(sampling, a.ndim - batch_dims) if metric == "euclidean" else None
+    dist, ind = _per_item_pair(a, batch_dims, lambda x: _native.distance_transform_indices("bf", x, metric, s))
+    if _library(input) is not None:
+        return _device_results(input, dist, ind, return_distances, return_indices, distances, indices)
     return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
 
 
 def distance_transform_cdt(input, metric="chessboard", return_distances=True, return_indices=False,
-                           distances=None, indices=None):
+                           distances=None, indices=None, *, backend="auto", batch_dims=0):
     """scipy.ndimage.distance_transform_cdt for the 'chessboard' and
-    'taxicab' metrics (computed exactly, by a breadth-first search from the
-    zero elements): int32 distances, -1 where no zero element is reachable
-    (an array without zeros); indices as scipy's. A structuring element as
-    the metric is not supported (ValueError)."""
+    'taxicab' metrics, computed exactly (separable passes, as the Euclidean
+    transform): int32 distances, -1 where no zero element is reachable (an
+    array without zeros); indices as scipy's (an unreached element's own
+    coordinates). A structuring element as the metric is not supported
+    (ValueError).
+
+    The GPU takes spatial rank 1 to 3 with axes of at most 12,288
+    elements; numpy in gives numpy out, CUDA torch tensors and cupy arrays
+    give results on their device (computed there when the GPU takes the
+    shape, else on the host and copied back)."""
     if not isinstance(metric, str):
         raise ValueError("a structuring element as the metric is not supported: use 'chessboard' or 'taxicab'")
-    if metric.lower() not in ("chessboard", "taxicab", "cityblock", "manhattan"):
+    metric = metric.lower()
+    if metric not in ("chessboard", "taxicab", "cityblock", "manhattan"):
         raise ValueError(f"invalid metric provided: {metric!r}")
     _check_distance_args(return_distances, return_indices, distances, indices)
-    # Non-zero is true (a boolean array is taken as it is).
-    a = np.ascontiguousarray(np.asarray(input, dtype=bool))
-    if a.ndim == 0:
+    if backend not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"backend must be 'auto', 'gpu' or 'cpu', not {backend!r}")
+    library = _library(input)
+    a = None if library is not None else _host_mask(input)
+    shape = tuple(input.shape) if a is None else a.shape
+    if len(shape) == 0:
         raise RuntimeError("input must have at least one dimension")
-    dist, ind = _native.distance_transform_indices("cdt", a, metric.lower(), None)
+    batch_dims = _batch_dims(batch_dims, len(shape))
+    spatial = shape[batch_dims:]
+    on_gpu = _native.takes_chamfer(list(spatial))
+    if backend == "gpu" and not on_gpu:
+        raise ValueError(f"the GPU chamfer transform takes spatial rank 1 to 3 and axes of at most 12,288 elements, "
+                         f"not {spatial}")
+    if library is not None and backend != "cpu" and on_gpu:
+        return _transform_cuda(library, input, "cdt", metric, batch_dims, return_distances, return_indices,
+                               distances, indices)
+    if a is None:
+        a = _host_mask(input)
+    order = (["gpu", "cpu"] if on_gpu else ["cpu"]) if backend == "auto" else [backend]
+    for i, b in enumerate(order):
+        try:
+            if b == "gpu":
+                dist, ind = _native.distance_transform_cdt_gpu(a, batch_dims, metric, bool(return_indices), 0)
+            else:
+                dist, ind = _per_item_pair(a, batch_dims,
+                                           lambda x: _native.distance_transform_indices("cdt", x, metric, None))
+            break
+        except RuntimeError:
+            if i + 1 == len(order):
+                raise
+    if library is not None:
+        return _device_results(input, dist, ind, return_distances, return_indices, distances, indices)
     return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
+
+
+for _f in (distance_transform_edt, distance_transform_cdt):
+    _f.__doc__ += _DISTANCE_BATCH_DOC
 
 
 def binary_propagation(input, structure=None, mask=None, output=None, border_value=0, origin=0, *, backend="auto",
