@@ -17,9 +17,10 @@ each strategy, the batched case (64 volumes of 64³ in one call against one
 before each call), the batched distance transform (64 masks of 64³ against
 one --small³ mask and against cupyx item by item, with and without
 indices), the chamfer transform (taxicab, chessboard; scipy on the host at
---small is its anchor, cupyx has none), the Euclidean transform of sparse
-masks (1e-5 zeros, one zero) against cupyx, and scipy on the host at
---small for two rows.
+--small is its anchor, cupyx has none), the Euclidean transform's two ways
+along the lines (envelopes, search) on masks of short and long distances
+(the blobs, real neurons with --pinky, 1e-5 zeros, one zero) against
+cupyx, and scipy on the host at --small for two rows.
 """
 
 import argparse
@@ -53,6 +54,7 @@ def main():
     p.add_argument("--small", type=int, default=256)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
+    p.add_argument("--pinky", help="pinky40's inside mask, bits (np.packbits, 512x256x256) compressed with xz")
     args = p.parse_args()
 
     import cupy as cp
@@ -284,19 +286,53 @@ def main():
                            "equal_scipy": bool(np.array_equal(sout.cpu().numpy(), want))}
         print("cdt", metric, json.dumps(chamfer[metric]), flush=True)
     report["chamfer"] = chamfer
-    sparse = {}
+    # The Euclidean transform's integer passes along y and z, each way
+    # (the lines' lower envelopes, or the outward search in shared memory),
+    # against cupyx, on masks whose distances differ: the blobs (short),
+    # real neurons (the inside of pinky40's labels, mirrored to --size³:
+    # tens of voxels), few zeros and one zero (hundreds).
+    masks = {"blobs": mask}
+    if args.pinky:
+        import lzma
+        with open(args.pinky, "rb") as f:
+            bits = np.unpackbits(np.frombuffer(lzma.decompress(f.read()), np.uint8))
+        inside = torch.from_numpy(bits[:512 * 256 * 256].reshape(512, 256, 256).astype(bool)).cuda()
+        inside = torch.cat([inside, inside.flip(1)], 1)
+        inside = torch.cat([inside, inside.flip(2)], 2)
+        masks["pinky40 inside"] = inside[:args.size, :args.size, :args.size].contiguous()
     for name, density in (("1e-5 zeros", 1e-5), ("one zero", 0.0)):
         m = noise(big) >= density
         m[args.size // 3, args.size // 2, args.size // 5] = False
+        masks[name] = m
+    passes = {}
+    for name, m in masks.items():
         m_cp = as_cupy(m)
-        med, _, out = timed(lambda: gndi.distance_transform_edt(m), args.repeats, sync)
-        cmed, _, cout = timed(lambda: cndi.distance_transform_edt(m_cp), args.repeats,
-                              cp.cuda.runtime.deviceSynchronize)
-        sparse[name] = {"median_s": med, "cupyx_s": cmed, "speedup": cmed / med,
-                        "equal": bool(np.array_equal(out.cpu().numpy(), cp.asnumpy(cout)))}
-        print("edt sparse", name, json.dumps(sparse[name]), flush=True)
-        del m, m_cp, out, cout
-    report["edt_sparse"] = sparse
+        row = {}
+        outs = {}
+        for way in ("auto", "envelope", "search"):
+            for indices in (False, True):
+                out = torch.empty(m.shape, dtype=torch.float64, device="cuda")
+                ind = torch.empty((3,) + tuple(m.shape), dtype=torch.int32, device="cuda") if indices else None
+
+                def run(way=way, out=out, ind=ind):
+                    _native.distance_transform_edt_cuda(
+                        [m.data_ptr(), out.data_ptr(), 0 if ind is None else ind.data_ptr()], list(m.shape), 0, None,
+                        0, way)
+                med, _, _ = timed(run, args.repeats, sync)
+                row[way + (" indices" if indices else "") + "_s"] = med
+                outs[way + (" indices" if indices else "")] = out
+        cmed, _, cout = timed(lambda: cndi.distance_transform_edt(m_cp), args.repeats, cp.cuda.runtime.deviceSynchronize)
+        cimed, _, _ = timed(lambda: cndi.distance_transform_edt(m_cp, return_indices=True), args.repeats,
+                            cp.cuda.runtime.deviceSynchronize)
+        row.update({"cupyx_s": cmed, "cupyx_indices_s": cimed, "speedup_auto": cmed / row["auto_s"],
+                    "speedup_auto_indices": cimed / row["auto indices_s"], "zero_fraction": float((~m).float().mean()),
+                    "max_distance": float(cout.max()), "equal": all(bool(torch.equal(o, torch.from_dlpack(cout))) for o in outs.values())})
+        passes[name] = row
+        print("edt passes", name, json.dumps({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}),
+              flush=True)
+        del m_cp, cout, outs
+    report["edt_passes"] = passes
+    del masks
 
     # scipy on the host at --small.
     host = volume[:args.small, :args.small, :args.small].cpu().numpy()

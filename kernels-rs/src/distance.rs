@@ -449,3 +449,71 @@ kernel! {
         });
     }
 }
+
+kernel! {
+    /// One integer pass of the Euclidean distance transform along `axis`
+    /// (y or z, unit spacing, exact, after `edt_rows`) of `items` volumes
+    /// one after another: each line's lower envelope of parabolas
+    /// (`lower_envelope`), linear in its length whatever the distances,
+    /// the line read from and its envelope kept in global memory; with
+    /// features, each element takes the feature of the position that gives
+    /// its minimum.
+    ///
+    /// # Safety
+    /// `input`, `stack`, and `output` (passes but the last) or `distances`
+    /// (the last), and the features (unless null) hold one value per
+    /// element of the `items` volumes of `dims`; outputs overlap no input
+    /// and `stack` nothing else; squared distances fit `u32` (lines of at
+    /// most 12,288 elements).
+    ///
+    /// # Parameters
+    /// See [`EdtEnvelopeArgs`].
+    ///
+    /// # Thread mapping
+    /// A thread per line (grid-stride over the lines); neighbouring threads
+    /// take neighbouring lines, whose elements are neighbours along x, so
+    /// that their reads and writes at the same position are coalesced (the
+    /// envelope's entry `k` of line `l` at `k * lines + l` too).
+    pub unsafe extern "ptx-kernel" fn edt_envelope(
+        dims: Dims3,
+        items: u64,
+        axis: u32,
+        last: u32,
+        input: *const u32,
+        output: *mut u32,
+        distances: *mut f64,
+        features_in: *const u32,
+        features_out: *mut u32,
+        stack: *mut u32,
+    ) as EdtEnvelopeArgs {
+        let (lines, length, stride) = line_geometry(dims, items, axis);
+        grid_stride(lines, |line| {
+            let start = line_base(dims, axis, line);
+            let at = |j: u32| (start + j as u64 * stride) as usize;
+            let slot = |k: u32| (k as u64 * lines + line) as usize;
+            lower_envelope(
+                length as u32,
+                // SAFETY: j < length: an element of the line.
+                |j| unsafe { *input.add(at(j)) },
+                // SAFETY: k < length: slot(k) < length * lines, the elements.
+                |k| unsafe { *stack.add(slot(k)) },
+                // SAFETY: as above; stack is this kernel's alone.
+                |k, x| unsafe { *stack.add(slot(k)) = x },
+                |p, best, q| {
+                    let g = at(p);
+                    // SAFETY: p and q are positions of the line: elements.
+                    unsafe {
+                        if last != 0 {
+                            *distances.add(g) = sqrt_f64(best as f64);
+                        } else {
+                            *output.add(g) = best;
+                        }
+                        if !features_out.is_null() {
+                            *features_out.add(g) = *features_in.add(at(q));
+                        }
+                    }
+                },
+            );
+        });
+    }
+}

@@ -241,6 +241,132 @@ pub fn line_minimum_metric(metric: u32, p: u32, n: u32, value: impl Fn(u32) -> u
     (best, at)
 }
 
+/// `f + x²` of the parabola at position `x` with value `f`, in i64.
+#[inline(always)]
+fn parabola_height((x, f): (u32, u32)) -> i64 {
+    f as i64 + x as i64 * x as i64
+}
+
+/// Whether the parabola `f + (p - x)²` at `v` leaves the lower envelope
+/// when the one at `q` arrives, `u` being the one before `v` on it (`u.0 <
+/// v.0 < q.0`, finite values): where `q` overtakes `v` is not past where
+/// `v` overtakes `u`. Exact (integers).
+#[inline(always)]
+pub fn parabola_hidden(u: (u32, u32), v: (u32, u32), q: (u32, u32)) -> bool {
+    let (hu, hv, hq) = (parabola_height(u), parabola_height(v), parabola_height(q));
+    (hq - hv) * (v.0 as i64 - u.0 as i64) <= (hv - hu) * (q.0 as i64 - v.0 as i64)
+}
+
+/// Whether the parabola at `b` is lower than the one at `a` (`a.0 <
+/// b.0`) past position `p`: they cross before `p`. Exact (integers).
+#[inline(always)]
+pub fn parabola_overtakes(a: (u32, u32), b: (u32, u32), p: u32) -> bool {
+    parabola_height(b) - parabola_height(a) < 2 * p as i64 * (b.0 as i64 - a.0 as i64)
+}
+
+/// The lower envelope of the parabolas `value(q) + (p - q)²` of a line of
+/// `n` elements ([`EDT_INFINITE`]: none at `q`), Felzenszwalb and
+/// Huttenlocher's, in integers: calls `write(p, best, q)` for every `p`
+/// in order with the least value and a position `q` that gives it (`p`
+/// and [`EDT_INFINITE`] when no value is finite). `stack` reads and
+/// `push` writes entry `k` of a scratch of `n` positions (the envelope's
+/// parabolas, left to right). Linear in `n`: each position is pushed and
+/// popped at most once; `value` is read once per position in order and
+/// about once more per entry pushed.
+#[inline(always)]
+pub fn lower_envelope(
+    n: u32,
+    value: impl Fn(u32) -> u32,
+    stack: impl Fn(u32) -> u32,
+    mut push: impl FnMut(u32, u32),
+    mut write: impl FnMut(u32, u32, u32),
+) {
+    // The envelope's last two parabolas (position, value) are kept here;
+    // `top` counts the entries.
+    let mut top: u32 = 0;
+    let mut last = (0u32, 0u32);
+    let mut before = (0u32, 0u32);
+    let mut q = 0;
+    while q < n {
+        let f = value(q);
+        if f != EDT_INFINITE {
+            let arriving = (q, f);
+            while top >= 2 && parabola_hidden(before, last, arriving) {
+                top -= 1;
+                last = before;
+                if top >= 2 {
+                    let x = stack(top - 2);
+                    before = (x, value(x));
+                }
+            }
+            push(top, q);
+            top += 1;
+            before = last;
+            last = arriving;
+        }
+        q += 1;
+    }
+    if top == 0 {
+        let mut p = 0;
+        while p < n {
+            write(p, EDT_INFINITE, p);
+            p += 1;
+        }
+        return;
+    }
+    let entry = |k: u32| {
+        let x = stack(k);
+        (x, value(x))
+    };
+    let mut k = 0;
+    let mut a = entry(0);
+    let mut b = if top > 1 { entry(1) } else { a };
+    let mut p = 0;
+    while p < n {
+        while k + 1 < top && parabola_overtakes(a, b, p) {
+            k += 1;
+            a = b;
+            if k + 1 < top {
+                b = entry(k + 1);
+            }
+        }
+        let d = p.abs_diff(a.0);
+        write(p, a.1 + d * d, a.0);
+        p += 1;
+    }
+}
+
+/// Arguments of `edt_envelope`: one integer pass (unit spacing, the
+/// squared Euclidean metric) of the distance transform along `axis` (y or
+/// z) of `items` volumes one after another, after `edt_rows`: each line's
+/// [`lower_envelope`] by one thread, in global memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EdtEnvelopeArgs {
+    /// One volume.
+    pub dims: crate::Dims3,
+    /// The volumes, one after another.
+    pub items: u64,
+    /// The axis (0: z, 1: y).
+    pub axis: u32,
+    /// The last pass writes float64 distances to `distances`; the others
+    /// squared distances to `output`.
+    pub last: u32,
+    /// Squared distances so far.
+    pub input: *const u32,
+    /// Out: squared distances (passes but the last).
+    pub output: *mut u32,
+    /// Out: distances (the last pass).
+    pub distances: *mut f64,
+    /// The features so far (null: none are kept).
+    pub features_in: *const u32,
+    /// Out: the features after this pass (null when `features_in` is).
+    pub features_out: *mut u32,
+    /// Scratch: the envelopes' positions, one word per element (entry `k`
+    /// of line `l` at `k * lines + l`).
+    pub stack: *mut u32,
+}
+
 /// Arguments of `edt_lines`: one integer pass (unit spacing) of the
 /// distance transform along `axis` (y or z) of `items` volumes one after
 /// another, after `edt_rows`, a group of lines per block held in shared
@@ -306,6 +432,9 @@ impl_kernel_args!(
         dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out
     },
     EdtIndicesArgs => EdtIndices { dims, items, rank, unreached_own, features, indices },
+    EdtEnvelopeArgs => EdtEnvelope {
+        dims, items, axis, last, input, output, distances, features_in, features_out, stack
+    },
 );
 
 #[cfg(test)]
@@ -375,6 +504,58 @@ mod tests {
         assert_eq!(combine_cost(METRIC_TAXICAB, EDT_INFINITE, 5), EDT_INFINITE);
         assert_eq!(axis_cost(METRIC_EUCLIDEAN, 7), 49);
         assert_eq!(axis_cost(METRIC_CHESSBOARD, 7), 7);
+    }
+
+    #[test]
+    fn lower_envelopes_are_the_brute_force_minima() {
+        let mut state = 0x51_7cc1_b727_220au64;
+        for case in 0..600u32 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let n = 1 + (state >> 40) as u32 % 70;
+            let density = [1, 2, 5, 20, 100][case as usize % 5];
+            let values: Vec<u32> = (0..n)
+                .map(|i| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let r = (state >> 33) as u32;
+                    if r % 100 < density {
+                        // Values as the passes make them: sums of squares,
+                        // large ones included.
+                        (r >> 8) % [1, 10, 5000, 40_000_000][i as usize % 4]
+                    } else {
+                        EDT_INFINITE
+                    }
+                })
+                .collect();
+            let mut stack = std::vec![u32::MAX; n as usize];
+            let mut got = Vec::new();
+            let stack_ref = core::cell::RefCell::new(&mut stack);
+            lower_envelope(
+                n,
+                |q| values[q as usize],
+                |k| stack_ref.borrow()[k as usize],
+                |k, v| stack_ref.borrow_mut()[k as usize] = v,
+                |p, best, q| got.push((p, best, q)),
+            );
+            assert_eq!(got.len(), n as usize);
+            for (p, best, q) in got {
+                let cost = |q: u32| {
+                    let f = values[q as usize];
+                    if f == EDT_INFINITE {
+                        EDT_INFINITE
+                    } else {
+                        f + p.abs_diff(q) * p.abs_diff(q)
+                    }
+                };
+                let want = (0..n).map(cost).min().unwrap();
+                assert_eq!(best, want, "case {case}, p = {p}");
+                assert_eq!(cost(q), want, "case {case}, p = {p}: q gives the minimum");
+                if want == EDT_INFINITE {
+                    assert_eq!(q, p);
+                }
+            }
+        }
+        assert!(parabola_overtakes((0, 100), (5, 0), 3));
+        assert!(!parabola_overtakes((0, 0), (5, 100), 3));
     }
 
     #[test]

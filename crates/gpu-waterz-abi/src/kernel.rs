@@ -149,6 +149,7 @@ kernels! {
     EdtPass => "edt_pass",
     EdtLines => "edt_lines",
     EdtIndices => "edt_indices",
+    EdtEnvelope => "edt_envelope",
     GreyFilterF32 => "grey_filter_f32",
     GreyFilterF64 => "grey_filter_f64",
     GreyLineF32 => "grey_line_f32",

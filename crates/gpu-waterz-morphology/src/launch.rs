@@ -3,8 +3,8 @@
 //! kernels read and write.
 
 use gpu_waterz_abi::distance::{
-    edt_lines_per_block, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE,
-    EDT_ROW_THREADS, METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
+    edt_lines_per_block, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs, EDT_LINE_THREADS,
+    EDT_NO_FEATURE, EDT_ROW_THREADS, METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -188,9 +188,12 @@ pub(crate) fn lines_fit(dims: Dims3) -> bool {
 /// The integer passes (unit spacing) of the distance transform of `mask`
 /// (`items` volumes of `dims`) into `out` under its metric: x from the
 /// mask into `first`, then y into `second` and z into `out`, each line in
-/// shared memory; `features` and `background` as for [`edt_passes`].
-/// Returns `false` without launching when a line is too long for the
-/// shared memory (the caller takes the float64 passes then, or the CPU).
+/// shared memory, searched outward from each element (`edt_lines`), or
+/// with `stack` (one word per element; the Euclidean metric) each line's
+/// lower envelope in global memory (`edt_envelope`); `features` and
+/// `background` as for [`edt_passes`]. Returns `false` without launching
+/// when a line is too long for the shared memory (the caller takes the
+/// float64 passes then, or the CPU).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn edt_line_passes(
     gpu: &Gpu,
@@ -200,6 +203,7 @@ pub(crate) fn edt_line_passes(
     mut out: LineOutput<'_>,
     first: &mut DeviceBuffer<u32>,
     second: &mut DeviceBuffer<u32>,
+    mut stack: Option<&mut DeviceBuffer<u32>>,
     mut features: Option<Features<'_>>,
     background: &mut DeviceBuffer<u32>,
 ) -> Result<bool> {
@@ -231,6 +235,13 @@ pub(crate) fn edt_line_passes(
         LineOutput::Chamfer(b, _) => gpu.check_device(&**b, "the output")?,
     }
     gpu.check_device(first, "the first scratch")?;
+    if let Some(stack) = &stack {
+        if metric != METRIC_EUCLIDEAN {
+            return Err(invalid(K, "the envelopes take the Euclidean metric".into()));
+        }
+        gpu.check_device(&**stack, "the envelopes' scratch")?;
+        check_len(K, "stack", &**stack, n)?;
+    }
     gpu.check_device(second, "the second scratch")?;
     gpu.check_device(background, "the flag")?;
     check_len(K, "background", background, items)?;
@@ -264,6 +275,27 @@ pub(crate) fn edt_line_passes(
             (Some(f), _) => (f.second.as_ptr(), f.first.as_mut_ptr()),
             (None, _) => (std::ptr::null(), std::ptr::null_mut()),
         };
+        if let Some(stack) = stack.as_deref_mut() {
+            let args = EdtEnvelopeArgs {
+                dims,
+                items,
+                axis,
+                last: (axis == 0) as u32,
+                input,
+                output,
+                distances,
+                features_in,
+                features_out,
+                stack: stack.as_mut_ptr(),
+            };
+            // SAFETY: every buffer holds n elements (checked), the stack
+            // too (checked) and it is no other buffer (borrowed mutably);
+            // each pass reads one buffer of each pair and writes another;
+            // the lines fit the shared memory, so their squared distances
+            // fit u32.
+            unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
+            continue;
+        }
         let args = EdtLinesArgs {
             dims,
             items,

@@ -260,3 +260,61 @@ fn gpu_chamfer_equals_the_cpu() {
     assert!(gpu::distance_transform_cdt_host(&g, long.view(), 0, Metric::Taxicab, false).is_err());
     assert!(gpu::distance_transform_cdt_host(&g, long.view(), 0, Metric::Euclidean, false).is_err());
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_envelopes_and_searches_equal_the_cpu() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(43);
+    // Dense, sparse and single background elements; batches; long axes.
+    let cases: [(usize, &[usize], f64); 8] = [
+        (1, &[40, 50, 60], 0.3),
+        (1, &[40, 50, 60], 0.0005),
+        (1, &[64, 64, 64], 0.0),
+        (3, &[20, 30, 33], 0.01),
+        (1, &[300, 700], 0.001),
+        (2, &[5, 12_288], 0.0001),
+        (1, &[12_288, 3], 0.0),
+        (4, &[1000], 0.002),
+    ];
+    for (items, spatial, density) in cases {
+        let mut shape = vec![items];
+        shape.extend_from_slice(spatial);
+        let n: usize = shape.iter().product();
+        let mut values: Vec<bool> = (0..n).map(|_| rng.gen::<f64>() >= density).collect();
+        // At least one background element per array.
+        let volume = n / items;
+        for item in 0..items {
+            values[item * volume + rng.gen_range(0..volume)] = false;
+        }
+        let input = ArrayD::from_shape_vec(IxDyn(&shape), values).unwrap();
+        let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+        let mask = g.upload(&bytes).unwrap();
+        let batch = gpu::Batch { items, shape: spatial };
+        let want: Vec<Vec<f64>> = items_of(&input, 1)
+            .iter()
+            .map(|item| distance::distance_transform_edt(item.view(), None).unwrap().iter().copied().collect())
+            .collect();
+        for passes in [gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto] {
+            let mut out = g.uninit::<f64>(n).unwrap();
+            let mut indices = g.uninit::<i32>(n * spatial.len()).unwrap();
+            gpu::distance_transform_edt_with(&g, &mask, batch, None, &mut out, Some(&mut indices), passes).unwrap();
+            let got = g.download(&out).unwrap();
+            let ind = g.download(&indices).unwrap();
+            for (item, item_input) in items_of(&input, 1).iter().enumerate() {
+                let d = &got[item * volume..(item + 1) * volume];
+                assert_eq!(d, want[item].as_slice(), "{passes:?} {spatial:?} item {item}");
+                let rank = spatial.len();
+                let planes = ind[item * volume * rank..(item + 1) * volume * rank].to_vec();
+                let mut index_shape = vec![rank];
+                index_shape.extend_from_slice(spatial);
+                let planes = ArrayD::from_shape_vec(IxDyn(&index_shape), planes).unwrap();
+                let d = ArrayD::from_shape_vec(IxDyn(spatial), d.to_vec()).unwrap();
+                check_indices(item_input, &vec![1.0; rank], &d, &planes, &format!("{passes:?} {spatial:?} {item}"));
+            }
+            let mut plain = g.uninit::<f64>(n).unwrap();
+            gpu::distance_transform_edt_with(&g, &mask, batch, None, &mut plain, None, passes).unwrap();
+            assert_eq!(g.download(&plain).unwrap(), got, "{passes:?} {spatial:?}: with and without indices");
+        }
+    }
+}

@@ -121,9 +121,11 @@ fn check_transform_pointers(
 /// 0: background), the float64 distances to write and the int32 indices to
 /// write (`batch + (rank,) + spatial`; 0: none), `shape` elements each on
 /// device `ordinal` (the first `batch_dims` axes index arrays of spatial
-/// rank 1 to 3), held by the caller for the whole call.
+/// rank 1 to 3), held by the caller for the whole call. `passes`: the
+/// integer passes' way along the lines, `"auto"`, `"envelope"` or
+/// `"search"` (`gpu_waterz_morphology::gpu::LinePasses`; equal results).
 #[pyfunction]
-#[pyo3(signature = (pointers, shape, batch_dims, sampling, ordinal))]
+#[pyo3(signature = (pointers, shape, batch_dims, sampling, ordinal, passes = "auto"))]
 pub(crate) fn distance_transform_edt_cuda(
     py: Python<'_>,
     pointers: [u64; 3],
@@ -131,7 +133,17 @@ pub(crate) fn distance_transform_edt_cuda(
     batch_dims: usize,
     sampling: Option<Vec<f64>>,
     ordinal: usize,
+    passes: &str,
 ) -> PyResult<()> {
+    use gpu_waterz_morphology::gpu::LinePasses;
+    let passes = match passes {
+        "auto" => LinePasses::Auto,
+        "envelope" => LinePasses::Envelope,
+        "search" => LinePasses::Search,
+        other => {
+            return Err(PyValueError::new_err(format!("passes must be 'auto', 'envelope' or 'search', not {other:?}")))
+        }
+    };
     let n = check_transform_pointers(pointers, &shape, batch_dims, 8)?;
     let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
     let spatial = &shape[batch_dims..];
@@ -140,19 +152,19 @@ pub(crate) fn distance_transform_edt_cuda(
         let mask = crate::cuda::borrow_elements::<u8>(&gpu, pointers[0], n)?;
         let mut out = crate::cuda::borrow_elements::<f64>(&gpu, pointers[1], n)?;
         let sampling = sampling.as_deref();
-        if pointers[2] == 0 {
-            gpu_waterz_morphology::gpu::distance_transform_edt(&gpu, &mask, batch, sampling, &mut out)
-        } else {
-            let mut indices = crate::cuda::borrow_elements::<i32>(&gpu, pointers[2], n * spatial.len())?;
-            gpu_waterz_morphology::gpu::distance_transform_edt_with_indices(
-                &gpu,
-                &mask,
-                batch,
-                sampling,
-                &mut out,
-                &mut indices,
-            )
-        }
+        let mut indices = match pointers[2] {
+            0 => None,
+            p => Some(crate::cuda::borrow_elements::<i32>(&gpu, p, n * spatial.len())?),
+        };
+        gpu_waterz_morphology::gpu::distance_transform_edt_with(
+            &gpu,
+            &mask,
+            batch,
+            sampling,
+            &mut out,
+            indices.as_mut(),
+            passes,
+        )
         .map_err(morphology_err)?;
         gpu.synchronize().map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
     })

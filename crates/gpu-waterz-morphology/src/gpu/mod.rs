@@ -782,6 +782,26 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
     Ok(Dims3::new(d[0], d[1], d[2]))
 }
 
+/// How the exact integer passes of [`distance_transform_edt`] (unit
+/// spacing, axes of at most 12,288 elements) find each element's minimum
+/// along the y and z lines. Every choice gives the same distances (and
+/// indices naming a nearest background element).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinePasses {
+    /// `Envelope` (`docs/BENCHMARKS.md` has the measurements behind it).
+    #[default]
+    Auto,
+    /// Each line's lower envelope of parabolas by one thread, in global
+    /// memory: linear in the line's length whatever the distances (one
+    /// more word of scratch per element).
+    Envelope,
+    /// Each line held in shared memory and searched outward from every
+    /// element until the step alone costs more than the best found: fast
+    /// where the background is dense, as long as the distances where it
+    /// is sparse.
+    Search,
+}
+
 /// The distances of each array of `batch` in `mask` (one byte per element,
 /// C order, the arrays one after another; 0: background, any other byte
 /// measured) into `out` (one float64 per element):
@@ -794,7 +814,7 @@ pub fn distance_transform_edt(
     sampling: Option<&[f64]>,
     out: &mut DeviceBuffer<f64>,
 ) -> Result<()> {
-    edt(gpu, mask, batch, sampling, out, None)
+    edt(gpu, mask, batch, sampling, out, None, LinePasses::Auto)
 }
 
 /// [`distance_transform_edt`] with the feature transform:
@@ -812,7 +832,22 @@ pub fn distance_transform_edt_with_indices(
     out: &mut DeviceBuffer<f64>,
     indices: &mut DeviceBuffer<i32>,
 ) -> Result<()> {
-    edt(gpu, mask, batch, sampling, out, Some(indices))
+    edt(gpu, mask, batch, sampling, out, Some(indices), LinePasses::Auto)
+}
+
+/// [`distance_transform_edt`], with indices when given
+/// ([`distance_transform_edt_with_indices`]), its integer passes as
+/// `passes` says.
+pub fn distance_transform_edt_with(
+    gpu: &Gpu,
+    mask: &DeviceBuffer<u8>,
+    batch: Batch<'_>,
+    sampling: Option<&[f64]>,
+    out: &mut DeviceBuffer<f64>,
+    indices: Option<&mut DeviceBuffer<i32>>,
+    passes: LinePasses,
+) -> Result<()> {
+    edt(gpu, mask, batch, sampling, out, indices, passes)
 }
 
 /// The checks shared by the transforms: the volume of one array, the
@@ -862,6 +897,7 @@ fn edt(
     sampling: Option<&[f64]>,
     out: &mut DeviceBuffer<f64>,
     indices: Option<&mut DeviceBuffer<i32>>,
+    passes: LinePasses,
 ) -> Result<()> {
     let shape = batch.shape;
     let sampling = check_sampling(sampling, shape.len())?;
@@ -882,9 +918,13 @@ fn edt(
     // Unit spacing: integer passes with each line in shared memory (exact);
     // else, or for lines too long to hold, the float64 passes.
     let mut done = false;
-    if spacing == [1.0; 3] {
+    if spacing == [1.0; 3] && crate::launch::lines_fit(dims) {
         let mut first = gpu.uninit::<u32>(n as usize)?;
         let mut second = gpu.uninit::<u32>(n as usize)?;
+        let mut stack = match passes {
+            LinePasses::Auto | LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
+            LinePasses::Search => None,
+        };
         done = crate::launch::edt_line_passes(
             gpu,
             dims,
@@ -893,6 +933,7 @@ fn edt(
             crate::launch::LineOutput::Euclidean(out),
             &mut first,
             &mut second,
+            stack.as_mut(),
             pair(&mut features),
             &mut background,
         )?;
@@ -983,6 +1024,7 @@ pub fn distance_transform_cdt(
         crate::launch::LineOutput::Chamfer(out, code),
         &mut first,
         &mut second,
+        None,
         pair(&mut features),
         &mut background,
     )?;
