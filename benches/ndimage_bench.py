@@ -327,6 +327,24 @@ def main():
         row.update({"cupyx_s": cmed, "cupyx_indices_s": cimed, "speedup_auto": cmed / row["auto_s"],
                     "speedup_auto_indices": cimed / row["auto indices_s"], "zero_fraction": float((~m).float().mean()),
                     "max_distance": float(cout.max()), "equal": all(bool(torch.equal(o, torch.from_dlpack(cout))) for o in outs.values())})
+        # The chamfer transform each way on the same mask (no cupyx anchor:
+        # the ways against each other, and equal).
+        for metric in ("taxicab", "chessboard"):
+            couts = {}
+            try:
+                for way in ("auto", "envelope", "search"):
+                    cout_t = torch.empty(m.shape, dtype=torch.int32, device="cuda")
+                    couts[way] = cout_t
+
+                    def crun(way=way, cout_t=cout_t, metric=metric):
+                        _native.distance_transform_cdt_cuda([m.data_ptr(), cout_t.data_ptr(), 0], list(m.shape), 0,
+                                                            metric, 0, way)
+                    med, _, _ = timed(crun, args.repeats, sync)
+                    row[f"cdt {metric} {way}_s"] = med
+                row[f"cdt {metric} ways equal"] = all(bool(torch.equal(c, couts["search"])) for c in couts.values())
+            except Exception as e:  # noqa: BLE001 - a failing row is reported, the others still run
+                row[f"cdt {metric} error"] = repr(e)
+            del couts
         passes[name] = row
         print("edt passes", name, json.dumps({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}),
               flush=True)

@@ -517,3 +517,70 @@ kernel! {
         });
     }
 }
+
+kernel! {
+    /// One pass of the chamfer transform (taxicab or chessboard) along
+    /// `axis` (y or z, after `edt_rows`) of `items` volumes one after
+    /// another: each line's two sweeps (`chamfer_line`), linear in its
+    /// length whatever the distances, in global memory; the forward sweep's
+    /// costs wait in `output` and its positions in `features_out`; with
+    /// features, each element takes the feature of the position that gives
+    /// its minimum.
+    ///
+    /// # Safety
+    /// `input`, `output`, `stack` and the features (unless null) hold one
+    /// value per element of the `items` volumes of `dims`; outputs overlap
+    /// no input and `stack` nothing else; `metric` is `METRIC_TAXICAB` or
+    /// `METRIC_CHESSBOARD`.
+    ///
+    /// # Parameters
+    /// See [`EdtChamferArgs`].
+    ///
+    /// # Thread mapping
+    /// A thread per line (grid-stride over the lines), as `edt_envelope`.
+    pub unsafe extern "ptx-kernel" fn edt_chamfer(
+        dims: Dims3,
+        items: u64,
+        axis: u32,
+        metric: u32,
+        input: *const u32,
+        output: *mut u32,
+        features_in: *const u32,
+        features_out: *mut u32,
+        stack: *mut u32,
+    ) as EdtChamferArgs {
+        let (lines, length, stride) = line_geometry(dims, items, axis);
+        let features = !features_out.is_null();
+        grid_stride(lines, |line| {
+            let start = line_base(dims, axis, line);
+            let at = |j: u32| (start + j as u64 * stride) as usize;
+            let slot = |k: u32| (k as u64 * lines + line) as usize;
+            chamfer_line(
+                metric,
+                length as u32,
+                // SAFETY: j < length: an element of the line.
+                |j| unsafe { *input.add(at(j)) },
+                // SAFETY: k < length: slot(k) < length * lines, the elements.
+                |k| unsafe { *stack.add(slot(k)) },
+                // SAFETY: as above; stack is this kernel's alone.
+                |k, x| unsafe { *stack.add(slot(k)) = x },
+                // SAFETY: p is a position of the line: an element.
+                |p, cost, q| unsafe {
+                    *output.add(at(p)) = cost;
+                    if features {
+                        *features_out.add(at(p)) = q;
+                    }
+                },
+                // SAFETY: as above; written by the forward sweep.
+                |p| unsafe { (*output.add(at(p)), if features { *features_out.add(at(p)) } else { 0 }) },
+                // SAFETY: p and q are positions of the line: elements.
+                |p, best, q| unsafe {
+                    *output.add(at(p)) = best;
+                    if features {
+                        *features_out.add(at(p)) = *features_in.add(at(q));
+                    }
+                },
+            );
+        });
+    }
+}

@@ -336,6 +336,139 @@ pub fn lower_envelope(
     }
 }
 
+/// The chamfer pass of a line of `n` elements under `metric`
+/// ([`METRIC_TAXICAB`] or [`METRIC_CHESSBOARD`]): for every `p`, the least
+/// [`combine_cost`] of `value(q)` ([`EDT_INFINITE`]: none) and `|p - q|`,
+/// and a `q` that gives it (`p` when none is finite), by a sweep each way,
+/// linear in `n`. The forward sweep's `(cost, q)` for each `p` goes to
+/// `keep(p, cost, q)` and comes back from `kept(p)` in the backward sweep,
+/// which calls `write(p, best, q)` for every `p` from the last to the
+/// first (after `kept(p)`). Taxicab: `cost(p) = min(value(p), 1 +
+/// cost(p ∓ 1))`. Chessboard: a stack of positions (`stack`, `push`: entry `k`)
+/// whose values rise from the bottom; a position whose value is at least a
+/// later one's never gives a minimum again and leaves it; the entries
+/// from `cursor` on are those with `q + value(q)` (in the sweep's
+/// direction) not behind `p`, so the least cost is the cursor's value or
+/// the distance to the entry below it.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn chamfer_line(
+    metric: u32,
+    n: u32,
+    value: impl Fn(u32) -> u32,
+    stack: impl Fn(u32) -> u32,
+    mut push: impl FnMut(u32, u32),
+    mut keep: impl FnMut(u32, u32, u32),
+    kept: impl Fn(u32) -> (u32, u32),
+    mut write: impl FnMut(u32, u32, u32),
+) {
+    chamfer_sweep(true, metric, n, &value, &stack, &mut push, &mut keep);
+    chamfer_sweep(false, metric, n, &value, &stack, &mut push, |p, best, q| {
+        let (earlier, from) = kept(p);
+        if earlier <= best {
+            write(p, earlier, from);
+        } else {
+            write(p, best, q);
+        }
+    });
+}
+
+/// One sweep of [`chamfer_line`], `forward` (positions in order) or
+/// backward: `emit(p, cost, q)` for every position in the sweep's order,
+/// the least cost from positions at or before it in that order.
+#[inline(always)]
+fn chamfer_sweep(
+    forward: bool,
+    metric: u32,
+    n: u32,
+    value: impl Fn(u32) -> u32,
+    stack: impl Fn(u32) -> u32,
+    mut push: impl FnMut(u32, u32),
+    mut emit: impl FnMut(u32, u32, u32),
+) {
+    let at = |i: u32| if forward { i } else { n - 1 - i };
+    if metric == METRIC_CHESSBOARD {
+        let (mut len, mut cursor) = (0u32, 0u32);
+        let mut i = 0;
+        while i < n {
+            let p = at(i);
+            let f = value(p);
+            if f != EDT_INFINITE {
+                while len > 0 && value(stack(len - 1)) >= f {
+                    len -= 1;
+                }
+                push(len, p);
+                len += 1;
+                if cursor > len - 1 {
+                    cursor = len - 1;
+                }
+            }
+            // Entries whose value no longer covers the distance to p fall
+            // behind the cursor.
+            while cursor < len && value(stack(cursor)) < stack(cursor).abs_diff(p) {
+                cursor += 1;
+            }
+            let (mut best, mut from) = (EDT_INFINITE, p);
+            if cursor < len {
+                let q = stack(cursor);
+                (best, from) = (value(q), q);
+            }
+            if cursor > 0 {
+                let q = stack(cursor - 1);
+                if q.abs_diff(p) < best {
+                    (best, from) = (q.abs_diff(p), q);
+                }
+            }
+            emit(p, best, from);
+            i += 1;
+        }
+    } else {
+        let (mut best, mut from) = (EDT_INFINITE, 0u32);
+        let mut i = 0;
+        while i < n {
+            let p = at(i);
+            let f = value(p);
+            let carried = if best == EDT_INFINITE { EDT_INFINITE } else { best + 1 };
+            if f <= carried && f != EDT_INFINITE {
+                (best, from) = (f, p);
+            } else {
+                best = carried;
+            }
+            emit(p, best, if best == EDT_INFINITE { p } else { from });
+            i += 1;
+        }
+    }
+}
+
+/// Arguments of `edt_chamfer`: one pass of the chamfer transform (taxicab
+/// or chessboard) along `axis` (y or z) of `items` volumes one after
+/// another, after `edt_rows`: each line's [`chamfer_line`] by one thread,
+/// in global memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EdtChamferArgs {
+    /// One volume.
+    pub dims: crate::Dims3,
+    /// The volumes, one after another.
+    pub items: u64,
+    /// The axis (0: z, 1: y).
+    pub axis: u32,
+    /// [`METRIC_TAXICAB`] or [`METRIC_CHESSBOARD`].
+    pub metric: u32,
+    /// Costs so far.
+    pub input: *const u32,
+    /// Out: costs ([`EDT_INFINITE`] for none, -1 as an int32).
+    pub output: *mut u32,
+    /// The features so far (null: none are kept).
+    pub features_in: *const u32,
+    /// Out: the features after this pass (null when `features_in` is);
+    /// holds the forward sweep's positions in between.
+    pub features_out: *mut u32,
+    /// Scratch: the chessboard sweeps' stacks, one word per element (entry
+    /// `k` of line `l` at `k * lines + l`).
+    pub stack: *mut u32,
+}
+
 /// Arguments of `edt_envelope`: one integer pass (unit spacing, the
 /// squared Euclidean metric) of the distance transform along `axis` (y or
 /// z) of `items` volumes one after another, after `edt_rows`: each line's
@@ -432,6 +565,7 @@ impl_kernel_args!(
         dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out
     },
     EdtIndicesArgs => EdtIndices { dims, items, rank, unreached_own, features, indices },
+    EdtChamferArgs => EdtChamfer { dims, items, axis, metric, input, output, features_in, features_out, stack },
     EdtEnvelopeArgs => EdtEnvelope {
         dims, items, axis, last, input, output, distances, features_in, features_out, stack
     },
@@ -556,6 +690,52 @@ mod tests {
         }
         assert!(parabola_overtakes((0, 100), (5, 0), 3));
         assert!(!parabola_overtakes((0, 0), (5, 100), 3));
+    }
+
+    #[test]
+    fn chamfer_lines_are_the_brute_force_minima() {
+        let mut state = 0x7a3d_19c4_e2b1_5f08u64;
+        for case in 0..600u32 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let n = 1 + (state >> 40) as u32 % 60;
+            let density = [1, 3, 10, 40, 100][case as usize % 5];
+            let values: Vec<u32> = (0..n)
+                .map(|i| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let r = (state >> 33) as u32;
+                    if r % 100 < density {
+                        (r >> 8) % [1, 4, 30, 100_000][i as usize % 4]
+                    } else {
+                        EDT_INFINITE
+                    }
+                })
+                .collect();
+            for metric in [METRIC_TAXICAB, METRIC_CHESSBOARD] {
+                let stack = core::cell::RefCell::new(std::vec![u32::MAX; n as usize]);
+                let forward = core::cell::RefCell::new(std::vec![(0u32, 0u32); n as usize]);
+                let mut got = std::vec![None; n as usize];
+                chamfer_line(
+                    metric,
+                    n,
+                    |q| values[q as usize],
+                    |k| stack.borrow()[k as usize],
+                    |k, x| stack.borrow_mut()[k as usize] = x,
+                    |p, c, q| forward.borrow_mut()[p as usize] = (c, q),
+                    |p| forward.borrow()[p as usize],
+                    |p, c, q| got[p as usize] = Some((c, q)),
+                );
+                for p in 0..n {
+                    let cost = |q: u32| combine_cost(metric, values[q as usize], p.abs_diff(q));
+                    let want = (0..n).map(cost).min().unwrap();
+                    let (best, q) = got[p as usize].expect("every position written");
+                    assert_eq!(best, want, "metric {metric}, case {case}, p = {p}, values {values:?}");
+                    assert_eq!(cost(q), want, "metric {metric}, case {case}, p = {p}: q gives the minimum");
+                    if want == EDT_INFINITE {
+                        assert_eq!(q, p);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

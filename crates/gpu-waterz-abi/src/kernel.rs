@@ -150,6 +150,7 @@ kernels! {
     EdtLines => "edt_lines",
     EdtIndices => "edt_indices",
     EdtEnvelope => "edt_envelope",
+    EdtChamfer => "edt_chamfer",
     GreyFilterF32 => "grey_filter_f32",
     GreyFilterF64 => "grey_filter_f64",
     GreyLineF32 => "grey_line_f32",

@@ -3,8 +3,8 @@
 //! kernels read and write.
 
 use gpu_waterz_abi::distance::{
-    edt_lines_per_block, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs, EDT_LINE_THREADS,
-    EDT_NO_FEATURE, EDT_ROW_THREADS, METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
+    edt_lines_per_block, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs,
+    EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -189,8 +189,9 @@ pub(crate) fn lines_fit(dims: Dims3) -> bool {
 /// (`items` volumes of `dims`) into `out` under its metric: x from the
 /// mask into `first`, then y into `second` and z into `out`, each line in
 /// shared memory, searched outward from each element (`edt_lines`), or
-/// with `stack` (one word per element; the Euclidean metric) each line's
-/// lower envelope in global memory (`edt_envelope`); `features` and
+/// with `stack` (one word per element) each line by one thread in global
+/// memory, linear in its length: its lower envelope (`edt_envelope`, the
+/// Euclidean metric) or its two sweeps (`edt_chamfer`); `features` and
 /// `background` as for [`edt_passes`]. Returns `false` without launching
 /// when a line is too long for the shared memory (the caller takes the
 /// float64 passes then, or the CPU).
@@ -236,10 +237,7 @@ pub(crate) fn edt_line_passes(
     }
     gpu.check_device(first, "the first scratch")?;
     if let Some(stack) = &stack {
-        if metric != METRIC_EUCLIDEAN {
-            return Err(invalid(K, "the envelopes take the Euclidean metric".into()));
-        }
-        gpu.check_device(&**stack, "the envelopes' scratch")?;
+        gpu.check_device(&**stack, "the lines' scratch")?;
         check_len(K, "stack", &**stack, n)?;
     }
     gpu.check_device(second, "the second scratch")?;
@@ -275,6 +273,25 @@ pub(crate) fn edt_line_passes(
             (Some(f), _) => (f.second.as_ptr(), f.first.as_mut_ptr()),
             (None, _) => (std::ptr::null(), std::ptr::null_mut()),
         };
+        if let (Some(stack), true) = (stack.as_deref_mut(), metric != METRIC_EUCLIDEAN) {
+            let args = EdtChamferArgs {
+                dims,
+                items,
+                axis,
+                metric,
+                input,
+                output,
+                features_in,
+                features_out,
+                stack: stack.as_mut_ptr(),
+            };
+            // SAFETY: every buffer holds n elements (checked), the stack
+            // too (checked) and it is no other buffer (borrowed mutably);
+            // each pass reads one buffer of each pair and writes another;
+            // the metric is a chamfer one (checked above).
+            unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
+            continue;
+        }
         if let Some(stack) = stack.as_deref_mut() {
             let args = EdtEnvelopeArgs {
                 dims,

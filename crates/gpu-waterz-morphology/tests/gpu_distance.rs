@@ -318,3 +318,73 @@ fn gpu_envelopes_and_searches_equal_the_cpu() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_chamfer_sweeps_and_searches_equal_the_cpu() {
+    use distance::Metric;
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(47);
+    let cases: [(usize, &[usize], f64); 7] = [
+        (1, &[40, 50, 60], 0.3),
+        (1, &[40, 50, 60], 0.0005),
+        (1, &[64, 64, 64], 0.0),
+        (3, &[20, 30, 33], 0.01),
+        (1, &[300, 700], 0.001),
+        (2, &[5, 12_288], 0.0001),
+        (4, &[1000], 0.002),
+    ];
+    for (items, spatial, density) in cases {
+        let mut shape = vec![items];
+        shape.extend_from_slice(spatial);
+        let n: usize = shape.iter().product();
+        let mut values: Vec<bool> = (0..n).map(|_| rng.gen::<f64>() >= density).collect();
+        let volume = n / items;
+        for item in 0..items.saturating_sub(1) {
+            values[item * volume + rng.gen_range(0..volume)] = false;
+        }
+        // The last array keeps its chance of having no background.
+        let input = ArrayD::from_shape_vec(IxDyn(&shape), values).unwrap();
+        let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+        let mask = g.upload(&bytes).unwrap();
+        let batch = gpu::Batch { items, shape: spatial };
+        let rank = spatial.len();
+        for metric in [Metric::Taxicab, Metric::Chessboard] {
+            let want: Vec<(ArrayD<i32>, ArrayD<i32>)> = items_of(&input, 1)
+                .iter()
+                .map(|item| distance::distance_transform_cdt(item.view(), metric).unwrap())
+                .collect();
+            for passes in [gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto] {
+                let mut out = g.uninit::<i32>(n).unwrap();
+                let mut indices = g.uninit::<i32>(n * rank).unwrap();
+                gpu::distance_transform_cdt_with(&g, &mask, batch, metric, &mut out, Some(&mut indices), passes)
+                    .unwrap();
+                let got = g.download(&out).unwrap();
+                let ind = g.download(&indices).unwrap();
+                for (item, item_input) in items_of(&input, 1).iter().enumerate() {
+                    let (want_d, want_i) = &want[item];
+                    let d = &got[item * volume..(item + 1) * volume];
+                    assert_eq!(d, want_d.as_slice().unwrap(), "{passes:?} {metric:?} {spatial:?} item {item}");
+                    let planes = &ind[item * volume * rank..(item + 1) * volume * rank];
+                    if want_d.iter().all(|&v| v < 0) {
+                        assert_eq!(planes, want_i.as_slice().unwrap(), "own coordinates");
+                        continue;
+                    }
+                    for (e, ((p, _), &dist)) in item_input.indexed_iter().zip(want_d.iter()).enumerate() {
+                        let q: Vec<usize> = (0..rank).map(|a| planes[a * volume + e] as usize).collect();
+                        assert!(!item_input[IxDyn(&q)], "{passes:?} {spatial:?}: {p:?} names {q:?}");
+                        let steps = (0..rank).map(|a| p[a].abs_diff(q[a]));
+                        let reached = match metric {
+                            Metric::Chessboard => steps.max().unwrap(),
+                            _ => steps.sum(),
+                        };
+                        assert_eq!(reached as i32, dist, "{passes:?} {metric:?} {spatial:?}: {p:?} names {q:?}");
+                    }
+                }
+                let mut plain = g.uninit::<i32>(n).unwrap();
+                gpu::distance_transform_cdt_with(&g, &mask, batch, metric, &mut plain, None, passes).unwrap();
+                assert_eq!(g.download(&plain).unwrap(), got, "{passes:?} {metric:?}: with and without indices");
+            }
+        }
+    }
+}

@@ -135,15 +135,7 @@ pub(crate) fn distance_transform_edt_cuda(
     ordinal: usize,
     passes: &str,
 ) -> PyResult<()> {
-    use gpu_waterz_morphology::gpu::LinePasses;
-    let passes = match passes {
-        "auto" => LinePasses::Auto,
-        "envelope" => LinePasses::Envelope,
-        "search" => LinePasses::Search,
-        other => {
-            return Err(PyValueError::new_err(format!("passes must be 'auto', 'envelope' or 'search', not {other:?}")))
-        }
-    };
+    let passes = line_passes(passes)?;
     let n = check_transform_pointers(pointers, &shape, batch_dims, 8)?;
     let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
     let spatial = &shape[batch_dims..];
@@ -230,6 +222,17 @@ pub(crate) fn distance_transform_cdt_gpu<'py>(
     Ok((distances.into_pyarray(py), indices.map(|i| i.into_pyarray(py))))
 }
 
+/// The integer passes' way along the lines from its name.
+fn line_passes(name: &str) -> PyResult<gpu_waterz_morphology::gpu::LinePasses> {
+    use gpu_waterz_morphology::gpu::LinePasses;
+    match name {
+        "auto" => Ok(LinePasses::Auto),
+        "envelope" => Ok(LinePasses::Envelope),
+        "search" => Ok(LinePasses::Search),
+        other => Err(PyValueError::new_err(format!("passes must be 'auto', 'envelope' or 'search', not {other:?}"))),
+    }
+}
+
 /// Whether the GPU chamfer transform takes arrays of spatial `shape`.
 #[pyfunction]
 pub(crate) fn takes_chamfer(shape: Vec<usize>) -> bool {
@@ -240,9 +243,9 @@ pub(crate) fn takes_chamfer(shape: Vec<usize>) -> bool {
 /// (one byte per element, 0: background), the int32 distances to write
 /// and the int32 indices to write (`batch + (rank,) + spatial`; 0: none),
 /// `shape` elements each on device `ordinal`, held by the caller for the
-/// whole call.
+/// whole call; `passes` as for [`distance_transform_edt_cuda`].
 #[pyfunction]
-#[pyo3(signature = (pointers, shape, batch_dims, metric, ordinal))]
+#[pyo3(signature = (pointers, shape, batch_dims, metric, ordinal, passes = "auto"))]
 pub(crate) fn distance_transform_cdt_cuda(
     py: Python<'_>,
     pointers: [u64; 3],
@@ -250,7 +253,9 @@ pub(crate) fn distance_transform_cdt_cuda(
     batch_dims: usize,
     metric: &str,
     ordinal: usize,
+    passes: &str,
 ) -> PyResult<()> {
+    let passes = line_passes(passes)?;
     let metric: gpu_waterz_morphology::distance::Metric = metric.parse().map_err(morphology_err)?;
     let n = check_transform_pointers(pointers, &shape, batch_dims, 4)?;
     let gpu = gpu_waterz::Gpu::new(ordinal).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
@@ -263,8 +268,16 @@ pub(crate) fn distance_transform_cdt_cuda(
             0 => None,
             p => Some(crate::cuda::borrow_elements::<i32>(&gpu, p, n * spatial.len())?),
         };
-        gpu_waterz_morphology::gpu::distance_transform_cdt(&gpu, &mask, batch, metric, &mut out, indices.as_mut())
-            .map_err(morphology_err)?;
+        gpu_waterz_morphology::gpu::distance_transform_cdt_with(
+            &gpu,
+            &mask,
+            batch,
+            metric,
+            &mut out,
+            indices.as_mut(),
+            passes,
+        )
+        .map_err(morphology_err)?;
         gpu.synchronize().map_err(|e| crate::to_py_err(gpu_waterz::Error::from(e)))
     })
 }

@@ -783,17 +783,19 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
 }
 
 /// How the exact integer passes of [`distance_transform_edt`] (unit
-/// spacing, axes of at most 12,288 elements) find each element's minimum
-/// along the y and z lines. Every choice gives the same distances (and
-/// indices naming a nearest background element).
+/// spacing) and [`distance_transform_cdt`] (axes of at most 12,288
+/// elements) find each element's minimum along the y and z lines. Every
+/// choice gives the same distances (and indices naming a nearest
+/// background element).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinePasses {
     /// `Envelope` (`docs/BENCHMARKS.md` has the measurements behind it).
     #[default]
     Auto,
-    /// Each line's lower envelope of parabolas by one thread, in global
-    /// memory: linear in the line's length whatever the distances (one
-    /// more word of scratch per element).
+    /// Each line by one thread in global memory, linear in its length
+    /// whatever the distances (one more word of scratch per element): its
+    /// lower envelope of parabolas (Euclidean) or a sweep each way
+    /// (chamfer metrics).
     Envelope,
     /// Each line held in shared memory and searched outward from every
     /// element until the step alone costs more than the best found: fast
@@ -991,6 +993,19 @@ pub fn distance_transform_cdt(
     out: &mut DeviceBuffer<i32>,
     indices: Option<&mut DeviceBuffer<i32>>,
 ) -> Result<()> {
+    distance_transform_cdt_with(gpu, mask, batch, metric, out, indices, LinePasses::Auto)
+}
+
+/// [`distance_transform_cdt`] with its passes as `passes` says.
+pub fn distance_transform_cdt_with(
+    gpu: &Gpu,
+    mask: &DeviceBuffer<u8>,
+    batch: Batch<'_>,
+    metric: Metric,
+    out: &mut DeviceBuffer<i32>,
+    indices: Option<&mut DeviceBuffer<i32>>,
+    passes: LinePasses,
+) -> Result<()> {
     use gpu_waterz_abi::distance::{METRIC_CHESSBOARD, METRIC_TAXICAB};
     let code = match metric {
         Metric::Taxicab => METRIC_TAXICAB,
@@ -1016,6 +1031,10 @@ pub fn distance_transform_cdt(
     };
     let mut first = gpu.uninit::<u32>(n as usize)?;
     let mut second = gpu.uninit::<u32>(n as usize)?;
+    let mut stack = match passes {
+        LinePasses::Auto | LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
+        LinePasses::Search => None,
+    };
     let done = crate::launch::edt_line_passes(
         gpu,
         dims,
@@ -1024,7 +1043,7 @@ pub fn distance_transform_cdt(
         crate::launch::LineOutput::Chamfer(out, code),
         &mut first,
         &mut second,
-        None,
+        stack.as_mut(),
         pair(&mut features),
         &mut background,
     )?;
