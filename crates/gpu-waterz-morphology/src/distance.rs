@@ -438,10 +438,9 @@ pub fn distance_transform_bf(
 /// int32 distances, -1 where no background is reached (an array without
 /// background), and the coordinates of one nearest background element (an
 /// unreached element's own, as scipy's). Separable, as the Euclidean
-/// transform: the cost to the nearest background element along the first
-/// axis, then along each further axis the least combined cost over the
-/// line (`gpu_waterz_abi::distance::line_minimum_metric`, which the GPU
-/// passes run too), lines in parallel.
+/// transform: along each axis in turn, each line's least combined cost
+/// (`gpu_waterz_abi::distance::chamfer_line`, a sweep each way, linear in
+/// the line's length; the GPU's passes run it too), lines in parallel.
 pub fn distance_transform_cdt(input: ArrayViewD<'_, bool>, metric: Metric) -> Result<(ArrayD<i32>, ArrayD<i32>)> {
     let (costs, features) = chamfer_passes(input.view(), metric, true)?;
     let shape = input.shape().to_vec();
@@ -464,7 +463,7 @@ fn chamfer_passes(
     metric: Metric,
     features: bool,
 ) -> Result<(ArrayD<i32>, Option<Vec<usize>>)> {
-    use gpu_waterz_abi::distance::{line_minimum_metric, EDT_INFINITE, METRIC_CHESSBOARD, METRIC_TAXICAB};
+    use gpu_waterz_abi::distance::{chamfer_line, EDT_INFINITE, METRIC_CHESSBOARD, METRIC_TAXICAB};
     check_input(input.shape())?;
     let code = match metric {
         Metric::Taxicab => METRIC_TAXICAB,
@@ -489,16 +488,27 @@ fn chamfer_passes(
         if values.iter().all(|&v| v == EDT_INFINITE) {
             return;
         }
-        let n = values.len() as u32;
+        let n = values.len();
         let before: Option<Vec<usize>> = feature.as_ref().map(|f| f.iter().copied().collect());
         let mut feature = feature;
-        for p in 0..n {
-            let (best, at) = line_minimum_metric(code, p, n, |q| values[q as usize]);
-            lane[p as usize] = best;
-            if let (Some(f), Some(b)) = (feature.as_deref_mut(), &before) {
-                f[p as usize] = b[at as usize];
-            }
-        }
+        // The sweeps' scratch: the chessboard stack and the forward sweep.
+        let stack = std::cell::RefCell::new(vec![0u32; n]);
+        let forward = std::cell::RefCell::new(vec![(0u32, 0u32); n]);
+        chamfer_line(
+            code,
+            n as u32,
+            |q| values[q as usize],
+            |k| stack.borrow()[k as usize],
+            |k, x| stack.borrow_mut()[k as usize] = x,
+            |p, cost, q| forward.borrow_mut()[p as usize] = (cost, q),
+            |p| forward.borrow()[p as usize],
+            |p, best, at| {
+                lane[p as usize] = best;
+                if let (Some(f), Some(b)) = (feature.as_deref_mut(), &before) {
+                    f[p as usize] = b[at as usize];
+                }
+            },
+        );
     };
     for axis in 0..input.ndim() {
         match nearest.as_mut() {

@@ -305,11 +305,11 @@ pub(crate) fn edt_line_passes(
                 features_out,
                 stack: stack.as_mut_ptr(),
             };
-            // SAFETY: every buffer holds n elements (checked), the stack
-            // too (checked) and it is no other buffer (borrowed mutably);
-            // each pass reads one buffer of each pair and writes another;
-            // the lines fit the shared memory, so their squared distances
+            // The lines fit the shared memory, so their squared distances
             // fit u32.
+            // SAFETY: every buffer holds n elements (checked), the stack
+            // too (checked), no other buffer (borrowed mutably); each pass
+            // reads one buffer of each pair and writes another.
             unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
             continue;
         }

@@ -170,6 +170,8 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<EdtPassArgs>(c);
     check::<EdtLinesArgs>(c);
     check::<EdtIndicesArgs>(c);
+    check::<EdtEnvelopeArgs>(c);
+    check::<EdtChamferArgs>(c);
     check::<GreyFilterF32Args>(c);
     check::<GreyFilterF64Args>(c);
     check::<GreyLineF32Args>(c);
