@@ -54,6 +54,8 @@ def main():
     p.add_argument("--small", type=int, default=256)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
+    p.add_argument("--only", choices=["all", "distance"], default="all",
+                   help="'distance': the distance transforms' rows alone")
     p.add_argument("--pinky", help="pinky40's inside mask, bits (np.packbits, 512x256x256) compressed with xz")
     args = p.parse_args()
 
@@ -147,6 +149,9 @@ def main():
         ("white_tophat size=3 uint8", lambda: gndi.white_tophat(volume8, size=3),
          lambda: cndi.white_tophat(volume8_cp, size=3)),
     ]
+    full = args.only == "all"
+    if not full:
+        rows = []
     # The distance transform: 512³ blobs, a 4096² mask, with indices.
     plane = blobs((4096, 4096))
     plane_cp = as_cupy(plane)
@@ -181,70 +186,71 @@ def main():
                                                      for k, v in row.items() if k not in ("runs", "cupyx_runs")}),
               flush=True)
 
-    # The size-3 erosion under each strategy, as bytes read + written per second.
-    out = torch.empty_like(volume)
-    strategies = {}
-    for strategy in ("gather", "separable", "tile", "box", "warp"):
-        def run(strategy=strategy):
-            _native.grey_filter_cuda("erosion", [volume.data_ptr(), out.data_ptr()], "f4", list(volume.shape), 0,
-                                     [3, 3, 3], None, None, "reflect", 0.0, [0, 0, 0], strategy, 0)
-        med, _, _ = timed(run, args.repeats, sync)
-        strategies[strategy] = {"median_s": med, "gb_per_s": 2 * volume.numel() * 4 / med / 1e9,
-                                "fraction_of_copy": 2 * volume.numel() * 4 / med / 1e9 / copy_gbs}
-        print(f"erosion size=3 {strategy}: {med * 1e3:.3f} ms, {strategies[strategy]['gb_per_s']:.0f} GB/s "
-              f"({strategies[strategy]['fraction_of_copy']:.0%} of copy)", flush=True)
-    report["strategies"] = strategies
-    # The uint8 size-3 erosion (the byte kernels), against a clone of the
-    # uint8 volume.
-    out8 = torch.empty_like(volume8)
-    cmed, _, _ = timed(lambda: volume8.clone(), args.repeats, sync)
+    if full:
+        # The size-3 erosion under each strategy, as bytes read + written per second.
+        out = torch.empty_like(volume)
+        strategies = {}
+        for strategy in ("gather", "separable", "tile", "box", "warp"):
+            def run(strategy=strategy):
+                _native.grey_filter_cuda("erosion", [volume.data_ptr(), out.data_ptr()], "f4", list(volume.shape), 0,
+                                         [3, 3, 3], None, None, "reflect", 0.0, [0, 0, 0], strategy, 0)
+            med, _, _ = timed(run, args.repeats, sync)
+            strategies[strategy] = {"median_s": med, "gb_per_s": 2 * volume.numel() * 4 / med / 1e9,
+                                    "fraction_of_copy": 2 * volume.numel() * 4 / med / 1e9 / copy_gbs}
+            print(f"erosion size=3 {strategy}: {med * 1e3:.3f} ms, {strategies[strategy]['gb_per_s']:.0f} GB/s "
+                  f"({strategies[strategy]['fraction_of_copy']:.0%} of copy)", flush=True)
+        report["strategies"] = strategies
+        # The uint8 size-3 erosion (the byte kernels), against a clone of the
+        # uint8 volume.
+        out8 = torch.empty_like(volume8)
+        cmed, _, _ = timed(lambda: volume8.clone(), args.repeats, sync)
 
-    def run8():
-        _native.grey_filter_cuda("erosion", [volume8.data_ptr(), out8.data_ptr()], "u1", list(volume8.shape), 0,
-                                 [3, 3, 3], None, None, "reflect", 0.0, [0, 0, 0], "auto", 0)
-    med, _, _ = timed(run8, args.repeats, sync)
-    report["uint8_erosion"] = {"median_s": med, "copy_s": cmed, "gb_per_s": 2 * volume8.numel() / med / 1e9,
-                               "fraction_of_copy": cmed / med}
-    print(f"erosion size=3 uint8: {med * 1e3:.3f} ms, {2 * volume8.numel() / med / 1e9:.0f} GB/s "
-          f"(uint8 copy {cmed * 1e3:.3f} ms: {cmed / med:.0%})", flush=True)
+        def run8():
+            _native.grey_filter_cuda("erosion", [volume8.data_ptr(), out8.data_ptr()], "u1", list(volume8.shape), 0,
+                                     [3, 3, 3], None, None, "reflect", 0.0, [0, 0, 0], "auto", 0)
+        med, _, _ = timed(run8, args.repeats, sync)
+        report["uint8_erosion"] = {"median_s": med, "copy_s": cmed, "gb_per_s": 2 * volume8.numel() / med / 1e9,
+                                   "fraction_of_copy": cmed / med}
+        print(f"erosion size=3 uint8: {med * 1e3:.3f} ms, {2 * volume8.numel() / med / 1e9:.0f} GB/s "
+              f"(uint8 copy {cmed * 1e3:.3f} ms: {cmed / med:.0%})", flush=True)
 
-    # The cross footprint in the plus kernels (Strategy::Box; Auto takes the
-    # tiles until they are measured) against the tiles, and their equality.
-    cross = ndi.generate_binary_structure(3, 1)
-    plus_rows = {}
-    outs = {}
-    for strategy in ("tile", "box"):
-        out_s = torch.empty_like(volume)
-        outs[strategy] = out_s
+        # The cross footprint in the plus kernels (Strategy::Box; Auto takes the
+        # tiles until they are measured) against the tiles, and their equality.
+        cross = ndi.generate_binary_structure(3, 1)
+        plus_rows = {}
+        outs = {}
+        for strategy in ("tile", "box"):
+            out_s = torch.empty_like(volume)
+            outs[strategy] = out_s
 
-        def run(strategy=strategy, out_s=out_s):
-            _native.grey_filter_cuda("erosion", [volume.data_ptr(), out_s.data_ptr()], "f4", list(volume.shape), 0,
-                                     None, cross, None, "reflect", 0.0, [0, 0, 0], strategy, 0)
-        med, _, _ = timed(run, args.repeats, sync)
-        plus_rows[strategy] = med
-    plus_rows["equal"] = bool(torch.equal(outs["tile"], outs["box"]))
-    report["cross_strategies"] = plus_rows
-    print("erosion cross by strategy", json.dumps(plus_rows), flush=True)
+            def run(strategy=strategy, out_s=out_s):
+                _native.grey_filter_cuda("erosion", [volume.data_ptr(), out_s.data_ptr()], "f4", list(volume.shape), 0,
+                                         None, cross, None, "reflect", 0.0, [0, 0, 0], strategy, 0)
+            med, _, _ = timed(run, args.repeats, sync)
+            plus_rows[strategy] = med
+        plus_rows["equal"] = bool(torch.equal(outs["tile"], outs["box"]))
+        report["cross_strategies"] = plus_rows
+        print("erosion cross by strategy", json.dumps(plus_rows), flush=True)
 
-    # Batched: 64 volumes of 64³ in one call against one 256³ volume.
-    batch = noise((64, 1, 64, 64, 64))
-    one = noise((256, 256, 256))
-    bmed, _, bout = timed(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2), args.repeats, sync)
-    omed, _, _ = timed(lambda: gndi.grey_erosion(one, size=3), args.repeats, sync)
-    # The same with the L2 cache overwritten before each timed call: called
-    # back to back, the 256³ volume's chunks start on planes that the
-    # chunks before them read last (still cached), the batch's first chunks
-    # on planes read long before.
-    scratch = torch.empty(64 << 20, device="cuda")
-    flush = lambda: scratch.fill_(1.0)  # noqa: E731
-    bcold, _, _ = timed(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2), args.repeats, sync, flush)
-    ocold, _, _ = timed(lambda: gndi.grey_erosion(one, size=3), args.repeats, sync, flush)
-    del scratch
-    want = torch.stack([torch.from_dlpack(cndi.grey_erosion(as_cupy(batch[i, 0]), size=3)) for i in range(4)])
-    report["batched"] = {"batch_64x64^3_s": bmed, "one_256^3_s": omed, "per_voxel_ratio": bmed / omed,
-                         "cold_batch_s": bcold, "cold_one_s": ocold, "cold_per_voxel_ratio": bcold / ocold,
-                         "first_items_equal_cupyx": bool(torch.equal(bout[:4, 0], want))}
-    print("batched", json.dumps(report["batched"]), flush=True)
+        # Batched: 64 volumes of 64³ in one call against one 256³ volume.
+        batch = noise((64, 1, 64, 64, 64))
+        one = noise((256, 256, 256))
+        bmed, _, bout = timed(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2), args.repeats, sync)
+        omed, _, _ = timed(lambda: gndi.grey_erosion(one, size=3), args.repeats, sync)
+        # The same with the L2 cache overwritten before each timed call: called
+        # back to back, the 256³ volume's chunks start on planes that the
+        # chunks before them read last (still cached), the batch's first chunks
+        # on planes read long before.
+        scratch = torch.empty(64 << 20, device="cuda")
+        flush = lambda: scratch.fill_(1.0)  # noqa: E731
+        bcold, _, _ = timed(lambda: gndi.grey_erosion(batch, size=3, batch_dims=2), args.repeats, sync, flush)
+        ocold, _, _ = timed(lambda: gndi.grey_erosion(one, size=3), args.repeats, sync, flush)
+        del scratch
+        want = torch.stack([torch.from_dlpack(cndi.grey_erosion(as_cupy(batch[i, 0]), size=3)) for i in range(4)])
+        report["batched"] = {"batch_64x64^3_s": bmed, "one_256^3_s": omed, "per_voxel_ratio": bmed / omed,
+                             "cold_batch_s": bcold, "cold_one_s": ocold, "cold_per_voxel_ratio": bcold / ocold,
+                             "first_items_equal_cupyx": bool(torch.equal(bout[:4, 0], want))}
+        print("batched", json.dumps(report["batched"]), flush=True)
 
     # Batched distance transforms: 64 volumes of 64³ in one call against
     # one 256³ volume (per voxel), and against cupyx item by item (it takes
@@ -352,12 +358,13 @@ def main():
     report["edt_passes"] = passes
     del masks
 
-    # scipy on the host at --small.
-    host = volume[:args.small, :args.small, :args.small].cpu().numpy()
-    t = time.perf_counter()
-    ndi.grey_erosion(host, size=3)
-    report["scipy_grey_erosion_small_s"] = time.perf_counter() - t
-    print(f"scipy grey_erosion {args.small}^3: {report['scipy_grey_erosion_small_s']:.3f} s", flush=True)
+    if full:
+        # scipy on the host at --small.
+        host = volume[:args.small, :args.small, :args.small].cpu().numpy()
+        t = time.perf_counter()
+        ndi.grey_erosion(host, size=3)
+        report["scipy_grey_erosion_small_s"] = time.perf_counter() - t
+        print(f"scipy grey_erosion {args.small}^3: {report['scipy_grey_erosion_small_s']:.3f} s", flush=True)
     report["versions"] = {"gpu_waterz": getattr(gpu_waterz, "__version__", "?"), "cupy": cp.__version__,
                           "torch": torch.__version__}
     if args.json:
