@@ -1111,30 +1111,11 @@ fn edt_host(
     sampling: Option<&[f64]>,
     with_indices: bool,
 ) -> Result<(ArrayD<f64>, Option<ArrayD<i32>>)> {
-    let shape = input.shape().to_vec();
-    let (items, spatial) = host_batch(&shape, batch_dims)?;
+    let (_, spatial) = host_batch(input.shape(), batch_dims)?;
     check_sampling(sampling, spatial.len())?;
-    let index_shape = index_shape(&shape, batch_dims);
-    if input.is_empty() {
-        let indices = with_indices.then(|| ArrayD::zeros(index_shape));
-        return Ok((ArrayD::zeros(input.raw_dim()), indices));
-    }
-    let batch = Batch { items, shape: &spatial };
-    let standard = input.as_standard_layout();
-    let bytes = mask_bytes(&standard);
-    let mask = gpu.upload(bytes)?;
-    let mut out = gpu.uninit::<f64>(bytes.len())?;
-    let indices = if with_indices {
-        let mut indices = gpu.uninit::<i32>(bytes.len() * spatial.len())?;
-        distance_transform_edt_with_indices(gpu, &mask, batch, sampling, &mut out, &mut indices)?;
-        let values = gpu.download(&indices)?;
-        Some(ArrayD::from_shape_vec(index_shape, values).expect("rank values per element"))
-    } else {
-        distance_transform_edt(gpu, &mask, batch, sampling, &mut out)?;
-        None
-    };
-    let values = gpu.download(&out)?;
-    Ok((ArrayD::from_shape_vec(shape, values).expect("one distance per element"), indices))
+    transform_host(gpu, input, batch_dims, with_indices, |mask, batch, out, indices| {
+        edt(gpu, mask, batch, sampling, out, indices, LinePasses::Auto)
+    })
 }
 
 /// [`distance_transform_cdt`] of a host array (`batch_dims` leading axes
@@ -1147,20 +1128,36 @@ pub fn distance_transform_cdt_host(
     metric: Metric,
     with_indices: bool,
 ) -> Result<(ArrayD<i32>, Option<ArrayD<i32>>)> {
+    transform_host(gpu, input, batch_dims, with_indices, |mask, batch, out, indices| {
+        distance_transform_cdt(gpu, mask, batch, metric, out, indices)
+    })
+}
+
+/// A distance transform `run` of a host array (`batch_dims` leading axes
+/// of arrays of spatial rank 1 to 3): the mask uploaded, the distances
+/// (and, `with_indices`, the indices, `batch + (rank,) + spatial`)
+/// downloaded.
+fn transform_host<T: gpu_waterz_runtime::DeviceElement + Default>(
+    gpu: &Gpu,
+    input: ArrayViewD<'_, bool>,
+    batch_dims: usize,
+    with_indices: bool,
+    run: impl FnOnce(&DeviceBuffer<u8>, Batch<'_>, &mut DeviceBuffer<T>, Option<&mut DeviceBuffer<i32>>) -> Result<()>,
+) -> Result<(ArrayD<T>, Option<ArrayD<i32>>)> {
     let shape = input.shape().to_vec();
     let (items, spatial) = host_batch(&shape, batch_dims)?;
     let index_shape = index_shape(&shape, batch_dims);
     if input.is_empty() {
         let indices = with_indices.then(|| ArrayD::zeros(index_shape));
-        return Ok((ArrayD::zeros(input.raw_dim()), indices));
+        return Ok((ArrayD::from_elem(input.raw_dim(), T::default()), indices));
     }
     let batch = Batch { items, shape: &spatial };
     let standard = input.as_standard_layout();
     let bytes = mask_bytes(&standard);
     let mask = gpu.upload(bytes)?;
-    let mut out = gpu.uninit::<i32>(bytes.len())?;
+    let mut out = gpu.uninit::<T>(bytes.len())?;
     let mut indices = if with_indices { Some(gpu.uninit::<i32>(bytes.len() * spatial.len())?) } else { None };
-    distance_transform_cdt(gpu, &mask, batch, metric, &mut out, indices.as_mut())?;
+    run(&mask, batch, &mut out, indices.as_mut())?;
     let indices = match indices {
         Some(i) => Some(ArrayD::from_shape_vec(index_shape, gpu.download(&i)?).expect("rank values per element")),
         None => None,
