@@ -789,7 +789,8 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
 /// background element).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinePasses {
-    /// `Envelope` (`docs/BENCHMARKS.md` has the measurements behind it).
+    /// `Search`, the way measured on a GPU so far (`docs/BENCHMARKS.md`);
+    /// `Envelope` awaits its first device run (session 42 had none).
     #[default]
     Auto,
     /// Each line by one thread in global memory, linear in its length
@@ -924,8 +925,8 @@ fn edt(
         let mut first = gpu.uninit::<u32>(n as usize)?;
         let mut second = gpu.uninit::<u32>(n as usize)?;
         let mut stack = match passes {
-            LinePasses::Auto | LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
-            LinePasses::Search => None,
+            LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
+            LinePasses::Auto | LinePasses::Search => None,
         };
         done = crate::launch::edt_line_passes(
             gpu,
@@ -1032,8 +1033,8 @@ pub fn distance_transform_cdt_with(
     let mut first = gpu.uninit::<u32>(n as usize)?;
     let mut second = gpu.uninit::<u32>(n as usize)?;
     let mut stack = match passes {
-        LinePasses::Auto | LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
-        LinePasses::Search => None,
+        LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
+        LinePasses::Auto | LinePasses::Search => None,
     };
     let done = crate::launch::edt_line_passes(
         gpu,
