@@ -292,6 +292,20 @@ def test_batch_dims_and_backend_checks():
         ours.distance_transform_cdt(a, metric="euclidean")
     with pytest.raises(ValueError):
         ours.distance_transform_cdt(a, backend="tpu")
+    # Rank 0 is refused (np.ascontiguousarray would make it rank 1); a
+    # batch of no arrays gives empty results of the right shapes.
+    for f in (ours.distance_transform_cdt, ours.distance_transform_bf):
+        with pytest.raises(RuntimeError):
+            f(np.array(1))
+    with pytest.raises(ValueError):
+        ours.distance_transform_edt(np.array(1))
+    for backend in backends():
+        d, i = ours.distance_transform_cdt(np.ones((0, 3, 4), bool), return_indices=True, batch_dims=1,
+                                           backend=backend)
+        assert d.shape == (0, 3, 4) and i.shape == (0, 2, 3, 4)
+        d, i = ours.distance_transform_edt(np.ones((0, 3, 4), bool), return_indices=True, batch_dims=1,
+                                           backend=backend)
+        assert d.shape == (0, 3, 4) and i.shape == (0, 2, 3, 4)
     # Longer axes take the CPU under 'auto'.
     long = np.ones(12_289, bool)
     long[5] = False

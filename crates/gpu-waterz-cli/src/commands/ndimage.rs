@@ -268,7 +268,8 @@ pub fn run(args: &NdimageArgs) -> Result<()> {
         Operator::DistanceTransformCdt => gpu_waterz_morphology::gpu::takes_chamfer(&shape),
         _ => true,
     };
-    let metric: gpu_waterz_morphology::distance::Metric = args.metric.parse()?;
+    let metric: gpu_waterz_morphology::distance::Metric =
+        args.metric.parse().map_err(|e| anyhow::anyhow!("--metric {}: {e}", args.metric))?;
     if args.op == Operator::DistanceTransformCdt && metric == gpu_waterz_morphology::distance::Metric::Euclidean {
         bail!("--metric of the chamfer transform is chessboard or taxicab, not {}", args.metric);
     }

@@ -726,7 +726,9 @@ def _host_mask(input):
         input = input.get()
     if np.iscomplexobj(input):
         raise TypeError("Complex type not supported")
-    return np.ascontiguousarray(np.asarray(input, dtype=bool))
+    # np.ascontiguousarray would make a rank-0 array rank 1.
+    a = np.asarray(input, dtype=bool)
+    return a if a.flags.c_contiguous else a.copy(order="C")
 
 
 def _per_item_pair(a, batch_dims, function):
@@ -736,6 +738,11 @@ def _per_item_pair(a, batch_dims, function):
     if batch_dims == 0:
         return function(a)
     batch, spatial = a.shape[:batch_dims], a.shape[batch_dims:]
+    if a.size == 0 and 0 in batch:
+        # No array: the results' shapes, from one array of the spatial shape.
+        d, i = function(np.ones(spatial, bool))
+        return (np.empty(a.shape, d.dtype),
+                None if i is None else np.empty(batch + (len(spatial),) + spatial, np.int32))
     results = [function(item) for item in a.reshape((-1,) + spatial)]
     dist = np.stack([d for d, _ in results]).reshape(a.shape)
     ind = None
