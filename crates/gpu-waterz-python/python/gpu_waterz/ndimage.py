@@ -824,24 +824,34 @@ def distance_transform_edt(input, sampling=None, return_distances=True, return_i
     rank = a.ndim - batch_dims
     s = _sampling(sampling, rank)
     order = (["gpu", "cpu"] if rank <= 3 else ["cpu"]) if backend == "auto" else [backend]
+
+    def compute(b):
+        if b == "gpu":
+            if not return_indices:
+                return _native.distance_transform_edt(a, batch_dims, s, "gpu", 0), None
+            return _native.distance_transform_edt_indices_gpu(a, batch_dims, s, 0)
+        if not return_indices:
+            return _per_item_pair(a, batch_dims, lambda x: (_native.distance_transform_edt(x, 0, s, "cpu", 0), None))
+        return _per_item_pair(a, batch_dims, lambda x: _native.distance_transform_indices("edt", x, "euclidean", s))
+    dist, ind = _on_first_backend(order, compute)
+    return _results_for(input, dist, ind, return_distances, return_indices, distances, indices)
+
+
+def _on_first_backend(order, compute):
+    """``compute(backend)`` on the first backend of ``order`` that runs (a
+    RuntimeError moves on to the next; the last one's is raised)."""
     for i, b in enumerate(order):
         try:
-            if b == "gpu":
-                if not return_indices:
-                    dist, ind = _native.distance_transform_edt(a, batch_dims, s, "gpu", 0), None
-                else:
-                    dist, ind = _native.distance_transform_edt_indices_gpu(a, batch_dims, s, 0)
-            elif not return_indices:
-                dist, ind = _per_item_pair(a, batch_dims,
-                                           lambda x: (_native.distance_transform_edt(x, 0, s, "cpu", 0), None))
-            else:
-                dist, ind = _per_item_pair(a, batch_dims,
-                                           lambda x: _native.distance_transform_indices("edt", x, "euclidean", s))
-            break
+            return compute(b)
         except RuntimeError:
             if i + 1 == len(order):
                 raise
-    if library is not None:
+
+
+def _results_for(input, dist, ind, return_distances, return_indices, distances, indices):
+    """scipy's return convention for host results: on ``input``'s device
+    for a CUDA input, else numpy."""
+    if _library(input) is not None:
         return _device_results(input, dist, ind, return_distances, return_indices, distances, indices)
     return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
 
@@ -993,9 +1003,7 @@ def distance_transform_bf(input, metric="euclidean", sampling=None, return_dista
         raise RuntimeError("distance metric not supported")
     s = _sampling(sampling, a.ndim - batch_dims) if metric == "euclidean" else None
     dist, ind = _per_item_pair(a, batch_dims, lambda x: _native.distance_transform_indices("bf", x, metric, s))
-    if _library(input) is not None:
-        return _device_results(input, dist, ind, return_distances, return_indices, distances, indices)
-    return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
+    return _results_for(input, dist, ind, return_distances, return_indices, distances, indices)
 
 
 def distance_transform_cdt(input, metric="chessboard", return_distances=True, return_indices=False,
@@ -1036,20 +1044,13 @@ def distance_transform_cdt(input, metric="chessboard", return_distances=True, re
     if a is None:
         a = _host_mask(input)
     order = (["gpu", "cpu"] if on_gpu else ["cpu"]) if backend == "auto" else [backend]
-    for i, b in enumerate(order):
-        try:
-            if b == "gpu":
-                dist, ind = _native.distance_transform_cdt_gpu(a, batch_dims, metric, bool(return_indices), 0)
-            else:
-                dist, ind = _per_item_pair(a, batch_dims,
-                                           lambda x: _native.distance_transform_indices("cdt", x, metric, None))
-            break
-        except RuntimeError:
-            if i + 1 == len(order):
-                raise
-    if library is not None:
-        return _device_results(input, dist, ind, return_distances, return_indices, distances, indices)
-    return _distance_results(dist, ind, return_distances, return_indices, distances, indices)
+
+    def compute(b):
+        if b == "gpu":
+            return _native.distance_transform_cdt_gpu(a, batch_dims, metric, bool(return_indices), 0)
+        return _per_item_pair(a, batch_dims, lambda x: _native.distance_transform_indices("cdt", x, metric, None))
+    dist, ind = _on_first_backend(order, compute)
+    return _results_for(input, dist, ind, return_distances, return_indices, distances, indices)
 
 
 for _f in (distance_transform_edt, distance_transform_cdt):
