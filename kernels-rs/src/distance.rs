@@ -332,31 +332,18 @@ kernel! {
             unsafe { sync_threads() };
             // SAFETY: l < per marks, set (or not) before the barrier.
             let finite = unsafe { *marks.add(l as usize) } == mark;
-            if line < lines && !finite {
-                // Nothing to search: infinite costs, own features.
-                let mut p = first_j;
-                while p < length {
-                    let g = (start + p * stride) as usize;
-                    // SAFETY: g is an element of the volume.
-                    unsafe {
-                        if roots {
-                            *distances.add(g) = sqrt_f64(EDT_INFINITE as f64);
-                        } else {
-                            *output.add(g) = EDT_INFINITE;
-                        }
-                        if !features_out.is_null() {
-                            *features_out.add(g) = *features_in.add(g);
-                        }
-                    }
-                    p += step;
-                }
-            }
-            if line < lines && finite {
+            if line < lines {
                 let mut p = first_j;
                 while p < length {
                     // SAFETY: q < length, so q * per + l is a shared word.
                     let value = |q: u32| unsafe { *shared.add((q as u64 * per + l) as usize) };
-                    let (best, at) = line_minimum_metric(metric, p as u32, length as u32, value);
+                    // A line without a finite cost has nothing to search:
+                    // infinite, with the element's own feature.
+                    let (best, at) = if finite {
+                        line_minimum_metric(metric, p as u32, length as u32, value)
+                    } else {
+                        (EDT_INFINITE, p as u32)
+                    };
                     let g = (start + p * stride) as usize;
                     // SAFETY: g and the line's element at are elements of the volume.
                     unsafe {

@@ -96,12 +96,7 @@ def _host_array(input):
 
 
 def _spatial_rank(ndim, batch_dims):
-    import operator
-
-    batch_dims = operator.index(batch_dims)
-    if batch_dims < 0 or ndim - batch_dims < 1:
-        raise ValueError(f"batch_dims={batch_dims} leaves no spatial axis of an array of rank {ndim}")
-    rank = ndim - batch_dims
+    rank = ndim - _batch_dims(batch_dims, ndim)
     if rank > 8:
         raise ValueError(f"arrays of spatial rank 1 to 8 are taken, not rank {rank}")
     return rank
