@@ -30,6 +30,10 @@ import sys
 import time
 
 
+# The ways of the integer passes along the lines (`LinePasses`).
+WAYS = ("auto", "envelope", "search", "split:1", "split:2", "split:4", "split:8", "split:16")
+
+
 def timed(fn, repeats, sync, before=None):
     """Median wall time of `fn` after a warm-up; `before` (untimed) runs
     ahead of each timed call."""
@@ -293,7 +297,8 @@ def main():
         print("cdt", metric, json.dumps(chamfer[metric]), flush=True)
     report["chamfer"] = chamfer
     # The Euclidean transform's integer passes along y and z, each way
-    # (the lines' lower envelopes, or the outward search in shared memory),
+    # (the lines' lower envelopes, the outward search in shared memory, or
+    # lines split between them at a mean radius; auto is a split),
     # against cupyx, on masks whose distances differ: the blobs (short),
     # real neurons (the inside of pinky40's labels, mirrored to --size³:
     # tens of voxels), few zeros and one zero (hundreds).
@@ -315,7 +320,7 @@ def main():
         m_cp = as_cupy(m)
         row = {}
         outs = {}
-        for way in ("auto", "envelope", "search"):
+        for way in WAYS:
             for indices in (False, True):
                 out = torch.empty(m.shape, dtype=torch.float64, device="cuda")
                 ind = torch.empty((3,) + tuple(m.shape), dtype=torch.int32, device="cuda") if indices else None
@@ -338,7 +343,7 @@ def main():
         for metric in ("taxicab", "chessboard"):
             couts = {}
             try:
-                for way in ("auto", "envelope", "search"):
+                for way in WAYS:
                     cout_t = torch.empty(m.shape, dtype=torch.int32, device="cuda")
                     couts[way] = cout_t
 

@@ -11,9 +11,11 @@ Usage (on the GPU machine, with the wheel importable, cupy and scipy):
         [--json OUT.json]
 
 Data: float32 white noise, its uint8 quantisation and a mask (noise above
-0.05) of --size³, written once as .npy under --work. Anchors:
+0.05) of --size³, written once as .npy under --work; the batch case takes
+the mask as (--size³ / 64³) volumes of 64³. Anchors:
 cupyx.scipy.ndimage with the copies to and from the device (`cp.asarray`,
-`cp.asnumpy`) for the Python call; a Python process that imports cupyx,
+`cp.asnumpy`) for the Python call (scipy for the chamfer transform, which
+CuPy lacks); a Python process that imports cupyx,
 loads, computes and saves for the file-to-file run (its first process
 compiles cupyx's kernels; later ones read them from cupy's cache, so the
 median is the warm figure). With --baseline-tool, an older CLI runs
@@ -32,7 +34,8 @@ import time
 
 import numpy as np
 
-# name: (CLI operator, input file, keyword arguments)
+# name: (CLI operator, input file, keyword arguments); the anchor is
+# cupyx.scipy.ndimage unless ANCHORS names another.
 CASES = {
     "grey_erosion f32": ("grey-erosion", "noise", {"size": 3}),
     "grey_opening f32": ("grey-opening", "noise", {"size": 3}),
@@ -42,19 +45,30 @@ CASES = {
     "distance_transform_edt": ("distance-transform-edt", "mask", {}),
     "binary_erosion": ("binary-erosion", "mask", {}),
     "binary_fill_holes": ("binary-fill-holes", "mask", {}),
+    "distance_transform_cdt": ("distance-transform-cdt", "mask", {"metric": "chessboard"}),
+    "distance_transform_edt 64^3 batch": ("distance-transform-edt", "mask_items", {"batch_dims": 1}),
 }
+
+# CuPy has no chamfer transform: its anchor is scipy on the host. The batch
+# has no file form (the CLI takes one volume): its anchor is cupyx volume by
+# volume, copies included, and it runs as a Python call only.
+ANCHORS = {"distance_transform_cdt": "scipy", "distance_transform_edt 64^3 batch": "cupyx_items"}
+PYTHON_ONLY = {"distance_transform_edt 64^3 batch"}
 
 ANCHOR = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import numpy as np, cupy as cp, cupyx.scipy.ndimage as nd
+import numpy as np
 op, src, dst, kwargs = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 t1 = time.perf_counter()
 a = np.load(src)
 t2 = time.perf_counter()
-x = cp.asarray(a)
-r = getattr(nd, op.replace("-", "_"))(x, **kwargs)
-r = cp.asnumpy(r)
+if kwargs.pop("anchor", "cupyx") == "scipy":
+    import scipy.ndimage as nd
+    r = getattr(nd, op.replace("-", "_"))(a, **kwargs)
+else:
+    import cupy as cp, cupyx.scipy.ndimage as nd
+    r = cp.asnumpy(getattr(nd, op.replace("-", "_"))(cp.asarray(a), **kwargs))
 t3 = time.perf_counter()
 np.save(dst, r)
 t4 = time.perf_counter()
@@ -132,6 +146,8 @@ def main():
     n = args.size
     noise = rng.random((n, n, n), dtype=np.float32)
     arrays = {"noise": noise, "bytes": (noise * 255).astype(np.uint8), "mask": (noise > 0.05).astype(np.uint8)}
+    if n % 64 == 0:
+        arrays["mask_items"] = arrays["mask"].reshape(-1, 64, 64, 64)
     files = {}
     for name, a in arrays.items():
         files[name] = os.path.join(args.work, f"{name}-{n}.npy")
@@ -141,14 +157,25 @@ def main():
     # The Python call, numpy array to numpy array.
     for case, (op, source, kwargs) in (cases if args.only != "cli" else {}).items():
         fn = op.replace("-", "_")
+        if source not in arrays:
+            print("python", case, "skipped: --size is not a multiple of 64", flush=True)
+            continue
         a = arrays[source]
-        if source == "mask":
+        if source.startswith("mask"):
             a = a.astype(bool)
+        anchor_kind = ANCHORS.get(case, "cupyx")
         ours = lambda: getattr(gndi, fn)(a, **kwargs)
-        theirs = lambda: cp.asnumpy(getattr(cndi, fn)(cp.asarray(a), **kwargs))
+        if anchor_kind == "scipy":
+            import scipy.ndimage as sndi
+            theirs = lambda: getattr(sndi, fn)(a, **kwargs)
+        elif anchor_kind == "cupyx_items":
+            plain = {k: v for k, v in kwargs.items() if k != "batch_dims"}
+            theirs = lambda: np.stack([cp.asnumpy(getattr(cndi, fn)(cp.asarray(x), **plain)) for x in a])
+        else:
+            theirs = lambda: cp.asnumpy(getattr(cndi, fn)(cp.asarray(a), **kwargs))
         t_ours = timed(ours, args.repeats)
-        t_theirs = timed(theirs, args.repeats)
-        row = {"gpu_waterz_s": t_ours, "cupyx_s": t_theirs, "speedup": t_theirs / t_ours,
+        t_theirs = timed(theirs, min(args.repeats, 3) if anchor_kind == "scipy" else args.repeats)
+        row = {"gpu_waterz_s": t_ours, f"{anchor_kind}_s": t_theirs, "speedup": t_theirs / t_ours,
                "equal": same(ours(), theirs())}
         report["python"][case] = row
         print("python", case, json.dumps(row), flush=True)
@@ -163,6 +190,8 @@ def main():
     if args.baseline_tool:
         tools["baseline"] = args.baseline_tool
     for case, (op, source, kwargs) in (cases if args.only != "python" else {}).items():
+        if case in PYTHON_ONLY:
+            continue
         runs = {k: [] for k in tools}
         runs["cupyx_process"] = []
         outs = {k: os.path.join(args.work, f"out-{k}.npy") for k in tools}
@@ -174,7 +203,8 @@ def main():
         anchor_out = os.path.join(args.work, "out-cupyx.npy")
         for _ in range(min(args.repeats, 3)):
             start = time.perf_counter()
-            q = subprocess.run([sys.executable, anchor, op, files[source], anchor_out, json.dumps(kwargs)],
+            anchor_kwargs = dict(kwargs, anchor=ANCHORS.get(case, "cupyx"))
+            q = subprocess.run([sys.executable, anchor, op, files[source], anchor_out, json.dumps(anchor_kwargs)],
                                capture_output=True, text=True)
             outer = time.perf_counter() - start
             if q.returncode != 0:

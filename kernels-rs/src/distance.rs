@@ -256,19 +256,25 @@ kernel! {
     /// (`line_minimum_metric`); with features, it takes the feature of the
     /// position that gives its minimum. A line without a finite cost (no
     /// background on the lines searched so far) is not searched: its
-    /// elements stay infinite, with their own features. The Euclidean
-    /// metric's last pass writes the square roots as float64 distances,
-    /// the others' costs.
+    /// elements stay infinite, with their own features. Unless
+    /// `mean_radius` is [`EDT_SEARCH_EVERY_LINE`], a line whose elements'
+    /// bounds on their search ([`search_radius_bound`]) exceed it on
+    /// average ([`line_deferred`]) is neither searched nor written: its
+    /// byte of `deferred` is set (else cleared) for `edt_envelope` or
+    /// `edt_chamfer` to take it. The Euclidean metric's last pass writes
+    /// the square roots as float64 distances, the others' costs.
     ///
     /// # Safety
     /// `input`, and `output` (every pass but the Euclidean last) or
     /// `distances` (that one), and the features (unless null) hold one
-    /// value per element of the `items` volumes of `dims`; outputs overlap
-    /// no input; launched with [`EDT_LINE_THREADS`]
-    /// threads and `lines_per_block * (length + 1) * 4` bytes of shared
-    /// memory (the lines, then a word per line marking the group in which
-    /// it held a finite cost), `lines_per_block` a power of two dividing
-    /// [`EDT_LINE_THREADS`].
+    /// value per element of the `items` volumes of `dims`; `deferred`
+    /// holds a byte per line unless `mean_radius` is
+    /// [`EDT_SEARCH_EVERY_LINE`]; outputs overlap no input; launched with
+    /// [`EDT_LINE_THREADS`] threads and `lines_per_block * (length + 3) *
+    /// 4` bytes of shared memory (the lines, then a word per line marking
+    /// the group in which it held a finite cost, then two words per line
+    /// for the sums of the bounds), `lines_per_block` a power of two
+    /// dividing [`EDT_LINE_THREADS`].
     ///
     /// # Parameters
     /// See [`EdtLinesArgs`].
@@ -289,32 +295,45 @@ kernel! {
         distances: *mut f64,
         features_in: *const u32,
         features_out: *mut u32,
+        mean_radius: u32,
+        deferred: *mut u8,
     ) as EdtLinesArgs {
         let (lines, length, stride) = line_geometry(dims, items, axis);
         let roots = last != 0 && metric == METRIC_EUCLIDEAN;
+        let defers = mean_radius != EDT_SEARCH_EVERY_LINE;
         // lines_per_block is a power of two dividing the block (the
         // host's), so each thread keeps one line of every group, `l`, and
         // steps along it by `step` elements: no division per element.
         let per = lines_per_block.max(1) as u64;
         let groups = lines.div_ceil(per);
         let shared = dynamic_shared::<u32>();
-        // SAFETY: the marks follow the lines' length * per words.
-        let marks = unsafe { shared.add((length * per) as usize) };
+        // SAFETY: the marks follow the lines' length * per words, the two
+        // rows of sums the marks.
+        let (marks, sums) = unsafe { (shared.add((length * per) as usize), shared.add((length * per + per) as usize)) };
         let tid = thread_idx_x() as u64;
         let (l, first_j, step) = (tid % per, tid / per, block_dim_x() as u64 / per);
         if tid < per {
-            // SAFETY: one of the per marks. No group marks 0 (see below).
-            unsafe { *marks.add(tid as usize) = 0 };
+            // SAFETY: one of the per marks and of each row of per sums. No
+            // group marks 0 (see below).
+            unsafe {
+                *marks.add(tid as usize) = 0;
+                *sums.add(tid as usize) = 0;
+                *sums.add((per + tid) as usize) = 0;
+            }
         }
         // SAFETY: every thread reaches it, before any mark is set.
         unsafe { sync_threads() };
         let mut group = block_idx_x() as u64;
+        // The sums of the groups alternate between the two rows: one is
+        // summed and read while the other is cleared for the next group.
+        let mut row = 0u64;
         while group < groups {
             let line = group * per + l;
             let start = if line < lines { line_base(dims, axis, line) } else { 0 };
             // The group's mark: never 0 below 2^32 - 1 groups per launch
             // (past that a stale mark only costs a search, never a value).
             let mark = (group as u32).wrapping_add(1);
+            let mut bound = 0u32;
             let mut j = first_j;
             while j < length {
                 // SAFETY: element j of a line of the volume; j * per + l <
@@ -325,14 +344,39 @@ kernel! {
                     if v != EDT_INFINITE {
                         *marks.add(l as usize) = mark;
                     }
+                    if defers {
+                        // At most length * length <= 12,288^2 per line.
+                        bound += search_radius_bound(metric, v, length as u32);
+                    }
                 }
                 j += step;
+            }
+            // SAFETY: row < 2 and l < per: one of the 2 * per sums.
+            let sum = unsafe { sums.add((row * per + l) as usize) };
+            if defers {
+                // SAFETY: one of this row's per sums, cleared before the
+                // barrier that ended the group before (or the first one).
+                unsafe { shared_atomic_add_u32(sum, bound) };
             }
             // SAFETY: every thread reaches it (the group loop is block-uniform).
             unsafe { sync_threads() };
             // SAFETY: l < per marks, set (or not) before the barrier.
             let finite = unsafe { *marks.add(l as usize) } == mark;
-            if line < lines {
+            // SAFETY: this row's sum of line l, complete at the barrier.
+            let deferring = defers && finite && line_deferred(unsafe { *sum }, length as u32, mean_radius);
+            if defers {
+                if line < lines && first_j == 0 {
+                    // SAFETY: deferred holds a byte per line; line < lines.
+                    unsafe { *deferred.add(line as usize) = deferring as u8 };
+                }
+                if tid < per {
+                    // SAFETY: one of the other row's sums, read by no one
+                    // until the next group's barrier.
+                    unsafe { *sums.add(((1 - row) * per + tid) as usize) = 0 };
+                }
+            }
+            row = 1 - row;
+            if line < lines && !deferring {
                 let mut p = first_j;
                 while p < length {
                     // SAFETY: q < length, so q * per + l is a shared word.
@@ -444,14 +488,14 @@ kernel! {
     /// (`lower_envelope`), linear in its length whatever the distances,
     /// the line read from and its envelope kept in global memory; with
     /// features, each element takes the feature of the position that gives
-    /// its minimum.
+    /// its minimum. With `deferred`, only the lines whose byte is set.
     ///
     /// # Safety
     /// `input`, `stack`, and `output` (passes but the last) or `distances`
     /// (the last), and the features (unless null) hold one value per
-    /// element of the `items` volumes of `dims`; outputs overlap no input
-    /// and `stack` nothing else; squared distances fit `u32` (lines of at
-    /// most 12,288 elements).
+    /// element of the `items` volumes of `dims`; `deferred`, unless null,
+    /// a byte per line; outputs overlap no input and `stack` nothing else;
+    /// squared distances fit `u32` (lines of at most 12,288 elements).
     ///
     /// # Parameters
     /// See [`EdtEnvelopeArgs`].
@@ -472,9 +516,14 @@ kernel! {
         features_in: *const u32,
         features_out: *mut u32,
         stack: *mut u32,
+        deferred: *const u8,
     ) as EdtEnvelopeArgs {
         let (lines, length, stride) = line_geometry(dims, items, axis);
         grid_stride(lines, |line| {
+            // SAFETY: deferred, unless null, holds a byte per line.
+            if !deferred.is_null() && unsafe { *deferred.add(line as usize) } == 0 {
+                return;
+            }
             let start = line_base(dims, axis, line);
             let at = |j: u32| (start + j as u64 * stride) as usize;
             let slot = |k: u32| (k as u64 * lines + line) as usize;
@@ -512,13 +561,13 @@ kernel! {
     /// length whatever the distances, in global memory; the forward sweep's
     /// costs wait in `output` and its positions in `features_out`; with
     /// features, each element takes the feature of the position that gives
-    /// its minimum.
+    /// its minimum. With `deferred`, only the lines whose byte is set.
     ///
     /// # Safety
     /// `input`, `output`, `stack` and the features (unless null) hold one
-    /// value per element of the `items` volumes of `dims`; outputs overlap
-    /// no input and `stack` nothing else; `metric` is `METRIC_TAXICAB` or
-    /// `METRIC_CHESSBOARD`.
+    /// value per element of the `items` volumes of `dims`; `deferred`,
+    /// unless null, a byte per line; outputs overlap no input and `stack`
+    /// nothing else; `metric` is `METRIC_TAXICAB` or `METRIC_CHESSBOARD`.
     ///
     /// # Parameters
     /// See [`EdtChamferArgs`].
@@ -535,10 +584,15 @@ kernel! {
         features_in: *const u32,
         features_out: *mut u32,
         stack: *mut u32,
+        deferred: *const u8,
     ) as EdtChamferArgs {
         let (lines, length, stride) = line_geometry(dims, items, axis);
         let features = !features_out.is_null();
         grid_stride(lines, |line| {
+            // SAFETY: deferred, unless null, holds a byte per line.
+            if !deferred.is_null() && unsafe { *deferred.add(line as usize) } == 0 {
+                return;
+            }
             let start = line_base(dims, axis, line);
             let at = |j: u32| (start + j as u64 * stride) as usize;
             let slot = |k: u32| (k as u64 * lines + line) as usize;

@@ -467,6 +467,9 @@ pub struct EdtChamferArgs {
     /// Scratch: the chessboard sweeps' stacks, one word per element (entry
     /// `k` of line `l` at `k * lines + l`).
     pub stack: *mut u32,
+    /// A byte per line: non-zero for the lines this pass takes (those
+    /// `edt_lines` deferred); null: every line.
+    pub deferred: *const u8,
 }
 
 /// Arguments of `edt_envelope`: one integer pass (unit spacing, the
@@ -498,6 +501,9 @@ pub struct EdtEnvelopeArgs {
     /// Scratch: the envelopes' positions, one word per element (entry `k`
     /// of line `l` at `k * lines + l`).
     pub stack: *mut u32,
+    /// A byte per line: non-zero for the lines this pass takes (those
+    /// `edt_lines` deferred); null: every line.
+    pub deferred: *const u8,
 }
 
 /// Arguments of `edt_lines`: one integer pass (unit spacing) of the
@@ -532,6 +538,53 @@ pub struct EdtLinesArgs {
     pub features_in: *const u32,
     /// Out: the features after this pass (null when `features_in` is).
     pub features_out: *mut u32,
+    /// The lines whose bound on the mean search radius
+    /// ([`search_radius_bound`] over their elements) exceeds this are not
+    /// searched: their byte of `deferred` is set for `edt_envelope` or
+    /// `edt_chamfer` to take them ([`EDT_SEARCH_EVERY_LINE`]: none).
+    pub mean_radius: u32,
+    /// Out: a byte per line (null when `mean_radius` is
+    /// [`EDT_SEARCH_EVERY_LINE`]): 1 for a line deferred, else 0.
+    pub deferred: *mut u8,
+}
+
+/// `mean_radius` of [`EdtLinesArgs`] that searches every line.
+pub const EDT_SEARCH_EVERY_LINE: u32 = u32::MAX;
+
+/// About how far at most [`line_minimum_metric`] searches from an element
+/// whose own cost is `value` on a line of `length`: the step whose cost
+/// reaches `value` (for the Euclidean metric its square root, estimated
+/// by one Newton step from the power of two above it: at least the root's
+/// integer part, at most a quarter more and one; `value` itself for the
+/// chamfer metrics), at most `length` (also for no finite cost). The
+/// search stops sooner when a neighbour's cost is lower.
+#[inline(always)]
+pub fn search_radius_bound(metric: u32, value: u32, length: u32) -> u32 {
+    if value == EDT_INFINITE {
+        return length;
+    }
+    let radius = if metric == METRIC_EUCLIDEAN {
+        if value == 0 {
+            0
+        } else {
+            // 2^s with s = ceil(bits / 2) is at least the root and at most
+            // twice it; Newton's step from above stays above it.
+            let s = (32 - value.leading_zeros()).div_ceil(2);
+            let r = 1u32 << s;
+            (r + (value >> s)).div_ceil(2)
+        }
+    } else {
+        value
+    };
+    radius.min(length)
+}
+
+/// Whether `edt_lines` defers a line of `length` whose elements' bounds
+/// ([`search_radius_bound`]) sum to `sum`: their mean exceeds
+/// `mean_radius`.
+#[inline(always)]
+pub fn line_deferred(sum: u32, length: u32, mean_radius: u32) -> bool {
+    mean_radius != EDT_SEARCH_EVERY_LINE && sum as u64 > mean_radius as u64 * length as u64
 }
 
 /// Arguments of `edt_indices`: scipy's indices (int32, `(rank,) + shape`
@@ -562,12 +615,15 @@ impl_kernel_args!(
     EdtRowsArgs => EdtRows { dims, items, metric, reserved, sampling, mask, squared, squared_f64, features, background },
     EdtPassArgs => EdtPass { dims, items, axis, last, sampling, input, output, features_in, features_out },
     EdtLinesArgs => EdtLines {
-        dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out
+        dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out,
+        mean_radius, deferred
     },
     EdtIndicesArgs => EdtIndices { dims, items, rank, unreached_own, features, indices },
-    EdtChamferArgs => EdtChamfer { dims, items, axis, metric, input, output, features_in, features_out, stack },
+    EdtChamferArgs => EdtChamfer {
+        dims, items, axis, metric, input, output, features_in, features_out, stack, deferred
+    },
     EdtEnvelopeArgs => EdtEnvelope {
-        dims, items, axis, last, input, output, distances, features_in, features_out, stack
+        dims, items, axis, last, input, output, distances, features_in, features_out, stack, deferred
     },
 );
 
@@ -768,5 +824,36 @@ mod tests {
         assert_eq!(nearer_of(NONE, 7, 0), 7);
         assert_eq!(nearer_of(3, NONE, 9), 3);
         assert_eq!(nearer_of(NONE, NONE, 4), NONE);
+    }
+
+    #[test]
+    fn search_radius_bounds_follow_the_root() {
+        let mut values: Vec<u32> = (0..5000).collect();
+        values.extend((0..32).flat_map(|b| [1u32 << b, (1u32 << b) - 1, (1u32 << b) + 1]));
+        values.extend([u32::MAX - 1, 3 * 12288 * 12288, 1 << 31]);
+        for &v in &values {
+            let r = search_radius_bound(METRIC_EUCLIDEAN, v, u32::MAX - 1);
+            if v == EDT_INFINITE {
+                assert_eq!(r, u32::MAX - 1);
+                continue;
+            }
+            let root = (v as f64).sqrt();
+            assert!(r >= v.isqrt(), "{v}: {r} below the root {root}");
+            assert!(r as f64 <= 1.25 * root + 1.0, "{v}: {r} above 1.25 times the root {root} and one");
+            assert_eq!(search_radius_bound(METRIC_EUCLIDEAN, v, 7), r.min(7));
+            assert_eq!(search_radius_bound(METRIC_TAXICAB, v, 100), v.min(100));
+            assert_eq!(search_radius_bound(METRIC_CHESSBOARD, v, 100), v.min(100));
+        }
+        assert_eq!(search_radius_bound(METRIC_TAXICAB, EDT_INFINITE, 9), 9);
+    }
+
+    #[test]
+    fn lines_are_deferred_past_the_mean_radius() {
+        assert!(!line_deferred(40, 10, 4));
+        assert!(line_deferred(41, 10, 4));
+        assert!(line_deferred(1, 10, 0));
+        assert!(!line_deferred(0, 10, 0));
+        assert!(!line_deferred(u32::MAX, 1, EDT_SEARCH_EVERY_LINE));
+        assert!(line_deferred(u32::MAX, 12288, 12287));
     }
 }

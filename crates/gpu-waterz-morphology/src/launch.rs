@@ -2,9 +2,11 @@
 //! only `unsafe` code of this crate. Each function checks the lengths its
 //! kernels read and write.
 
+use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS};
 use gpu_waterz_abi::distance::{
     edt_lines_per_block, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs,
-    EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
+    EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD, METRIC_EUCLIDEAN,
+    METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -189,12 +191,14 @@ pub(crate) fn lines_fit(dims: Dims3) -> bool {
 /// (`items` volumes of `dims`) into `out` under its metric: x from the
 /// mask into `first`, then y into `second` and z into `out`, each line in
 /// shared memory, searched outward from each element (`edt_lines`), or
-/// with `stack` (one word per element) each line by one thread in global
-/// memory, linear in its length: its lower envelope (`edt_envelope`, the
-/// Euclidean metric) or its two sweeps (`edt_chamfer`); `features` and
-/// `background` as for [`edt_passes`]. Returns `false` without launching
-/// when a line is too long for the shared memory (the caller takes the
-/// float64 passes then, or the CPU).
+/// each line by one thread in global memory, linear in its length: its
+/// lower envelope (`edt_envelope`, the Euclidean metric) or its two sweeps
+/// (`edt_chamfer`), as `passes` says (`Auto` as its `Split`). The
+/// one-thread passes keep their scratch in the buffer that the pass does
+/// not touch: `out` along y (at least a word per element), `first` along
+/// z. `features` and `background` as for [`edt_passes`]. Returns `false`
+/// without launching when a line is too long for the shared memory (the
+/// caller takes the float64 passes then, or the CPU).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn edt_line_passes(
     gpu: &Gpu,
@@ -204,7 +208,7 @@ pub(crate) fn edt_line_passes(
     mut out: LineOutput<'_>,
     first: &mut DeviceBuffer<u32>,
     second: &mut DeviceBuffer<u32>,
-    mut stack: Option<&mut DeviceBuffer<u32>>,
+    passes: LinePasses,
     mut features: Option<Features<'_>>,
     background: &mut DeviceBuffer<u32>,
 ) -> Result<bool> {
@@ -236,44 +240,101 @@ pub(crate) fn edt_line_passes(
         LineOutput::Chamfer(b, _) => gpu.check_device(&**b, "the output")?,
     }
     gpu.check_device(first, "the first scratch")?;
-    if let Some(stack) = &stack {
-        gpu.check_device(&**stack, "the lines' scratch")?;
-        check_len(K, "stack", &**stack, n)?;
-    }
     gpu.check_device(second, "the second scratch")?;
     gpu.check_device(background, "the flag")?;
     check_len(K, "background", background, items)?;
     check_features(gpu, K, &features, n)?;
     let first_features = features.as_mut().map(|f| &mut *f.first);
     edt_rows(gpu, dims, items, metric, 1.0, mask, Some(first), None, first_features, background)?;
+    // How each pass takes its lines: searched, each by one thread, or
+    // split between the two by a byte per line. Lines of one element are
+    // searched.
+    let way = |a: usize| match passes {
+        _ if extents[a] <= 1 => Way::Search,
+        LinePasses::Search => Way::Search,
+        LinePasses::Envelope => Way::OneThread,
+        LinePasses::Auto => Way::Split(AUTO_MEAN_RADIUS),
+        LinePasses::Split { mean_radius } if mean_radius == EDT_SEARCH_EVERY_LINE => Way::Search,
+        LinePasses::Split { mean_radius } => Way::Split(mean_radius),
+    };
+    let split_lines =
+        [0usize, 1].into_iter().filter(|&a| matches!(way(a), Way::Split(_))).map(|a| n / extents[a]).max();
+    let mut deferred = match split_lines {
+        Some(lines) => Some(gpu.uninit::<u8>(lines as usize)?),
+        None => None,
+    };
     for axis in [1u32, 0] {
         let a = axis as usize;
         let lines = n / extents[a].max(1);
         let per = per_axis[a];
         let groups = lines.div_ceil(per as u64);
-        // The lines, then a mark per line.
-        let shared_bytes = (per as u64 * (extents[a] + 1) * 4) as u32;
-        if shared_bytes > 48 * 1024 {
-            gpu.allow_shared_bytes(gpu_waterz_abi::kernel::Kernel::EdtLines, shared_bytes)?;
-        }
-        let config = LaunchConfig {
-            blocks: groups.min(gpu.multiprocessor_count() as u64 * 16).max(1) as u32,
-            threads: EDT_LINE_THREADS,
-            shared_bytes,
-        };
+        let way = way(a);
         // y: first into second; z: second into out (float64 distances,
         // or the chamfer distances as int32, whose bits the kernel writes).
-        let (input, output, distances) = match (axis, &mut out) {
-            (1, _) => (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut()),
-            (_, LineOutput::Euclidean(b)) => (second.as_ptr(), std::ptr::null_mut(), b.as_mut_ptr()),
-            (_, LineOutput::Chamfer(b, _)) => (second.as_ptr(), b.as_mut_ptr().cast::<u32>(), std::ptr::null_mut()),
+        // The one-thread passes' scratch is the buffer the pass leaves
+        // alone: out along y (n words at least: checked), first along z.
+        let (input, output, distances, stack) = match (axis, &mut out) {
+            (1, LineOutput::Euclidean(b)) => {
+                (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut(), b.as_mut_ptr().cast::<u32>())
+            }
+            (1, LineOutput::Chamfer(b, _)) => {
+                (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut(), b.as_mut_ptr().cast::<u32>())
+            }
+            (_, LineOutput::Euclidean(b)) => {
+                (second.as_ptr(), std::ptr::null_mut(), b.as_mut_ptr(), first.as_mut_ptr())
+            }
+            (_, LineOutput::Chamfer(b, _)) => {
+                (second.as_ptr(), b.as_mut_ptr().cast::<u32>(), std::ptr::null_mut(), first.as_mut_ptr())
+            }
         };
         let (features_in, features_out) = match (&mut features, axis) {
             (Some(f), 1) => (f.first.as_ptr(), f.second.as_mut_ptr()),
             (Some(f), _) => (f.second.as_ptr(), f.first.as_mut_ptr()),
             (None, _) => (std::ptr::null(), std::ptr::null_mut()),
         };
-        if let (Some(stack), true) = (stack.as_deref_mut(), metric != METRIC_EUCLIDEAN) {
+        let (mean_radius, flags) = match (way, &mut deferred) {
+            (Way::Split(radius), Some(d)) => (radius, d.as_mut_ptr()),
+            _ => (EDT_SEARCH_EVERY_LINE, std::ptr::null_mut()),
+        };
+        if way != Way::OneThread {
+            // The lines, then a mark per line, then two rows of sums.
+            let shared_bytes = (per as u64 * (extents[a] + 3) * 4) as u32;
+            if shared_bytes > 48 * 1024 {
+                gpu.allow_shared_bytes(gpu_waterz_abi::kernel::Kernel::EdtLines, shared_bytes)?;
+            }
+            let config = LaunchConfig {
+                blocks: groups.min(gpu.multiprocessor_count() as u64 * 16).max(1) as u32,
+                threads: EDT_LINE_THREADS,
+                shared_bytes,
+            };
+            let args = EdtLinesArgs {
+                dims,
+                items,
+                axis,
+                last: (axis == 0) as u32,
+                lines_per_block: per,
+                metric,
+                input,
+                output,
+                distances,
+                features_in,
+                features_out,
+                mean_radius,
+                deferred: flags,
+            };
+            // SAFETY: every buffer holds n elements (checked); each pass
+            // reads one buffer of each pair and writes another; deferred
+            // holds a byte per line when split (allocated for the most
+            // lines of a split pass); the shared memory
+            // holds the group's lines, their marks and two rows of sums
+            // (per * (length + 3) words, at most EDT_LINE_SHARED_BYTES + 12
+            // * per, allowed above).
+            unsafe { gpu.launch(config, args) }?;
+            if way == Way::Search {
+                continue;
+            }
+        }
+        if metric != METRIC_EUCLIDEAN {
             let args = EdtChamferArgs {
                 dims,
                 items,
@@ -283,16 +344,17 @@ pub(crate) fn edt_line_passes(
                 output,
                 features_in,
                 features_out,
-                stack: stack.as_mut_ptr(),
+                stack,
+                deferred: flags,
             };
             // SAFETY: every buffer holds n elements (checked), the stack
-            // too (checked) and it is no other buffer (borrowed mutably);
-            // each pass reads one buffer of each pair and writes another;
-            // the metric is a chamfer one (checked above).
+            // (out along y, n words or more; first along z) too, and the
+            // pass neither reads nor writes it otherwise; each pass reads
+            // one buffer of each pair and writes another; deferred, unless
+            // null, holds a byte per line; the metric is a chamfer one
+            // (checked above).
             unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
-            continue;
-        }
-        if let Some(stack) = stack.as_deref_mut() {
+        } else {
             let args = EdtEnvelopeArgs {
                 dims,
                 items,
@@ -303,36 +365,32 @@ pub(crate) fn edt_line_passes(
                 distances,
                 features_in,
                 features_out,
-                stack: stack.as_mut_ptr(),
+                stack,
+                deferred: flags,
             };
             // The lines fit the shared memory, so their squared distances
             // fit u32.
             // SAFETY: every buffer holds n elements (checked), the stack
-            // too (checked), no other buffer (borrowed mutably); each pass
-            // reads one buffer of each pair and writes another.
+            // (out along y, n words or more; first along z) too, and the
+            // pass neither reads nor writes it otherwise; each pass reads
+            // one buffer of each pair and writes another; deferred, unless
+            // null, holds a byte per line.
             unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
-            continue;
         }
-        let args = EdtLinesArgs {
-            dims,
-            items,
-            axis,
-            last: (axis == 0) as u32,
-            lines_per_block: per,
-            metric,
-            input,
-            output,
-            distances,
-            features_in,
-            features_out,
-        };
-        // SAFETY: every buffer holds n elements (checked); each pass reads
-        // one buffer of each pair and writes another; the shared memory
-        // holds the group's lines and their marks (per * (length + 1)
-        // words, at most EDT_LINE_SHARED_BYTES + 4 * per, allowed above).
-        unsafe { gpu.launch(config, args) }?;
     }
     Ok(true)
+}
+
+/// How one pass of [`edt_line_passes`] takes its lines.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// `edt_lines` searches every line.
+    Search,
+    /// `edt_envelope` or `edt_chamfer` takes every line.
+    OneThread,
+    /// `edt_lines` searches the lines up to this mean radius and defers
+    /// the others to the one-thread kernel.
+    Split(u32),
 }
 
 /// scipy's indices (per volume `rank` planes of int32, one value per

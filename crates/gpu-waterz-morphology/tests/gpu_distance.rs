@@ -295,7 +295,7 @@ fn gpu_envelopes_and_searches_equal_the_cpu() {
             .iter()
             .map(|item| distance::distance_transform_edt(item.view(), None).unwrap().iter().copied().collect())
             .collect();
-        for passes in [gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto] {
+        for passes in ways() {
             let mut out = g.uninit::<f64>(n).unwrap();
             let mut indices = g.uninit::<i32>(n * spatial.len()).unwrap();
             gpu::distance_transform_edt_with(&g, &mask, batch, None, &mut out, Some(&mut indices), passes).unwrap();
@@ -317,6 +317,15 @@ fn gpu_envelopes_and_searches_equal_the_cpu() {
             assert_eq!(g.download(&plain).unwrap(), got, "{passes:?} {spatial:?}: with and without indices");
         }
     }
+}
+
+/// Every way of the integer passes: each kernel alone, and lines split
+/// between them at mean radii that defer every line with a cost (0), some
+/// (1, 3, 12) or none (`u32::MAX`).
+fn ways() -> Vec<gpu::LinePasses> {
+    let mut ways = vec![gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto];
+    ways.extend([0, 1, 3, 12, u32::MAX].map(|mean_radius| gpu::LinePasses::Split { mean_radius }));
+    ways
 }
 
 #[test]
@@ -354,7 +363,7 @@ fn gpu_chamfer_sweeps_and_searches_equal_the_cpu() {
                 .iter()
                 .map(|item| distance::distance_transform_cdt(item.view(), metric).unwrap())
                 .collect();
-            for passes in [gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto] {
+            for passes in ways() {
                 let mut out = g.uninit::<i32>(n).unwrap();
                 let mut indices = g.uninit::<i32>(n * rank).unwrap();
                 gpu::distance_transform_cdt_with(&g, &mask, batch, metric, &mut out, Some(&mut indices), passes)

@@ -122,8 +122,9 @@ fn check_transform_pointers(
 /// write (`batch + (rank,) + spatial`; 0: none), `shape` elements each on
 /// device `ordinal` (the first `batch_dims` axes index arrays of spatial
 /// rank 1 to 3), held by the caller for the whole call. `passes`: the
-/// integer passes' way along the lines, `"auto"`, `"envelope"` or
-/// `"search"` (`gpu_waterz_morphology::gpu::LinePasses`; equal results).
+/// integer passes' way along the lines, `"auto"`, `"envelope"`,
+/// `"search"` or `"split:<mean radius>"`
+/// (`gpu_waterz_morphology::gpu::LinePasses`; equal results).
 #[pyfunction]
 #[pyo3(signature = (pointers, shape, batch_dims, sampling, ordinal, passes = "auto"))]
 pub(crate) fn distance_transform_edt_cuda(
@@ -229,7 +230,12 @@ fn line_passes(name: &str) -> PyResult<gpu_waterz_morphology::gpu::LinePasses> {
         "auto" => Ok(LinePasses::Auto),
         "envelope" => Ok(LinePasses::Envelope),
         "search" => Ok(LinePasses::Search),
-        other => Err(PyValueError::new_err(format!("passes must be 'auto', 'envelope' or 'search', not {other:?}"))),
+        other => match other.strip_prefix("split:").map(str::parse::<u32>) {
+            Some(Ok(mean_radius)) => Ok(LinePasses::Split { mean_radius }),
+            _ => Err(PyValueError::new_err(format!(
+                "passes must be 'auto', 'envelope', 'search' or 'split:<mean radius>', not {other:?}"
+            ))),
+        },
     }
 }
 

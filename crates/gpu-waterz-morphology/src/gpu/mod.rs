@@ -789,21 +789,35 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
 /// background element).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinePasses {
-    /// `Search`, the way measured on a GPU so far (`docs/BENCHMARKS.md`);
-    /// `Envelope` awaits its first device run (session 42 had none).
+    /// `Split` at [`AUTO_MEAN_RADIUS`].
     #[default]
     Auto,
     /// Each line by one thread in global memory, linear in its length
-    /// whatever the distances (one more word of scratch per element): its
-    /// lower envelope of parabolas (Euclidean) or a sweep each way
-    /// (chamfer metrics).
+    /// whatever the distances: its lower envelope of parabolas (Euclidean)
+    /// or a sweep each way (chamfer metrics). Slow where a line holds many
+    /// background elements near one another (the envelope's scratch is
+    /// read and written in no common order).
     Envelope,
     /// Each line held in shared memory and searched outward from every
     /// element until the step alone costs more than the best found: fast
     /// where the background is dense, as long as the distances where it
     /// is sparse.
     Search,
+    /// Each line held in shared memory, and searched there when its
+    /// elements' bounds on their search (their own cost's root for the
+    /// Euclidean metric, the cost itself for the chamfer ones, the line's
+    /// length for none) average at most `mean_radius`; the other lines by
+    /// one thread each as `Envelope`.
+    Split {
+        /// The most mean bound of a line that is searched.
+        mean_radius: u32,
+    },
 }
+
+/// `LinePasses::Auto`'s mean radius: the lines of `Split` whose search
+/// would take longer on average are each taken by one thread
+/// (`docs/BENCHMARKS.md`, session 43).
+pub const AUTO_MEAN_RADIUS: u32 = 4;
 
 /// The distances of each array of `batch` in `mask` (one byte per element,
 /// C order, the arrays one after another; 0: background, any other byte
@@ -924,10 +938,6 @@ fn edt(
     if spacing == [1.0; 3] && crate::launch::lines_fit(dims) {
         let mut first = gpu.uninit::<u32>(n as usize)?;
         let mut second = gpu.uninit::<u32>(n as usize)?;
-        let mut stack = match passes {
-            LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
-            LinePasses::Auto | LinePasses::Search => None,
-        };
         done = crate::launch::edt_line_passes(
             gpu,
             dims,
@@ -936,7 +946,7 @@ fn edt(
             crate::launch::LineOutput::Euclidean(out),
             &mut first,
             &mut second,
-            stack.as_mut(),
+            passes,
             pair(&mut features),
             &mut background,
         )?;
@@ -1032,10 +1042,6 @@ pub fn distance_transform_cdt_with(
     };
     let mut first = gpu.uninit::<u32>(n as usize)?;
     let mut second = gpu.uninit::<u32>(n as usize)?;
-    let mut stack = match passes {
-        LinePasses::Envelope => Some(gpu.uninit::<u32>(n as usize)?),
-        LinePasses::Auto | LinePasses::Search => None,
-    };
     let done = crate::launch::edt_line_passes(
         gpu,
         dims,
@@ -1044,7 +1050,7 @@ pub fn distance_transform_cdt_with(
         crate::launch::LineOutput::Chamfer(out, code),
         &mut first,
         &mut second,
-        stack.as_mut(),
+        passes,
         pair(&mut features),
         &mut background,
     )?;
