@@ -288,18 +288,24 @@ pub(crate) fn distance_transform_cdt_cuda(
     })
 }
 
+/// scipy's indices of a distance transform, as numpy returns them.
+type IndexArray<'py> = Bound<'py, PyArrayDyn<i32>>;
+
 /// Distances and the feature transform on the CPU: `kind` is `"edt"`
 /// (with `sampling`), `"bf"` or `"cdt"` (with `metric`). Returns float64,
-/// uint32 or int32 distances (scipy's type for each) and int32 indices.
+/// uint32 or int32 distances (scipy's type for each) and int32 indices
+/// (`None` for `"cdt"` without `indices`: its distances alone are
+/// computed).
 #[pyfunction]
-#[pyo3(signature = (kind, input, metric, sampling))]
+#[pyo3(signature = (kind, input, metric, sampling, indices = true))]
 pub(crate) fn distance_transform_indices<'py>(
     py: Python<'py>,
     kind: &str,
     input: PyReadonlyArrayDyn<'py, bool>,
     metric: &str,
     sampling: Option<Vec<f64>>,
-) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArrayDyn<i32>>)> {
+    indices: bool,
+) -> PyResult<(Bound<'py, PyAny>, Option<IndexArray<'py>>)> {
     use gpu_waterz_morphology::distance::{self, Distances, Metric};
     /// The distances in scipy's type for each transform.
     enum Out {
@@ -310,14 +316,14 @@ pub(crate) fn distance_transform_indices<'py>(
     let input = input.as_array();
     let metric: Metric = metric.parse().map_err(morphology_err)?;
     let result = py.detach(|| match kind {
-        "edt" => {
-            distance::distance_transform_edt_with_indices(input, sampling.as_deref()).map(|(d, i)| (Out::F64(d), i))
-        }
+        "edt" => distance::distance_transform_edt_with_indices(input, sampling.as_deref())
+            .map(|(d, i)| (Out::F64(d), Some(i))),
         "bf" => distance::distance_transform_bf(input, metric, sampling.as_deref()).map(|(d, i)| match d {
-            Distances::F64(d) => (Out::F64(d), i),
-            Distances::U32(d) => (Out::U32(d), i),
+            Distances::F64(d) => (Out::F64(d), Some(i)),
+            Distances::U32(d) => (Out::U32(d), Some(i)),
         }),
-        "cdt" => distance::distance_transform_cdt(input, metric).map(|(d, i)| (Out::I32(d), i)),
+        "cdt" if indices => distance::distance_transform_cdt(input, metric).map(|(d, i)| (Out::I32(d), Some(i))),
+        "cdt" => distance::distance_transform_cdt_distances(input, metric).map(|d| (Out::I32(d), None)),
         other => Err(gpu_waterz_morphology::MorphologyError::Input(format!("unknown transform {other:?}"))),
     });
     let (distances, indices) = result.map_err(morphology_err)?;
@@ -326,7 +332,7 @@ pub(crate) fn distance_transform_indices<'py>(
         Out::U32(d) => d.into_pyarray(py).into_any(),
         Out::I32(d) => d.into_pyarray(py).into_any(),
     };
-    Ok((distances, indices.into_pyarray(py)))
+    Ok((distances, indices.map(|i| i.into_pyarray(py))))
 }
 
 /// The structuring element from scipy's arguments (normalised by the

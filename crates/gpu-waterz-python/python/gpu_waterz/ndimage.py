@@ -1043,7 +1043,8 @@ def distance_transform_cdt(input, metric="chessboard", return_distances=True, re
     def compute(b):
         if b == "gpu":
             return _native.distance_transform_cdt_gpu(a, batch_dims, metric, bool(return_indices), 0)
-        return _per_item_pair(a, batch_dims, lambda x: _native.distance_transform_indices("cdt", x, metric, None))
+        return _per_item_pair(a, batch_dims,
+                              lambda x: _native.distance_transform_indices("cdt", x, metric, None, bool(return_indices)))
     dist, ind = _on_first_backend(order, compute)
     return _results_for(input, dist, ind, return_distances, return_indices, distances, indices)
 
