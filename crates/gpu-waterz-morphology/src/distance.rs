@@ -482,18 +482,26 @@ fn chamfer_passes(
         ArrayD::from_shape_vec(input.shape(), nearest).expect("one index per element")
     });
     // One line's pass: the least combined cost over the line for each
-    // element, and the feature of the position that gives it.
-    let pass = |lane: &mut ArrayViewMut1<'_, u32>, feature: Option<&mut ArrayViewMut1<'_, usize>>| {
-        let values: Vec<u32> = lane.iter().copied().collect();
+    // element, and the feature of the position that gives it; the
+    // scratch is each worker's, reused from line to line.
+    let pass = |scratch: &mut ChamferScratch,
+                lane: &mut ArrayViewMut1<'_, u32>,
+                feature: Option<&mut ArrayViewMut1<'_, usize>>| {
+        let ChamferScratch { values, stack, forward, before } = scratch;
+        values.clear();
+        values.extend(lane.iter().copied());
         if values.iter().all(|&v| v == EDT_INFINITE) {
             return;
         }
         let n = values.len();
-        let before: Option<Vec<usize>> = feature.as_ref().map(|f| f.iter().copied().collect());
+        stack.resize(n, 0);
+        forward.resize(n, (0, 0));
         let mut feature = feature;
-        // The sweeps' scratch: the chessboard stack and the forward sweep.
-        let stack = std::cell::RefCell::new(vec![0u32; n]);
-        let forward = std::cell::RefCell::new(vec![(0u32, 0u32); n]);
+        if let Some(f) = feature.as_deref() {
+            before.clear();
+            before.extend(f.iter().copied());
+        }
+        let (stack, forward) = (std::cell::RefCell::new(stack), std::cell::RefCell::new(forward));
         chamfer_line(
             code,
             n as u32,
@@ -504,23 +512,39 @@ fn chamfer_passes(
             |p| forward.borrow()[p as usize],
             |p, best, at| {
                 lane[p as usize] = best;
-                if let (Some(f), Some(b)) = (feature.as_deref_mut(), &before) {
-                    f[p as usize] = b[at as usize];
+                if let Some(f) = feature.as_deref_mut() {
+                    f[p as usize] = before[at as usize];
                 }
             },
         );
     };
     for axis in 0..input.ndim() {
         match nearest.as_mut() {
-            None => Zip::from(costs.lanes_mut(Axis(axis))).par_for_each(|mut lane| pass(&mut lane, None)),
+            None => Zip::from(costs.lanes_mut(Axis(axis)))
+                .into_par_iter()
+                .for_each_init(ChamferScratch::default, |scratch, (mut lane,)| pass(scratch, &mut lane, None)),
             Some(nearest) => Zip::from(costs.lanes_mut(Axis(axis)))
                 .and(nearest.lanes_mut(Axis(axis)))
-                .par_for_each(|mut lane, mut feature| pass(&mut lane, Some(&mut feature))),
+                .into_par_iter()
+                .for_each_init(ChamferScratch::default, |scratch, (mut lane, mut feature)| {
+                    pass(scratch, &mut lane, Some(&mut feature))
+                }),
         }
     }
     // EDT_INFINITE's bits are scipy's -1 for none.
     let distances = costs.mapv(|c| c as i32);
     Ok((distances, nearest.map(|n| n.iter().copied().collect())))
+}
+
+/// One worker's scratch for the chamfer passes' lines: the line's costs,
+/// the chessboard sweep's stack, the forward sweep's costs and positions,
+/// and the line's features before the pass.
+#[derive(Default)]
+struct ChamferScratch {
+    values: Vec<u32>,
+    stack: Vec<u32>,
+    forward: Vec<(u32, u32)>,
+    before: Vec<usize>,
 }
 
 /// The chamfer distance transform by a breadth-first search from every
