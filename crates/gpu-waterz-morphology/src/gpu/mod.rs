@@ -789,7 +789,9 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
 /// background element).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinePasses {
-    /// `Split` at [`AUTO_MEAN_RADIUS`].
+    /// `Envelope` for the taxicab metric (its sweeps were the fastest way
+    /// on every mask measured), else `Split` at [`AUTO_MEAN_RADIUS`]
+    /// (`docs/BENCHMARKS.md`, session 43).
     #[default]
     Auto,
     /// Each line by one thread in global memory, linear in its length
@@ -814,10 +816,14 @@ pub enum LinePasses {
     },
 }
 
-/// `LinePasses::Auto`'s mean radius: the lines of `Split` whose search
-/// would take longer on average are each taken by one thread
-/// (`docs/BENCHMARKS.md`, session 43).
-pub const AUTO_MEAN_RADIUS: u32 = 4;
+/// `LinePasses::Auto`'s mean radius (Euclidean and chessboard metrics):
+/// the lines whose elements' bounds on their search average more are
+/// each taken by one thread. Measured on an H100 (`docs/BENCHMARKS.md`,
+/// session 43) from 1 to 16 on four 512³ masks: 8 kept the search's
+/// speed on dense background (blobs 3.60 ms against its 3.40) and took
+/// within 1.35× of the envelope's where the background is sparse (where
+/// the search alone is 1.5–30× slower).
+pub const AUTO_MEAN_RADIUS: u32 = 8;
 
 /// The distances of each array of `batch` in `mask` (one byte per element,
 /// C order, the arrays one after another; 0: background, any other byte
