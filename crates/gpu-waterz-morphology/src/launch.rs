@@ -325,13 +325,12 @@ pub(crate) fn edt_line_passes(
                 mean_radius,
                 deferred: flags,
             };
-            // SAFETY: every buffer holds n elements (checked); each pass
-            // reads one buffer of each pair and writes another; deferred
-            // holds a byte per line when split (allocated for the most
-            // lines of a split pass); the shared memory
-            // holds the group's lines, their marks and two rows of sums
-            // (per * (length + 3) words, at most EDT_LINE_SHARED_BYTES + 12
-            // * per, allowed above).
+            // Deferred holds a byte per line when split (allocated for the
+            // most lines of a split pass); the shared memory holds the
+            // group's lines, their marks and two rows of sums (per *
+            // (length + 3) words, at most EDT_LINE_SHARED_BYTES + 12 * per).
+            // SAFETY: every buffer holds n elements (checked), each pass
+            // reads one of each pair and writes the other; see above.
             unsafe { gpu.launch(config, args) }?;
             if way == Way::Search {
                 continue;
@@ -350,12 +349,11 @@ pub(crate) fn edt_line_passes(
                 stack,
                 deferred: flags,
             };
+            // The stack (out along y, n words or more; first along z) is
+            // neither read nor written otherwise by the pass; deferred,
+            // unless null, holds a byte per line.
             // SAFETY: every buffer holds n elements (checked), the stack
-            // (out along y, n words or more; first along z) too, and the
-            // pass neither reads nor writes it otherwise; each pass reads
-            // one buffer of each pair and writes another; deferred, unless
-            // null, holds a byte per line; the metric is a chamfer one
-            // (checked above).
+            // too (see above); the metric is a chamfer one (checked).
             unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
         } else {
             let args = EdtEnvelopeArgs {
@@ -372,12 +370,9 @@ pub(crate) fn edt_line_passes(
                 deferred: flags,
             };
             // The lines fit the shared memory, so their squared distances
-            // fit u32.
+            // fit u32; the stack and deferred as for the chamfer passes.
             // SAFETY: every buffer holds n elements (checked), the stack
-            // (out along y, n words or more; first along z) too, and the
-            // pass neither reads nor writes it otherwise; each pass reads
-            // one buffer of each pair and writes another; deferred, unless
-            // null, holds a byte per line.
+            // too, and each pass reads one of each pair, writes the other.
             unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
         }
     }
