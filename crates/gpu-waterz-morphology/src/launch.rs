@@ -44,6 +44,14 @@ impl LineOutput<'_> {
             LineOutput::Chamfer(b, _) => b.len(),
         }
     }
+
+    /// Its memory as 32-bit words (at least one per value).
+    fn as_mut_words(&mut self) -> *mut u32 {
+        match self {
+            LineOutput::Euclidean(b) => b.as_mut_ptr().cast::<u32>(),
+            LineOutput::Chamfer(b, _) => b.as_mut_ptr().cast::<u32>(),
+        }
+    }
 }
 
 /// An error of a launch's arguments.
@@ -277,18 +285,11 @@ pub(crate) fn edt_line_passes(
         // The one-thread passes' scratch is the buffer the pass leaves
         // alone: out along y (n words at least: checked), first along z.
         let (input, output, distances, stack) = match (axis, &mut out) {
-            (1, LineOutput::Euclidean(b)) => {
-                (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut(), b.as_mut_ptr().cast::<u32>())
-            }
-            (1, LineOutput::Chamfer(b, _)) => {
-                (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut(), b.as_mut_ptr().cast::<u32>())
-            }
+            (1, o) => (first.as_ptr(), second.as_mut_ptr(), std::ptr::null_mut(), o.as_mut_words()),
             (_, LineOutput::Euclidean(b)) => {
                 (second.as_ptr(), std::ptr::null_mut(), b.as_mut_ptr(), first.as_mut_ptr())
             }
-            (_, LineOutput::Chamfer(b, _)) => {
-                (second.as_ptr(), b.as_mut_ptr().cast::<u32>(), std::ptr::null_mut(), first.as_mut_ptr())
-            }
+            (_, o) => (second.as_ptr(), o.as_mut_words(), std::ptr::null_mut(), first.as_mut_ptr()),
         };
         let (features_in, features_out) = match (&mut features, axis) {
             (Some(f), 1) => (f.first.as_ptr(), f.second.as_mut_ptr()),
