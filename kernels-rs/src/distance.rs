@@ -19,7 +19,9 @@ kernel! {
     /// word holds one, the positions since the last
     /// background element (earlier words and this word's) are decided and
     /// written; the positions after the row's last one are written at its
-    /// end. Each position is read and written once.
+    /// end. Each position is read and written once. Short rows of a
+    /// multiple of 32 go `rows_per_warp` to a warp, walked as one run whose
+    /// rows end on word boundaries, so that the loads fill the warp.
     ///
     /// # Safety
     /// `mask` and the outputs given (`squared` or `squared_f64`, and
@@ -32,13 +34,15 @@ kernel! {
     /// See [`EdtRowsArgs`].
     ///
     /// # Thread mapping
-    /// A warp per row (grid-stride over the `items * z * y` rows); lane
-    /// `l` takes positions `l`, `l + 32`, ... of the row.
+    /// A warp per run of rows (grid-stride over the runs of the
+    /// `items * z * y` rows: `rows_per_warp` rows each where the rows are a
+    /// multiple of 32 long and at most `EDT_ROW_RUN_MAX_LENGTH`, else one);
+    /// lane `l` takes positions `l`, `l + 32`, ... of the run.
     pub unsafe extern "ptx-kernel" fn edt_rows(
         dims: Dims3,
         items: u64,
         metric: u32,
-        reserved: u32,
+        rows_per_warp: u32,
         sampling: f64,
         mask: *const u8,
         squared: *mut u32,
@@ -47,18 +51,26 @@ kernel! {
         background: *mut u32,
     ) as EdtRowsArgs {
         const NONE: u32 = u32::MAX;
-        let _ = reserved;
         // Positions within a row are u32 (the host keeps rows shorter).
         let (rows_per_item, length) = (dims.z * dims.y, dims.x as u32);
         let rows = items * rows_per_item;
+        // A run of rows per warp only where their boundaries fall on words
+        // (and the run stays far from u32::MAX).
+        let per_warp = if length > 0 && length % 32 == 0 && length <= EDT_ROW_RUN_MAX_LENGTH {
+            rows_per_warp.clamp(1, EDT_ROW_RUN_MAX_ROWS) as u64
+        } else {
+            1
+        };
+        let runs = rows.div_ceil(per_warp);
         let lane = thread_idx_x() % 32;
         let warps = (block_dim_x() / 32) as u64;
-        let mut row = block_idx_x() as u64 * warps + (thread_idx_x() / 32) as u64;
-        // Writes position p's results given its nearest background element.
+        let mut run = block_idx_x() as u64 * warps + (thread_idx_x() / 32) as u64;
+        // Writes position p's results given its nearest background element
+        // (both counted from base).
         let write = |base: u64, p: u32, nearest: u32| {
             let at = (base + p as u64) as usize;
             let k = if nearest == NONE { 0 } else { p.abs_diff(nearest) };
-            // SAFETY: p is a position of the row at base: an element.
+            // SAFETY: p is a position of the run at base: an element.
             unsafe {
                 if !squared.is_null() {
                     // Integer rows are at most 12,288 long: k * k fits.
@@ -72,21 +84,41 @@ kernel! {
                 }
             }
         };
+        // Flags the volume of `row` when the row held background.
+        let flag = |row: u64, seen: bool| {
+            if seen && lane == 0 {
+                // SAFETY: background holds a word per volume; row < rows.
+                unsafe { *background.add((row / rows_per_item) as usize) = 1 };
+            }
+        };
         // Rows of a multiple of 4 bytes from an aligned mask: each lane
         // loads 4 positions at once (128 per warp), groups of 8 lanes
         // assemble a word; else a byte per lane and a ballot per word.
         let aligned = length % 4 == 0 && mask as u64 % 4 == 0;
-        while row < rows {
-            let base = row * length as u64;
+        while run < runs {
+            let first_row = run * per_warp;
+            let count = (rows - first_row).min(per_warp) as u32;
+            let base = first_row * length as u64;
+            // The run's positions; a row ends at each multiple of length.
+            let span = count * length;
             let mut state = RowState { last_zero: NONE, pending: 0 };
             let mut seen = false;
+            // Before the word at w: ends the row before it when w starts a
+            // row (not the first).
+            let boundary = |state: &mut RowState, seen: &mut bool, w: u32| {
+                if per_warp > 1 && w > 0 && w % length == 0 {
+                    state.finish(w, lane, |p, nearest| write(base, p, nearest));
+                    flag(first_row + (w / length - 1) as u64, *seen);
+                    *seen = false;
+                }
+            };
             if aligned {
                 let mut chunk = 0u32;
-                while chunk < length {
+                while chunk < span {
                     let x = chunk + 4 * lane;
-                    // Positions past the row's end count as measured.
-                    let bytes = if x < length {
-                        // SAFETY: 4 positions of the row, 4-byte aligned.
+                    // Positions past the run's end count as measured.
+                    let bytes = if x < span {
+                        // SAFETY: 4 positions of the run, 4-byte aligned.
                         unsafe { *(mask.add((base + x as u64) as usize) as *const u32) }
                     } else {
                         0x0101_0101
@@ -94,10 +126,12 @@ kernel! {
                     // SAFETY: every lane is here (the loops are warp-uniform).
                     let zeros = unsafe { !nibble_word(bytes, lane) };
                     let mut k = 0;
-                    while k < 4 && chunk + 32 * k < length {
+                    while k < 4 && chunk + 32 * k < span {
                         // SAFETY: every lane is here.
                         let bits = unsafe { shuffle_u32(zeros, 8 * k) };
-                        seen |= state.word(chunk + 32 * k, bits, lane, |p, nearest| write(base, p, nearest));
+                        let w = chunk + 32 * k;
+                        boundary(&mut state, &mut seen, w);
+                        seen |= state.word(w, bits, lane, |p, nearest| write(base, p, nearest));
                         k += 1;
                     }
                     // Past u32::MAX - 128 the row ends (the host's bound).
@@ -105,26 +139,20 @@ kernel! {
                 }
             } else {
                 let mut word = 0u32;
-                while word < length {
+                while word < span {
                     let x = word + lane;
-                    // SAFETY: x < length: an element of the row.
-                    let zero = x < length && unsafe { *mask.add((base + x as u64) as usize) } == 0;
+                    // SAFETY: x < span: an element of the run.
+                    let zero = x < span && unsafe { *mask.add((base + x as u64) as usize) } == 0;
                     // SAFETY: every lane is here (the loops are warp-uniform).
                     let bits = unsafe { ballot(zero) };
+                    boundary(&mut state, &mut seen, word);
                     seen |= state.word(word, bits, lane, |p, nearest| write(base, p, nearest));
                     word = word.saturating_add(32);
                 }
             }
-            let mut p = state.pending.saturating_add(lane);
-            while p < length {
-                write(base, p, state.last_zero);
-                p = p.saturating_add(32);
-            }
-            if seen && lane == 0 {
-                // SAFETY: background holds a word per volume; row < rows.
-                unsafe { *background.add((row / rows_per_item) as usize) = 1 };
-            }
-            row += grid_dim_x() as u64 * warps;
+            state.finish(span, lane, |p, nearest| write(base, p, nearest));
+            flag(first_row + (count - 1) as u64, seen);
+            run += grid_dim_x() as u64 * warps;
         }
     }
 }
@@ -167,6 +195,20 @@ impl RowState {
         self.last_zero = last;
         self.pending = last + 1;
         true
+    }
+
+    /// Ends the row at `end` (exclusive): writes its positions after its
+    /// last background element (or all of it, to none) and starts the next
+    /// row there with none seen.
+    #[inline(always)]
+    fn finish(&mut self, end: u32, lane: u32, write: impl Fn(u32, u32)) {
+        let mut p = self.pending.saturating_add(lane);
+        while p < end {
+            write(p, self.last_zero);
+            p = p.saturating_add(32);
+        }
+        self.last_zero = u32::MAX;
+        self.pending = end;
     }
 }
 

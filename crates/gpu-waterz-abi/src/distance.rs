@@ -126,8 +126,10 @@ pub struct EdtRowsArgs {
     /// The integer output's metric (`METRIC_*`): the cost of `k` elements
     /// is [`axis_cost`].
     pub metric: u32,
-    /// Unused; keeps the next field 8-byte aligned.
-    pub reserved: u32,
+    /// Rows per warp ([`edt_rows_per_warp`]), taken only where the rows
+    /// are a multiple of 32 long and at most [`EDT_ROW_RUN_MAX_LENGTH`]
+    /// (at most [`EDT_ROW_RUN_MAX_ROWS`]; 0 counts as 1).
+    pub rows_per_warp: u32,
     /// The spacing along x (the float64 output).
     pub sampling: f64,
     /// The mask: 0 is background, any other byte is measured.
@@ -148,8 +150,30 @@ pub struct EdtRowsArgs {
 /// yet: no background on the lines searched so far.
 pub const EDT_NO_FEATURE: u32 = u32::MAX;
 
-/// Threads per block of `edt_rows` (a warp per row).
+/// Threads per block of `edt_rows` (a warp per run of rows).
 pub const EDT_ROW_THREADS: u32 = 256;
+
+/// The positions a warp of `edt_rows` walks per run where rows are short:
+/// its loads take 128 positions at a time, so a row of 64 alone leaves
+/// half of the warp idle, and each row costs its own start and end.
+pub const EDT_ROW_RUN: u32 = 512;
+
+/// The longest rows that `edt_rows` walks several to a warp.
+pub const EDT_ROW_RUN_MAX_LENGTH: u32 = 1024;
+
+/// The most rows that `edt_rows` walks in one run.
+pub const EDT_ROW_RUN_MAX_ROWS: u32 = 64;
+
+/// The rows per warp of `edt_rows` for rows of `length` elements: as many
+/// as fill [`EDT_ROW_RUN`] positions where the rows are a multiple of 32
+/// long (their ends fall on the walk's words), else one.
+pub fn edt_rows_per_warp(length: u64) -> u32 {
+    if length > 0 && length % 32 == 0 && length < EDT_ROW_RUN as u64 {
+        (EDT_ROW_RUN / length as u32).min(EDT_ROW_RUN_MAX_ROWS)
+    } else {
+        1
+    }
+}
 
 /// Arguments of `edt_pass`: one float64 pass of the distance transform
 /// along `axis` (y or z) of `items` `(z, y, x)` volumes one after another,
@@ -612,7 +636,7 @@ pub struct EdtIndicesArgs {
 }
 
 impl_kernel_args!(
-    EdtRowsArgs => EdtRows { dims, items, metric, reserved, sampling, mask, squared, squared_f64, features, background },
+    EdtRowsArgs => EdtRows { dims, items, metric, rows_per_warp, sampling, mask, squared, squared_f64, features, background },
     EdtPassArgs => EdtPass { dims, items, axis, last, sampling, input, output, features_in, features_out },
     EdtLinesArgs => EdtLines {
         dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out,
@@ -811,6 +835,22 @@ mod tests {
                 let above = (lane..32).find(|&b| bits >> b & 1 == 1);
                 assert_eq!(nearest_set_bits(bits, lane), (below, above), "bits {bits:#x}, lane {lane}");
             }
+        }
+    }
+
+    #[test]
+    fn short_rows_fill_a_run_and_others_go_one_to_a_warp() {
+        assert_eq!(edt_rows_per_warp(64), 8);
+        assert_eq!(edt_rows_per_warp(32), 16);
+        assert_eq!(edt_rows_per_warp(96), 5);
+        assert_eq!(edt_rows_per_warp(480), 1);
+        for length in [0, 1, 31, 33, 100, 512, 1024, 1 << 40] {
+            assert_eq!(edt_rows_per_warp(length), 1, "length {length}");
+        }
+        for length in (32..EDT_ROW_RUN as u64).step_by(32) {
+            let rows = edt_rows_per_warp(length);
+            assert!(length <= EDT_ROW_RUN_MAX_LENGTH as u64 && rows <= EDT_ROW_RUN_MAX_ROWS, "length {length}");
+            assert!(rows as u64 * length <= EDT_ROW_RUN as u64 && (rows as u64 + 1) * length > EDT_ROW_RUN as u64);
         }
     }
 

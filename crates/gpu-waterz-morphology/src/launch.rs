@@ -4,9 +4,9 @@
 
 use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS};
 use gpu_waterz_abi::distance::{
-    edt_lines_per_block, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs, EdtRowsArgs,
-    EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD, METRIC_EUCLIDEAN,
-    METRIC_TAXICAB,
+    edt_lines_per_block, edt_rows_per_warp, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs,
+    EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD,
+    METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -97,10 +97,11 @@ fn edt_rows(
     if dims.x > (u32::MAX - 256) as u64 {
         return Err(invalid("edt_rows", format!("rows of at most 2^32 - 257 elements, not {}", dims.x)));
     }
-    let rows = items * dims.z * dims.y;
+    let rows_per_warp = edt_rows_per_warp(dims.x);
+    let runs = (items * dims.z * dims.y).div_ceil(rows_per_warp as u64);
     let warps = (EDT_ROW_THREADS / 32) as u64;
     let config = LaunchConfig {
-        blocks: rows.div_ceil(warps).clamp(1, gpu.multiprocessor_count() as u64 * 16) as u32,
+        blocks: runs.div_ceil(warps).clamp(1, gpu.multiprocessor_count() as u64 * 16) as u32,
         threads: EDT_ROW_THREADS,
         shared_bytes: 0,
     };
@@ -108,7 +109,7 @@ fn edt_rows(
         dims,
         items,
         metric,
-        reserved: 0,
+        rows_per_warp,
         sampling,
         mask: mask.as_ptr(),
         squared: squared.map_or(std::ptr::null_mut(), |b| b.as_mut_ptr()),

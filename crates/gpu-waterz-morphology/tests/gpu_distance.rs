@@ -150,7 +150,13 @@ fn items_of(input: &ArrayD<bool>, batch_dims: usize) -> Vec<ArrayD<bool>> {
 fn gpu_batches_equal_their_arrays_one_by_one() {
     let g = test_gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(37);
-    let cases: [(&[usize], &[usize]); 7] = [
+    // Rows of a multiple of 32 go several to a warp (runs ending mid-volume
+    // and a last run short of rows): 64 (8 a run), 32 (16), 96 (5), 256 (2).
+    let cases: [(&[usize], &[usize]); 11] = [
+        (&[9], &[5, 7, 64]),
+        (&[3], &[11, 32]),
+        (&[2, 3], &[3, 5, 96]),
+        (&[7], &[256]),
         (&[5], &[17]),
         (&[3, 2], &[9, 40]),
         (&[7], &[6, 11, 13]),
@@ -208,7 +214,9 @@ fn gpu_chamfer_equals_the_cpu() {
     use distance::Metric;
     let g = test_gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
-    let cases: [(&[usize], &[usize]); 8] = [
+    let cases: [(&[usize], &[usize]); 10] = [
+        (&[5], &[3, 7, 64]),
+        (&[3], &[5, 32]),
         (&[], &[1]),
         (&[], &[70]),
         (&[], &[33, 65]),
