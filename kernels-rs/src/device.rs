@@ -771,3 +771,22 @@ pub unsafe fn wait_copies<const PENDING: u32>() {
     // SAFETY: a wait.
     unsafe { core::arch::asm!("cp.async.wait_group {n};", n = const PENDING, options(nostack)) };
 }
+
+/// Sixteen bytes at `p` (any state space), as one vector load.
+///
+/// # Safety
+/// `p` is 16-byte aligned and readable.
+#[inline(always)]
+pub unsafe fn load_16_bytes(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller's.
+    unsafe {
+        core::arch::asm!(
+            "ld.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+            a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            p = in(reg64) p,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    [a, b, c, d]
+}

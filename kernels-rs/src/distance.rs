@@ -13,15 +13,16 @@ kernel! {
     /// `k` elements apart into `squared`, or `(k s)²` into `squared_f64`;
     /// infinite for none), with `features` that element's flat index, and
     /// the flag of each volume with background set. A warp walks its row a
-    /// word of 32 positions at a time (loaded 4 bytes per lane, 4 words at
-    /// once, when the rows are 4-byte aligned; else a byte per lane and a
-    /// ballot): the word's background elements are a set of bits; when a
-    /// word holds one, the positions since the last
-    /// background element (earlier words and this word's) are decided and
-    /// written; the positions after the row's last one are written at its
-    /// end. Each position is read and written once. Short rows of a
-    /// multiple of 32 go `rows_per_warp` to a warp, walked as one run whose
-    /// rows end on word boundaries, so that the loads fill the warp.
+    /// word of 32 positions at a time (loaded 16 bytes per lane, 16 words
+    /// at once, when the rows are 16-byte aligned; 4 bytes, 4 words, when
+    /// 4-byte aligned; else a byte per lane and a ballot): the word's
+    /// background elements are a set of bits; when a word holds one, the
+    /// positions since the last background element (earlier words and this
+    /// word's) are decided and written; the positions after the row's last
+    /// one are written at its end. Each position is read and written once.
+    /// Short rows of a multiple of 32 go `rows_per_warp` to a warp, walked
+    /// as one run whose rows end on word boundaries, so that the loads fill
+    /// the warp.
     ///
     /// # Safety
     /// `mask` and the outputs given (`squared` or `squared_f64`, and
@@ -84,16 +85,27 @@ kernel! {
                 }
             }
         };
-        // Flags the volume of `row` when the row held background.
+        // Flags the volume of `row` when the row held background. Every
+        // row of a volume would store to its one word, and the stores to
+        // one address queue: only a word still read as clear is written (a
+        // stale read costs one more store of the same value).
         let flag = |row: u64, seen: bool| {
             if seen && lane == 0 {
                 // SAFETY: background holds a word per volume; row < rows.
-                unsafe { *background.add((row / rows_per_item) as usize) = 1 };
+                unsafe {
+                    let word = background.add((row / rows_per_item) as usize);
+                    if *word == 0 {
+                        *word = 1;
+                    }
+                }
             }
         };
-        // Rows of a multiple of 4 bytes from an aligned mask: each lane
-        // loads 4 positions at once (128 per warp), groups of 8 lanes
-        // assemble a word; else a byte per lane and a ballot per word.
+        // Rows of a multiple of 16 bytes from a 16-byte aligned mask: each
+        // lane loads 16 positions at once (512 per warp), pairs of lanes
+        // assemble a word; of a multiple of 4 from a 4-byte aligned one, 4
+        // positions (128 per warp), groups of 8 lanes; else a byte per
+        // lane and a ballot per word.
+        let wide = length % 16 == 0 && mask as u64 % 16 == 0;
         let aligned = length % 4 == 0 && mask as u64 % 4 == 0;
         while run < runs {
             let first_row = run * per_warp;
@@ -112,7 +124,36 @@ kernel! {
                     *seen = false;
                 }
             };
-            if aligned {
+            if wide {
+                let mut chunk = 0u32;
+                while chunk < span {
+                    let x = chunk + 16 * lane;
+                    // Positions past the run's end count as measured.
+                    let bytes = if x < span {
+                        // SAFETY: 16 positions of the run (span and x are
+                        // multiples of 16), 16-byte aligned.
+                        unsafe { load_16_bytes(mask.add((base + x as u64) as usize) as *const u32) }
+                    } else {
+                        [0x0101_0101; 4]
+                    };
+                    let nibble = gpu_waterz_abi::morphology::bytes_nibble;
+                    let half = nibble(bytes[0]) | nibble(bytes[1]) << 4 | nibble(bytes[2]) << 8 | nibble(bytes[3]) << 12;
+                    let pair = half << (16 * (lane % 2));
+                    // SAFETY: every lane is here (the loops are warp-uniform).
+                    let zeros = !(pair | unsafe { shuffle_xor_u32(pair, 1) });
+                    let mut k = 0;
+                    while k < 16 && chunk + 32 * k < span {
+                        // SAFETY: every lane is here.
+                        let bits = unsafe { shuffle_u32(zeros, 2 * k) };
+                        let w = chunk + 32 * k;
+                        boundary(&mut state, &mut seen, w);
+                        seen |= state.word(w, bits, lane, |p, nearest| write(base, p, nearest));
+                        k += 1;
+                    }
+                    // Past u32::MAX - 512 the row ends (the host's bound).
+                    chunk = chunk.saturating_add(512);
+                }
+            } else if aligned {
                 let mut chunk = 0u32;
                 while chunk < span {
                     let x = chunk + 4 * lane;

@@ -1310,25 +1310,6 @@ unsafe fn copy_to_shared<T: Real>(from: *const T, to: *mut T, len: usize) {
     }
 }
 
-/// Sixteen bytes at `p` (any state space), as one vector load.
-///
-/// # Safety
-/// `p` is 16-byte aligned and readable.
-#[inline(always)]
-unsafe fn load_16_bytes(p: *const u32) -> [u32; 4] {
-    let (a, b, c, d): (u32, u32, u32, u32);
-    // SAFETY: the caller's.
-    unsafe {
-        core::arch::asm!(
-            "ld.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];",
-            a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
-            p = in(reg64) p,
-            options(nostack, readonly, preserves_flags)
-        );
-    }
-    [a, b, c, d]
-}
-
 /// Writes `v` to the sixteen bytes at `p` (any state space), as one
 /// vector store.
 ///

@@ -2,7 +2,7 @@
 //! only `unsafe` code of this crate. Each function checks the lengths its
 //! kernels read and write.
 
-use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS};
+use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS, AUTO_SEARCH_LENGTH};
 use gpu_waterz_abi::distance::{
     edt_lines_per_block, edt_rows_per_warp, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs,
     EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD,
@@ -93,9 +93,9 @@ fn edt_rows(
     features: Option<&mut DeviceBuffer<u32>>,
     background: &mut DeviceBuffer<u32>,
 ) -> Result<()> {
-    // The kernel walks a row in u32 positions, a word of 32 past its end.
-    if dims.x > (u32::MAX - 256) as u64 {
-        return Err(invalid("edt_rows", format!("rows of at most 2^32 - 257 elements, not {}", dims.x)));
+    // The kernel walks a row in u32 positions, up to 512 past its end.
+    if dims.x > (u32::MAX - 1024) as u64 {
+        return Err(invalid("edt_rows", format!("rows of at most 2^32 - 1025 elements, not {}", dims.x)));
     }
     let rows_per_warp = edt_rows_per_warp(dims.x);
     let runs = (items * dims.z * dims.y).div_ceil(rows_per_warp as u64);
@@ -265,6 +265,7 @@ pub(crate) fn edt_line_passes(
         LinePasses::Envelope => Way::OneThread,
         // The taxicab sweeps were the fastest way on every mask measured.
         LinePasses::Auto if metric == METRIC_TAXICAB => Way::OneThread,
+        LinePasses::Auto if extents[a] <= AUTO_SEARCH_LENGTH => Way::Search,
         LinePasses::Auto => Way::Split(AUTO_MEAN_RADIUS),
         LinePasses::Split { mean_radius } if mean_radius == EDT_SEARCH_EVERY_LINE => Way::Search,
         LinePasses::Split { mean_radius } => Way::Split(mean_radius),

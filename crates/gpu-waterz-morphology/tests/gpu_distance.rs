@@ -151,8 +151,11 @@ fn gpu_batches_equal_their_arrays_one_by_one() {
     let g = test_gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(37);
     // Rows of a multiple of 32 go several to a warp (runs ending mid-volume
-    // and a last run short of rows): 64 (8 a run), 32 (16), 96 (5), 256 (2).
-    let cases: [(&[usize], &[usize]); 11] = [
+    // and a last run short of rows): 64 (8 a run), 32 (16), 96 (5), 256 (2);
+    // rows of a multiple of 16 are loaded 16 bytes a lane (48: a row ends
+    // mid-word), of 4 (40) 4 bytes, others a byte.
+    let cases: [(&[usize], &[usize]); 12] = [
+        (&[3], &[5, 48]),
         (&[9], &[5, 7, 64]),
         (&[3], &[11, 32]),
         (&[2, 3], &[3, 5, 96]),

@@ -791,7 +791,8 @@ fn dims_of(shape: &[usize]) -> Result<Dims3> {
 pub enum LinePasses {
     /// `Envelope` for the taxicab metric (its sweeps were the fastest way
     /// on every mask measured), else `Split` at [`AUTO_MEAN_RADIUS`]
-    /// (`docs/BENCHMARKS.md`, session 43).
+    /// (`docs/BENCHMARKS.md`, session 43) but `Search` along lines of at
+    /// most [`AUTO_SEARCH_LENGTH`].
     #[default]
     Auto,
     /// Each line by one thread in global memory, linear in its length
@@ -824,6 +825,15 @@ pub enum LinePasses {
 /// within 1.35× of the envelope's where the background is sparse (where
 /// the search alone is 1.5–30× slower).
 pub const AUTO_MEAN_RADIUS: u32 = 8;
+
+/// `LinePasses::Auto` searches every line of at most this many elements
+/// (Euclidean and chessboard metrics) instead of splitting: a search takes
+/// at most the line's length per element, while the few lines a split
+/// would defer each cost the one-thread pass a whole line's latency. On an
+/// H100 (`docs/BENCHMARKS.md`, session 44) the split deferred 0.9 % of the
+/// y lines of 64 volumes of 64³ blobs, and their envelope took 0.081 ms of
+/// the batch's 0.672 ms.
+pub const AUTO_SEARCH_LENGTH: u64 = 64;
 
 /// The distances of each array of `batch` in `mask` (one byte per element,
 /// C order, the arrays one after another; 0: background, any other byte
