@@ -85,15 +85,15 @@ kernel! {
                 }
             }
         };
-        // Flags the volume of `row` when the row held background. Every
-        // row of a volume would store to its one word, and the stores to
-        // one address queue: only a word still read as clear is written (a
+        // Flags volume `item` when a row of it held background. Every row
+        // of a volume would store to its one word, and the stores to one
+        // address queue: only a word still read as clear is written (a
         // stale read costs one more store of the same value).
-        let flag = |row: u64, seen: bool| {
+        let flag = |item: u64, seen: bool| {
             if seen && lane == 0 {
-                // SAFETY: background holds a word per volume; row < rows.
+                // SAFETY: background holds a word per volume; item < items.
                 unsafe {
-                    let word = background.add((row / rows_per_item) as usize);
+                    let word = background.add(item as usize);
                     if *word == 0 {
                         *word = 1;
                     }
@@ -115,13 +115,23 @@ kernel! {
             let span = count * length;
             let mut state = RowState { last_zero: NONE, pending: 0 };
             let mut seen = false;
+            // The run's row: where it ends, its volume and the first row
+            // of the next volume (one division per run).
+            let item = first_row / rows_per_item;
+            let mut current = RunRow { end: length, item, next_item: (item + 1) * rows_per_item, row: first_row };
             // Before the word at w: ends the row before it when w starts a
             // row (not the first).
-            let boundary = |state: &mut RowState, seen: &mut bool, w: u32| {
-                if per_warp > 1 && w > 0 && w % length == 0 {
+            let boundary = |state: &mut RowState, seen: &mut bool, row: &mut RunRow, w: u32| {
+                if w == row.end && w < span {
                     state.finish(w, lane, |p, nearest| write(base, p, nearest));
-                    flag(first_row + (w / length - 1) as u64, *seen);
+                    flag(row.item, *seen);
                     *seen = false;
+                    row.end += length;
+                    row.row += 1;
+                    if row.row == row.next_item {
+                        row.item += 1;
+                        row.next_item += rows_per_item;
+                    }
                 }
             };
             if wide {
@@ -146,7 +156,7 @@ kernel! {
                         // SAFETY: every lane is here.
                         let bits = unsafe { shuffle_u32(zeros, 2 * k) };
                         let w = chunk + 32 * k;
-                        boundary(&mut state, &mut seen, w);
+                        boundary(&mut state, &mut seen, &mut current, w);
                         seen |= state.word(w, bits, lane, |p, nearest| write(base, p, nearest));
                         k += 1;
                     }
@@ -171,7 +181,7 @@ kernel! {
                         // SAFETY: every lane is here.
                         let bits = unsafe { shuffle_u32(zeros, 8 * k) };
                         let w = chunk + 32 * k;
-                        boundary(&mut state, &mut seen, w);
+                        boundary(&mut state, &mut seen, &mut current, w);
                         seen |= state.word(w, bits, lane, |p, nearest| write(base, p, nearest));
                         k += 1;
                     }
@@ -186,16 +196,26 @@ kernel! {
                     let zero = x < span && unsafe { *mask.add((base + x as u64) as usize) } == 0;
                     // SAFETY: every lane is here (the loops are warp-uniform).
                     let bits = unsafe { ballot(zero) };
-                    boundary(&mut state, &mut seen, word);
+                    boundary(&mut state, &mut seen, &mut current, word);
                     seen |= state.word(word, bits, lane, |p, nearest| write(base, p, nearest));
                     word = word.saturating_add(32);
                 }
             }
             state.finish(span, lane, |p, nearest| write(base, p, nearest));
-            flag(first_row + (count - 1) as u64, seen);
+            flag(current.item, seen);
             run += grid_dim_x() as u64 * warps;
         }
     }
+}
+
+/// The row of a run of `edt_rows` being walked (warp-uniform): the
+/// position (from the run's start) where it ends, its volume, the first
+/// row of the next volume and its own index.
+struct RunRow {
+    end: u32,
+    item: u64,
+    next_item: u64,
+    row: u64,
 }
 
 /// A row's walk in `edt_rows` (warp-uniform): its last background
@@ -418,12 +438,16 @@ kernel! {
             let mark = (group as u32).wrapping_add(1);
             let mut bound = 0u32;
             let mut j = first_j;
+            // The element's offsets in the volume and in the shared lines,
+            // stepped (no multiplication per element).
+            let (mut from, mut to) = (start + first_j * stride, first_j * per + l);
             while j < length {
-                // SAFETY: element j of a line of the volume; j * per + l <
-                // length * per, the shared words launched; l < per marks.
+                // SAFETY: element j of a line of the volume (from = start +
+                // j * stride); to = j * per + l < length * per, the shared
+                // words launched; l < per marks.
                 unsafe {
-                    let v = if line < lines { *input.add((start + j * stride) as usize) } else { EDT_INFINITE };
-                    *shared.add((j * per + l) as usize) = v;
+                    let v = if line < lines { *input.add(from as usize) } else { EDT_INFINITE };
+                    *shared.add(to as usize) = v;
                     if v != EDT_INFINITE {
                         *marks.add(l as usize) = mark;
                     }
@@ -433,6 +457,8 @@ kernel! {
                     }
                 }
                 j += step;
+                from += step * stride;
+                to += step * per;
             }
             // SAFETY: row < 2 and l < per: one of the 2 * per sums.
             let sum = unsafe { sums.add((row * per + l) as usize) };
@@ -460,30 +486,42 @@ kernel! {
             }
             row = 1 - row;
             if line < lines && !deferring {
+                // Line l's words in shared memory, every per-th from l; u32
+                // offsets (below length * per, at most 12,288 * 32).
+                // SAFETY: l < per: the first word of line l.
+                let own = unsafe { shared.add(l as usize) };
+                let per32 = per as u32;
+                // SAFETY: q < length, so q * per + l is a shared word.
+                let value = |q: u32| unsafe { *own.add((q * per32) as usize) };
                 let mut p = first_j;
+                let mut g = start + first_j * stride;
                 while p < length {
-                    // SAFETY: q < length, so q * per + l is a shared word.
-                    let value = |q: u32| unsafe { *shared.add((q as u64 * per + l) as usize) };
                     // A line without a finite cost has nothing to search:
-                    // infinite, with the element's own feature.
-                    let (best, at) = if finite {
-                        line_minimum_metric(metric, p as u32, length as u32, value)
-                    } else {
+                    // infinite, with the element's own feature. The search
+                    // is written out per metric (constant in its loop).
+                    let (best, at) = if !finite {
                         (EDT_INFINITE, p as u32)
+                    } else if metric == METRIC_EUCLIDEAN {
+                        line_minimum_metric(METRIC_EUCLIDEAN, p as u32, length as u32, value)
+                    } else if metric == METRIC_TAXICAB {
+                        line_minimum_metric(METRIC_TAXICAB, p as u32, length as u32, value)
+                    } else {
+                        line_minimum_metric(METRIC_CHESSBOARD, p as u32, length as u32, value)
                     };
-                    let g = (start + p * stride) as usize;
-                    // SAFETY: g and the line's element at are elements of the volume.
+                    // SAFETY: g (start + p * stride) and the line's element
+                    // at are elements of the volume.
                     unsafe {
                         if roots {
-                            *distances.add(g) = sqrt_f64(best as f64);
+                            *distances.add(g as usize) = sqrt_f64(best as f64);
                         } else {
-                            *output.add(g) = best;
+                            *output.add(g as usize) = best;
                         }
                         if !features_out.is_null() {
-                            *features_out.add(g) = *features_in.add((start + at as u64 * stride) as usize);
+                            *features_out.add(g as usize) = *features_in.add((start + at as u64 * stride) as usize);
                         }
                     }
                     p += step;
+                    g += step * stride;
                 }
             }
             // SAFETY: every thread reaches it; the next group reuses the shared memory.
