@@ -228,8 +228,9 @@ struct RowState {
 impl RowState {
     /// The word of 32 positions from `word`, whose background elements are
     /// the set `bits`: when it holds one, writes the positions since the
-    /// last background element (`write(p, nearest)`, lane `lane` taking
-    /// every 32nd) and moves on. Returns whether it held one.
+    /// last background element up to the word's last one (`write(p,
+    /// nearest)`, lane `lane` taking every 32nd, in as few rounds as the
+    /// positions need) and moves on. Returns whether it held one.
     #[inline(always)]
     fn word(&mut self, word: u32, bits: u32, lane: u32, write: impl Fn(u32, u32)) -> bool {
         if bits == 0 {
@@ -237,21 +238,22 @@ impl RowState {
         }
         let first = word + bits.trailing_zeros();
         let last = word + 31 - bits.leading_zeros();
-        // The earlier words' pending positions lie between last_zero and
-        // this word's first background element.
         let mut p = self.pending + lane;
-        while p < word {
-            write(p, nearer_of(self.last_zero, first, p));
+        while p <= last {
+            let nearest = if p < word {
+                // An earlier word's pending position: between last_zero
+                // and this word's first background element.
+                nearer_of(self.last_zero, first, p)
+            } else {
+                // This word's: one on either side in the word, or
+                // last_zero on the left.
+                let (below, above) = nearest_set_bits(bits, p - word);
+                let left = below.map_or(self.last_zero, |b| word + b);
+                let right = above.map_or(u32::MAX, |b| word + b);
+                nearer_of(left, right, p)
+            };
+            write(p, nearest);
             p += 32;
-        }
-        // This word's positions up to its last background element have one
-        // on either side in the word, or last_zero on the left.
-        let x = word + lane;
-        if x <= last {
-            let (below, above) = nearest_set_bits(bits, lane);
-            let left = below.map_or(self.last_zero, |b| word + b);
-            let right = above.map_or(u32::MAX, |b| word + b);
-            write(x, nearer_of(left, right, x));
         }
         self.last_zero = last;
         self.pending = last + 1;
@@ -364,8 +366,13 @@ kernel! {
     /// bounds on their search ([`search_radius_bound`]) exceed it on
     /// average ([`line_deferred`]) is neither searched nor written: its
     /// byte of `deferred` is set (else cleared) for `edt_envelope` or
-    /// `edt_chamfer` to take it. The Euclidean metric's last pass writes
-    /// the square roots as float64 distances, the others' costs.
+    /// `edt_chamfer` to take it. With `bracketed` (the Euclidean metric),
+    /// each line is searched in three levels (`bracket_level_element`):
+    /// every 16th element along the whole line, then every 4th and then the
+    /// rest only between the positions found nearest to the elements of the
+    /// level before on either side (`line_minimum_bracketed`). The
+    /// Euclidean metric's last pass writes the square roots as float64
+    /// distances, the others' costs.
     ///
     /// # Safety
     /// `input`, and `output` (every pass but the Euclidean last) or
@@ -376,8 +383,10 @@ kernel! {
     /// [`EDT_LINE_THREADS`] threads and `lines_per_block * (length + 3) *
     /// 4` bytes of shared memory (the lines, then a word per line marking
     /// the group in which it held a finite cost, then two words per line
-    /// for the sums of the bounds), `lines_per_block` a power of two
-    /// dividing [`EDT_LINE_THREADS`].
+    /// for the sums of the bounds; with `bracketed`, `lines_per_block *
+    /// ceil(length / 4) * 4` bytes more for the nearest position of every
+    /// 4th element), `lines_per_block` a power of two dividing
+    /// [`EDT_LINE_THREADS`]; `bracketed` only with the Euclidean metric.
     ///
     /// # Parameters
     /// See [`EdtLinesArgs`].
@@ -399,6 +408,7 @@ kernel! {
         features_in: *const u32,
         features_out: *mut u32,
         mean_radius: u32,
+        bracketed: u32,
         deferred: *mut u8,
     ) as EdtLinesArgs {
         let (lines, length, stride) = line_geometry(dims, items, axis);
@@ -485,14 +495,78 @@ kernel! {
                 }
             }
             row = 1 - row;
-            if line < lines && !deferring {
-                // Line l's words in shared memory, every per-th from l; u32
-                // offsets (below length * per, at most 12,288 * 32).
-                // SAFETY: l < per: the first word of line l.
-                let own = unsafe { shared.add(l as usize) };
-                let per32 = per as u32;
-                // SAFETY: q < length, so q * per + l is a shared word.
-                let value = |q: u32| unsafe { *own.add((q * per32) as usize) };
+            let searched = line < lines && !deferring;
+            // Line l's words in shared memory, every per-th from l; u32
+            // offsets (below length * per, at most 12,288 * 32).
+            // SAFETY: l < per: the first word of line l.
+            let own = unsafe { shared.add(l as usize) };
+            let per32 = per as u32;
+            // SAFETY: q < length, so q * per + l is a shared word.
+            let value = |q: u32| unsafe { *own.add((q * per32) as usize) };
+            // Writes element p's least cost and the feature of position at.
+            let emit = |p: u32, best: u32, at: u32| {
+                let g = (start + p as u64 * stride) as usize;
+                // SAFETY: p and at are positions of the line: elements.
+                unsafe {
+                    if roots {
+                        *distances.add(g) = sqrt_f64(best as f64);
+                    } else {
+                        *output.add(g) = best;
+                    }
+                    if !features_out.is_null() {
+                        *features_out.add(g) = *features_in.add((start + at as u64 * stride) as usize);
+                    }
+                }
+            };
+            if bracketed != 0 {
+                // The nearest position of every 4th element of line l, after
+                // the sums (the host's ceil(length / 4) * per more words).
+                // SAFETY: l < per: the first of line l's words there.
+                let nearest = unsafe { sums.add((2 * per + l) as usize) };
+                // SAFETY: j < length is a multiple of 4: word j / 4 of line l.
+                let near = |j: u32| unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) };
+                let n = length as u32;
+                let mut level = 0;
+                while level < 3 {
+                    if searched {
+                        let mut i = first_j as u32;
+                        loop {
+                            let j = bracket_level_element(level, i);
+                            if j >= n {
+                                break;
+                            }
+                            let (best, at) = if !finite {
+                                (EDT_INFINITE, j)
+                            } else {
+                                // Level 0 reads the whole line; the others
+                                // between the nearest positions of the
+                                // elements a stride apart around them.
+                                let (low, high) = if level == 0 {
+                                    (0, n - 1)
+                                } else {
+                                    let s = if level == 1 { EDT_BRACKET_COARSE } else { EDT_BRACKET_FINE };
+                                    let a = j & !(s - 1);
+                                    (near(a), if a + s < n { near(a + s) } else { n - 1 })
+                                };
+                                line_minimum_bracketed(j, low, high, value)
+                            };
+                            if j % EDT_BRACKET_FINE == 0 {
+                                // SAFETY: j < length, a multiple of 4.
+                                unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) = at };
+                            }
+                            emit(j, best, at);
+                            i += step as u32;
+                        }
+                    }
+                    if level < 2 {
+                        // SAFETY: every thread reaches it (bracketed and the
+                        // levels are block-uniform); the next level reads
+                        // the nearest positions written before it.
+                        unsafe { sync_threads() };
+                    }
+                    level += 1;
+                }
+            } else if searched {
                 let mut p = first_j;
                 let mut g = start + first_j * stride;
                 while p < length {

@@ -567,9 +567,85 @@ pub struct EdtLinesArgs {
     /// searched: their byte of `deferred` is set for `edt_envelope` or
     /// `edt_chamfer` to take them ([`EDT_SEARCH_EVERY_LINE`]: none).
     pub mean_radius: u32,
+    /// Euclidean metric only (else 0): 1 searches each line in three
+    /// levels ([`bracket_level_element`]), the later ones only between the
+    /// positions that the earlier ones found nearest
+    /// ([`line_minimum_bracketed`]); 0 searches each element along its
+    /// whole line ([`line_minimum_metric`]).
+    pub bracketed: u32,
     /// Out: a byte per line (null when `mean_radius` is
     /// [`EDT_SEARCH_EVERY_LINE`]): 1 for a line deferred, else 0.
     pub deferred: *mut u8,
+}
+
+/// The stride of the bracketed search's first level: every 16th element
+/// of a line is searched along the whole line ([`bracket_level_element`]).
+pub const EDT_BRACKET_COARSE: u32 = 16;
+
+/// The stride of the bracketed search's second level: every 4th element
+/// (not a 16th) is searched between the positions found nearest to the
+/// 16th elements on either side.
+pub const EDT_BRACKET_FINE: u32 = 4;
+
+/// The position (on its line) of element `i` of level `level` of the
+/// bracketed search: level 0 the multiples of 16, level 1 the other
+/// multiples of 4, level 2 the rest, each in order.
+#[inline(always)]
+pub const fn bracket_level_element(level: u32, i: u32) -> u32 {
+    match level {
+        0 => EDT_BRACKET_COARSE * i,
+        1 => (i / 3) * EDT_BRACKET_COARSE + (i % 3 + 1) * EDT_BRACKET_FINE,
+        _ => (i / 3) * EDT_BRACKET_FINE + i % 3 + 1,
+    }
+}
+
+/// The least `value(q) + (p - q)²` over the positions `low <= q <= high`
+/// ([`EDT_INFINITE`]: no value at `q`), and the leftmost `q` that gives it
+/// (`low` when no value there is finite); exact.
+///
+/// The search walks outward from `p` (from the bracket's nearer end when
+/// `p` lies outside it) and stops once the step's cost alone exceeds the
+/// best. For any line, the leftmost position giving the least cost never
+/// moves left as `p` moves right (the costs `value(q) + (p - q)²` form a
+/// Monge array), so the leftmost positions of two elements `a < b` bracket
+/// those of every element between them: the bracketed search finds their
+/// minima while reading only the bracket.
+#[inline(always)]
+pub fn line_minimum_bracketed(p: u32, low: u32, high: u32, value: impl Fn(u32) -> u32) -> (u32, u32) {
+    let (mut best, mut at) = (EDT_INFINITE, low);
+    // From the bracket's nearer end when p lies outside it: then one side
+    // stays out of it throughout.
+    let mut k = if p < low {
+        low - p
+    } else if p > high {
+        p - high
+    } else {
+        0
+    };
+    loop {
+        let left = k <= p && p - k >= low;
+        let right = k > 0 && p + k <= high;
+        // Steps of at most 12,288: their square stays below EDT_INFINITE.
+        let step = k * k;
+        if (!left && p + k > high) || step > best {
+            break;
+        }
+        // A tie on the left lies further left than every position read.
+        if left {
+            let v = combine_cost(METRIC_EUCLIDEAN, value(p - k), step);
+            if v <= best && v != EDT_INFINITE {
+                (best, at) = (v, p - k);
+            }
+        }
+        if right {
+            let v = combine_cost(METRIC_EUCLIDEAN, value(p + k), step);
+            if v < best {
+                (best, at) = (v, p + k);
+            }
+        }
+        k += 1;
+    }
+    (best, at)
 }
 
 /// `mean_radius` of [`EdtLinesArgs`] that searches every line.
@@ -640,7 +716,7 @@ impl_kernel_args!(
     EdtPassArgs => EdtPass { dims, items, axis, last, sampling, input, output, features_in, features_out },
     EdtLinesArgs => EdtLines {
         dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out,
-        mean_radius, deferred
+        mean_radius, bracketed, deferred
     },
     EdtIndicesArgs => EdtIndices { dims, items, rank, unreached_own, features, indices },
     EdtChamferArgs => EdtChamfer {
@@ -681,6 +757,88 @@ mod tests {
         assert_eq!(edt_lines_per_block(512, true), 1);
         assert_eq!(edt_lines_per_block(512, false), 16);
         assert_eq!(edt_lines_per_block(100_000, false), 0);
+    }
+
+    /// Three levels of bracketed searches over a line, as `edt_lines` runs
+    /// them: each element's least cost and position.
+    fn bracketed_levels(values: &[u32]) -> Vec<(u32, u32)> {
+        let n = values.len() as u32;
+        let value = |q: u32| values[q as usize];
+        let mut got = std::vec![(0, 0); values.len()];
+        for level in 0..3 {
+            let mut i = 0;
+            loop {
+                let j = bracket_level_element(level, i);
+                if j >= n {
+                    break;
+                }
+                let (low, high) = match level {
+                    0 => (0, n - 1),
+                    _ => {
+                        let stride = if level == 1 { EDT_BRACKET_COARSE } else { EDT_BRACKET_FINE };
+                        let (a, b) = (j - j % stride, j - j % stride + stride);
+                        (got[a as usize].1, if b < n { got[b as usize].1 } else { n - 1 })
+                    }
+                };
+                got[j as usize] = line_minimum_bracketed(j, low, high, value);
+                i += 1;
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn bracketed_searches_find_the_leftmost_minima() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as u32
+        };
+        for case in 0..600u32 {
+            let n = 1 + next() as usize % 150;
+            // Dense, sparse and single finite values; small values make ties.
+            let keep = [2, 5, 40, 1000][case as usize % 4];
+            let mut values: Vec<u32> = (0..n)
+                .map(|_| if next() % keep == 0 { next() % [3, 50, 5000][case as usize % 3] } else { EDT_INFINITE })
+                .collect();
+            let at = next() as usize % n;
+            values[at] = values[at].min(next() % 9);
+            let want: Vec<(u32, u32)> = (0..n as u32)
+                .map(|p| {
+                    let cost = |q: u32| combine_cost(METRIC_EUCLIDEAN, values[q as usize], p.abs_diff(q).pow(2));
+                    let least = (0..n as u32).map(cost).min().unwrap();
+                    (least, (0..n as u32).find(|&q| cost(q) == least).unwrap())
+                })
+                .collect();
+            for p in 0..n as u32 {
+                let got = line_minimum_bracketed(p, 0, n as u32 - 1, |q| values[q as usize]);
+                assert_eq!(got, want[p as usize], "case {case}, p = {p}: the whole line");
+            }
+            assert_eq!(bracketed_levels(&values), want, "case {case}: three levels");
+        }
+        // Every element belongs to one level, each level in order.
+        for n in 1..100u32 {
+            let mut seen = std::vec![0u32; n as usize];
+            for level in 0..3 {
+                let mut last = None;
+                for i in 0.. {
+                    let j = bracket_level_element(level, i);
+                    if j >= n {
+                        break;
+                    }
+                    assert!(last.is_none_or(|l| l < j), "n {n} level {level}");
+                    last = Some(j);
+                    seen[j as usize] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "n {n}: {seen:?}");
+        }
+        // None finite: infinite, at the bracket's low end.
+        assert_eq!(line_minimum_bracketed(3, 1, 5, |_| EDT_INFINITE), (EDT_INFINITE, 1));
+        // Outside the bracket on either side.
+        let v = [EDT_INFINITE, EDT_INFINITE, 0, 1, EDT_INFINITE, EDT_INFINITE];
+        assert_eq!(line_minimum_bracketed(0, 2, 3, |q| v[q as usize]), (4, 2));
+        assert_eq!(line_minimum_bracketed(5, 2, 3, |q| v[q as usize]), (5, 3));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS, AUTO_SEARCH_LENGTH};
 use gpu_waterz_abi::distance::{
     edt_lines_per_block, edt_rows_per_warp, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs,
-    EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD,
-    METRIC_EUCLIDEAN, METRIC_TAXICAB,
+    EdtRowsArgs, EDT_BRACKET_FINE, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE,
+    METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -262,6 +262,8 @@ pub(crate) fn edt_line_passes(
     let way = |a: usize| match passes {
         _ if extents[a] <= 1 => Way::Search,
         LinePasses::Search => Way::Search,
+        LinePasses::Bracketed if metric == METRIC_EUCLIDEAN => Way::Bracketed,
+        LinePasses::Bracketed => Way::Search,
         LinePasses::Envelope => Way::OneThread,
         // The taxicab sweeps were the fastest way on every mask measured.
         LinePasses::Auto if metric == METRIC_TAXICAB => Way::OneThread,
@@ -303,8 +305,11 @@ pub(crate) fn edt_line_passes(
             _ => (EDT_SEARCH_EVERY_LINE, std::ptr::null_mut()),
         };
         if way != Way::OneThread {
-            // The lines, then a mark per line, then two rows of sums.
-            let shared_bytes = (per as u64 * (extents[a] + 3) * 4) as u32;
+            // The lines, then a mark per line, then two rows of sums, then
+            // (bracketed) the nearest position of every 4th element.
+            let bracketed = way == Way::Bracketed;
+            let nearest_words = if bracketed { extents[a].div_ceil(EDT_BRACKET_FINE as u64) } else { 0 };
+            let shared_bytes = (per as u64 * (extents[a] + 3 + nearest_words) * 4) as u32;
             if shared_bytes > 48 * 1024 {
                 gpu.allow_shared_bytes(gpu_waterz_abi::kernel::Kernel::EdtLines, shared_bytes)?;
             }
@@ -326,6 +331,7 @@ pub(crate) fn edt_line_passes(
                 features_in,
                 features_out,
                 mean_radius,
+                bracketed: bracketed as u32,
                 deferred: flags,
             };
             // Deferred holds a byte per line when split (allocated for the
@@ -335,7 +341,8 @@ pub(crate) fn edt_line_passes(
             // SAFETY: every buffer holds n elements (checked), each pass
             // reads one of each pair and writes the other; see above.
             unsafe { gpu.launch(config, args) }?;
-            if way == Way::Search {
+            // Only a split leaves lines to the one-thread passes.
+            if !matches!(way, Way::Split(_)) {
                 continue;
             }
         }
@@ -387,6 +394,9 @@ pub(crate) fn edt_line_passes(
 enum Way {
     /// `edt_lines` searches every line.
     Search,
+    /// `edt_lines` searches every line in three levels, each bracketed by
+    /// the one before (the Euclidean metric).
+    Bracketed,
     /// `edt_envelope` or `edt_chamfer` takes every line.
     OneThread,
     /// `edt_lines` searches the lines up to this mean radius and defers
