@@ -366,20 +366,21 @@ kernel! {
     /// bounds on their search ([`search_radius_bound`]) exceed it on
     /// average ([`line_deferred`]) is neither searched nor written: its
     /// byte of `deferred` is set (else cleared) for `edt_envelope` or
-    /// `edt_chamfer` to take it. With `bracketed` (the Euclidean metric),
-    /// each line is searched in three levels (`bracket_level_element`):
-    /// every 16th element along the whole line, then every 4th and then the
-    /// rest only between the positions found nearest to the elements of the
-    /// level before on either side (`line_minimum_bracketed`). The
-    /// Euclidean metric's last pass writes the square roots as float64
-    /// distances, the others' costs.
+    /// `edt_chamfer` to take it; with `bracketed` (the Euclidean metric)
+    /// such a line is searched in levels instead (`bracket_level_element`):
+    /// every 256th element along the whole line, then at a quarter of the
+    /// stride each level, only between the positions found nearest to the
+    /// elements of the levels before on either side
+    /// (`line_minimum_bracketed`). The Euclidean metric's last pass writes
+    /// the square roots as float64 distances, the others' costs.
     ///
     /// # Safety
     /// `input`, and `output` (every pass but the Euclidean last) or
     /// `distances` (that one), and the features (unless null) hold one
     /// value per element of the `items` volumes of `dims`; `deferred`
     /// holds a byte per line unless `mean_radius` is
-    /// [`EDT_SEARCH_EVERY_LINE`]; outputs overlap no input; launched with
+    /// [`EDT_SEARCH_EVERY_LINE`] or `bracketed` is set; outputs overlap no
+    /// input; launched with
     /// [`EDT_LINE_THREADS`] threads and `lines_per_block * (length + 3) *
     /// 4` bytes of shared memory (the lines, then a word per line marking
     /// the group in which it held a finite cost, then two words per line
@@ -482,9 +483,12 @@ kernel! {
             // SAFETY: l < per marks, set (or not) before the barrier.
             let finite = unsafe { *marks.add(l as usize) } == mark;
             // SAFETY: this row's sum of line l, complete at the barrier.
-            let deferring = defers && finite && line_deferred(unsafe { *sum }, length as u32, mean_radius);
+            let long = defers && finite && line_deferred(unsafe { *sum }, length as u32, mean_radius);
+            // A long line is searched in levels when bracketed, else left
+            // to the one-thread pass.
+            let deferring = long && bracketed == 0;
             if defers {
-                if line < lines && first_j == 0 {
+                if line < lines && first_j == 0 && bracketed == 0 {
                     // SAFETY: deferred holds a byte per line; line < lines.
                     unsafe { *deferred.add(line as usize) = deferring as u8 };
                 }
@@ -527,29 +531,32 @@ kernel! {
                 let near = |j: u32| unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) };
                 let n = length as u32;
                 let mut level = 0;
-                while level < 3 {
-                    if searched {
+                while level < EDT_BRACKET_LEVELS {
+                    if searched && !long && level == 0 {
+                        // A short line (or one without a finite cost): each
+                        // element outward along the whole line.
+                        let mut j = first_j as u32;
+                        while j < n {
+                            let (best, at) = if finite {
+                                line_minimum_metric(METRIC_EUCLIDEAN, j, n, value)
+                            } else {
+                                (EDT_INFINITE, j)
+                            };
+                            emit(j, best, at);
+                            j += step as u32;
+                        }
+                    } else if searched && long {
                         let mut i = first_j as u32;
                         loop {
                             let j = bracket_level_element(level, i);
                             if j >= n {
                                 break;
                             }
-                            let (best, at) = if !finite {
-                                (EDT_INFINITE, j)
-                            } else {
-                                // Level 0 reads the whole line; the others
-                                // between the nearest positions of the
-                                // elements a stride apart around them.
-                                let (low, high) = if level == 0 {
-                                    (0, n - 1)
-                                } else {
-                                    let s = if level == 1 { EDT_BRACKET_COARSE } else { EDT_BRACKET_FINE };
-                                    let a = j & !(s - 1);
-                                    (near(a), if a + s < n { near(a + s) } else { n - 1 })
-                                };
-                                line_minimum_bracketed(j, low, high, value)
-                            };
+                            // Level 0 reads the whole line, the others between
+                            // the nearest positions of the earlier levels'
+                            // elements around them.
+                            let (low, high) = if level == 0 { (0, n - 1) } else { bracket_of(level, j, n, near) };
+                            let (best, at) = line_minimum_bracketed(j, low, high, value);
                             if j % EDT_BRACKET_FINE == 0 {
                                 // SAFETY: j < length, a multiple of 4.
                                 unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) = at };
@@ -558,7 +565,7 @@ kernel! {
                             i += step as u32;
                         }
                     }
-                    if level < 2 {
+                    if level + 1 < EDT_BRACKET_LEVELS {
                         // SAFETY: every thread reaches it (bracketed and the
                         // levels are block-uniform); the next level reads
                         // the nearest positions written before it.

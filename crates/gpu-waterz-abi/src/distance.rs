@@ -567,36 +567,55 @@ pub struct EdtLinesArgs {
     /// searched: their byte of `deferred` is set for `edt_envelope` or
     /// `edt_chamfer` to take them ([`EDT_SEARCH_EVERY_LINE`]: none).
     pub mean_radius: u32,
-    /// Euclidean metric only (else 0): 1 searches each line in three
-    /// levels ([`bracket_level_element`]), the later ones only between the
-    /// positions that the earlier ones found nearest
-    /// ([`line_minimum_bracketed`]); 0 searches each element along its
-    /// whole line ([`line_minimum_metric`]).
+    /// Euclidean metric only (else 0): 1 searches the lines that
+    /// `mean_radius` would defer in levels ([`bracket_level_element`],
+    /// later levels only between the positions the earlier ones found
+    /// nearest: [`line_minimum_bracketed`]) instead of deferring them
+    /// (`deferred` is then not written); 0 defers them.
     pub bracketed: u32,
     /// Out: a byte per line (null when `mean_radius` is
     /// [`EDT_SEARCH_EVERY_LINE`]): 1 for a line deferred, else 0.
     pub deferred: *mut u8,
 }
 
-/// The stride of the bracketed search's first level: every 16th element
-/// of a line is searched along the whole line ([`bracket_level_element`]).
-pub const EDT_BRACKET_COARSE: u32 = 16;
+/// The levels of the bracketed search: level 0 searches every 256th
+/// element of a line along the whole line, each later level the elements
+/// a quarter of the stride apart between the nearest positions that the
+/// level before found on either side ([`bracket_level_element`]).
+pub const EDT_BRACKET_LEVELS: u32 = 5;
 
-/// The stride of the bracketed search's second level: every 4th element
-/// (not a 16th) is searched between the positions found nearest to the
-/// 16th elements on either side.
+/// The stride of the elements whose nearest position the bracketed search
+/// keeps (those of every level but the last).
 pub const EDT_BRACKET_FINE: u32 = 4;
 
+/// The stride of level `level`'s elements: 256, 64, 16, 4, 1.
+#[inline(always)]
+pub const fn bracket_level_stride(level: u32) -> u32 {
+    1 << (2 * (EDT_BRACKET_LEVELS - 1 - level))
+}
+
 /// The position (on its line) of element `i` of level `level` of the
-/// bracketed search: level 0 the multiples of 16, level 1 the other
-/// multiples of 4, level 2 the rest, each in order.
+/// bracketed search, in order: level 0 the multiples of 256, each later
+/// level the multiples of its stride that no earlier level took.
 #[inline(always)]
 pub const fn bracket_level_element(level: u32, i: u32) -> u32 {
-    match level {
-        0 => EDT_BRACKET_COARSE * i,
-        1 => (i / 3) * EDT_BRACKET_COARSE + (i % 3 + 1) * EDT_BRACKET_FINE,
-        _ => (i / 3) * EDT_BRACKET_FINE + i % 3 + 1,
+    let s = bracket_level_stride(level);
+    if level == 0 {
+        s * i
+    } else {
+        (i / 3) * 4 * s + (i % 3 + 1) * s
     }
+}
+
+/// The positions between which element `j` of level `level >= 1` of a
+/// line of `n` searches: the nearest positions (`nearest(a)`) of the
+/// elements of the levels before on either side of it, four strides apart
+/// (the line's end when there is none on the right).
+#[inline(always)]
+pub fn bracket_of(level: u32, j: u32, n: u32, nearest: impl Fn(u32) -> u32) -> (u32, u32) {
+    let span = 4 * bracket_level_stride(level);
+    let a = j & !(span - 1);
+    (nearest(a), if a + span < n { nearest(a + span) } else { n - 1 })
 }
 
 /// The least `value(q) + (p - q)²` over the positions `low <= q <= high`
@@ -759,13 +778,13 @@ mod tests {
         assert_eq!(edt_lines_per_block(100_000, false), 0);
     }
 
-    /// Three levels of bracketed searches over a line, as `edt_lines` runs
+    /// The levels of bracketed searches over a line, as `edt_lines` runs
     /// them: each element's least cost and position.
     fn bracketed_levels(values: &[u32]) -> Vec<(u32, u32)> {
         let n = values.len() as u32;
         let value = |q: u32| values[q as usize];
         let mut got = std::vec![(0, 0); values.len()];
-        for level in 0..3 {
+        for level in 0..EDT_BRACKET_LEVELS {
             let mut i = 0;
             loop {
                 let j = bracket_level_element(level, i);
@@ -774,11 +793,7 @@ mod tests {
                 }
                 let (low, high) = match level {
                     0 => (0, n - 1),
-                    _ => {
-                        let stride = if level == 1 { EDT_BRACKET_COARSE } else { EDT_BRACKET_FINE };
-                        let (a, b) = (j - j % stride, j - j % stride + stride);
-                        (got[a as usize].1, if b < n { got[b as usize].1 } else { n - 1 })
-                    }
+                    _ => bracket_of(level, j, n, |a| got[a as usize].1),
                 };
                 got[j as usize] = line_minimum_bracketed(j, low, high, value);
                 i += 1;
@@ -795,7 +810,7 @@ mod tests {
             (state >> 33) as u32
         };
         for case in 0..600u32 {
-            let n = 1 + next() as usize % 150;
+            let n = 1 + next() as usize % [150, 700][case as usize % 2];
             // Dense, sparse and single finite values; small values make ties.
             let keep = [2, 5, 40, 1000][case as usize % 4];
             let mut values: Vec<u32> = (0..n)
@@ -814,12 +829,12 @@ mod tests {
                 let got = line_minimum_bracketed(p, 0, n as u32 - 1, |q| values[q as usize]);
                 assert_eq!(got, want[p as usize], "case {case}, p = {p}: the whole line");
             }
-            assert_eq!(bracketed_levels(&values), want, "case {case}: three levels");
+            assert_eq!(bracketed_levels(&values), want, "case {case}: the levels");
         }
         // Every element belongs to one level, each level in order.
-        for n in 1..100u32 {
+        for n in (1..300u32).chain([511, 512, 513, 1024]) {
             let mut seen = std::vec![0u32; n as usize];
-            for level in 0..3 {
+            for level in 0..EDT_BRACKET_LEVELS {
                 let mut last = None;
                 for i in 0.. {
                     let j = bracket_level_element(level, i);
@@ -833,6 +848,8 @@ mod tests {
             }
             assert!(seen.iter().all(|&c| c == 1), "n {n}: {seen:?}");
         }
+        assert_eq!((0..EDT_BRACKET_LEVELS).map(bracket_level_stride).collect::<Vec<_>>(), [256, 64, 16, 4, 1]);
+        assert_eq!(bracket_level_stride(EDT_BRACKET_LEVELS - 2), EDT_BRACKET_FINE);
         // None finite: infinite, at the bracket's low end.
         assert_eq!(line_minimum_bracketed(3, 1, 5, |_| EDT_INFINITE), (EDT_INFINITE, 1));
         // Outside the bracket on either side.

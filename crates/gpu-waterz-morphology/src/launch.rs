@@ -262,14 +262,18 @@ pub(crate) fn edt_line_passes(
     let way = |a: usize| match passes {
         _ if extents[a] <= 1 => Way::Search,
         LinePasses::Search => Way::Search,
-        LinePasses::Bracketed if metric == METRIC_EUCLIDEAN => Way::Bracketed,
-        LinePasses::Bracketed => Way::Search,
+        LinePasses::Bracketed { mean_radius } if metric == METRIC_EUCLIDEAN => Way::Bracketed(mean_radius),
+        LinePasses::Bracketed { mean_radius } | LinePasses::Split { mean_radius }
+            if mean_radius == EDT_SEARCH_EVERY_LINE =>
+        {
+            Way::Search
+        }
+        LinePasses::Bracketed { mean_radius } => Way::Split(mean_radius),
         LinePasses::Envelope => Way::OneThread,
         // The taxicab sweeps were the fastest way on every mask measured.
         LinePasses::Auto if metric == METRIC_TAXICAB => Way::OneThread,
         LinePasses::Auto if extents[a] <= AUTO_SEARCH_LENGTH => Way::Search,
         LinePasses::Auto => Way::Split(AUTO_MEAN_RADIUS),
-        LinePasses::Split { mean_radius } if mean_radius == EDT_SEARCH_EVERY_LINE => Way::Search,
         LinePasses::Split { mean_radius } => Way::Split(mean_radius),
     };
     let split_lines =
@@ -302,12 +306,13 @@ pub(crate) fn edt_line_passes(
         };
         let (mean_radius, flags) = match (way, &mut deferred) {
             (Way::Split(radius), Some(d)) => (radius, d.as_mut_ptr()),
+            (Way::Bracketed(radius), _) => (radius, std::ptr::null_mut()),
             _ => (EDT_SEARCH_EVERY_LINE, std::ptr::null_mut()),
         };
         if way != Way::OneThread {
             // The lines, then a mark per line, then two rows of sums, then
             // (bracketed) the nearest position of every 4th element.
-            let bracketed = way == Way::Bracketed;
+            let bracketed = matches!(way, Way::Bracketed(_));
             let nearest_words = if bracketed { extents[a].div_ceil(EDT_BRACKET_FINE as u64) } else { 0 };
             let shared_bytes = (per as u64 * (extents[a] + 3 + nearest_words) * 4) as u32;
             if shared_bytes > 48 * 1024 {
@@ -394,9 +399,10 @@ pub(crate) fn edt_line_passes(
 enum Way {
     /// `edt_lines` searches every line.
     Search,
-    /// `edt_lines` searches every line in three levels, each bracketed by
-    /// the one before (the Euclidean metric).
-    Bracketed,
+    /// `edt_lines` searches the lines up to this mean radius outward and
+    /// the others in levels, each bracketed by the ones before (the
+    /// Euclidean metric).
+    Bracketed(u32),
     /// `edt_envelope` or `edt_chamfer` takes every line.
     OneThread,
     /// `edt_lines` searches the lines up to this mean radius and defers

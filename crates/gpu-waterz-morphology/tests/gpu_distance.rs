@@ -334,9 +334,9 @@ fn gpu_envelopes_and_searches_equal_the_cpu() {
 /// between them at mean radii that defer every line with a cost (0), some
 /// (1, 3, 12) or none (`u32::MAX`).
 fn ways() -> Vec<gpu::LinePasses> {
-    let mut ways =
-        vec![gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Bracketed, gpu::LinePasses::Auto];
+    let mut ways = vec![gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto];
     ways.extend([0, 1, 3, 12, u32::MAX].map(|mean_radius| gpu::LinePasses::Split { mean_radius }));
+    ways.extend([0, 1, 3, 12, u32::MAX].map(|mean_radius| gpu::LinePasses::Bracketed { mean_radius }));
     ways
 }
 

@@ -315,41 +315,12 @@ pub fn write_parts_atomically(path: &Path, parts: &[&[u8]], piece_bytes: usize) 
         // No fsync here: the file is complete once renamed, whatever
         // happens to this process; `sync_tree` makes a result durable
         // against a power cut when asked for (`--fsync`).
-        if total >= ASIDE_BYTES && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
-            replace_aside(&tmp, path, &name)
-        } else {
-            std::fs::rename(&tmp, path)
-        }
+        std::fs::rename(&tmp, path)
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
         return Err(write_err(e));
     }
-    Ok(())
-}
-
-/// Files of at least this many bytes replace an existing file by
-/// [`replace_aside`] rather than one rename onto it.
-const ASIDE_BYTES: usize = 64 << 20;
-
-/// Gives `path` (an existing file) the complete file `tmp`: the old file
-/// moves aside to a hidden name beside it, `tmp` takes the name (a rename
-/// onto no file), then the old file is removed. A rename onto an existing
-/// file costs more on ext4 (its `auto_da_alloc` starts writing the new
-/// file back within the rename, and the old file is freed within it:
-/// 0.35 s for 1 GiB on the device machine against 0.16 s for the removal
-/// alone; `docs/BENCHMARKS.md`, session 44). No file has the name only
-/// between the two renames; if the second fails, the old file goes back.
-fn replace_aside(tmp: &Path, path: &Path, name: &str) -> std::io::Result<()> {
-    let aside = path.with_file_name(format!(".{name}.old-{}", std::process::id()));
-    std::fs::rename(path, &aside)?;
-    if let Err(e) = std::fs::rename(tmp, path) {
-        let _ = std::fs::rename(&aside, path);
-        return Err(e);
-    }
-    // The result is in place; an old file that cannot be removed is only
-    // left beside it.
-    let _ = std::fs::remove_file(&aside);
     Ok(())
 }
 
@@ -376,34 +347,6 @@ pub fn sync_tree(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn large_files_replace_old_ones_through_a_name_aside() {
-        let dir = std::env::temp_dir().join(format!("gpu-waterz-aside-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("out.bin");
-        let big = vec![7u8; ASIDE_BYTES];
-        // Onto no file, then onto the old one (moved aside and removed),
-        // then a small file onto the large one (one rename).
-        write_parts_atomically(&path, &[&big[..ASIDE_BYTES / 2], &big[ASIDE_BYTES / 2..]], 1 << 20).unwrap();
-        std::fs::write(dir.join("keep"), b"other").unwrap();
-        let mut second = big.clone();
-        second[ASIDE_BYTES - 1] = 9;
-        write_parts_atomically(&path, &[&second], 1 << 20).unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), second);
-        write_atomically(&path, b"small").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"small");
-        let mut left: Vec<String> =
-            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        left.sort();
-        assert_eq!(left, ["keep", "out.bin"], "no temporary or old file is left");
-        // The second rename failing (no new file) puts the old file back.
-        let err = replace_aside(&dir.join(".missing.tmp"), &dir.join("keep"), "keep").unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-        assert_eq!(std::fs::read(dir.join("keep")).unwrap(), b"other");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "the old file went back under its name");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn parses_sources() {
