@@ -385,9 +385,10 @@ kernel! {
     /// 4` bytes of shared memory (the lines, then a word per line marking
     /// the group in which it held a finite cost, then two words per line
     /// for the sums of the bounds; with `bracketed`, `lines_per_block *
-    /// ceil(length / 4) * 4` bytes more for the nearest position of every
-    /// 4th element), `lines_per_block` a power of two dividing
-    /// [`EDT_LINE_THREADS`]; `bracketed` only with the Euclidean metric.
+    /// (ceil(length / 4) + 1) * 4` bytes more for the nearest position of
+    /// every 4th element and of the last), `lines_per_block` a power of two
+    /// dividing [`EDT_LINE_THREADS`]; `bracketed` only with the Euclidean
+    /// metric.
     ///
     /// # Parameters
     /// See [`EdtLinesArgs`].
@@ -530,6 +531,9 @@ kernel! {
                 // SAFETY: j < length is a multiple of 4: word j / 4 of line l.
                 let near = |j: u32| unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) };
                 let n = length as u32;
+                // The line's last element's nearest position: the word after
+                // those of every 4th element (ceil(length / 4) + 1 a line).
+                let last_slot = (n.div_ceil(EDT_BRACKET_FINE) * per32) as usize;
                 let mut level = 0;
                 while level < EDT_BRACKET_LEVELS {
                     if searched && !long && level == 0 {
@@ -547,19 +551,30 @@ kernel! {
                         }
                     } else if searched && long {
                         let mut i = first_j as u32;
+                        // SAFETY: the last slot of line l (written at level 0).
+                        let last = || unsafe { *nearest.add(last_slot) };
                         loop {
-                            let j = bracket_level_element(level, i);
+                            let mut j = bracket_level_element(level, i);
                             if j >= n {
-                                break;
+                                // Level 0 takes the line's last element too.
+                                if level != 0 || !bracket_last_of_level_0(i, n) {
+                                    break;
+                                }
+                                j = n - 1;
                             }
                             // Level 0 reads the whole line, the others between
                             // the nearest positions of the earlier levels'
                             // elements around them.
-                            let (low, high) = if level == 0 { (0, n - 1) } else { bracket_of(level, j, n, near) };
+                            let (low, high) =
+                                if level == 0 { (0, n - 1) } else { bracket_of(level, j, n, last(), near) };
                             let (best, at) = line_minimum_bracketed(j, low, high, value);
                             if j % EDT_BRACKET_FINE == 0 {
                                 // SAFETY: j < length, a multiple of 4.
                                 unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) = at };
+                            }
+                            if level == 0 && j == n - 1 {
+                                // SAFETY: the last slot of line l.
+                                unsafe { *nearest.add(last_slot) = at };
                             }
                             emit(j, best, at);
                             i += step as u32;

@@ -608,14 +608,24 @@ pub const fn bracket_level_element(level: u32, i: u32) -> u32 {
 }
 
 /// The positions between which element `j` of level `level >= 1` of a
-/// line of `n` searches: the nearest positions (`nearest(a)`) of the
-/// elements of the levels before on either side of it, four strides apart
-/// (the line's end when there is none on the right).
+/// line searches: the nearest positions (`nearest(a)`) of the elements of
+/// the levels before on either side of it, four strides apart, or on the
+/// right the line's last element's (`last`, which level 0 searches too)
+/// where that lies past the line.
 #[inline(always)]
-pub fn bracket_of(level: u32, j: u32, n: u32, nearest: impl Fn(u32) -> u32) -> (u32, u32) {
+pub fn bracket_of(level: u32, j: u32, n: u32, last: u32, nearest: impl Fn(u32) -> u32) -> (u32, u32) {
     let span = 4 * bracket_level_stride(level);
     let a = j & !(span - 1);
-    (nearest(a), if a + span < n { nearest(a + span) } else { n - 1 })
+    (nearest(a), if a + span < n { nearest(a + span) } else { last })
+}
+
+/// Whether level 0's element numbered `i` of a line of `n` is its last
+/// element `n - 1` (searched with the multiples of 256, unless it is one,
+/// so that every later level has a bracket on the right): `i` is the
+/// number of multiples of 256 below `n`.
+#[inline(always)]
+pub const fn bracket_last_of_level_0(i: u32, n: u32) -> bool {
+    i == n.div_ceil(256) && !(n - 1).is_multiple_of(256)
 }
 
 /// The least `value(q) + (p - q)²` over the positions `low <= q <= high`
@@ -787,15 +797,21 @@ mod tests {
         for level in 0..EDT_BRACKET_LEVELS {
             let mut i = 0;
             loop {
-                let j = bracket_level_element(level, i);
+                let mut j = bracket_level_element(level, i);
                 if j >= n {
-                    break;
+                    if level != 0 || !bracket_last_of_level_0(i, n) {
+                        break;
+                    }
+                    j = n - 1;
                 }
+                let last = got[n as usize - 1].1;
                 let (low, high) = match level {
                     0 => (0, n - 1),
-                    _ => bracket_of(level, j, n, |a| got[a as usize].1),
+                    _ => bracket_of(level, j, n, last, |a| got[a as usize].1),
                 };
-                got[j as usize] = line_minimum_bracketed(j, low, high, value);
+                let found = line_minimum_bracketed(j, low, high, value);
+                assert!(level == 0 || j != n - 1 || found == got[j as usize], "the last element twice alike");
+                got[j as usize] = found;
                 i += 1;
             }
         }
@@ -849,6 +865,10 @@ mod tests {
             assert!(seen.iter().all(|&c| c == 1), "n {n}: {seen:?}");
         }
         assert_eq!((0..EDT_BRACKET_LEVELS).map(bracket_level_stride).collect::<Vec<_>>(), [256, 64, 16, 4, 1]);
+        assert!(
+            bracket_last_of_level_0(2, 512) && !bracket_last_of_level_0(1, 512) && !bracket_last_of_level_0(3, 512)
+        );
+        assert!(!bracket_last_of_level_0(1, 1) && !bracket_last_of_level_0(2, 257) && bracket_last_of_level_0(1, 2));
         assert_eq!(bracket_level_stride(EDT_BRACKET_LEVELS - 2), EDT_BRACKET_FINE);
         // None finite: infinite, at the bracket's low end.
         assert_eq!(line_minimum_bracketed(3, 1, 5, |_| EDT_INFINITE), (EDT_INFINITE, 1));

@@ -311,9 +311,10 @@ pub(crate) fn edt_line_passes(
         };
         if way != Way::OneThread {
             // The lines, then a mark per line, then two rows of sums, then
-            // (bracketed) the nearest position of every 4th element.
+            // (bracketed) the nearest position of every 4th element and of
+            // the last.
             let bracketed = matches!(way, Way::Bracketed(_));
-            let nearest_words = if bracketed { extents[a].div_ceil(EDT_BRACKET_FINE as u64) } else { 0 };
+            let nearest_words = if bracketed { extents[a].div_ceil(EDT_BRACKET_FINE as u64) + 1 } else { 0 };
             let shared_bytes = (per as u64 * (extents[a] + 3 + nearest_words) * 4) as u32;
             if shared_bytes > 48 * 1024 {
                 gpu.allow_shared_bytes(gpu_waterz_abi::kernel::Kernel::EdtLines, shared_bytes)?;
