@@ -168,7 +168,7 @@ pub const EDT_ROW_RUN_MAX_ROWS: u32 = 64;
 /// as fill [`EDT_ROW_RUN`] positions where the rows are a multiple of 32
 /// long (their ends fall on the walk's words), else one.
 pub fn edt_rows_per_warp(length: u64) -> u32 {
-    if length > 0 && length % 32 == 0 && length < EDT_ROW_RUN as u64 {
+    if length > 0 && length.is_multiple_of(32) && length < EDT_ROW_RUN as u64 {
         (EDT_ROW_RUN / length as u32).min(EDT_ROW_RUN_MAX_ROWS)
     } else {
         1
@@ -644,13 +644,7 @@ pub fn line_minimum_bracketed(p: u32, low: u32, high: u32, value: impl Fn(u32) -
     let (mut best, mut at) = (EDT_INFINITE, low);
     // From the bracket's nearer end when p lies outside it: then one side
     // stays out of it throughout.
-    let mut k = if p < low {
-        low - p
-    } else if p > high {
-        p - high
-    } else {
-        0
-    };
+    let mut k = if p < low { low - p } else { p.saturating_sub(high) };
     loop {
         let left = k <= p && p - k >= low;
         let right = k > 0 && p + k <= high;
