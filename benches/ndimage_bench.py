@@ -31,7 +31,7 @@ import time
 
 
 # The ways of the integer passes along the lines (`LinePasses`).
-WAYS = ("auto", "envelope", "search", "split:8", "split:16", "bracketed:0", "bracketed:4", "bracketed:8", "bracketed:16")
+WAYS = ("auto", "envelope", "search", "split:1", "split:2", "split:4", "split:8", "split:16")
 
 
 def timed(fn, repeats, sync, before=None):

@@ -228,9 +228,8 @@ struct RowState {
 impl RowState {
     /// The word of 32 positions from `word`, whose background elements are
     /// the set `bits`: when it holds one, writes the positions since the
-    /// last background element up to the word's last one (`write(p,
-    /// nearest)`, lane `lane` taking every 32nd, in as few rounds as the
-    /// positions need) and moves on. Returns whether it held one.
+    /// last background element (`write(p, nearest)`, lane `lane` taking
+    /// every 32nd) and moves on. Returns whether it held one.
     #[inline(always)]
     fn word(&mut self, word: u32, bits: u32, lane: u32, write: impl Fn(u32, u32)) -> bool {
         if bits == 0 {
@@ -238,22 +237,21 @@ impl RowState {
         }
         let first = word + bits.trailing_zeros();
         let last = word + 31 - bits.leading_zeros();
+        // The earlier words' pending positions lie between last_zero and
+        // this word's first background element.
         let mut p = self.pending + lane;
-        while p <= last {
-            let nearest = if p < word {
-                // An earlier word's pending position: between last_zero
-                // and this word's first background element.
-                nearer_of(self.last_zero, first, p)
-            } else {
-                // This word's: one on either side in the word, or
-                // last_zero on the left.
-                let (below, above) = nearest_set_bits(bits, p - word);
-                let left = below.map_or(self.last_zero, |b| word + b);
-                let right = above.map_or(u32::MAX, |b| word + b);
-                nearer_of(left, right, p)
-            };
-            write(p, nearest);
+        while p < word {
+            write(p, nearer_of(self.last_zero, first, p));
             p += 32;
+        }
+        // This word's positions up to its last background element have one
+        // on either side in the word, or last_zero on the left.
+        let x = word + lane;
+        if x <= last {
+            let (below, above) = nearest_set_bits(bits, lane);
+            let left = below.map_or(self.last_zero, |b| word + b);
+            let right = above.map_or(u32::MAX, |b| word + b);
+            write(x, nearer_of(left, right, x));
         }
         self.last_zero = last;
         self.pending = last + 1;
@@ -366,12 +364,7 @@ kernel! {
     /// bounds on their search ([`search_radius_bound`]) exceed it on
     /// average ([`line_deferred`]) is neither searched nor written: its
     /// byte of `deferred` is set (else cleared) for `edt_envelope` or
-    /// `edt_chamfer` to take it; with `bracketed` (the Euclidean metric)
-    /// such a line is searched in levels instead (`bracket_level_element`):
-    /// every 256th element along the whole line, then at a quarter of the
-    /// stride each level, only between the positions found nearest to the
-    /// elements of the levels before on either side
-    /// (`line_minimum_bracketed`). The Euclidean metric's last pass writes
+    /// `edt_chamfer` to take it. The Euclidean metric's last pass writes
     /// the square roots as float64 distances, the others' costs.
     ///
     /// # Safety
@@ -379,16 +372,12 @@ kernel! {
     /// `distances` (that one), and the features (unless null) hold one
     /// value per element of the `items` volumes of `dims`; `deferred`
     /// holds a byte per line unless `mean_radius` is
-    /// [`EDT_SEARCH_EVERY_LINE`] or `bracketed` is set; outputs overlap no
-    /// input; launched with
+    /// [`EDT_SEARCH_EVERY_LINE`]; outputs overlap no input; launched with
     /// [`EDT_LINE_THREADS`] threads and `lines_per_block * (length + 3) *
     /// 4` bytes of shared memory (the lines, then a word per line marking
     /// the group in which it held a finite cost, then two words per line
-    /// for the sums of the bounds; with `bracketed`, `lines_per_block *
-    /// (ceil(length / 4) + 1) * 4` bytes more for the nearest position of
-    /// every 4th element and of the last), `lines_per_block` a power of two
-    /// dividing [`EDT_LINE_THREADS`]; `bracketed` only with the Euclidean
-    /// metric.
+    /// for the sums of the bounds), `lines_per_block` a power of two
+    /// dividing [`EDT_LINE_THREADS`].
     ///
     /// # Parameters
     /// See [`EdtLinesArgs`].
@@ -410,7 +399,6 @@ kernel! {
         features_in: *const u32,
         features_out: *mut u32,
         mean_radius: u32,
-        bracketed: u32,
         deferred: *mut u8,
     ) as EdtLinesArgs {
         let (lines, length, stride) = line_geometry(dims, items, axis);
@@ -484,12 +472,9 @@ kernel! {
             // SAFETY: l < per marks, set (or not) before the barrier.
             let finite = unsafe { *marks.add(l as usize) } == mark;
             // SAFETY: this row's sum of line l, complete at the barrier.
-            let long = defers && finite && line_deferred(unsafe { *sum }, length as u32, mean_radius);
-            // A long line is searched in levels when bracketed, else left
-            // to the one-thread pass.
-            let deferring = long && bracketed == 0;
+            let deferring = defers && finite && line_deferred(unsafe { *sum }, length as u32, mean_radius);
             if defers {
-                if line < lines && first_j == 0 && bracketed == 0 {
+                if line < lines && first_j == 0 {
                     // SAFETY: deferred holds a byte per line; line < lines.
                     unsafe { *deferred.add(line as usize) = deferring as u8 };
                 }
@@ -500,95 +485,14 @@ kernel! {
                 }
             }
             row = 1 - row;
-            let searched = line < lines && !deferring;
-            // Line l's words in shared memory, every per-th from l; u32
-            // offsets (below length * per, at most 12,288 * 32).
-            // SAFETY: l < per: the first word of line l.
-            let own = unsafe { shared.add(l as usize) };
-            let per32 = per as u32;
-            // SAFETY: q < length, so q * per + l is a shared word.
-            let value = |q: u32| unsafe { *own.add((q * per32) as usize) };
-            // Writes element p's least cost and the feature of position at.
-            let emit = |p: u32, best: u32, at: u32| {
-                let g = (start + p as u64 * stride) as usize;
-                // SAFETY: p and at are positions of the line: elements.
-                unsafe {
-                    if roots {
-                        *distances.add(g) = sqrt_f64(best as f64);
-                    } else {
-                        *output.add(g) = best;
-                    }
-                    if !features_out.is_null() {
-                        *features_out.add(g) = *features_in.add((start + at as u64 * stride) as usize);
-                    }
-                }
-            };
-            if bracketed != 0 {
-                // The nearest position of every 4th element of line l, after
-                // the sums (the host's ceil(length / 4) * per more words).
-                // SAFETY: l < per: the first of line l's words there.
-                let nearest = unsafe { sums.add((2 * per + l) as usize) };
-                // SAFETY: j < length is a multiple of 4: word j / 4 of line l.
-                let near = |j: u32| unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) };
-                let n = length as u32;
-                // The line's last element's nearest position: the word after
-                // those of every 4th element (ceil(length / 4) + 1 a line).
-                let last_slot = (n.div_ceil(EDT_BRACKET_FINE) * per32) as usize;
-                let mut level = 0;
-                while level < EDT_BRACKET_LEVELS {
-                    if searched && !long && level == 0 {
-                        // A short line (or one without a finite cost): each
-                        // element outward along the whole line.
-                        let mut j = first_j as u32;
-                        while j < n {
-                            let (best, at) = if finite {
-                                line_minimum_metric(METRIC_EUCLIDEAN, j, n, value)
-                            } else {
-                                (EDT_INFINITE, j)
-                            };
-                            emit(j, best, at);
-                            j += step as u32;
-                        }
-                    } else if searched && long {
-                        let mut i = first_j as u32;
-                        // SAFETY: the last slot of line l (written at level 0).
-                        let last = || unsafe { *nearest.add(last_slot) };
-                        loop {
-                            let mut j = bracket_level_element(level, i);
-                            if j >= n {
-                                // Level 0 takes the line's last element too.
-                                if level != 0 || !bracket_last_of_level_0(i, n) {
-                                    break;
-                                }
-                                j = n - 1;
-                            }
-                            // Level 0 reads the whole line, the others between
-                            // the nearest positions of the earlier levels'
-                            // elements around them.
-                            let (low, high) =
-                                if level == 0 { (0, n - 1) } else { bracket_of(level, j, n, last(), near) };
-                            let (best, at) = line_minimum_bracketed(j, low, high, value);
-                            if j % EDT_BRACKET_FINE == 0 {
-                                // SAFETY: j < length, a multiple of 4.
-                                unsafe { *nearest.add((j / EDT_BRACKET_FINE * per32) as usize) = at };
-                            }
-                            if level == 0 && j == n - 1 {
-                                // SAFETY: the last slot of line l.
-                                unsafe { *nearest.add(last_slot) = at };
-                            }
-                            emit(j, best, at);
-                            i += step as u32;
-                        }
-                    }
-                    if level + 1 < EDT_BRACKET_LEVELS {
-                        // SAFETY: every thread reaches it (bracketed and the
-                        // levels are block-uniform); the next level reads
-                        // the nearest positions written before it.
-                        unsafe { sync_threads() };
-                    }
-                    level += 1;
-                }
-            } else if searched {
+            if line < lines && !deferring {
+                // Line l's words in shared memory, every per-th from l; u32
+                // offsets (below length * per, at most 12,288 * 32).
+                // SAFETY: l < per: the first word of line l.
+                let own = unsafe { shared.add(l as usize) };
+                let per32 = per as u32;
+                // SAFETY: q < length, so q * per + l is a shared word.
+                let value = |q: u32| unsafe { *own.add((q * per32) as usize) };
                 let mut p = first_j;
                 let mut g = start + first_j * stride;
                 while p < length {

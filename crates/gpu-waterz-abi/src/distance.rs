@@ -567,108 +567,9 @@ pub struct EdtLinesArgs {
     /// searched: their byte of `deferred` is set for `edt_envelope` or
     /// `edt_chamfer` to take them ([`EDT_SEARCH_EVERY_LINE`]: none).
     pub mean_radius: u32,
-    /// Euclidean metric only (else 0): 1 searches the lines that
-    /// `mean_radius` would defer in levels ([`bracket_level_element`],
-    /// later levels only between the positions the earlier ones found
-    /// nearest: [`line_minimum_bracketed`]) instead of deferring them
-    /// (`deferred` is then not written); 0 defers them.
-    pub bracketed: u32,
     /// Out: a byte per line (null when `mean_radius` is
     /// [`EDT_SEARCH_EVERY_LINE`]): 1 for a line deferred, else 0.
     pub deferred: *mut u8,
-}
-
-/// The levels of the bracketed search: level 0 searches every 256th
-/// element of a line along the whole line, each later level the elements
-/// a quarter of the stride apart between the nearest positions that the
-/// level before found on either side ([`bracket_level_element`]).
-pub const EDT_BRACKET_LEVELS: u32 = 5;
-
-/// The stride of the elements whose nearest position the bracketed search
-/// keeps (those of every level but the last).
-pub const EDT_BRACKET_FINE: u32 = 4;
-
-/// The stride of level `level`'s elements: 256, 64, 16, 4, 1.
-#[inline(always)]
-pub const fn bracket_level_stride(level: u32) -> u32 {
-    1 << (2 * (EDT_BRACKET_LEVELS - 1 - level))
-}
-
-/// The position (on its line) of element `i` of level `level` of the
-/// bracketed search, in order: level 0 the multiples of 256, each later
-/// level the multiples of its stride that no earlier level took.
-#[inline(always)]
-pub const fn bracket_level_element(level: u32, i: u32) -> u32 {
-    let s = bracket_level_stride(level);
-    if level == 0 {
-        s * i
-    } else {
-        (i / 3) * 4 * s + (i % 3 + 1) * s
-    }
-}
-
-/// The positions between which element `j` of level `level >= 1` of a
-/// line searches: the nearest positions (`nearest(a)`) of the elements of
-/// the levels before on either side of it, four strides apart, or on the
-/// right the line's last element's (`last`, which level 0 searches too)
-/// where that lies past the line.
-#[inline(always)]
-pub fn bracket_of(level: u32, j: u32, n: u32, last: u32, nearest: impl Fn(u32) -> u32) -> (u32, u32) {
-    let span = 4 * bracket_level_stride(level);
-    let a = j & !(span - 1);
-    (nearest(a), if a + span < n { nearest(a + span) } else { last })
-}
-
-/// Whether level 0's element numbered `i` of a line of `n` is its last
-/// element `n - 1` (searched with the multiples of 256, unless it is one,
-/// so that every later level has a bracket on the right): `i` is the
-/// number of multiples of 256 below `n`.
-#[inline(always)]
-pub const fn bracket_last_of_level_0(i: u32, n: u32) -> bool {
-    i == n.div_ceil(256) && !(n - 1).is_multiple_of(256)
-}
-
-/// The least `value(q) + (p - q)²` over the positions `low <= q <= high`
-/// ([`EDT_INFINITE`]: no value at `q`), and the leftmost `q` that gives it
-/// (`low` when no value there is finite); exact.
-///
-/// The search walks outward from `p` (from the bracket's nearer end when
-/// `p` lies outside it) and stops once the step's cost alone exceeds the
-/// best. For any line, the leftmost position giving the least cost never
-/// moves left as `p` moves right (the costs `value(q) + (p - q)²` form a
-/// Monge array), so the leftmost positions of two elements `a < b` bracket
-/// those of every element between them: the bracketed search finds their
-/// minima while reading only the bracket.
-#[inline(always)]
-pub fn line_minimum_bracketed(p: u32, low: u32, high: u32, value: impl Fn(u32) -> u32) -> (u32, u32) {
-    let (mut best, mut at) = (EDT_INFINITE, low);
-    // From the bracket's nearer end when p lies outside it: then one side
-    // stays out of it throughout.
-    let mut k = if p < low { low - p } else { p.saturating_sub(high) };
-    loop {
-        let left = k <= p && p - k >= low;
-        let right = k > 0 && p + k <= high;
-        // Steps of at most 12,288: their square stays below EDT_INFINITE.
-        let step = k * k;
-        if (!left && p + k > high) || step > best {
-            break;
-        }
-        // A tie on the left lies further left than every position read.
-        if left {
-            let v = combine_cost(METRIC_EUCLIDEAN, value(p - k), step);
-            if v <= best && v != EDT_INFINITE {
-                (best, at) = (v, p - k);
-            }
-        }
-        if right {
-            let v = combine_cost(METRIC_EUCLIDEAN, value(p + k), step);
-            if v < best {
-                (best, at) = (v, p + k);
-            }
-        }
-        k += 1;
-    }
-    (best, at)
 }
 
 /// `mean_radius` of [`EdtLinesArgs`] that searches every line.
@@ -739,7 +640,7 @@ impl_kernel_args!(
     EdtPassArgs => EdtPass { dims, items, axis, last, sampling, input, output, features_in, features_out },
     EdtLinesArgs => EdtLines {
         dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out,
-        mean_radius, bracketed, deferred
+        mean_radius, deferred
     },
     EdtIndicesArgs => EdtIndices { dims, items, rank, unreached_own, features, indices },
     EdtChamferArgs => EdtChamfer {
@@ -780,96 +681,6 @@ mod tests {
         assert_eq!(edt_lines_per_block(512, true), 1);
         assert_eq!(edt_lines_per_block(512, false), 16);
         assert_eq!(edt_lines_per_block(100_000, false), 0);
-    }
-
-    /// The levels of bracketed searches over a line, as `edt_lines` runs
-    /// them: each element's least cost and position.
-    fn bracketed_levels(values: &[u32]) -> Vec<(u32, u32)> {
-        let n = values.len() as u32;
-        let value = |q: u32| values[q as usize];
-        let mut got = std::vec![(0, 0); values.len()];
-        for level in 0..EDT_BRACKET_LEVELS {
-            let mut i = 0;
-            loop {
-                let mut j = bracket_level_element(level, i);
-                if j >= n {
-                    if level != 0 || !bracket_last_of_level_0(i, n) {
-                        break;
-                    }
-                    j = n - 1;
-                }
-                let last = got[n as usize - 1].1;
-                let (low, high) = match level {
-                    0 => (0, n - 1),
-                    _ => bracket_of(level, j, n, last, |a| got[a as usize].1),
-                };
-                let found = line_minimum_bracketed(j, low, high, value);
-                assert!(level == 0 || j != n - 1 || found == got[j as usize], "the last element twice alike");
-                got[j as usize] = found;
-                i += 1;
-            }
-        }
-        got
-    }
-
-    #[test]
-    fn bracketed_searches_find_the_leftmost_minima() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) as u32
-        };
-        for case in 0..600u32 {
-            let n = 1 + next() as usize % [150, 700][case as usize % 2];
-            // Dense, sparse and single finite values; small values make ties.
-            let keep = [2, 5, 40, 1000][case as usize % 4];
-            let mut values: Vec<u32> = (0..n)
-                .map(|_| if next() % keep == 0 { next() % [3, 50, 5000][case as usize % 3] } else { EDT_INFINITE })
-                .collect();
-            let at = next() as usize % n;
-            values[at] = values[at].min(next() % 9);
-            let want: Vec<(u32, u32)> = (0..n as u32)
-                .map(|p| {
-                    let cost = |q: u32| combine_cost(METRIC_EUCLIDEAN, values[q as usize], p.abs_diff(q).pow(2));
-                    let least = (0..n as u32).map(cost).min().unwrap();
-                    (least, (0..n as u32).find(|&q| cost(q) == least).unwrap())
-                })
-                .collect();
-            for p in 0..n as u32 {
-                let got = line_minimum_bracketed(p, 0, n as u32 - 1, |q| values[q as usize]);
-                assert_eq!(got, want[p as usize], "case {case}, p = {p}: the whole line");
-            }
-            assert_eq!(bracketed_levels(&values), want, "case {case}: the levels");
-        }
-        // Every element belongs to one level, each level in order.
-        for n in (1..300u32).chain([511, 512, 513, 1024]) {
-            let mut seen = std::vec![0u32; n as usize];
-            for level in 0..EDT_BRACKET_LEVELS {
-                let mut last = None;
-                for i in 0.. {
-                    let j = bracket_level_element(level, i);
-                    if j >= n {
-                        break;
-                    }
-                    assert!(last.is_none_or(|l| l < j), "n {n} level {level}");
-                    last = Some(j);
-                    seen[j as usize] += 1;
-                }
-            }
-            assert!(seen.iter().all(|&c| c == 1), "n {n}: {seen:?}");
-        }
-        assert_eq!((0..EDT_BRACKET_LEVELS).map(bracket_level_stride).collect::<Vec<_>>(), [256, 64, 16, 4, 1]);
-        assert!(
-            bracket_last_of_level_0(2, 512) && !bracket_last_of_level_0(1, 512) && !bracket_last_of_level_0(3, 512)
-        );
-        assert!(!bracket_last_of_level_0(1, 1) && !bracket_last_of_level_0(2, 257) && bracket_last_of_level_0(1, 2));
-        assert_eq!(bracket_level_stride(EDT_BRACKET_LEVELS - 2), EDT_BRACKET_FINE);
-        // None finite: infinite, at the bracket's low end.
-        assert_eq!(line_minimum_bracketed(3, 1, 5, |_| EDT_INFINITE), (EDT_INFINITE, 1));
-        // Outside the bracket on either side.
-        let v = [EDT_INFINITE, EDT_INFINITE, 0, 1, EDT_INFINITE, EDT_INFINITE];
-        assert_eq!(line_minimum_bracketed(0, 2, 3, |q| v[q as usize]), (4, 2));
-        assert_eq!(line_minimum_bracketed(5, 2, 3, |q| v[q as usize]), (5, 3));
     }
 
     #[test]

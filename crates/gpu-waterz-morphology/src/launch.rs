@@ -5,8 +5,8 @@
 use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS, AUTO_SEARCH_LENGTH};
 use gpu_waterz_abi::distance::{
     edt_lines_per_block, edt_rows_per_warp, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs,
-    EdtRowsArgs, EDT_BRACKET_FINE, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE,
-    METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
+    EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD,
+    METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -262,18 +262,12 @@ pub(crate) fn edt_line_passes(
     let way = |a: usize| match passes {
         _ if extents[a] <= 1 => Way::Search,
         LinePasses::Search => Way::Search,
-        LinePasses::Bracketed { mean_radius } if metric == METRIC_EUCLIDEAN => Way::Bracketed(mean_radius),
-        LinePasses::Bracketed { mean_radius } | LinePasses::Split { mean_radius }
-            if mean_radius == EDT_SEARCH_EVERY_LINE =>
-        {
-            Way::Search
-        }
-        LinePasses::Bracketed { mean_radius } => Way::Split(mean_radius),
         LinePasses::Envelope => Way::OneThread,
         // The taxicab sweeps were the fastest way on every mask measured.
         LinePasses::Auto if metric == METRIC_TAXICAB => Way::OneThread,
         LinePasses::Auto if extents[a] <= AUTO_SEARCH_LENGTH => Way::Search,
         LinePasses::Auto => Way::Split(AUTO_MEAN_RADIUS),
+        LinePasses::Split { mean_radius } if mean_radius == EDT_SEARCH_EVERY_LINE => Way::Search,
         LinePasses::Split { mean_radius } => Way::Split(mean_radius),
     };
     let split_lines =
@@ -306,16 +300,11 @@ pub(crate) fn edt_line_passes(
         };
         let (mean_radius, flags) = match (way, &mut deferred) {
             (Way::Split(radius), Some(d)) => (radius, d.as_mut_ptr()),
-            (Way::Bracketed(radius), _) => (radius, std::ptr::null_mut()),
             _ => (EDT_SEARCH_EVERY_LINE, std::ptr::null_mut()),
         };
         if way != Way::OneThread {
-            // The lines, then a mark per line, then two rows of sums, then
-            // (bracketed) the nearest position of every 4th element and of
-            // the last.
-            let bracketed = matches!(way, Way::Bracketed(_));
-            let nearest_words = if bracketed { extents[a].div_ceil(EDT_BRACKET_FINE as u64) + 1 } else { 0 };
-            let shared_bytes = (per as u64 * (extents[a] + 3 + nearest_words) * 4) as u32;
+            // The lines, then a mark per line, then two rows of sums.
+            let shared_bytes = (per as u64 * (extents[a] + 3) * 4) as u32;
             if shared_bytes > 48 * 1024 {
                 gpu.allow_shared_bytes(gpu_waterz_abi::kernel::Kernel::EdtLines, shared_bytes)?;
             }
@@ -337,7 +326,6 @@ pub(crate) fn edt_line_passes(
                 features_in,
                 features_out,
                 mean_radius,
-                bracketed: bracketed as u32,
                 deferred: flags,
             };
             // Deferred holds a byte per line when split (allocated for the
@@ -347,8 +335,7 @@ pub(crate) fn edt_line_passes(
             // SAFETY: every buffer holds n elements (checked), each pass
             // reads one of each pair and writes the other; see above.
             unsafe { gpu.launch(config, args) }?;
-            // Only a split leaves lines to the one-thread passes.
-            if !matches!(way, Way::Split(_)) {
+            if way == Way::Search {
                 continue;
             }
         }
@@ -400,10 +387,6 @@ pub(crate) fn edt_line_passes(
 enum Way {
     /// `edt_lines` searches every line.
     Search,
-    /// `edt_lines` searches the lines up to this mean radius outward and
-    /// the others in levels, each bracketed by the ones before (the
-    /// Euclidean metric).
-    Bracketed(u32),
     /// `edt_envelope` or `edt_chamfer` takes every line.
     OneThread,
     /// `edt_lines` searches the lines up to this mean radius and defers

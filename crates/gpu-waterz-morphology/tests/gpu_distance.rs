@@ -336,7 +336,6 @@ fn gpu_envelopes_and_searches_equal_the_cpu() {
 fn ways() -> Vec<gpu::LinePasses> {
     let mut ways = vec![gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto];
     ways.extend([0, 1, 3, 12, u32::MAX].map(|mean_radius| gpu::LinePasses::Split { mean_radius }));
-    ways.extend([0, 1, 3, 12, u32::MAX].map(|mean_radius| gpu::LinePasses::Bracketed { mean_radius }));
     ways
 }
 

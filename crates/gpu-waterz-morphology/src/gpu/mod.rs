@@ -806,18 +806,6 @@ pub enum LinePasses {
     /// where the background is dense, as long as the distances where it
     /// is sparse.
     Search,
-    /// As `Split` for the Euclidean metric, but the lines whose mean bound
-    /// exceeds `mean_radius` are searched in the same pass in levels
-    /// instead of by one thread each: every 256th element outward along
-    /// the whole line, then at a quarter of the stride each level, only
-    /// between the positions the levels before found nearest on either
-    /// side (the nearest position never moves left along a line). At 0
-    /// every line with a finite cost is searched so. The chamfer metrics
-    /// split as `Split`.
-    Bracketed {
-        /// The most mean bound of a line that is searched outward whole.
-        mean_radius: u32,
-    },
     /// Each line held in shared memory, and searched there when its
     /// elements' bounds on their search (their own cost's root for the
     /// Euclidean metric, the cost itself for the chamfer ones, the line's
