@@ -115,25 +115,41 @@ kernel! {
             let span = count * length;
             let mut state = RowState { last_zero: NONE, pending: 0 };
             let mut seen = false;
-            // The run's row: where it ends, its volume and the first row
-            // of the next volume (one division per run).
+            // The run's row: where it ends, its volume and that volume's
+            // rows from it on (one division per run).
             let item = first_row / rows_per_item;
-            let mut current = RunRow { end: length, item, next_item: (item + 1) * rows_per_item, row: first_row };
-            // Before the word at w: ends the row before it when w starts a
-            // row (not the first).
+            let left = (item + 1) * rows_per_item - first_row;
+            let mut current = RunRow { end: length, item, left };
+            // Before the word at w (< span): ends the row before it when w
+            // starts a row (never with one row a run: its end is the span).
             let boundary = |state: &mut RowState, seen: &mut bool, row: &mut RunRow, w: u32| {
-                if w == row.end && w < span {
+                if w == row.end {
                     state.finish(w, lane, |p, nearest| write(base, p, nearest));
                     flag(row.item, *seen);
                     *seen = false;
                     row.end += length;
-                    row.row += 1;
-                    if row.row == row.next_item {
+                    row.left -= 1;
+                    if row.left == 0 {
                         row.item += 1;
-                        row.next_item += rows_per_item;
+                        row.left = rows_per_item;
                     }
                 }
             };
+            // The words of the chunk from `chunk` (at most `words`, within
+            // the span) whose background bits lane `k * lanes` holds in
+            // `zeros` for word k.
+            let chunk_words =
+                |state: &mut RowState, seen: &mut bool, row: &mut RunRow, chunk: u32, zeros: u32, words: u32, lanes: u32| {
+                    let mut k = 0;
+                    while k < words && chunk + 32 * k < span {
+                        // SAFETY: every lane is here (the loops are warp-uniform).
+                        let bits = unsafe { shuffle_u32(zeros, lanes * k) };
+                        let w = chunk + 32 * k;
+                        boundary(state, seen, row, w);
+                        *seen |= state.word(w, bits, lane, |p, nearest| write(base, p, nearest));
+                        k += 1;
+                    }
+                };
             if wide {
                 let mut chunk = 0u32;
                 while chunk < span {
@@ -151,15 +167,7 @@ kernel! {
                     let pair = half << (16 * (lane % 2));
                     // SAFETY: every lane is here (the loops are warp-uniform).
                     let zeros = !(pair | unsafe { shuffle_xor_u32(pair, 1) });
-                    let mut k = 0;
-                    while k < 16 && chunk + 32 * k < span {
-                        // SAFETY: every lane is here.
-                        let bits = unsafe { shuffle_u32(zeros, 2 * k) };
-                        let w = chunk + 32 * k;
-                        boundary(&mut state, &mut seen, &mut current, w);
-                        seen |= state.word(w, bits, lane, |p, nearest| write(base, p, nearest));
-                        k += 1;
-                    }
+                    chunk_words(&mut state, &mut seen, &mut current, chunk, zeros, 16, 2);
                     // Past u32::MAX - 512 the row ends (the host's bound).
                     chunk = chunk.saturating_add(512);
                 }
@@ -176,15 +184,7 @@ kernel! {
                     };
                     // SAFETY: every lane is here (the loops are warp-uniform).
                     let zeros = unsafe { !nibble_word(bytes, lane) };
-                    let mut k = 0;
-                    while k < 4 && chunk + 32 * k < span {
-                        // SAFETY: every lane is here.
-                        let bits = unsafe { shuffle_u32(zeros, 8 * k) };
-                        let w = chunk + 32 * k;
-                        boundary(&mut state, &mut seen, &mut current, w);
-                        seen |= state.word(w, bits, lane, |p, nearest| write(base, p, nearest));
-                        k += 1;
-                    }
+                    chunk_words(&mut state, &mut seen, &mut current, chunk, zeros, 4, 8);
                     // Past u32::MAX - 128 the row ends (the host's bound).
                     chunk = chunk.saturating_add(128);
                 }
@@ -209,13 +209,12 @@ kernel! {
 }
 
 /// The row of a run of `edt_rows` being walked (warp-uniform): the
-/// position (from the run's start) where it ends, its volume, the first
-/// row of the next volume and its own index.
+/// position (from the run's start) where it ends, its volume and the rows
+/// of that volume from it on.
 struct RunRow {
     end: u32,
     item: u64,
-    next_item: u64,
-    row: u64,
+    left: u64,
 }
 
 /// A row's walk in `edt_rows` (warp-uniform): its last background
