@@ -117,6 +117,10 @@ def main():
         ("grey_opening size=3", lambda: gndi.grey_opening(volume, size=3), lambda: cndi.grey_opening(volume_cp, size=3)),
         ("grey_closing size=3", lambda: gndi.grey_closing(volume, size=3), lambda: cndi.grey_closing(volume_cp, size=3)),
         ("grey_erosion size=7", lambda: gndi.grey_erosion(volume, size=7), lambda: cndi.grey_erosion(volume_cp, size=7)),
+        ("grey_dilation size=5", lambda: gndi.grey_dilation(volume, size=5), lambda: cndi.grey_dilation(volume_cp, size=5)),
+        ("grey_erosion size=(1,7,7)", lambda: gndi.grey_erosion(volume, size=(1, 7, 7)),
+         lambda: cndi.grey_erosion(volume_cp, size=(1, 7, 7))),
+        ("grey_opening size=7", lambda: gndi.grey_opening(volume, size=7), lambda: cndi.grey_opening(volume_cp, size=7)),
         ("grey_erosion footprint=cross", lambda: gndi.grey_erosion(volume, footprint=ndi.generate_binary_structure(3, 1)),
          lambda: cndi.grey_erosion(volume_cp, footprint=cross_cp)),
         ("morphological_gradient size=3", lambda: gndi.morphological_gradient(volume, size=3),
@@ -206,6 +210,24 @@ def main():
             print(f"erosion size=3 {strategy}: {med * 1e3:.3f} ms, {strategies[strategy]['gb_per_s']:.0f} GB/s "
                   f"({strategies[strategy]['fraction_of_copy']:.0%} of copy)", flush=True)
         report["strategies"] = strategies
+        # The size-7 erosion under the box and warp (wide) kernels, float32
+        # and uint8 (native calls, results compared).
+        wide = {}
+        for dtype, source in (("f4", volume), ("u1", (volume * 255).to(torch.uint8))):
+            outs = {}
+            for strategy in ("box", "warp"):
+                out_w = torch.empty_like(source)
+                outs[strategy] = out_w
+
+                def run(strategy=strategy, out_w=out_w, source=source, dtype=dtype):
+                    _native.grey_filter_cuda("erosion", [source.data_ptr(), out_w.data_ptr()], dtype,
+                                             list(source.shape), 0, [7, 7, 7], None, None, "reflect", 0.0, [0, 0, 0],
+                                             strategy, 0)
+                med, _, _ = timed(run, args.repeats, sync)
+                wide[f"{dtype} {strategy}_s"] = med
+            wide[f"{dtype} equal"] = bool(torch.equal(outs["box"], outs["warp"]))
+        report["size7_strategies"] = wide
+        print("erosion size=7 by strategy", json.dumps(wide), flush=True)
         # The uint8 size-3 erosion (the byte kernels), against a clone of the
         # uint8 volume.
         out8 = torch.empty_like(volume8)

@@ -1434,6 +1434,265 @@ warp_kernels! {
     u8: grey_warp_fixed_plus_max_u8 GreyWarpFixedPlusMaxU8Args, WARP_ROWS_FIXED_PLUS_F32, WARP_PAST_F32, true, true, true;
 }
 
+/// The most rows a wide warp kernel's lane loads per plane.
+const WIDE_LOAD_ROWS: usize = 14;
+/// The most earlier planes a wide warp kernel keeps (`wz - 1`).
+const WIDE_MAX_HISTORY: usize = 6;
+const _: () = assert!(
+    WARP_ROWS_WIDE as usize <= WARP_MAX_ROWS
+        && WARP_ROWS_WIDE as usize + WARP_WIDE_WINDOW as usize - 1 <= WIDE_LOAD_ROWS
+        && WARP_WIDE_WINDOW as usize - 1 <= WIDE_MAX_HISTORY,
+    "the wide warp kernels' register arrays and unrolled lists hold their windows"
+);
+
+/// The wide warp kernels' body: the minimum (or, with `MAXIMUM`, maximum)
+/// over a flat box of at most `WARP_WIDE_WINDOW` along every axis, with
+/// `ROWS` output rows and 32 output columns per warp, all in registers.
+/// Unlike [`grey_warp`] (whose plus needs the rows' minima along x first),
+/// a box is taken along y first, in each lane's registers, so that only
+/// the `ROWS` output rows go through the shuffles along x (not the `ROWS +
+/// wy - 1` loaded ones): the first `wx - 1` lanes also load and reduce the
+/// column `WARP_X` to their right, which lane `l` sends for the shift `i`
+/// when `l < i`. Along z, registers hold for each `j < wz` the minimum over
+/// the last `j` planes' results, each updated in place from the one
+/// before (no planes shifted, which kept two copies live). As in the other paths, the comparisons are strict and start
+/// from the identity, so NaN is never taken and the result equals theirs
+/// value for value.
+///
+/// # Safety
+/// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`.
+#[inline(always)]
+unsafe fn grey_warp_wide<T: Grey + Lane, const ROWS: usize, const MAXIMUM: bool>(
+    g: &WarpGeometry,
+    mode: u32,
+    cval: f64,
+    input: *const T,
+    output: *mut T,
+) {
+    let identity = if MAXIMUM { T::SMALLEST } else { T::LARGEST };
+    let outside = T::from_f64(cval);
+    let (wz, wy, wx) = (g.window(0) as usize, g.window(1) as usize, g.window(2) as usize);
+    let lane = thread_idx_x() % 32;
+    let warps = (WARP_THREADS / 32) as u64;
+    let extent = [g.extent[0] as i64, g.extent[1] as i64, g.extent[2] as i64];
+    let plane = (extent[1] * extent[2]) as u64;
+    let spatial = plane * extent[0] as u64;
+    let per_item = g.tiles[0] as u64 * g.tiles[1] as u64 * g.tiles[2] as u64;
+    let units = g.units();
+    let loaded = ROWS + wy - 1;
+    // Warp-uniform: every lane of a warp takes the same units, so all 32
+    // take part in every shuffle.
+    let mut unit = block_idx_x() as u64 * warps + (thread_idx_x() / 32) as u64;
+    while unit < units {
+        let item = unit / per_item;
+        let u = unit % per_item;
+        let (tx, ty) = (g.tiles[2] as u64, g.tiles[1] as u64);
+        let (ux, uy, uz) = (u % tx, (u / tx) % ty, u / (tx * ty));
+        let (z0, y0, x0) = ((uz * g.chunk_z as u64) as i64, (uy * ROWS as u64) as i64, (ux * WARP_X as u64) as i64);
+        let base = item * spatial;
+        // In-plane offsets with the boundary modes applied (below u32::MAX,
+        // as the host keeps a plane's positions), BOX_OUTSIDE outside.
+        let in_plane = |j: i64, n: i64, scale: i64| match boundary_index(j, n, mode) {
+            Some(j) => (j * scale) as u32,
+            None => BOX_OUTSIDE,
+        };
+        let column = in_plane(x0 + g.low[2] as i64 + lane as i64, extent[2], 1);
+        let past = if (lane as usize) < wx - 1 {
+            in_plane(x0 + g.low[2] as i64 + (WARP_X + lane) as i64, extent[2], 1)
+        } else {
+            BOX_OUTSIDE
+        };
+        // Rows past the array's last one serve no output that is written
+        // (loaded row k serves output rows k - wy + 1 ..= k): not loaded.
+        let mut row = [BOX_OUTSIDE; WIDE_LOAD_ROWS];
+        unrolled!(k in [0 1 2 3 4 5 6 7 8 9 10 11 12 13] => {
+            if k < loaded && y0 + (k as i64 + 1 - wy as i64).max(0) < extent[1] {
+                row[k] = in_plane(y0 + g.low[1] as i64 + k as i64, extent[1], extent[2]);
+            }
+        });
+        let outputs = (extent[0] - z0).min(g.chunk_z as i64);
+        let planes = outputs + wz as i64 - 1;
+        let plane_at = |j: i64| {
+            boundary_index(z0 + g.low[0] as i64 + j, extent[0], mode)
+                // SAFETY: z is a plane of the item.
+                .map(|z| unsafe { input.add((base + z as u64 * plane) as usize) })
+        };
+        // Column `column` of the plane's loaded rows, reduced along y: each
+        // output row's minimum over its wy rows (a position outside the
+        // array takes `outside`; its load reads the plane's first value).
+        let load = |from: Option<*const T>, column: u32| {
+            let plane_start = from.unwrap_or(input);
+            let column_in = from.is_some() && column != BOX_OUTSIDE;
+            let mut values = [outside; WIDE_LOAD_ROWS];
+            unrolled!(k in [0 1 2 3 4 5 6 7 8 9 10 11 12 13] => {
+                if k < ROWS + WARP_WIDE_WINDOW as usize - 1 && k < loaded {
+                    let inside = column_in && row[k] != BOX_OUTSIDE;
+                    let at = if inside { row[k] + column } else { 0 };
+                    // SAFETY: at is a position of the plane (boundary modes
+                    // applied), or 0.
+                    let value = unsafe { *plane_start.add(at as usize) };
+                    values[k] = if inside { value } else { outside };
+                }
+            });
+            values
+        };
+        let along_y = |values: &[T; WIDE_LOAD_ROWS]| {
+            let mut reduced = [identity; WARP_MAX_ROWS];
+            unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                if r < ROWS {
+                    unrolled!(k in [0 1 2 3 4 5 6] => {
+                        if k < wy && better_than::<T, MAXIMUM>(values[r + k], reduced[r]) {
+                            reduced[r] = values[r + k];
+                        }
+                    });
+                }
+            });
+            reduced
+        };
+        // last[j]: each output row's minimum over the results of the
+        // planes p - j - 1 ..= p - 1 (fewer at the start: the identity
+        // stands for the planes before the first).
+        let mut last = [[identity; WARP_MAX_ROWS]; WIDE_MAX_HISTORY];
+        let mut next_plane = plane_at(0);
+        let mut next = load(next_plane, column);
+        let mut p = 0i64;
+        while p < planes {
+            // The next plane's loads are issued before this plane's
+            // shuffles; the column past the warp's is loaded for this
+            // plane only (lanes below wx - 1).
+            let (values, this_plane) = (next, next_plane);
+            if p + 1 < planes {
+                next_plane = plane_at(p + 1);
+                next = load(next_plane, column);
+            }
+            let own = along_y(&values);
+            // A column past the warp's outside the array (constant mode)
+            // holds `outside` in every row, as its load would give.
+            let mut beyond = [outside; WARP_MAX_ROWS];
+            if past != BOX_OUTSIDE {
+                beyond = along_y(&load(this_plane, past));
+            }
+            // Along x: lane l receives lane (l + i) mod 32's minimum, its
+            // column l + i, or for l + i >= 32 the column past the warp
+            // that lane l + i - 32 < i reduced.
+            let mut planar = own;
+            unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                if r < ROWS {
+                    unrolled!(i in [1 2 3 4 5 6] => {
+                        // Warp-uniform: every lane shuffles or none.
+                        if i < wx {
+                            let sent = if (lane as usize) < i { beyond[r] } else { own[r] };
+                            // SAFETY: every lane of the warp is here (the
+                            // condition is warp-uniform).
+                            let v = unsafe { sent.from_lane((lane + i as u32) % 32) };
+                            if better_than::<T, MAXIMUM>(v, planar[r]) {
+                                planar[r] = v;
+                            }
+                        }
+                    });
+                }
+            });
+            let x = x0 + lane as i64;
+            if p >= wz as i64 - 1 && x < extent[2] {
+                let z = z0 + p - (wz as i64 - 1);
+                // SAFETY: z is a plane of the item.
+                let to = unsafe { output.add((base + z as u64 * plane) as usize) };
+                let first = (y0 * extent[2] + x) as u32;
+                unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                    if r < ROWS {
+                        // The window's other wz - 1 planes: last[wz - 2].
+                        let mut out = planar[r];
+                        unrolled!(j in [0 1 2 3 4 5] => {
+                            if j + 2 == wz && better_than::<T, MAXIMUM>(last[j][r], out) {
+                                out = last[j][r];
+                            }
+                        });
+                        if y0 + (r as i64) < extent[1] {
+                            // SAFETY: (z, y0 + r, x) is a position of the item.
+                            unsafe { *to.add((first + r as u32 * extent[2] as u32) as usize) = out };
+                        }
+                    }
+                });
+            }
+            // The minima over the planes up to this one, the longest first
+            // (each from the one before it, not yet updated).
+            unrolled!(j in [5 4 3 2 1] => {
+                if j + 1 < wz {
+                    unrolled!(r in [0 1 2 3 4 5 6 7] => {
+                        if r < ROWS && better_than::<T, MAXIMUM>(planar[r], last[j - 1][r]) {
+                            last[j][r] = planar[r];
+                        } else if r < ROWS {
+                            last[j][r] = last[j - 1][r];
+                        }
+                    });
+                }
+            });
+            last[0] = planar;
+            p += 1;
+        }
+        unit += grid_dim_x() as u64 * warps;
+    }
+}
+
+macro_rules! wide_kernels {
+    ($($t:ty: $name:ident $args:ident, $maximum:literal;)*) => {$(
+        kernel! {
+            /// The grey-scale minimum (`grey_warp_wide_min_*`) or maximum
+            /// (`..._max_*`) filter over float32 or bytes for a flat box of
+            /// rank 1 to 3 with windows up to `WARP_WIDE_WINDOW`, one of
+            /// them longer than `WARP_WINDOW` (`WarpGeometry::wide`), held
+            /// in registers ([`grey_warp_wide`]): each warp streams the
+            /// planes of its columns' window along z, taking the minimum
+            /// along y in registers, along x by shuffles and along z in
+            /// registers; no shared memory, no barriers.
+            ///
+            /// # Safety
+            /// `input` and `output` hold `items * z * y * x` values and do
+            /// not overlap; the geometry is `wide()` and consistent (`tiles`
+            /// as documented, `rows` `WARP_ROWS_WIDE`; otherwise the kernel
+            /// traps: the launch fails with an error that leaves the context
+            /// unusable) and a plane's positions, with a warp's rows and
+            /// columns past its end, below `u32::MAX`; the launch gives
+            /// `WARP_THREADS` threads.
+            ///
+            /// # Parameters
+            /// See `GreyWarpWideMinF32Args` (the others differ in their pointers only).
+            ///
+            /// # Thread mapping
+            /// A warp per `chunk_z × rows × 32` unit (grid-stride over the
+            /// units of every item, four warps per block); lane `x` loads
+            /// column `x` of the unit's window and writes it; lanes below
+            /// `wx - 1` also load its column `WARP_X + x`.
+            pub unsafe extern "ptx-kernel" fn $name(
+                geometry: WarpGeometry,
+                mode: u32,
+                reserved: u32,
+                cval: f64,
+                input: *const $t,
+                output: *mut $t,
+            ) as $args {
+                let _ = reserved;
+                if !geometry.wide() || geometry.rows != WARP_ROWS_WIDE {
+                    trap()
+                } else {
+                    // SAFETY: the caller's, as documented; the windows and
+                    // rows are checked above.
+                    unsafe {
+                        grey_warp_wide::<$t, { WARP_ROWS_WIDE as usize }, $maximum>(&geometry, mode, cval, input, output)
+                    }
+                }
+            }
+        }
+    )*};
+}
+
+wide_kernels! {
+    f32: grey_warp_wide_min_f32 GreyWarpWideMinF32Args, false;
+    f32: grey_warp_wide_max_f32 GreyWarpWideMaxF32Args, true;
+    u8: grey_warp_wide_min_u8 GreyWarpWideMinU8Args, false;
+    u8: grey_warp_wide_max_u8 GreyWarpWideMaxU8Args, true;
+}
+
 kernel! {
     /// The tiled binary filter for rank 1 to 3: the block loads a tile and
     /// its halo (`border` outside the array) into shared memory; each

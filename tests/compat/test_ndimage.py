@@ -291,6 +291,33 @@ def test_cuda_arrays_stay_on_their_device(library):
         want = ndi.binary_dilation(array, iterations=2, mask=mask_bytes)
         np.testing.assert_array_equal(got, want, err_msg=f"{library} one-byte input {dtype}")
         np.testing.assert_array_equal(to_host(ours.binary_erosion(to_device(array))), ndi.binary_erosion(array))
+    # CUDA outputs: filled and returned, whether written in place (same
+    # dtype, contiguous, apart from the input), cast into (another dtype),
+    # or the input itself (as scipy's: its composites read the input after
+    # the output is written).
+    array = rng.random((9, 70, 40)).astype(np.float32)
+    for operator in ("grey_erosion", "grey_opening", "white_tophat", "morphological_laplace"):
+        want = getattr(ndi, operator)(array, size=(3, 5, 7))
+        for out_dtype in (np.float32, np.float64):
+            out = to_device(np.full(array.shape, -1, out_dtype))
+            assert getattr(ours, operator)(to_device(array), size=(3, 5, 7), output=out) is out
+            np.testing.assert_array_equal(to_host(out), want.astype(out_dtype), err_msg=f"{library} {operator}")
+        same, want_same = to_device(array), array.copy()
+        getattr(ndi, operator)(want_same, size=(3, 5, 7), output=want_same)
+        assert getattr(ours, operator)(same, size=(3, 5, 7), output=same) is same
+        np.testing.assert_array_equal(to_host(same), want_same, err_msg=f"{library} {operator} in place")
+    mask = rng.random((12, 9, 8)) < 0.7
+    array = rng.random(mask.shape) < 0.5
+    for operator in BINARY:
+        kwargs = {"iterations": 2} if operator in ("binary_erosion", "binary_dilation") else {}
+        want = getattr(ndi, operator)(array, **kwargs)
+        out = to_device(np.zeros(array.shape, bool))
+        assert getattr(ours, operator)(to_device(array), output=out, **kwargs) is out
+        np.testing.assert_array_equal(to_host(out), want, err_msg=f"{library} {operator} output=")
+        if operator == "binary_dilation":
+            want = ndi.binary_dilation(array, mask=mask, **kwargs)
+            assert ours.binary_dilation(to_device(array), mask=to_device(mask), output=out, **kwargs) is out
+            np.testing.assert_array_equal(to_host(out), want, err_msg=f"{library} {operator} mask, output=")
     # Until stable with a ring runs on the host and comes back to the device.
     ring = np.array([True, False, True])
     with pytest.raises(ValueError, match="cycles"):

@@ -160,6 +160,14 @@ pub const LAUNCH_BOUNDS: &[(&str, u32, u32)] = &[
     ("grey_warp_fixed_max_u8", 128, 4),
     ("grey_warp_fixed_plus_min_u8", 128, 4),
     ("grey_warp_fixed_plus_max_u8", 128, 4),
+    // The wide box kernels (windows up to 7, eight rows per warp): a lane
+    // holds 14 loaded rows, the next plane's 14 and six planes' minima.
+    // float32 at 235 registers without spilling (two blocks per
+    // multiprocessor); bytes at 168 (three blocks, 44 bytes spilled).
+    ("grey_warp_wide_min_f32", 128, 2),
+    ("grey_warp_wide_max_f32", 128, 2),
+    ("grey_warp_wide_min_u8", 128, 3),
+    ("grey_warp_wide_max_u8", 128, 3),
 ];
 
 /// `ptx` with the `.maxntid` and `.minnctapersm` directives of

@@ -554,6 +554,13 @@ pub const WARP_ROWS_FIXED_PLUS_F32: u32 = 6;
 pub const WARP_ROWS_F64: u32 = 4;
 /// The longest window along every axis of the warp kernels.
 pub const WARP_WINDOW: u32 = 3;
+/// The longest window along every axis of the wide warp kernels
+/// (`grey_warp_wide_*`): flat boxes only, with a window longer than
+/// [`WARP_WINDOW`] along some axis ([`WarpGeometry::wide`]).
+pub const WARP_WIDE_WINDOW: u32 = 7;
+/// Output rows per warp of the wide warp kernels: a lane holds `rows +
+/// wy - 1` loaded rows per plane and the last `wz - 1` planes' results.
+pub const WARP_ROWS_WIDE: u32 = 8;
 
 /// Arrays of rank 1 to 3 (as `(z, y, x)`, leading axes of extent 1)
 /// filtered by a flat box of windows up to [`WARP_WINDOW`], the window
@@ -613,6 +620,17 @@ impl WarpGeometry {
         self.window(1) == WARP_WINDOW && self.window(2) == WARP_WINDOW && matches!(self.window(0), 1 | WARP_WINDOW)
     }
 
+    /// Whether the wide warp kernels take this geometry: a box (not a
+    /// plus) whose every window is 1 to [`WARP_WIDE_WINDOW`] and one of them
+    /// longer than [`WARP_WINDOW`] (shorter ones are the other warp
+    /// kernels'), with the columns past the warp loaded (`past`).
+    pub fn wide(&self) -> bool {
+        self.plus == 0
+            && self.past != 0
+            && (0..3).all(|axis| (1..=WARP_WIDE_WINDOW).contains(&self.window(axis)))
+            && (0..3).any(|axis| self.window(axis) > WARP_WINDOW)
+    }
+
     /// Whether every window is 1 to [`WARP_WINDOW`] (and a plus's centre
     /// lies in it).
     pub fn windows_fit(&self) -> bool {
@@ -657,6 +675,10 @@ streamed_args! {
     GreyWarpMaxU8Args: WarpGeometry, u8, GreyWarpMaxU8, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat box in registers";
     GreyWarpPlusMinU8Args: WarpGeometry, u8, GreyWarpPlusMinU8, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the minimum over a flat plus in registers";
     GreyWarpPlusMaxU8Args: WarpGeometry, u8, GreyWarpPlusMaxU8, reserved ("Unused; keeps `cval` aligned."), "a warp kernel: the maximum over a flat plus in registers";
+    GreyWarpWideMinF32Args: WarpGeometry, f32, GreyWarpWideMinF32, reserved ("Unused; keeps `cval` aligned."), "a wide warp kernel (a box of windows up to [`WARP_WIDE_WINDOW`]: [`WarpGeometry::wide`]): the minimum in registers";
+    GreyWarpWideMaxF32Args: WarpGeometry, f32, GreyWarpWideMaxF32, reserved ("Unused; keeps `cval` aligned."), "a wide warp kernel ([`WarpGeometry::wide`]): the maximum in registers";
+    GreyWarpWideMinU8Args: WarpGeometry, u8, GreyWarpWideMinU8, reserved ("Unused; keeps `cval` aligned."), "a wide warp kernel ([`WarpGeometry::wide`]): the minimum in registers";
+    GreyWarpWideMaxU8Args: WarpGeometry, u8, GreyWarpWideMaxU8, reserved ("Unused; keeps `cval` aligned."), "a wide warp kernel ([`WarpGeometry::wide`]): the maximum in registers";
     GreyWarpFixedMinU8Args: WarpGeometry, u8, GreyWarpFixedMinU8, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel (windows of [`WARP_WINDOW`] along y and x, [`WARP_WINDOW`] or 1 along z: [`WarpGeometry::fixed`]): the minimum over a flat box in registers";
     GreyWarpFixedMaxU8Args: WarpGeometry, u8, GreyWarpFixedMaxU8, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the maximum over a flat box in registers";
     GreyWarpFixedPlusMinU8Args: WarpGeometry, u8, GreyWarpFixedPlusMinU8, reserved ("Unused; keeps `cval` aligned."), "a fixed-window warp kernel ([`WarpGeometry::fixed`]): the minimum over a flat plus in registers";
@@ -1043,6 +1065,36 @@ mod tests {
         let plus = BoxGeometry { plus: 1, ..cube };
         assert_eq!(plus.shared_bytes(4), Some((10 * 66 + 10 * 64 + 2 * 3 * 8 * 64) * 4));
         assert_eq!(BoxGeometry { centre: [0, 2, 0], ..plus }.shared_bytes(4), None);
+    }
+
+    /// The wide warp kernels take boxes (not pluses) of windows 1 to 7 with
+    /// one longer than 3, loading the columns past the warp; the other warp
+    /// kernels keep windows up to 3.
+    #[test]
+    fn wide_warp_geometries() {
+        let g = |low: [i32; 3], high: [i32; 3]| WarpGeometry {
+            items: 1,
+            extent: [64, 64, 64],
+            chunk_z: 8,
+            low,
+            high,
+            tiles: [8, 8, 2],
+            rows: WARP_ROWS_WIDE,
+            plus: 0,
+            centre: [0; 3],
+            past: 1,
+        };
+        let seven = g([-3; 3], [3; 3]);
+        assert!(seven.wide() && !seven.windows_fit());
+        assert!(g([0, -1, -2], [0, 1, 2]).wide(), "1 × 3 × 5");
+        assert!(g([0, 0, -3], [0, 0, 3]).wide(), "a row of 7");
+        assert!(!g([-1; 3], [1; 3]).wide(), "3 × 3 × 3: the other warp kernels'");
+        assert!(g([-1; 3], [1; 3]).windows_fit());
+        assert!(!g([0, 0, -4], [0, 0, 3]).wide(), "a window of 8");
+        assert!(!g([0, 0, 1], [0, 0, 0]).wide(), "an empty window");
+        assert!(!WarpGeometry { plus: 1, ..seven }.wide(), "a plus");
+        assert!(!WarpGeometry { past: 0, ..seven }.wide(), "no columns past the warp");
+        assert_eq!(seven.outputs_x(), WARP_X);
     }
 }
 

@@ -325,12 +325,17 @@ fn gpu_warp_kernel_equals_the_gather() {
         let same = gather.iter().zip(&warp).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
         assert!(same, "{context} (f32)");
     }
-    // A window past the warp kernels' falls back to the box kernel; scipy's
-    // cross is taken in float32 only.
+    // A box of a window past 3 takes the wide kernels in float32 and uint8
+    // (up to 7; past that, and in float64, the box kernel); scipy's cross
+    // is taken in float32 only.
     let shape = [20usize, 20, 20];
     let batch = Batch { items: 1, shape: &shape };
     let footprint = Footprint::resolve(3, &Element::Size(vec![4, 3, 3]), &[0, 0, 0], false).unwrap();
+    assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
+    assert!(!gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap());
+    let footprint = Footprint::resolve(3, &Element::Size(vec![3, 8, 3]), &[0, 0, 0], false).unwrap();
     assert!(!gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
+    assert!(!gpu::takes_warp_kernel::<u8>(&g, batch, &footprint).unwrap());
     let cross = ArrayD::from_shape_fn(IxDyn(&[3, 3, 3]), |i| (0..3).filter(|&a| i[a] != 1).count() <= 1);
     let footprint = Footprint::resolve(3, &Element::Footprint(cross.view()), &[0, 0, 0], false).unwrap();
     assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap());
@@ -410,6 +415,57 @@ fn gpu_fixed_window_warp_kernels_equal_the_gather() {
                 assert_eq!(run(Strategy::Gather), run(Strategy::Warp), "{context} (u8)");
             }
         }
+    }
+}
+
+/// The wide warp kernels (boxes of windows 1 to 7, one of them past 3)
+/// against the gather: float32 and uint8, minimum and maximum, ranks 1 to
+/// 3, batches, every mode, origins, extents that leave partial warps,
+/// rows and chunks along z (and shorter than the window), NaN in the
+/// input; `Auto` takes them too, float64 the box kernel.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_wide_warp_kernels_equal_the_gather() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(47);
+    for case in 0..60 {
+        let rank = 1 + case % 3;
+        let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=[300, 90, 70][rank - 1])).collect();
+        let items = rng.gen_range(1..=3);
+        let mut sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=7)).collect();
+        let wide_axis = rng.gen_range(0..rank);
+        sizes[wide_axis] = rng.gen_range(4..=7);
+        let origin = random_origin(&mut rng, &sizes);
+        let mode = MODES[case % 5];
+        let maximum = case % 2 == 0;
+        let footprint = Footprint::resolve(rank, &Element::Size(sizes.clone()), &origin, maximum).unwrap();
+        let batch = Batch { items, shape: &shape };
+        let context = format!("case {case}: shape {shape:?} x{items}, box {sizes:?} at {origin:?}, {mode:?}");
+        assert!(gpu::takes_warp_kernel::<f32>(&g, batch, &footprint).unwrap(), "{context}");
+        assert!(gpu::takes_warp_kernel::<u8>(&g, batch, &footprint).unwrap(), "{context}");
+        assert!(!gpu::takes_warp_kernel::<f64>(&g, batch, &footprint).unwrap(), "{context}");
+        let spatial: usize = shape.iter().product();
+        let values: Vec<f32> = (0..items * spatial)
+            .map(|i| if i % 89 == 7 { f32::NAN } else { rng.gen_range(-50..50) as f32 * 0.125 })
+            .collect();
+        let input = g.upload(&values).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f32>(values.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
+        let gather = run(Strategy::Gather);
+        assert!(same(&gather, &run(Strategy::Warp)), "{context} (f32)");
+        assert!(same(&gather, &run(Strategy::Auto)), "{context} (f32, auto)");
+        let bytes: Vec<u8> = (0..items * spatial).map(|_| rng.gen()).collect();
+        let input = g.upload(&bytes).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<u8>(bytes.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 7.0, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        assert_eq!(run(Strategy::Gather), run(Strategy::Warp), "{context} (u8)");
     }
 }
 

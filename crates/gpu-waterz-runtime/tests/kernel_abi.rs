@@ -208,6 +208,10 @@ fn every_kernel_declares_its_structs_fields_as_parameters() {
     check::<GreyWarpPlusMaxU8Args>(c);
     check::<GreyWarpFixedMinU8Args>(c);
     check::<GreyWarpFixedMaxU8Args>(c);
+    check::<GreyWarpWideMinF32Args>(c);
+    check::<GreyWarpWideMaxF32Args>(c);
+    check::<GreyWarpWideMinU8Args>(c);
+    check::<GreyWarpWideMaxU8Args>(c);
     check::<GreyWarpFixedPlusMinU8Args>(c);
     check::<GreyWarpFixedPlusMaxU8Args>(c);
     check::<FillHolesEdgesArgs>(c);

@@ -125,6 +125,9 @@ pub trait GreyKernels: gpu_waterz_runtime::DeviceElement {
     /// (`WarpGeometry::fixed`) or not: its maximum kernel is compiled with
     /// the same launch bounds, so either gives the occupancy.
     fn warp_kernel(fixed: bool, plus: bool) -> Kernel;
+    /// The minimum kernel of the wide warp filter (`WarpGeometry::wide`),
+    /// or `None` for a type without wide kernels (float64).
+    fn wide_kernel() -> Option<Kernel>;
     /// The warp filter (a flat box, rank 1 to 3, in registers).
     fn warped(
         gpu: &Gpu,
@@ -142,7 +145,8 @@ macro_rules! grey_launches {
         $boxed:ident $box_args:ident, $plus:ident $plus_args:ident,
         $warp_min:ident $min_args:ident, $warp_max:ident $max_args:ident, $rows:expr, $past:expr,
         fixed $fixed_rows:expr, $fixed_min:ident $fixed_max:ident
-        $(, plus $plus_min:ident $plus_max:ident, fixed $fixed_plus_rows:expr, $fixed_plus_min:ident $fixed_plus_max:ident)?;)*) => {$(
+        $(, plus $plus_min:ident $plus_max:ident, fixed $fixed_plus_rows:expr, $fixed_plus_min:ident $fixed_plus_max:ident)?
+        $(, wide $wide_min:ident $wide_max:ident)?;)*) => {$(
         impl GreyKernels for $t {
             fn warp_rows(fixed: bool, plus: bool) -> u32 {
                 match (fixed, plus) {
@@ -165,6 +169,10 @@ macro_rules! grey_launches {
                 }
             }
 
+            fn wide_kernel() -> Option<Kernel> {
+                None $(.or(Some(<$wide_min as KernelArgs>::KERNEL)))?
+            }
+
             /// The warp filter of `input` into `output` over `geometry`'s box
             /// or plus (where this type's kernels take pluses): the kernel
             /// of its element (box or plus), its filter (minimum or maximum)
@@ -179,7 +187,11 @@ macro_rules! grey_launches {
                 output: &mut DeviceBuffer<Self>,
             ) -> Result<()> {
                 const K: &str = stringify!($warp_min);
-                let rows = Self::warp_rows(geometry.fixed(), geometry.plus != 0);
+                let wide = geometry.wide();
+                if wide && Self::wide_kernel().is_none() {
+                    return Err(RuntimeError::InvalidLaunch { kernel: K, reason: "wide windows in this type".into() });
+                }
+                let rows = if wide { WARP_ROWS_WIDE } else { Self::warp_rows(geometry.fixed(), geometry.plus != 0) };
                 let config = check_warp(gpu, K, geometry, rows, $past)?;
                 let n = values_of(K, geometry.items, geometry.extent)?;
                 check_pair(gpu, K, n, input, output)?;
@@ -187,6 +199,19 @@ macro_rules! grey_launches {
                     return Ok(());
                 }
                 let (geometry, reserved, input, output) = (*geometry, 0, input.as_ptr(), output.as_mut_ptr());
+                $(
+                if wide {
+                    // SAFETY: every item's values, distinct buffers; a wide
+                    // geometry with its rows, positions below u32::MAX: checked.
+                    return unsafe {
+                        if maximum {
+                            gpu.launch(config, $wide_max { geometry, mode, reserved, cval, input, output })
+                        } else {
+                            gpu.launch(config, $wide_min { geometry, mode, reserved, cval, input, output })
+                        }
+                    };
+                }
+                )?
                 // The fixed kernels are launched only when `geometry.fixed()`.
                 // SAFETY: every item's values, distinct buffers; rows, windows,
                 // plus centre, positions below u32::MAX: checked.
@@ -369,7 +394,8 @@ grey_launches! {
         grey_box_f32 GreyBoxF32Args, grey_plus_f32 GreyPlusF32Args,
         grey_warp_min_f32 GreyWarpMinF32Args, grey_warp_max_f32 GreyWarpMaxF32Args, WARP_ROWS_F32, WARP_PAST_F32,
         fixed WARP_ROWS_FIXED_F32, GreyWarpFixedMinF32Args GreyWarpFixedMaxF32Args,
-        plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args, fixed WARP_ROWS_FIXED_PLUS_F32, GreyWarpFixedPlusMinF32Args GreyWarpFixedPlusMaxF32Args;
+        plus GreyWarpPlusMinF32Args GreyWarpPlusMaxF32Args, fixed WARP_ROWS_FIXED_PLUS_F32, GreyWarpFixedPlusMinF32Args GreyWarpFixedPlusMaxF32Args,
+        wide GreyWarpWideMinF32Args GreyWarpWideMaxF32Args;
     f64: grey_filter_f64 GreyFilterF64Args, grey_line_f64 GreyLineF64Args, grey_tile_f64 GreyTileF64Args,
         grey_box_f64 GreyBoxF64Args, grey_plus_f64 GreyPlusF64Args,
         grey_warp_min_f64 GreyWarpMinF64Args, grey_warp_max_f64 GreyWarpMaxF64Args, WARP_ROWS_F64, WARP_PAST_F64,
@@ -378,14 +404,15 @@ grey_launches! {
         grey_box_u8 GreyBoxU8Args, grey_plus_u8 GreyPlusU8Args,
         grey_warp_min_u8 GreyWarpMinU8Args, grey_warp_max_u8 GreyWarpMaxU8Args, WARP_ROWS_F32, WARP_PAST_F32,
         fixed WARP_ROWS_FIXED_F32, GreyWarpFixedMinU8Args GreyWarpFixedMaxU8Args,
-        plus GreyWarpPlusMinU8Args GreyWarpPlusMaxU8Args, fixed WARP_ROWS_FIXED_PLUS_F32, GreyWarpFixedPlusMinU8Args GreyWarpFixedPlusMaxU8Args;
+        plus GreyWarpPlusMinU8Args GreyWarpPlusMaxU8Args, fixed WARP_ROWS_FIXED_PLUS_F32, GreyWarpFixedPlusMinU8Args GreyWarpFixedPlusMaxU8Args,
+        wide GreyWarpWideMinU8Args GreyWarpWideMaxU8Args;
 }
 
 /// Checks a warp geometry (windows, rows, past columns, chunk, tile
 /// counts, index ranges) and returns its launch.
 fn check_warp(gpu: &Gpu, kernel: &'static str, g: &WarpGeometry, rows: u32, past: bool) -> Result<LaunchConfig> {
     let bad = |reason: String| RuntimeError::InvalidLaunch { kernel, reason };
-    if !g.windows_fit() {
+    if !g.windows_fit() && !g.wide() {
         return Err(bad(format!("window {:?}..={:?} does not fit the warp kernels", g.low, g.high)));
     }
     if g.rows != rows {

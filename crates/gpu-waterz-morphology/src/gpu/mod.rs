@@ -14,8 +14,8 @@ mod launch;
 use crate::{check_input, invalid, Footprint, Mode, Result};
 use gpu_waterz_abi::morphology::{
     BitsGeometry, BoxGeometry, MorphGeometry, TileGeometry, WarpGeometry, BITS_MAX_Z, BITS_REACH_X, BITS_THREADS,
-    BITS_WORDS, BOX_X, BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y, WARP_THREADS, WARP_X,
-    X_RUNS_DOWN, X_RUNS_UP,
+    BITS_WORDS, BOX_X, BOX_Y, MORPH_MAX_RANK, TILE_MAX_Z, TILE_SHARED_BYTES, TILE_X, TILE_Y, WARP_ROWS_WIDE,
+    WARP_THREADS, WARP_X, X_RUNS_DOWN, X_RUNS_UP,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
@@ -27,7 +27,8 @@ use ndarray::{ArrayD, ArrayViewD};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Strategy {
     /// `Warp` for flat boxes of rank 1 to 3 whose window fits the warp
-    /// kernels; `Box` for other flat boxes and pluses of rank 1 to 3 whose
+    /// kernels of windows up to 3 (not the wide ones, which `Warp` takes:
+    /// they have not yet run on a GPU); `Box` for other flat boxes and pluses of rank 1 to 3 whose
     /// window fits the box kernels; else one pass per axis for boxes of more than 27 elements;
     /// else tiles for rank 1 to 3 when the halo fits the shared memory;
     /// else the gather (the default). `docs/BENCHMARKS.md` has the
@@ -53,7 +54,11 @@ pub enum Strategy {
     /// registers (no shared memory; when the window fits,
     /// [`takes_warp_kernel`]; else as `Box`). Windows of 3 along y and x
     /// and 3 or 1 along z (scipy's `size=3` and its cross, in 3-D and 2-D)
-    /// take kernels that hold them as constants.
+    /// take kernels that hold them as constants. In float32 and uint8, flat
+    /// boxes with a window of 4 to 7 along some axis (and at most 7 along
+    /// every axis, such as scipy's `size=7`) take the wide warp kernels,
+    /// which take the minimum along y first and shuffle only the output
+    /// rows.
     Warp,
 }
 
@@ -311,9 +316,9 @@ fn warp_chunk_planes(planes: u32, window: u32, per_chunk: u64, resident: u64) ->
 /// Whether [`Strategy::Warp`] runs `footprint` over `batch` with values of
 /// `T` in the warp kernels: a flat box (or, in float32, a flat plus) of
 /// rank 1 to 3 whose window fits them ([`Strategy::Auto`] takes them
-/// first).
+/// first, but for the wide kernels).
 pub fn takes_warp_kernel<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<bool> {
-    Ok(warp_layout::<T>(gpu, batch, footprint)?.is_some())
+    Ok(warp_layout::<T>(gpu, batch, footprint, true)?.is_some())
 }
 
 /// Whether the element is a flat box (`(false, _)`) or a flat plus
@@ -335,11 +340,17 @@ fn box_or_plus(footprint: &Footprint) -> Option<(bool, [i32; 3])> {
 /// with `T`'s output rows per warp (its fixed-window kernels' rows where
 /// the geometry is `fixed()`), or `None` when the element is not a
 /// flat box (or, where `T`'s kernels take them, a flat plus), the rank is
-/// larger, the window does not fit the kernels or a
+/// larger, the window does not fit the kernels (the wide kernels' windows
+/// only with `take_wide`) or a
 /// plane is too large for their 32-bit offsets. Output planes per warp:
 /// [`warp_chunk_planes`], for as many warps as the kernel's occupancy
 /// puts on the device at once.
-fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint) -> Result<Option<WarpGeometry>> {
+fn warp_layout<T: GreyValue>(
+    gpu: &Gpu,
+    batch: Batch<'_>,
+    footprint: &Footprint,
+    take_wide: bool,
+) -> Result<Option<WarpGeometry>> {
     let rank = batch.shape.len();
     if !(1..=3).contains(&rank) || footprint.rank() != rank {
         return Ok(None);
@@ -368,20 +379,26 @@ fn warp_layout<T: GreyValue>(gpu: &Gpu, batch: Batch<'_>, footprint: &Footprint)
         centre,
         past: T::WARP_PAST as u32,
     };
-    // The fixed-window kernels take their own rows per warp.
-    geometry.rows = T::warp_rows(geometry.fixed(), plus);
+    // Boxes with a window longer than WARP_WINDOW (up to
+    // WARP_WIDE_WINDOW) take the wide kernels where the type has them; the
+    // fixed-window kernels take their own rows per warp.
+    let wide_kernel = if take_wide && geometry.wide() { T::wide_kernel() } else { None };
+    geometry.rows = match wide_kernel {
+        Some(_) => WARP_ROWS_WIDE,
+        None => T::warp_rows(geometry.fixed(), plus),
+    };
     if (extent[1] as u64 + geometry.rows as u64) * (extent[2] as u64 + WARP_X as u64) >= u32::MAX as u64 {
         return Ok(None);
     }
     geometry.tiles[1] = extent[1].div_ceil(geometry.rows);
     geometry.tiles[2] = extent[2].div_ceil(geometry.outputs_x());
-    if !geometry.windows_fit()
+    if !(geometry.windows_fit() || wide_kernel.is_some())
         || geometry.tiles[1] as u64 * geometry.tiles[2] as u64 * extent[0] as u64 > u32::MAX as u64
     {
         return Ok(None);
     }
     let per_chunk = geometry.items * geometry.tiles[1] as u64 * geometry.tiles[2] as u64;
-    let kernel = T::warp_kernel(geometry.fixed(), plus);
+    let kernel = wide_kernel.unwrap_or_else(|| T::warp_kernel(geometry.fixed(), plus));
     let resident = gpu.multiprocessor_count() as u64
         * gpu.blocks_per_multiprocessor(kernel, WARP_THREADS, 0)? as u64
         * (WARP_THREADS / 32) as u64;
@@ -555,7 +572,9 @@ pub fn grey_filter<T: GreyValue>(
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
     if matches!(strategy, Strategy::Auto | Strategy::Warp) {
-        if let Some(geometry) = warp_layout::<T>(gpu, batch, footprint)? {
+        // The wide kernels only when asked for by name: they have not yet
+        // run on a GPU (`Strategy::Warp`).
+        if let Some(geometry) = warp_layout::<T>(gpu, batch, footprint, strategy == Strategy::Warp)? {
             return Ok(T::warped(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
     }

@@ -142,14 +142,15 @@ def _per_item(array, batch_dims, function):
 
 
 def _apply(operation, array, sizes, footprint, structure, mode, cval, origins, backend="cpu", batch_dims=0,
-           strategy="auto"):
+           strategy="auto", into=None):
     """Erosion or dilation of `array`, in its dtype: on the GPU in the type
     `_gpu_type` picks and cast back (exact for flat elements); on the CPU
-    in float64."""
+    in float64. A CUDA array `into` that the kernels can write as it is
+    (`_writable_into`) receives the result and is returned."""
     library = _library(array)
     if library is not None:
         return _apply_cuda(library, operation, array, sizes, footprint, structure, mode, cval, origins, batch_dims,
-                           strategy)
+                           strategy, into)
     if backend in ("auto", "gpu"):
         values = np.ascontiguousarray(array, dtype=_gpu_type(array.dtype, structure, cval, mode))
         try:
@@ -196,11 +197,37 @@ def _output_type(output):
         return None
 
 
-def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, origins, batch_dims, strategy):
+def _writable_into(library, values, into):
+    """Whether the kernels can write CUDA array `into` in place of a new
+    output for the input `values`: the same library, dtype, shape and
+    device, C-contiguous, and no byte shared with the input."""
+    if into is None or _library(into) != library or into.dtype != values.dtype:
+        return False
+    if getattr(into, "requires_grad", False):
+        # A tensor in autograd's graph keeps torch's own copy into it.
+        return False
+    if tuple(into.shape) != tuple(values.shape):
+        return False
+    if library == "torch":
+        if not into.is_contiguous() or into.device != values.device:
+            return False
+        (a, b) = (into.data_ptr(), values.data_ptr())
+        n = values.numel() * values.element_size()
+    else:
+        if not into.flags.c_contiguous or into.device != values.device:
+            return False
+        (a, b) = (into.data.ptr, values.data.ptr)
+        n = values.nbytes
+    return n == 0 or a + n <= b or b + n <= a
+
+
+def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, origins, batch_dims, strategy,
+                into=None):
     """Erosion or dilation of a CUDA array on its device, in its dtype:
     float32, float64 and uint8 (within `_gpu_type`'s conditions) as they
     are; other types converted to float32 where `_gpu_type` finds it exact,
-    else to float64, and back."""
+    else to float64, and back. The result goes straight into `into` when
+    the type is taken as it is and `_writable_into` allows (no copy after)."""
     dtype = _numpy_dtype(x.dtype)
     wide = np.float64 if dtype is None else _gpu_type(dtype, structure, cval, mode)
     kernel = {np.dtype(np.uint8): "u1", np.dtype(np.float32): "f4"}.get(np.dtype(wide), "f8")
@@ -210,7 +237,7 @@ def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, 
         native = kernel == "u1" or x.dtype in (torch.float32, torch.float64)
         work = torch.float32 if kernel == "f4" else torch.float64
         values = x.detach().contiguous() if native else x.detach().to(work).contiguous()
-        out = torch.empty_like(values)
+        out = into if native and _writable_into(library, values, into) else torch.empty_like(values)
         torch.cuda.synchronize(values.device)
         pointers, ordinal = [values.data_ptr(), out.data_ptr()], values.device.index or 0
         back = (lambda r: r) if native else (lambda r: r.to(x.dtype))
@@ -220,7 +247,7 @@ def _apply_cuda(library, operation, x, sizes, footprint, structure, mode, cval, 
         native = kernel == "u1" or dtype in (np.dtype(np.float32), np.dtype(np.float64))
         with x.device:
             values = cp.ascontiguousarray(x if native else x.astype(cp.float32 if kernel == "f4" else cp.float64))
-            out = cp.empty_like(values)
+            out = into if native and _writable_into(library, values, into) else cp.empty_like(values)
             cp.cuda.runtime.deviceSynchronize()
         pointers, ordinal = [values.data.ptr, out.data.ptr], x.device.id
         back = (lambda r: r) if native else (lambda r: r.astype(x.dtype))
@@ -247,7 +274,7 @@ def _check_output(array, output):
 def _store(result, output):
     """`result` into an output array (cast), or as the dtype `output`
     names, or as it is."""
-    if output is None:
+    if output is None or result is output:
         return result
     if _is_array(output):
         if tuple(output.shape) != tuple(result.shape):
@@ -342,7 +369,9 @@ def _grey(operation, input, size, footprint, structure, output, mode, cval, orig
     def run(op, x, out=None):
         if _size(x) == 0:
             return _store(_copy(x), out)
-        return _store(_apply(op, x, sizes, footprint, structure, mode, cval, origins, backend, batch_dims), out)
+        into = out if _is_array(out) else None
+        return _store(_apply(op, x, sizes, footprint, structure, mode, cval, origins, backend, batch_dims,
+                             into=into), out)
 
     if operation in ("erosion", "dilation"):
         return run(operation, array, output)
@@ -561,8 +590,9 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
 
             with array.device:
                 return _store(cp.asarray(result), output)
-        return _store(_binary_cuda(library, dilate, array, structure, steps, mask, border_value, origins, batch_dims),
-                      output)
+        into = output if _is_array(output) else None
+        return _store(_binary_cuda(library, dilate, array, structure, steps, mask, border_value, origins, batch_dims,
+                                   into), output)
     # A boolean array as it is (its bytes, 0 or 1, are the kernels').
     current = np.asarray(array, dtype=bool)
     if mask is not None and _library(mask) is not None:
@@ -589,26 +619,38 @@ def _binary(dilate, input, structure, iterations, mask, output, border_value, or
                   output)
 
 
-def _binary_cuda(library, dilate, x, structure, steps, mask, border_value, origins, batch_dims):
-    """Binary steps of a CUDA array on its device; a bool array back."""
-    values, out, pointers, ordinal = _cuda_bytes_and_output(x, mask)
+def _binary_cuda(library, dilate, x, structure, steps, mask, border_value, origins, batch_dims, into=None):
+    """Binary steps of a CUDA array on its device; a bool array back (`into`
+    itself when the kernels can write it, `_cuda_bytes_and_output`)."""
+    values, out, pointers, ordinal = _cuda_bytes_and_output(x, mask, into)
     _native.binary_filter_cuda(dilate, pointers, list(values.shape), int(batch_dims), structure, origins,
                                bool(border_value), steps, ordinal)
     # The kernels write 0 or 1 per byte: a bool array's own bytes.
     return out
 
 
-def _cuda_bytes_and_output(x, mask=None):
+def _cuda_bytes_and_output(x, mask=None, into=None):
     """For the binary kernels on CUDA array ``x`` (and ``mask``): its bytes
-    (``_cuda_bytes``), a new bool output of its shape on its device, their
+    (``_cuda_bytes``), a bool output of its shape on its device (``into``
+    when it is a bool array the kernels can write, sharing no byte with
+    the input or the mask: ``_writable_into``; else a new one), their
     addresses ``[input, output, mask or 0]``, and the device's ordinal;
     the device synchronized, so that the native call sees the bytes."""
+
+    def fits(values, mask_values):
+        if into is None or str(into.dtype) not in ("bool", "torch.bool"):
+            return False
+        # The bytes as bool, so that `_writable_into` compares dtypes.
+        as_bool = values.view(into.dtype)
+        return _writable_into(_library(x), as_bool, into) and (
+            mask_values is None or _writable_into(_library(x), mask_values.view(into.dtype), into))
+
     if type(x).__module__.startswith("torch"):
         import torch
 
         values = _cuda_bytes(x)
         mask_values = None if mask is None else _cuda_bytes(mask)
-        out = torch.empty(values.shape, dtype=torch.bool, device=values.device)
+        out = into if fits(values, mask_values) else torch.empty(values.shape, dtype=torch.bool, device=values.device)
         torch.cuda.synchronize(values.device)
         pointers = [values.data_ptr(), out.data_ptr(), 0 if mask_values is None else mask_values.data_ptr()]
         return values, out, pointers, values.device.index or 0
@@ -617,7 +659,7 @@ def _cuda_bytes_and_output(x, mask=None):
     with x.device:
         values = _cuda_bytes(x)
         mask_values = None if mask is None else _cuda_bytes(mask)
-        out = cp.empty(values.shape, dtype=bool)
+        out = into if fits(values, mask_values) else cp.empty(values.shape, dtype=bool)
         cp.cuda.runtime.deviceSynchronize()
     pointers = [values.data.ptr, out.data.ptr, 0 if mask_values is None else mask_values.data.ptr]
     return values, out, pointers, x.device.id
