@@ -1641,7 +1641,7 @@ macro_rules! wide_kernels {
             /// (`..._max_*`) filter over float32 or bytes for a flat box of
             /// rank 1 to 3 with windows up to `WARP_WIDE_WINDOW`, one of
             /// them longer than `WARP_WINDOW` (`WarpGeometry::wide`), held
-            /// in registers ([`grey_warp_wide`]): each warp streams the
+            /// in registers (`grey_warp_wide`): each warp streams the
             /// planes of its columns' window along z, taking the minimum
             /// along y in registers, along x by shuffles and along z in
             /// registers; no shared memory, no barriers.
