@@ -638,7 +638,7 @@ def _cuda_bytes_and_output(x, mask=None, into=None):
     the device synchronized, so that the native call sees the bytes."""
 
     def fits(values, mask_values):
-        if into is None or str(into.dtype) not in ("bool", "torch.bool"):
+        if into is None or not _is_bool(into):
             return False
         # The bytes as bool, so that `_writable_into` compares dtypes.
         as_bool = values.view(into.dtype)
