@@ -157,6 +157,15 @@ def main():
         ("white_tophat size=3 uint8", lambda: gndi.white_tophat(volume8, size=3),
          lambda: cndi.white_tophat(volume8_cp, size=3)),
     ]
+    # 2-D boxes (a 4096² plane of the same noise): one staged pass per axis.
+    grey_plane = noise((4096, 4096))
+    grey_plane_cp = as_cupy(grey_plane)
+    rows += [
+        ("grey_erosion size=7 4096^2", lambda: gndi.grey_erosion(grey_plane, size=7),
+         lambda: cndi.grey_erosion(grey_plane_cp, size=7)),
+        ("grey_erosion size=(1,15) 4096^2", lambda: gndi.grey_erosion(grey_plane, size=(1, 15)),
+         lambda: cndi.grey_erosion(grey_plane_cp, size=(1, 15))),
+    ]
     # (Not named `full`: that is the 3×3×3 structure the rows above read
     # when they run.)
     whole_table = args.only == "all"

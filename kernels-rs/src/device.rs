@@ -749,6 +749,34 @@ pub unsafe fn copy_async_16(dst: *mut u32, src: *const u32) {
     };
 }
 
+/// Starts an asynchronous copy of 4 (`BYTES` 4) or 8 (`BYTES` 8) bytes
+/// from global to shared memory (`cp.async.ca`), as [`copy_async_16`]
+/// does for 16.
+///
+/// # Safety
+/// `src` points to `BYTES` readable bytes of global memory and `dst` to
+/// `BYTES` bytes of shared memory, both aligned to `BYTES`; nothing reads
+/// or writes `dst` until the copy is complete and (for other threads) a
+/// barrier has followed.
+#[inline(always)]
+pub unsafe fn copy_async_small<const BYTES: u32>(dst: *mut u8, src: *const u8) {
+    // SAFETY: the caller's; the conversions are address arithmetic.
+    unsafe {
+        core::arch::asm!(
+            "{{",
+            ".reg .u64 %shared_at, %global_at;",
+            "cvta.to.shared.u64 %shared_at, {dst};",
+            "cvta.to.global.u64 %global_at, {src};",
+            "cp.async.ca.shared.global [%shared_at], [%global_at], {bytes};",
+            "}}",
+            dst = in(reg64) dst as u64,
+            src = in(reg64) src as u64,
+            bytes = const BYTES,
+            options(nostack)
+        )
+    };
+}
+
 /// Closes this thread's group of the asynchronous copies started since the
 /// last call (`cp.async.commit_group`; an empty group is a group).
 ///

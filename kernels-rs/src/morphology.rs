@@ -210,6 +210,300 @@ unsafe fn grey_line<T: Grey>(
     });
 }
 
+/// Values each lane of a staged pass over bytes loads before it stores
+/// them to the staging area, so that as many loads are in flight (the
+/// other types copy asynchronously, `Staged::ASYNC`).
+const LINE_BATCH: usize = 8;
+
+/// Shared-memory reads of a staged pass's window issued together.
+const LINE_READS: usize = 4;
+
+/// How a staged separable pass moves values from global to shared memory.
+trait Staged: Grey {
+    /// Whether [`Staged::stage`] copies asynchronously (`cp.async`: the
+    /// pass commits and waits for the copies before it reads them).
+    const ASYNC: bool;
+
+    /// Copies `*src` to `*dst` (asynchronously when `ASYNC`).
+    ///
+    /// # Safety
+    /// `src` is a readable value of global memory and `dst` a value of
+    /// shared memory, both aligned; with `ASYNC`, `dst` is not read before
+    /// the copies are waited for.
+    unsafe fn stage(dst: *mut Self, src: *const Self);
+}
+
+impl Staged for f32 {
+    const ASYNC: bool = true;
+
+    #[inline(always)]
+    unsafe fn stage(dst: *mut Self, src: *const Self) {
+        // SAFETY: the caller's.
+        unsafe { copy_async_small::<4>(dst.cast(), src.cast()) }
+    }
+}
+
+impl Staged for f64 {
+    const ASYNC: bool = true;
+
+    #[inline(always)]
+    unsafe fn stage(dst: *mut Self, src: *const Self) {
+        // SAFETY: the caller's.
+        unsafe { copy_async_small::<8>(dst.cast(), src.cast()) }
+    }
+}
+
+impl Staged for u8 {
+    const ASYNC: bool = false;
+
+    #[inline(always)]
+    unsafe fn stage(dst: *mut Self, src: *const Self) {
+        // SAFETY: the caller's.
+        unsafe { *dst = *src }
+    }
+}
+
+/// The better of two values for a filter known at compile time: `b` when
+/// it replaces `a` (strict, as [`better`]: NaN never replaces).
+#[inline(always)]
+fn pick<T: PartialOrd + Copy, const MAXIMUM: bool>(a: T, b: T) -> T {
+    if better_than::<T, MAXIMUM>(b, a) {
+        b
+    } else {
+        a
+    }
+}
+
+/// The best of the `count` staged values from `at`, `step` slots apart,
+/// against `best`, in order; `LINE_READS` reads issued together.
+///
+/// # Safety
+/// `area + at + (count - 1) * step` lies in the warp's staged values.
+#[inline(always)]
+unsafe fn best_of<T: Grey + Copy, const MAXIMUM: bool>(area: *const T, at: u32, step: u32, count: u32, best: T) -> T {
+    let mut best = best;
+    let mut o = 0;
+    while o < count {
+        let mut values = [best; LINE_READS];
+        let mut u = 0;
+        while u < LINE_READS {
+            if o + (u as u32) < count {
+                // SAFETY: the caller's.
+                values[u] = unsafe { *area.add((at + (o + u as u32) * step) as usize) };
+            }
+            u += 1;
+        }
+        let mut u = 0;
+        while u < LINE_READS {
+            best = pick::<T, MAXIMUM>(best, values[u]);
+            u += 1;
+        }
+        o += LINE_READS as u32;
+    }
+    best
+}
+
+/// A staged unit's outputs from the warp's area (see [`grey_line_staged`]).
+/// Along a strided axis each lane walks its line two outputs at a time,
+/// the two windows' shared `window - 1` values taken once; along the last
+/// axis each output takes its window.
+///
+/// # Safety
+/// The unit's `count + window - 1` values are staged; `line` is this
+/// lane's line, `first + count` at most its extent.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn line_outputs<T: Grey + Copy, const MAXIMUM: bool>(
+    area: *const T,
+    rows: bool,
+    lane: u32,
+    count: u32,
+    window: u32,
+    output: *mut T,
+    line: u64,
+    first: u64,
+    inner: u64,
+) {
+    let identity = if MAXIMUM { T::SMALLEST } else { T::LARGEST };
+    if rows {
+        let mut t = lane;
+        while t < count {
+            // SAFETY: the window of output t is staged.
+            let best = unsafe { best_of::<T, MAXIMUM>(area, t, 1, window, identity) };
+            // SAFETY: first + t < n: an output of the line.
+            unsafe { *output.add((line + first + t as u64) as usize) = best };
+            t += 32;
+        }
+        return;
+    }
+    // SAFETY: this lane's column of the area.
+    let column = unsafe { area.add(lane as usize) };
+    // SAFETY: (each write) first + t < n: an output of the line.
+    let out = |t: u32, v: T| unsafe { *output.add((line + (first + t as u64) * inner) as usize) = v };
+    let mut t = 0;
+    while t + 1 < count {
+        // Outputs t and t + 1 share the values t + 1 to t + window - 1,
+        // taken first (from the identity, so that NaN never replaces).
+        // SAFETY: rows t to t + window of the column are staged.
+        unsafe {
+            let shared = best_of::<T, MAXIMUM>(column, (t + 1) * 32, 32, window - 1, identity);
+            out(t, pick::<T, MAXIMUM>(shared, *column.add((t * 32) as usize)));
+            out(t + 1, pick::<T, MAXIMUM>(shared, *column.add(((t + window) * 32) as usize)));
+        }
+        t += 2;
+    }
+    if t < count {
+        // SAFETY: rows t to t + window - 1 of the column are staged.
+        out(t, unsafe { best_of::<T, MAXIMUM>(column, t * 32, 32, window, identity) });
+    }
+}
+
+/// One separable pass's staged body ([`LineStaging`]): each warp copies
+/// the values its unit's outputs read into its own staging area (floats
+/// asynchronously, every copy in flight at once; bytes eight loads at a
+/// time), then takes each output's minimum (or maximum) over the window
+/// from shared memory ([`line_outputs`]).
+///
+/// Along a strided axis lane `l` stages row `a` of its line at slot
+/// `32a + l` and a window's values are 32 slots apart; along the last axis
+/// the lanes stage the unit's values `a` at slot `a`, 32 apart, and a
+/// window's values are adjacent.
+///
+/// # Safety
+/// As the kernels' `# Safety` sections, with `chunk > 0`, the launch's
+/// `LINE_WARPS` warps per block and `LINE_WARPS * LINE_WARP_BYTES` bytes
+/// of dynamic shared memory, and the window fitting the staging area
+/// (`LineStaging::fits`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn grey_line_staged<T: Staged>(
+    geometry: &MorphGeometry,
+    axis: u32,
+    mode: u32,
+    maximum: u32,
+    chunk: u32,
+    low: i64,
+    high: i64,
+    cval: f64,
+    input: *const T,
+    output: *mut T,
+) {
+    let staging = LineStaging::new(geometry, axis, chunk);
+    let (n, inner, chunk) = (staging.extent, staging.inner, staging.chunk);
+    let (chunks, tiles, units) = (staging.chunks(), staging.tiles(), staging.units());
+    // The staging area's fit (the caller's) bounds the window and the
+    // slots below 2^16.
+    let window = (high - low + 1) as u32;
+    let lane = thread_idx_x() % 32;
+    let warp = thread_idx_x() / 32;
+    let capacity = (LINE_WARP_BYTES as usize) / core::mem::size_of::<T>();
+    // SAFETY: each warp's area lies in the launch's shared memory.
+    let area = unsafe { dynamic_shared::<T>().add(warp as usize * capacity) };
+    let outside = T::from_f64(cval);
+    // A lane's values along the line: the first, the step between them,
+    // and their slots (slot_mul * a + slot_add).
+    let rows = inner == 1;
+    let (first_at, at_step, slot_mul, slot_add) = if rows { (lane, 32u32, 1u32, 0u32) } else { (0, 1, 32, lane) };
+    let mut unit = block_idx_x() as u64 * LINE_WARPS as u64 + warp as u64;
+    let warps = grid_dim_x() as u64 * LINE_WARPS as u64;
+    while unit < units {
+        let tile = unit % tiles;
+        let rest = unit / tiles;
+        let first = (rest % chunks) * chunk;
+        // This lane's line (its first value), and whether it has one.
+        let line = (rest / chunks) * n * inner + tile * 32 + if rows { 0 } else { lane as u64 };
+        let active = rows || tile * 32 + (lane as u64) < inner;
+        let count = chunk.min(n - first) as u32;
+        let along = count + window - 1;
+        let start = first as i64 + low;
+        // Every read of the unit inside the line: no boundary mapping.
+        let interior = start >= 0 && start + along as i64 <= n as i64;
+        if active && interior && T::ASYNC {
+            // The hot path: addresses stepped, every copy in flight.
+            let step = (at_step as u64 * inner) as usize;
+            // Coordinate start + first_at (past the line when this lane
+            // copies nothing: never read).
+            let mut src = input.wrapping_add((line + (start as u64 + first_at as u64) * inner) as usize);
+            let mut at = first_at;
+            while at < along {
+                // SAFETY: coordinate start + at lies on the line and its
+                // slot in the area; read only after the wait below.
+                unsafe {
+                    T::stage(area.add((at * slot_mul + slot_add) as usize), src);
+                    src = src.wrapping_add(step);
+                }
+                at += at_step;
+            }
+        } else if active && !T::ASYNC {
+            let mut at = first_at;
+            while at < along {
+                let mut values = [outside; LINE_BATCH];
+                let mut u = 0;
+                while u < LINE_BATCH {
+                    let a = at + u as u32 * at_step;
+                    if a < along {
+                        let j = start + a as i64;
+                        let k = if interior { Some(j) } else { boundary_index(j, n as i64, mode) };
+                        if let Some(k) = k {
+                            // SAFETY: k is a coordinate of the line.
+                            values[u] = unsafe { *input.add((line + k as u64 * inner) as usize) };
+                        }
+                    }
+                    u += 1;
+                }
+                let mut u = 0;
+                while u < LINE_BATCH {
+                    let a = at + u as u32 * at_step;
+                    if a < along {
+                        // SAFETY: the slot of a < along fits the area.
+                        unsafe { *area.add((a * slot_mul + slot_add) as usize) = values[u] };
+                    }
+                    u += 1;
+                }
+                at += LINE_BATCH as u32 * at_step;
+            }
+        } else if active {
+            let mut at = first_at;
+            while at < along {
+                let j = start + at as i64;
+                // SAFETY: the slot of at < along fits the area.
+                let slot = unsafe { area.add((at * slot_mul + slot_add) as usize) };
+                match boundary_index(j, n as i64, mode) {
+                    // SAFETY: k is a coordinate of the line; the area is
+                    // read only after the copies are waited for.
+                    Some(k) => unsafe { T::stage(slot, input.add((line + k as u64 * inner) as usize)) },
+                    // SAFETY: as above.
+                    None => unsafe { *slot = outside },
+                }
+                at += at_step;
+            }
+        }
+        if T::ASYNC {
+            // SAFETY: waits for this lane's copies.
+            unsafe {
+                commit_copies();
+                wait_copies::<0>();
+            }
+        }
+        // SAFETY: every lane of the warp takes the same units.
+        unsafe { sync_warp() };
+        if active {
+            // SAFETY: the unit's values are staged; the outputs lie on the line.
+            unsafe {
+                if maximum != 0 {
+                    line_outputs::<T, true>(area, rows, lane, count, window, output, line, first, inner)
+                } else {
+                    line_outputs::<T, false>(area, rows, lane, count, window, output, line, first, inner)
+                }
+            }
+        }
+        // The next unit overwrites the area only after every lane's reads.
+        // SAFETY: as above.
+        unsafe { sync_warp() };
+        unit += warps;
+    }
+}
+
 macro_rules! grey_kernels {
     ($($t:ty: $filter:ident $filter_args:ident, $line:ident $line_args:ident;)*) => {$(
         kernel! {
@@ -255,32 +549,45 @@ macro_rules! grey_kernels {
         kernel! {
             /// One separable pass over one value type (float32, float64 or
             /// bytes): the minimum or maximum over the offsets `low..=high`
-            /// along `axis`.
+            /// along `axis`, each position reading its window from global
+            /// memory (`chunk` 0), or each warp staging its unit's values in
+            /// shared memory first (`LineStaging`).
             ///
             /// # Safety
             /// `input` and `output` hold `items * spatial` values and do
-            /// not overlap; `axis < rank`; `low <= high`.
+            /// not overlap; `axis < rank`; `low <= high`. With `chunk` set,
+            /// the launch gives `LINE_WARPS * 32` threads and `LINE_WARPS *
+            /// LINE_WARP_BYTES` bytes of dynamic shared memory, and the
+            /// window fits the staging area (`LineStaging::fits`).
             ///
             /// # Parameters
             /// See `GreyLineF32Args` (the other types' structs differ in their pointers only).
             ///
             /// # Thread mapping
-            /// As the grey-scale filter: a thread per position.
+            /// `chunk` 0: as the grey-scale filter, a thread per position.
+            /// Else a warp per unit (grid-stride over the warps): along a
+            /// strided axis a lane per line of the unit's 32, along the
+            /// last axis the lanes take the unit's outputs 32 apart.
             pub unsafe extern "ptx-kernel" fn $line(
                 geometry: MorphGeometry,
                 axis: u32,
                 mode: u32,
                 maximum: u32,
-                reserved: u32,
+                chunk: u32,
                 low: i64,
                 high: i64,
                 cval: f64,
                 input: *const $t,
                 output: *mut $t,
             ) as $line_args {
-                let _ = reserved;
                 // SAFETY: the caller's, as documented.
-                unsafe { grey_line::<$t>(&geometry, axis, mode, maximum, low, high, cval, input, output) }
+                unsafe {
+                    if chunk == 0 {
+                        grey_line::<$t>(&geometry, axis, mode, maximum, low, high, cval, input, output)
+                    } else {
+                        grey_line_staged::<$t>(&geometry, axis, mode, maximum, chunk, low, high, cval, input, output)
+                    }
+                }
             }
         }
     )*};

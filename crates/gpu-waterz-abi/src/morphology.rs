@@ -187,6 +187,86 @@ impl MorphGeometry {
     }
 }
 
+/// Warps per block of the staged separable passes (`chunk` set in the
+/// `GreyLine*Args`): each warp works alone, with its own staging area.
+pub const LINE_WARPS: u32 = 4;
+/// Bytes of shared memory per warp of the staged separable passes.
+pub const LINE_WARP_BYTES: u32 = 6144;
+
+/// How a staged separable pass (`GreyLine*Args` with `chunk` set) splits
+/// the arrays: each line along the axis is `extent` values `inner` apart,
+/// and there are `outer` lines per column (the items times the extents
+/// before the axis). Along a strided axis (`inner` > 1) a warp's unit is
+/// 32 adjacent lines (a lane each, reading whole rows of 32 values) and
+/// `chunk` outputs along them: it stages the `chunk + window - 1` values
+/// its outputs read of each line, 32 to a row. Along the last axis
+/// (`inner` = 1) a warp's unit is `chunk` outputs of one line, staged as
+/// `chunk + window - 1` consecutive values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineStaging {
+    /// Lines (or groups of lines along the last axis) before the axis.
+    pub outer: u64,
+    /// The axis's extent.
+    pub extent: u64,
+    /// The axis's stride (1: the last axis).
+    pub inner: u64,
+    /// Outputs along the axis per unit (at least 1).
+    pub chunk: u64,
+}
+
+impl LineStaging {
+    /// The staging of `axis` of `geometry` with `chunk` outputs per unit.
+    #[inline(always)]
+    pub fn new(geometry: &MorphGeometry, axis: u32, chunk: u32) -> LineStaging {
+        let (extent, inner) = geometry.axis(axis);
+        let line = extent * inner;
+        let outer = geometry.spatial.checked_div(line).map_or(0, |lines| geometry.items * lines);
+        LineStaging { outer, extent, inner, chunk: chunk.max(1) as u64 }
+    }
+
+    /// Units along the axis.
+    #[inline(always)]
+    pub fn chunks(&self) -> u64 {
+        self.extent.div_ceil(self.chunk)
+    }
+
+    /// Units across the lines of one row (groups of 32 along a strided
+    /// axis; 1 along the last).
+    #[inline(always)]
+    pub fn tiles(&self) -> u64 {
+        if self.inner == 1 {
+            1
+        } else {
+            self.inner.div_ceil(32)
+        }
+    }
+
+    /// Every warp's unit: `outer × chunks × tiles`.
+    #[inline(always)]
+    pub fn units(&self) -> u64 {
+        self.outer * self.chunks() * self.tiles()
+    }
+
+    /// The values a warp stages for a window of `window` offsets: what
+    /// [`Self::fits`] holds to the staging area.
+    #[inline(always)]
+    pub fn staged_values(&self, window: u64) -> u64 {
+        let along = self.chunk + window - 1;
+        if self.inner == 1 {
+            along
+        } else {
+            along * 32
+        }
+    }
+
+    /// Whether a window of `window` (≥ 1) offsets fits a warp's staging
+    /// area of [`LINE_WARP_BYTES`] for values of `value_bytes` bytes.
+    #[inline(always)]
+    pub fn fits(&self, window: u64, value_bytes: u32) -> bool {
+        window >= 1 && self.staged_values(window) * value_bytes as u64 <= LINE_WARP_BYTES as u64
+    }
+}
+
 macro_rules! grey_args {
     ($($args:ident, $line:ident, $t:ty, $variant:ident, $line_variant:ident;)*) => {$(
         #[doc = concat!("Arguments of the grey-scale filter over `", stringify!($t), "`: at every position, the")]
@@ -234,8 +314,11 @@ macro_rules! grey_args {
             pub mode: u32,
             /// 1: maximum; 0: minimum.
             pub maximum: u32,
-            /// Unused; keeps the offsets aligned.
-            pub reserved: u32,
+            /// 0: a thread per position reads its window from global
+            /// memory (any window); else each warp stages the lines of its
+            /// unit in shared memory ([`LineStaging`]), `chunk` outputs
+            /// along the axis per line of the unit.
+            pub chunk: u32,
             /// The least offset of the window.
             pub low: i64,
             /// The largest offset of the window.
@@ -250,7 +333,7 @@ macro_rules! grey_args {
 
         impl_kernel_args!(
             $args => $variant { geometry, mode, maximum, flat, reserved, cval, offsets, flat_offsets, weights, input, output },
-            $line => $line_variant { geometry, axis, mode, maximum, reserved, low, high, cval, input, output },
+            $line => $line_variant { geometry, axis, mode, maximum, chunk, low, high, cval, input, output },
         );
     )*};
 }
@@ -1036,6 +1119,30 @@ mod tests {
         assert_eq!(read([0, 3], MODE_NEAREST), Some(3));
         assert_eq!(read([0, 3], MODE_WRAP), Some(2 * 4));
         assert_eq!(read([0, 3], MODE_REFLECT), Some(3));
+    }
+
+    /// A staged pass's units and staging: 32 lines to a unit along a
+    /// strided axis (the items and the axes before it counted as lines),
+    /// one line along the last; the halo's rows counted against the 6 KB
+    /// per warp.
+    #[test]
+    fn line_staging_units_and_fits() {
+        let mut g = geometry(&[5, 70, 40], &[0, 0, 0], &[0, 0, 0]);
+        g.items = 3;
+        let y = LineStaging::new(&g, 1, 16);
+        assert_eq!((y.outer, y.extent, y.inner, y.chunks(), y.tiles()), (15, 70, 40, 5, 2));
+        assert_eq!(y.units(), 15 * 5 * 2);
+        assert_eq!(y.staged_values(7), (16 + 6) * 32);
+        assert!(y.fits(7, 4) && y.fits(33, 4) && !y.fits(34, 4), "48 rows of 32 float32");
+        assert!(y.fits(9, 8) && !y.fits(10, 8), "24 rows of 32 float64");
+        assert!(!y.fits(0, 4), "an empty window");
+        let x = LineStaging::new(&g, 2, 1024);
+        assert_eq!((x.outer, x.inner, x.chunks(), x.tiles(), x.units()), (3 * 5 * 70, 1, 1, 1, 1050));
+        assert!(x.fits(513, 4) && !x.fits(514, 4), "1536 float32 values");
+        let z = LineStaging::new(&g, 0, 0);
+        assert_eq!((z.outer, z.inner, z.chunk), (3, 2800, 1), "a chunk of at least one");
+        let empty = LineStaging::new(&geometry(&[0, 4], &[0, 0], &[0, 0]), 1, 8);
+        assert_eq!(empty.units(), 0);
     }
 
     /// The box kernels' shared memory: the plane, its rows and the ring

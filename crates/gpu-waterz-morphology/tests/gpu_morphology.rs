@@ -470,6 +470,64 @@ fn gpu_wide_warp_kernels_equal_the_gather() {
     }
 }
 
+/// The staged separable passes (`Strategy::Separable`) against the
+/// gather on boxes of windows 1 to 12 per axis and, on one axis, long
+/// windows up to 60 (past the float64 and float32 staging areas along a
+/// strided axis, where the pass reads from global memory), shifted by
+/// origins: ranks 1 to 5, batches, every mode, lines shorter than a warp
+/// and longer than a unit, float32 with NaN (never taken), float64 and
+/// uint8, minimum and maximum.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
+fn gpu_staged_line_passes_equal_the_gather() {
+    let g = test_gpu();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(53);
+    for case in 0..80 {
+        let rank = 1 + case % 5;
+        let longest = [3000, 400, 70, 20, 9][rank - 1];
+        let shape: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=longest)).collect();
+        let items = rng.gen_range(1..=3);
+        let mut sizes: Vec<usize> = (0..rank).map(|_| rng.gen_range(1..=if rank > 3 { 4 } else { 12 })).collect();
+        if case % 4 == 0 {
+            sizes[rng.gen_range(0..rank)] = rng.gen_range(20..=60);
+        }
+        let origin = random_origin(&mut rng, &sizes);
+        let mode = MODES[case % 5];
+        let maximum = case % 2 == 0;
+        let footprint = Footprint::resolve(rank, &Element::Size(sizes.clone()), &origin, maximum).unwrap();
+        let batch = Batch { items, shape: &shape };
+        let context = format!("case {case}: shape {shape:?} x{items}, box {sizes:?} at {origin:?}, {mode:?}");
+        let spatial: usize = shape.iter().product();
+        let values: Vec<f32> = (0..items * spatial)
+            .map(|i| if i % 97 == 5 { f32::NAN } else { rng.gen_range(-50..50) as f32 * 0.125 })
+            .collect();
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
+        let input = g.upload(&values).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f32>(values.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        assert!(same(&run(Strategy::Gather), &run(Strategy::Separable)), "{context} (f32)");
+        let wide: Vec<f64> = values.iter().map(|&v| if v.is_nan() { 0.375 } else { v as f64 * 3.0 }).collect();
+        let input = g.upload(&wide).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<f64>(wide.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 2.25, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        assert_eq!(run(Strategy::Gather), run(Strategy::Separable), "{context} (f64)");
+        let bytes: Vec<u8> = (0..items * spatial).map(|_| rng.gen()).collect();
+        let input = g.upload(&bytes).unwrap();
+        let run = |strategy| {
+            let mut out = g.uninit::<u8>(bytes.len()).unwrap();
+            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 9.0, maximum, strategy).unwrap();
+            g.download(&out).unwrap()
+        };
+        assert_eq!(run(Strategy::Gather), run(Strategy::Separable), "{context} (u8)");
+    }
+}
+
 /// The box kernel against the gather on boxes of every shape it takes
 /// (windows 1 to 11 per axis, shifted by origins), ranks 1 to 3, batches,
 /// every mode, extents that leave partial blocks and short chunks along z,

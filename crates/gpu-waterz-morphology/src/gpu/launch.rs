@@ -22,6 +22,53 @@ fn config(gpu: &Gpu, geometry: &MorphGeometry) -> LaunchConfig {
     LaunchConfig { blocks, threads: MORPH_THREADS, shared_bytes: 0 }
 }
 
+/// The outputs per unit of a staged separable pass along `axis` with a
+/// window of `window` offsets and values of `value_bytes` bytes, or
+/// `None` when the window does not fit a warp's staging area (the pass
+/// then reads from global memory). Along a strided axis, at most 64
+/// outputs per line (the area's rows less the window's halo); along the
+/// last axis a multiple of 32 up to 1024; halved (down to 8 and 32) while
+/// there would be fewer than `enough` units.
+pub(crate) fn line_chunk(
+    geometry: &MorphGeometry,
+    axis: u32,
+    window: u64,
+    value_bytes: u32,
+    enough: u64,
+) -> Option<u32> {
+    let capacity = (LINE_WARP_BYTES / value_bytes) as u64;
+    let rows = LineStaging::new(geometry, axis, 1).inner == 1;
+    let (mut chunk, least) = if rows {
+        (capacity.checked_sub(window.checked_sub(1)?)?.min(1024) / 32 * 32, 32)
+    } else {
+        ((capacity / 32).checked_sub(window.checked_sub(1)?)?.min(64), 8)
+    };
+    if chunk == 0 {
+        return None;
+    }
+    while chunk > least && LineStaging::new(geometry, axis, chunk as u32).units() < enough {
+        chunk /= 2;
+    }
+    LineStaging::new(geometry, axis, chunk as u32).fits(window, value_bytes).then_some(chunk as u32)
+}
+
+/// A staged pass's chunk ([`line_chunk`], the units filling the device
+/// twice over) and its launch.
+fn staged_line(
+    gpu: &Gpu,
+    geometry: &MorphGeometry,
+    axis: u32,
+    window: u64,
+    value_bytes: u32,
+) -> Option<(u32, LaunchConfig)> {
+    let chunk = line_chunk(geometry, axis, window, value_bytes, gpu.multiprocessor_count() as u64 * 64)?;
+    let units = LineStaging::new(geometry, axis, chunk).units();
+    let blocks = units.div_ceil(LINE_WARPS as u64).min(gpu.multiprocessor_count() as u64 * 16).max(1);
+    let config =
+        LaunchConfig { blocks: blocks as u32, threads: LINE_WARPS * 32, shared_bytes: LINE_WARPS * LINE_WARP_BYTES };
+    Some((chunk, config))
+}
+
 /// The number of values of the arrays of `geometry`.
 fn values(kernel: &'static str, geometry: &MorphGeometry) -> Result<u64> {
     geometry
@@ -297,12 +344,17 @@ macro_rules! grey_launches {
                 if n == 0 {
                     return Ok(());
                 }
+                let value_bytes = std::mem::size_of::<$t>() as u32;
+                let (chunk, config) = match staged_line(gpu, geometry, axis, (high - low + 1) as u64, value_bytes) {
+                    Some((chunk, config)) => (chunk, config),
+                    None => (0, config(gpu, geometry)),
+                };
                 let args = $line_args {
                     geometry: *geometry,
                     axis,
                     mode,
                     maximum: maximum as u32,
-                    reserved: 0,
+                    chunk,
                     low,
                     high,
                     cval,
@@ -310,8 +362,10 @@ macro_rules! grey_launches {
                     output: output.as_mut_ptr(),
                 };
                 // SAFETY: input and output hold items * spatial values (checked)
-                // and are distinct buffers; axis < rank and low <= high.
-                unsafe { gpu.launch(config(gpu, geometry), args) }
+                // and are distinct buffers; axis < rank and low <= high; a
+                // staged pass's window fits its area (`line_chunk`), with
+                // the warps and shared memory the kernel takes (`staged_line`).
+                unsafe { gpu.launch(config, args) }
             }
 
             /// The tiled grey-scale filter of `input` into `output`. The caller

@@ -28,7 +28,9 @@ use ndarray::{ArrayD, ArrayViewD};
 pub enum Strategy {
     /// `Warp` for flat boxes of rank 1 to 3 whose window fits the warp
     /// kernels of windows up to 3 (not the wide ones, which `Warp` takes:
-    /// they have not yet run on a GPU); `Box` for other flat boxes and pluses of rank 1 to 3 whose
+    /// measured no faster than the box kernels); one staged pass per axis
+    /// (`Separable`) for other flat boxes of rank 1 or 2 whose windows fit
+    /// the staging area; `Box` for other flat boxes and pluses of rank 1 to 3 whose
     /// window fits the box kernels; else one pass per axis for boxes of more than 27 elements;
     /// else tiles for rank 1 to 3 when the halo fits the shared memory;
     /// else the gather (the default). `docs/BENCHMARKS.md` has the
@@ -37,8 +39,10 @@ pub enum Strategy {
     Auto,
     /// Every element read from global memory at every position.
     Gather,
-    /// One pass per axis whose window is longer than one (boxes only;
-    /// other elements take the gather).
+    /// One pass per axis whose window is longer than one, or shifted
+    /// (boxes only; other elements take the gather): each warp stages its
+    /// lines' values in shared memory when the window fits (6 KB per warp),
+    /// else each position reads its window from global memory.
     Separable,
     /// Tiles with their halo in shared memory (rank 1 to 3 when it fits;
     /// else the gather).
@@ -578,13 +582,23 @@ pub fn grey_filter<T: GreyValue>(
             return Ok(T::warped(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
     }
+    // Flat boxes of rank 1 or 2 that the warp kernels do not take: one
+    // staged pass per axis (measured faster than the box kernels there).
+    let staged = footprint.is_box()
+        && !passes.is_empty()
+        && passes.iter().all(|&(axis, (low, high))| {
+            morph::line_chunk(&geometry, axis, (high - low + 1) as u64, std::mem::size_of::<T>() as u32, 0).is_some()
+        });
+    if strategy == Strategy::Auto && staged && batch.shape.len() <= 2 {
+        return run_passes(gpu, &geometry, &passes, mode, maximum, cval, input, output);
+    }
     if matches!(strategy, Strategy::Auto | Strategy::Box | Strategy::Warp) {
         if let Some(geometry) = box_layout(gpu, batch, footprint, std::mem::size_of::<T>())? {
             return Ok(T::boxed(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
         }
     }
     let separable = footprint.is_box()
-        && passes.len() >= 2
+        && !passes.is_empty()
         && match strategy {
             Strategy::Auto | Strategy::Box | Strategy::Warp => footprint.len() > 27,
             Strategy::Gather | Strategy::Tile => false,
@@ -599,10 +613,30 @@ pub fn grey_filter<T: GreyValue>(
         let device = upload_footprint(gpu, geometry, footprint)?;
         return Ok(T::filter(gpu, &device, mode.code(), maximum, cval, input, output)?);
     }
-    let mut scratch = gpu.uninit::<T>(n as usize)?;
+    run_passes(gpu, &geometry, &passes, mode, maximum, cval, input, output)
+}
+
+/// One separable pass per `(axis, window)` of `passes` (at least one), the
+/// first from `input`, the last into `output`, through one scratch array
+/// when there are two or more.
+#[allow(clippy::too_many_arguments)]
+fn run_passes<T: GreyValue>(
+    gpu: &Gpu,
+    geometry: &MorphGeometry,
+    passes: &[(u32, (i64, i64))],
+    mode: Mode,
+    maximum: bool,
+    cval: f64,
+    input: &DeviceBuffer<T>,
+    output: &mut DeviceBuffer<T>,
+) -> Result<()> {
+    if let [(axis, window)] = *passes {
+        return Ok(T::line(gpu, geometry, axis, window, mode.code(), maximum, cval, input, output)?);
+    }
+    let mut scratch = gpu.uninit::<T>(input.len())?;
     alternate(passes.len(), input, output, &mut scratch, |i, from, to| {
         let (axis, window) = passes[i];
-        Ok(T::line(gpu, &geometry, axis, window, mode.code(), maximum, cval, from, to)?)
+        Ok(T::line(gpu, geometry, axis, window, mode.code(), maximum, cval, from, to)?)
     })
 }
 
