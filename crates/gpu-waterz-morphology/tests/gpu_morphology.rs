@@ -422,8 +422,8 @@ fn gpu_fixed_window_warp_kernels_equal_the_gather() {
 /// against the gather: float32 and uint8, minimum and maximum, ranks 1 to
 /// 3, batches, every mode, origins, extents that leave partial warps,
 /// rows and chunks along z (and shorter than the window), NaN in the
-/// input; `Auto` (which keeps the box kernels until the wide ones have
-/// run on a GPU) gives the same values; float64 keeps the box kernel.
+/// input; `Auto` (the wide kernels for rank 3 with short rows, staged
+/// passes otherwise) gives the same values; float64 keeps the box kernel.
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with --include-ignored (cargo xtask gpu-test)"]
 fn gpu_wide_warp_kernels_equal_the_gather() {

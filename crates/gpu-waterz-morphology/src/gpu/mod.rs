@@ -22,15 +22,23 @@ use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu};
 use launch::{self as morph, DeviceBits, DeviceFootprint, DeviceTile};
 use ndarray::{ArrayD, ArrayViewD};
 
+/// The shortest rows (last-axis extent) for which [`Strategy::Auto`] runs
+/// flat boxes of rank 3 beyond the warp kernels' windows as staged passes:
+/// at 512 they measured 1.1–1.9× faster than the box and wide warp
+/// kernels, at 64 (batches of 64³) slower than the wide warp kernels,
+/// whose rows then take few outputs per unit (`docs/BENCHMARKS.md`).
+pub const STAGED_ROWS: usize = 256;
+
 /// How [`grey_filter`] reads the structuring element. Every strategy gives
 /// the same values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Strategy {
     /// `Warp` for flat boxes of rank 1 to 3 whose window fits the warp
-    /// kernels of windows up to 3 (not the wide ones, which `Warp` takes:
-    /// measured no faster than the box kernels); one staged pass per axis
-    /// (`Separable`) for other flat boxes of rank 1 or 2 whose windows fit
-    /// the staging area; `Box` for other flat boxes and pluses of rank 1 to 3 whose
+    /// kernels of windows up to 3; one staged pass per axis (`Separable`)
+    /// for other flat boxes whose windows fit the staging area, of rank 1
+    /// or 2, or of rank 3 with rows of at least [`STAGED_ROWS`]; for other
+    /// flat boxes of rank 3 the wide warp kernels where they take them;
+    /// `Box` for other flat boxes and pluses of rank 1 to 3 whose
     /// window fits the box kernels; else one pass per axis for boxes of more than 27 elements;
     /// else tiles for rank 1 to 3 when the halo fits the shared memory;
     /// else the gather (the default). `docs/BENCHMARKS.md` has the
@@ -575,21 +583,26 @@ pub fn grey_filter<T: GreyValue>(
         .filter(|&(_, (low, high))| high > low || low != 0)
         .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
         .collect();
-    if matches!(strategy, Strategy::Auto | Strategy::Warp) {
-        // The wide kernels only when asked for by name: they have not yet
-        // run on a GPU (`Strategy::Warp`).
-        if let Some(geometry) = warp_layout::<T>(gpu, batch, footprint, strategy == Strategy::Warp)? {
-            return Ok(T::warped(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
-        }
-    }
-    // Flat boxes of rank 1 or 2 that the warp kernels do not take: one
-    // staged pass per axis (measured faster than the box kernels there).
+    // Auto's choice for flat boxes beyond the warp kernels' windows of 3
+    // (`docs/BENCHMARKS.md`, session 46): one staged pass per axis for rank
+    // 1 and 2, and for rank 3 with rows of at least `STAGED_ROWS` values;
+    // with shorter rows (64³ items) the wide warp kernels, else the box
+    // kernels.
+    let rank = batch.shape.len();
+    let long_rows = batch.shape.last().is_some_and(|&x| x >= STAGED_ROWS);
     let staged = footprint.is_box()
         && !passes.is_empty()
         && passes.iter().all(|&(axis, (low, high))| {
             morph::line_chunk(&geometry, axis, (high - low + 1) as u64, std::mem::size_of::<T>() as u32, 0).is_some()
         });
-    if strategy == Strategy::Auto && staged && batch.shape.len() <= 2 {
+    let auto_passes = strategy == Strategy::Auto && staged && (rank <= 2 || long_rows);
+    if matches!(strategy, Strategy::Auto | Strategy::Warp) {
+        let take_wide = strategy == Strategy::Warp || (!auto_passes && rank == 3);
+        if let Some(geometry) = warp_layout::<T>(gpu, batch, footprint, take_wide)? {
+            return Ok(T::warped(gpu, &geometry, mode.code(), maximum, cval, input, output)?);
+        }
+    }
+    if auto_passes {
         return run_passes(gpu, &geometry, &passes, mode, maximum, cval, input, output);
     }
     if matches!(strategy, Strategy::Auto | Strategy::Box | Strategy::Warp) {
