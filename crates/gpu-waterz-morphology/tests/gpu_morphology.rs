@@ -470,6 +470,32 @@ fn gpu_wide_warp_kernels_equal_the_gather() {
     }
 }
 
+/// One grey-scale filter of a test: the arrays, the element, the mode and
+/// minimum or maximum.
+struct Filter<'a> {
+    batch: Batch<'a>,
+    footprint: &'a Footprint,
+    mode: Mode,
+    maximum: bool,
+}
+
+impl Filter<'_> {
+    /// The filter of `values` with `cval` under `strategy`, downloaded.
+    fn run<T: gpu::GreyValue>(
+        &self,
+        g: &gpu_waterz_runtime::Gpu,
+        values: &[T],
+        cval: f64,
+        strategy: Strategy,
+    ) -> Vec<T> {
+        let input = g.upload(values).unwrap();
+        let mut out = g.uninit::<T>(values.len()).unwrap();
+        let (batch, footprint) = (self.batch, self.footprint);
+        gpu::grey_filter(g, &input, &mut out, batch, footprint, self.mode, cval, self.maximum, strategy).unwrap();
+        g.download(&out).unwrap()
+    }
+}
+
 /// The staged separable passes (`Strategy::Separable`) against the
 /// gather on boxes of windows 1 to 12 per axis and, on one axis, long
 /// windows up to 60 (past the float64 and float32 staging areas along a
@@ -502,29 +528,22 @@ fn gpu_staged_line_passes_equal_the_gather() {
             .map(|i| if i % 97 == 5 { f32::NAN } else { rng.gen_range(-50..50) as f32 * 0.125 })
             .collect();
         let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
-        let input = g.upload(&values).unwrap();
-        let run = |strategy| {
-            let mut out = g.uninit::<f32>(values.len()).unwrap();
-            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
-            g.download(&out).unwrap()
-        };
-        assert!(same(&run(Strategy::Gather), &run(Strategy::Separable)), "{context} (f32)");
+        let filter = Filter { batch, footprint: &footprint, mode, maximum };
+        let (gather, passes) =
+            (filter.run(&g, &values, -1.5, Strategy::Gather), filter.run(&g, &values, -1.5, Strategy::Separable));
+        assert!(same(&gather, &passes), "{context} (f32)");
         let wide: Vec<f64> = values.iter().map(|&v| if v.is_nan() { 0.375 } else { v as f64 * 3.0 }).collect();
-        let input = g.upload(&wide).unwrap();
-        let run = |strategy| {
-            let mut out = g.uninit::<f64>(wide.len()).unwrap();
-            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 2.25, maximum, strategy).unwrap();
-            g.download(&out).unwrap()
-        };
-        assert_eq!(run(Strategy::Gather), run(Strategy::Separable), "{context} (f64)");
+        assert_eq!(
+            filter.run(&g, &wide, 2.25, Strategy::Gather),
+            filter.run(&g, &wide, 2.25, Strategy::Separable),
+            "{context} (f64)"
+        );
         let bytes: Vec<u8> = (0..items * spatial).map(|_| rng.gen()).collect();
-        let input = g.upload(&bytes).unwrap();
-        let run = |strategy| {
-            let mut out = g.uninit::<u8>(bytes.len()).unwrap();
-            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 9.0, maximum, strategy).unwrap();
-            g.download(&out).unwrap()
-        };
-        assert_eq!(run(Strategy::Gather), run(Strategy::Separable), "{context} (u8)");
+        assert_eq!(
+            filter.run(&g, &bytes, 9.0, Strategy::Gather),
+            filter.run(&g, &bytes, 9.0, Strategy::Separable),
+            "{context} (u8)"
+        );
     }
 }
 
