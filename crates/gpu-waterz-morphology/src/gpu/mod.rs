@@ -574,28 +574,11 @@ pub fn grey_filter<T: GreyValue>(
     if n == 0 {
         return Ok(());
     }
-    // One pass per axis whose window is wider than one element, or moved
-    // off 0 (a shift, possible only through an origin).
-    let passes: Vec<(u32, (i64, i64))> = footprint
-        .extrema()
-        .into_iter()
-        .enumerate()
-        .filter(|&(_, (low, high))| high > low || low != 0)
-        .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
-        .collect();
-    // Auto's choice for flat boxes beyond the warp kernels' windows of 3
-    // (`docs/BENCHMARKS.md`, session 46): one staged pass per axis for rank
-    // 1 and 2, and for rank 3 with rows of at least `STAGED_ROWS` values;
-    // with shorter rows (64³ items) the wide warp kernels, else the box
-    // kernels.
+    // Auto: staged passes where measured faster ([`auto_takes_passes`]),
+    // the wide warp kernels for the other flat boxes of rank 3.
+    let passes = passes_of(footprint);
     let rank = batch.shape.len();
-    let long_rows = batch.shape.last().is_some_and(|&x| x >= STAGED_ROWS);
-    let staged = footprint.is_box()
-        && !passes.is_empty()
-        && passes.iter().all(|&(axis, (low, high))| {
-            morph::line_chunk(&geometry, axis, (high - low + 1) as u64, std::mem::size_of::<T>() as u32, 0).is_some()
-        });
-    let auto_passes = strategy == Strategy::Auto && staged && (rank <= 2 || long_rows);
+    let auto_passes = strategy == Strategy::Auto && auto_takes_passes::<T>(batch, footprint)?;
     if matches!(strategy, Strategy::Auto | Strategy::Warp) {
         let take_wide = strategy == Strategy::Warp || (!auto_passes && rank == 3);
         if let Some(geometry) = warp_layout::<T>(gpu, batch, footprint, take_wide)? {
@@ -651,6 +634,36 @@ fn run_passes<T: GreyValue>(
         let (axis, window) = passes[i];
         Ok(T::line(gpu, geometry, axis, window, mode.code(), maximum, cval, from, to)?)
     })
+}
+
+/// One pass per axis whose window is wider than one element, or moved
+/// off 0 (a shift, possible only through an origin): `(axis, (low, high))`.
+fn passes_of(footprint: &Footprint) -> Vec<(u32, (i64, i64))> {
+    footprint
+        .extrema()
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, (low, high))| high > low || low != 0)
+        .map(|(axis, (low, high))| (axis as u32, (low as i64, high as i64)))
+        .collect()
+}
+
+/// Whether [`Strategy::Auto`] runs `footprint` over `batch` as one staged
+/// pass per axis (when the warp kernels of windows up to 3 do not take
+/// it): a flat box whose every pass fits a warp's staging area for values
+/// of `T`, of rank 1 or 2, or of rank 3 with rows of at least
+/// [`STAGED_ROWS`] (measured faster than the box and wide warp kernels
+/// there; shorter rank-3 rows take the wide warp kernels,
+/// `docs/BENCHMARKS.md`, session 46).
+pub fn auto_takes_passes<T: GreyValue>(batch: Batch<'_>, footprint: &Footprint) -> Result<bool> {
+    let geometry = geometry(batch, footprint)?;
+    let passes = passes_of(footprint);
+    let rank = batch.shape.len();
+    let long_rows = batch.shape.last().is_some_and(|&x| x >= STAGED_ROWS);
+    let fits = passes.iter().all(|&(axis, (low, high))| {
+        morph::line_chunk(&geometry, axis, (high - low + 1) as u64, std::mem::size_of::<T>() as u32, 0).is_some()
+    });
+    Ok(footprint.is_box() && !passes.is_empty() && fits && (rank <= 2 || long_rows))
 }
 
 /// Runs `steps` (at least one) steps, the first from `input`, each into
@@ -1584,8 +1597,8 @@ fn mask_of(shape: Vec<usize>, values: &[u8]) -> ArrayD<bool> {
 
 #[cfg(test)]
 mod tests {
-    use super::{warp_chunk_planes, GreyFilter, GreyOperator};
-    use crate::{Element, Grey, Mode};
+    use super::{auto_takes_passes, warp_chunk_planes, Batch, GreyFilter, GreyOperator, STAGED_ROWS};
+    use crate::{Element, Footprint, Grey, Mode};
     use ndarray::{ArrayD, IxDyn};
 
     /// Every operator's combination of the CPU filters equals the CPU
@@ -1623,6 +1636,40 @@ mod tests {
             }
         }
         assert!("tophat".parse::<GreyOperator>().is_err());
+    }
+
+    /// Auto's staged passes: flat boxes of rank 1–2, and of rank 3 with
+    /// rows of at least `STAGED_ROWS`, whose windows fit the staging area;
+    /// not weighted elements, footprints with holes, identities, or
+    /// shorter rank-3 rows (the wide warp kernels' there).
+    #[test]
+    fn auto_takes_staged_passes_where_measured_faster() {
+        let takes = |shape: &[usize], element: Element<'_>, wide: bool| {
+            let footprint = Footprint::resolve(shape.len(), &element, &vec![0; shape.len()], false).unwrap();
+            let batch = Batch { items: 2, shape };
+            if wide {
+                auto_takes_passes::<f64>(batch, &footprint).unwrap()
+            } else {
+                auto_takes_passes::<f32>(batch, &footprint).unwrap()
+            }
+        };
+        let size = |s: &[usize]| Element::Size(s.to_vec());
+        assert!(takes(&[512, 512, 512], size(&[7, 7, 7]), false));
+        assert!(takes(&[40, 30, STAGED_ROWS], size(&[1, 7, 7]), false));
+        assert!(!takes(&[64, 64, STAGED_ROWS - 1], size(&[7, 7, 7]), false), "short rows: wide warp kernels");
+        assert!(takes(&[4096, 4096], size(&[7, 7]), false));
+        assert!(takes(&[9, 5], size(&[15, 1]), false), "rank 2, any extent");
+        assert!(takes(&[100], size(&[33]), false));
+        assert!(!takes(&[5, 5], size(&[1, 1]), false), "no pass: the identity");
+        assert!(takes(&[300, 300], size(&[48, 3]), false), "48 rows of float32 hold a window of 48");
+        assert!(!takes(&[300, 300], size(&[49, 3]), false), "but not 49");
+        assert!(takes(&[300, 300], size(&[24, 3]), true), "24 rows of float64 hold 24");
+        assert!(!takes(&[300, 300], size(&[25, 3]), true), "but not 25");
+        let holes = ndarray::ArrayD::from_shape_fn(IxDyn(&[3, 3]), |i| i[0] != 1 || i[1] != 1);
+        assert!(!takes(&[64, 64], Element::Footprint(holes.view()), false), "a footprint with a hole");
+        let weights = ndarray::ArrayD::from_elem(IxDyn(&[5, 5]), 0.5);
+        let weighted = Element::Structure { structure: weights.view(), footprint: None };
+        assert!(!takes(&[64, 64], weighted, false), "weights");
     }
 
     /// A boolean array's bytes are 0 or 1 in standard order, also for a
