@@ -449,24 +449,18 @@ fn gpu_wide_warp_kernels_equal_the_gather() {
         let values: Vec<f32> = (0..items * spatial)
             .map(|i| if i % 89 == 7 { f32::NAN } else { rng.gen_range(-50..50) as f32 * 0.125 })
             .collect();
-        let input = g.upload(&values).unwrap();
-        let run = |strategy| {
-            let mut out = g.uninit::<f32>(values.len()).unwrap();
-            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
-            g.download(&out).unwrap()
-        };
+        let filter = Filter { batch, footprint: &footprint, mode, maximum };
+        let run = |strategy| filter.run(&g, &values, -1.5, strategy);
         let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
         let gather = run(Strategy::Gather);
         assert!(same(&gather, &run(Strategy::Warp)), "{context} (f32)");
         assert!(same(&gather, &run(Strategy::Auto)), "{context} (f32, auto)");
         let bytes: Vec<u8> = (0..items * spatial).map(|_| rng.gen()).collect();
-        let input = g.upload(&bytes).unwrap();
-        let run = |strategy| {
-            let mut out = g.uninit::<u8>(bytes.len()).unwrap();
-            gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, 7.0, maximum, strategy).unwrap();
-            g.download(&out).unwrap()
-        };
-        assert_eq!(run(Strategy::Gather), run(Strategy::Warp), "{context} (u8)");
+        assert_eq!(
+            filter.run(&g, &bytes, 7.0, Strategy::Gather),
+            filter.run(&g, &bytes, 7.0, Strategy::Warp),
+            "{context} (u8)"
+        );
     }
 }
 

@@ -578,7 +578,7 @@ pub fn grey_filter<T: GreyValue>(
     // the wide warp kernels for the other flat boxes of rank 3.
     let passes = passes_of(footprint);
     let rank = batch.shape.len();
-    let auto_passes = strategy == Strategy::Auto && auto_takes_passes::<T>(batch, footprint)?;
+    let auto_passes = strategy == Strategy::Auto && staged_passes_chosen::<T>(&geometry, batch, footprint, &passes);
     if matches!(strategy, Strategy::Auto | Strategy::Warp) {
         let take_wide = strategy == Strategy::Warp || (!auto_passes && rank == 3);
         if let Some(geometry) = warp_layout::<T>(gpu, batch, footprint, take_wide)? {
@@ -657,13 +657,23 @@ fn passes_of(footprint: &Footprint) -> Vec<(u32, (i64, i64))> {
 /// `docs/BENCHMARKS.md`, session 46).
 pub fn auto_takes_passes<T: GreyValue>(batch: Batch<'_>, footprint: &Footprint) -> Result<bool> {
     let geometry = geometry(batch, footprint)?;
-    let passes = passes_of(footprint);
+    Ok(staged_passes_chosen::<T>(&geometry, batch, footprint, &passes_of(footprint)))
+}
+
+/// [`auto_takes_passes`] for the geometry and passes [`grey_filter`]
+/// already derived.
+fn staged_passes_chosen<T: GreyValue>(
+    geometry: &MorphGeometry,
+    batch: Batch<'_>,
+    footprint: &Footprint,
+    passes: &[(u32, (i64, i64))],
+) -> bool {
     let rank = batch.shape.len();
     let long_rows = batch.shape.last().is_some_and(|&x| x >= STAGED_ROWS);
     let fits = passes.iter().all(|&(axis, (low, high))| {
-        morph::line_chunk(&geometry, axis, (high - low + 1) as u64, std::mem::size_of::<T>() as u32, 0).is_some()
+        morph::line_chunk(geometry, axis, (high - low + 1) as u64, std::mem::size_of::<T>() as u32, 0).is_some()
     });
-    Ok(footprint.is_box() && !passes.is_empty() && fits && (rank <= 2 || long_rows))
+    footprint.is_box() && !passes.is_empty() && fits && (rank <= 2 || long_rows)
 }
 
 /// Runs `steps` (at least one) steps, the first from `input`, each into
