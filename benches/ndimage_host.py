@@ -41,6 +41,8 @@ CASES = {
     "grey_opening f32": ("grey-opening", "noise", {"size": 3}),
     "white_tophat f32": ("white-tophat", "noise", {"size": 3}),
     "grey_erosion u8": ("grey-erosion", "bytes", {"size": 3}),
+    "grey_erosion f32 size 7": ("grey-erosion", "noise", {"size": 7}),
+    "grey_erosion u8 size 7": ("grey-erosion", "bytes", {"size": 7}),
     "white_tophat u8": ("white-tophat", "bytes", {"size": 3}),
     "distance_transform_edt": ("distance-transform-edt", "mask", {}),
     "binary_erosion": ("binary-erosion", "mask", {}),

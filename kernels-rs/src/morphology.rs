@@ -303,18 +303,107 @@ unsafe fn best_of<T: Grey + Copy, const MAXIMUM: bool>(area: *const T, at: u32, 
     best
 }
 
+/// Consecutive outputs per lane of a staged pass along the last axis
+/// whose window holds at least as many values ([`row_runs`]); odd, so that
+/// the lanes' reads, `ROW_RUN` slots apart, fall in distinct banks.
+const ROW_RUN: u32 = 5;
+
+/// A staged unit's outputs along the last axis for windows of at least
+/// [`ROW_RUN`] values: in rounds of `32 * ROW_RUN` outputs, each lane takes
+/// `ROW_RUN` consecutive ones, whose windows all hold the `window -
+/// ROW_RUN + 1` values from the run's last output to its first output's
+/// window's end (taken once); each output adds the values before them
+/// (suffixes of the run's first `ROW_RUN - 1`) and after them (a running
+/// prefix). The round's results then replace the values they were taken
+/// from in the area (no later round reads those) and the warp writes them
+/// out together.
+///
+/// # Safety
+/// The unit's `count + window - 1` values are staged in the warp's area;
+/// `window >= ROW_RUN`; `row` is the unit's first output in the output
+/// and `count` outputs follow it there.
+#[inline(always)]
+unsafe fn row_runs<T: Grey + Copy, const MAXIMUM: bool>(
+    area: *mut T,
+    lane: u32,
+    count: u32,
+    window: u32,
+    output: *mut T,
+    row: u64,
+) {
+    let identity = if MAXIMUM { T::SMALLEST } else { T::LARGEST };
+    const RUN: usize = ROW_RUN as usize;
+    let mut base = 0u32;
+    while base < count {
+        // This lane's run starts at output g; every value it reads lies
+        // below count + window - 1 (see the reads' bounds below).
+        let g = base + lane * ROW_RUN;
+        let mut results = [identity; RUN];
+        if g < count {
+            // suffix[i]: the best of values g + i to g + ROW_RUN - 2.
+            let mut suffix = [identity; RUN];
+            let mut running = identity;
+            let mut i = RUN - 1;
+            while i > 0 {
+                i -= 1;
+                // SAFETY: g + i < g + ROW_RUN - 1 <= count + window - 2.
+                running = pick::<T, MAXIMUM>(running, unsafe { *area.add(g as usize + i) });
+                suffix[i] = running;
+            }
+            // SAFETY: values g + ROW_RUN - 1 to g + window - 1, below count + window - 1.
+            let core = unsafe { best_of::<T, MAXIMUM>(area, g + ROW_RUN - 1, 1, window - ROW_RUN + 1, identity) };
+            let mut after = identity;
+            let mut i = 0;
+            while i < RUN {
+                if g + (i as u32) < count {
+                    if i > 0 {
+                        // SAFETY: g + window + i - 1 < count + window - 1.
+                        after = pick::<T, MAXIMUM>(after, unsafe { *area.add((g + window) as usize + i - 1) });
+                    }
+                    results[i] = pick::<T, MAXIMUM>(pick::<T, MAXIMUM>(core, suffix[i]), after);
+                }
+                i += 1;
+            }
+        }
+        // Every lane's reads of the round end before any result lands.
+        // SAFETY: every lane of the warp takes the same rounds.
+        unsafe { sync_warp() };
+        let mut i = 0;
+        while i < RUN {
+            if g + (i as u32) < count {
+                // SAFETY: a staged slot; the rounds after this one read
+                // only from base + 32 * ROW_RUN on.
+                unsafe { *area.add(g as usize + i) = results[i] };
+            }
+            i += 1;
+        }
+        // SAFETY: as above.
+        unsafe { sync_warp() };
+        let end = count.min(base + 32 * ROW_RUN);
+        let mut t = base + lane;
+        while t < end {
+            // SAFETY: slot t holds output t's result; row + t an output.
+            unsafe { *output.add((row + t as u64) as usize) = *area.add(t as usize) };
+            t += 32;
+        }
+        base += 32 * ROW_RUN;
+    }
+}
+
 /// A staged unit's outputs from the warp's area (see [`grey_line_staged`]).
 /// Along a strided axis each lane walks its line two outputs at a time,
 /// the two windows' shared `window - 1` values taken once; along the last
-/// axis each output takes its window.
+/// axis runs of outputs share their windows ([`row_runs`]) or, for windows
+/// shorter than a run, each output takes its window.
 ///
 /// # Safety
 /// The unit's `count + window - 1` values are staged; `line` is this
-/// lane's line, `first + count` at most its extent.
+/// lane's line, `first + count` at most its extent. Along the last axis
+/// every lane of the warp calls it (the runs synchronise the warp).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn line_outputs<T: Grey + Copy, const MAXIMUM: bool>(
-    area: *const T,
+    area: *mut T,
     rows: bool,
     lane: u32,
     count: u32,
@@ -325,6 +414,11 @@ unsafe fn line_outputs<T: Grey + Copy, const MAXIMUM: bool>(
     inner: u64,
 ) {
     let identity = if MAXIMUM { T::SMALLEST } else { T::LARGEST };
+    if rows && window >= ROW_RUN {
+        // SAFETY: the caller's; the window holds a run.
+        unsafe { row_runs::<T, MAXIMUM>(area, lane, count, window, output, line + first) };
+        return;
+    }
     if rows {
         let mut t = lane;
         while t < count {
