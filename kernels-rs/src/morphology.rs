@@ -303,20 +303,12 @@ unsafe fn best_of<T: Grey + Copy, const MAXIMUM: bool>(area: *const T, at: u32, 
     best
 }
 
-/// Consecutive outputs per lane of a staged pass along the last axis
-/// whose window holds at least as many values ([`row_runs`]); odd, so that
-/// the lanes' reads, `ROW_RUN` slots apart, fall in distinct banks.
-const ROW_RUN: u32 = 5;
-
 /// A staged unit's outputs along the last axis for windows of at least
 /// [`ROW_RUN`] values: in rounds of `32 * ROW_RUN` outputs, each lane takes
-/// `ROW_RUN` consecutive ones, whose windows all hold the `window -
-/// ROW_RUN + 1` values from the run's last output to its first output's
-/// window's end (taken once); each output adds the values before them
-/// (suffixes of the run's first `ROW_RUN - 1`) and after them (a running
-/// prefix). The round's results then replace the values they were taken
-/// from in the area (no later round reads those) and the warp writes them
-/// out together.
+/// a run of `ROW_RUN` consecutive ones ([`row_run`]: their windows' shared
+/// values taken once). The round's results then replace the values they
+/// were taken from in the area (no later round reads those) and the warp
+/// writes them out together.
 ///
 /// # Safety
 /// The unit's `count + window - 1` values are staged in the warp's area;
@@ -335,36 +327,12 @@ unsafe fn row_runs<T: Grey + Copy, const MAXIMUM: bool>(
     const RUN: usize = ROW_RUN as usize;
     let mut base = 0u32;
     while base < count {
-        // This lane's run starts at output g; every value it reads lies
-        // below count + window - 1 (see the reads' bounds below).
+        // This lane's run starts at output g.
         let g = base + lane * ROW_RUN;
-        let mut results = [identity; RUN];
-        if g < count {
-            // suffix[i]: the best of values g + i to g + ROW_RUN - 2.
-            let mut suffix = [identity; RUN];
-            let mut running = identity;
-            let mut i = RUN - 1;
-            while i > 0 {
-                i -= 1;
-                // SAFETY: g + i < g + ROW_RUN - 1 <= count + window - 2.
-                running = pick::<T, MAXIMUM>(running, unsafe { *area.add(g as usize + i) });
-                suffix[i] = running;
-            }
-            // SAFETY: values g + ROW_RUN - 1 to g + window - 1, below count + window - 1.
-            let core = unsafe { best_of::<T, MAXIMUM>(area, g + ROW_RUN - 1, 1, window - ROW_RUN + 1, identity) };
-            let mut after = identity;
-            let mut i = 0;
-            while i < RUN {
-                if g + (i as u32) < count {
-                    if i > 0 {
-                        // SAFETY: g + window + i - 1 < count + window - 1.
-                        after = pick::<T, MAXIMUM>(after, unsafe { *area.add((g + window) as usize + i - 1) });
-                    }
-                    results[i] = pick::<T, MAXIMUM>(pick::<T, MAXIMUM>(core, suffix[i]), after);
-                }
-                i += 1;
-            }
-        }
+        // SAFETY: (each read) value j of the run, j < (count - g).min(ROW_RUN)
+        // + window - 1, is staged: g + j < count + window - 1.
+        let value = |j: u32| unsafe { *area.add((g + j) as usize) };
+        let results = row_run(window, count.saturating_sub(g), identity, value, pick::<T, MAXIMUM>);
         // Every lane's reads of the round end before any result lands.
         // SAFETY: every lane of the warp takes the same rounds.
         unsafe { sync_warp() };

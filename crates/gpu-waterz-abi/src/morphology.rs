@@ -193,6 +193,80 @@ pub const LINE_WARPS: u32 = 4;
 /// Bytes of shared memory per warp of the staged separable passes.
 pub const LINE_WARP_BYTES: u32 = 6144;
 
+/// Consecutive outputs per lane of a staged pass along the last axis
+/// whose window holds at least as many values ([`row_run`]); odd, so that
+/// the lanes' reads of 32-bit slots, `ROW_RUN` apart, fall in distinct
+/// banks.
+pub const ROW_RUN: u32 = 5;
+
+/// Reads of a run's shared values issued together ([`row_run`]).
+const ROW_RUN_READS: u32 = 4;
+
+/// The outputs of a run of [`ROW_RUN`] consecutive windows of `window`
+/// values (at least `ROW_RUN`), the first output `i` of them for `i <
+/// outputs` (the others `identity`): output `i` is the best (`pick(best,
+/// v)` keeps the better) of `value(i)` to `value(i + window - 1)`. Every
+/// window holds values `ROW_RUN - 1` to `window - 1` (taken once,
+/// `ROW_RUN_READS` reads at a time); output `i` adds the values before
+/// them from `i` (suffixes, taken backwards) and after them to `i + window
+/// - 1` (a running prefix): `window + ROW_RUN - 1` reads for `ROW_RUN`
+/// outputs instead of `window * ROW_RUN`. Reads `value(j)` only for `j <
+/// outputs.min(ROW_RUN) + window - 1`, and nothing when `outputs` is 0.
+#[inline(always)]
+pub fn row_run<T: Copy>(
+    window: u32,
+    outputs: u32,
+    identity: T,
+    value: impl Fn(u32) -> T,
+    pick: impl Fn(T, T) -> T,
+) -> [T; ROW_RUN as usize] {
+    const RUN: usize = ROW_RUN as usize;
+    let mut results = [identity; RUN];
+    if outputs == 0 {
+        return results;
+    }
+    // suffix[i]: the best of values i to ROW_RUN - 2.
+    let mut suffix = [identity; RUN];
+    let mut running = identity;
+    let mut i = RUN - 1;
+    while i > 0 {
+        i -= 1;
+        running = pick(running, value(i as u32));
+        suffix[i] = running;
+    }
+    // The values every window holds: ROW_RUN - 1 to window - 1.
+    let mut core = identity;
+    let mut j = ROW_RUN - 1;
+    while j < window {
+        let mut values = [identity; ROW_RUN_READS as usize];
+        let mut u = 0;
+        while u < ROW_RUN_READS {
+            if j + u < window {
+                values[u as usize] = value(j + u);
+            }
+            u += 1;
+        }
+        let mut u = 0;
+        while u < ROW_RUN_READS as usize {
+            core = pick(core, values[u]);
+            u += 1;
+        }
+        j += ROW_RUN_READS;
+    }
+    let mut after = identity;
+    let mut i = 0;
+    while i < RUN {
+        if (i as u32) < outputs {
+            if i > 0 {
+                after = pick(after, value(window + i as u32 - 1));
+            }
+            results[i] = pick(pick(core, suffix[i]), after);
+        }
+        i += 1;
+    }
+    results
+}
+
 /// How a staged separable pass (`GreyLine*Args` with `chunk` set) splits
 /// the arrays: each line along the axis is `extent` values `inner` apart,
 /// and there are `outer` lines per column (the items times the extents
@@ -1125,6 +1199,48 @@ mod tests {
     /// strided axis (the items and the axes before it counted as lines),
     /// one line along the last; the halo's rows counted against the 6 KB
     /// per warp.
+    #[test]
+    fn row_runs_are_their_windows_best() {
+        let mut state = 0x2f6b_91d3_4c07_a5e1u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as u32
+        };
+        for case in 0..4000u32 {
+            let window = ROW_RUN + next() % 40;
+            let outputs = next() % (ROW_RUN + 3);
+            let values: Vec<u32> = (0..ROW_RUN + window).map(|_| next() % [3, 50, 1000][case as usize % 3]).collect();
+            let reads = core::cell::RefCell::new(Vec::new());
+            let value = |j: u32| {
+                reads.borrow_mut().push(j);
+                values[j as usize]
+            };
+            for maximum in [false, true] {
+                let pick = |a: u32, b: u32| if maximum { a.max(b) } else { a.min(b) };
+                let identity = if maximum { 0 } else { u32::MAX };
+                let got = row_run(window, outputs, identity, value, pick);
+                for (i, &g) in got.iter().enumerate() {
+                    let i = i as u32;
+                    let want = if i < outputs {
+                        let w = &values[i as usize..(i + window) as usize];
+                        if maximum {
+                            *w.iter().max().unwrap()
+                        } else {
+                            *w.iter().min().unwrap()
+                        }
+                    } else {
+                        identity
+                    };
+                    assert_eq!(g, want, "case {case}, window {window}, outputs {outputs}, output {i}");
+                }
+            }
+            let bound = outputs.min(ROW_RUN) + window - 1;
+            assert!(reads.borrow().iter().all(|&j| j < bound), "case {case}: a read past the run's windows");
+            let per_run = 2 * (window + ROW_RUN - 1);
+            assert!(outputs == 0 || reads.borrow().len() as u32 <= per_run, "case {case}: reads per run");
+        }
+    }
+
     #[test]
     fn line_staging_units_and_fits() {
         let mut g = geometry(&[5, 70, 40], &[0, 0, 0], &[0, 0, 0]);
