@@ -208,9 +208,9 @@ const ROW_RUN_READS: u32 = 4;
 /// v)` keeps the better) of `value(i)` to `value(i + window - 1)`. Every
 /// window holds values `ROW_RUN - 1` to `window - 1` (taken once,
 /// `ROW_RUN_READS` reads at a time); output `i` adds the values before
-/// them from `i` (suffixes, taken backwards) and after them to `i + window
-/// - 1` (a running prefix): `window + ROW_RUN - 1` reads for `ROW_RUN`
-/// outputs instead of `window * ROW_RUN`. Reads `value(j)` only for `j <
+/// them from `i` (suffixes, taken backwards) and after them up to `i +
+/// window - 1` (a running prefix): `window + ROW_RUN - 1` reads for
+/// `ROW_RUN` outputs instead of `window * ROW_RUN`. Reads `value(j)` only for `j <
 /// outputs.min(ROW_RUN) + window - 1`, and nothing when `outputs` is 0.
 #[inline(always)]
 pub fn row_run<T: Copy>(
