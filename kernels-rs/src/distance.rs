@@ -606,9 +606,7 @@ kernel! {
     /// (y or z, unit spacing, exact, after `edt_rows`) of `items` volumes
     /// one after another: each line's lower envelope of parabolas
     /// (`lower_envelope`), linear in its length whatever the distances,
-    /// the line read from global memory (`ENVELOPE_READS` values at a
-    /// time) and its envelope's first `EDT_ENVELOPE_KEPT` entries kept in
-    /// shared memory (positions and values), the rest in `stack`; with
+    /// the line read from and its envelope kept in global memory; with
     /// features, each element takes the feature of the position that gives
     /// its minimum. With `deferred`, only the lines whose byte is set.
     ///
@@ -617,9 +615,7 @@ kernel! {
     /// (the last), and the features (unless null) hold one value per
     /// element of the `items` volumes of `dims`; `deferred`, unless null,
     /// a byte per line; outputs overlap no input and `stack` nothing else;
-    /// squared distances fit `u32` (lines of at most 12,288 elements);
-    /// launched with `block_dim_x() * EDT_ENVELOPE_KEPT * 8` bytes of
-    /// shared memory.
+    /// squared distances fit `u32` (lines of at most 12,288 elements).
     ///
     /// # Parameters
     /// See [`EdtEnvelopeArgs`].
@@ -628,10 +624,7 @@ kernel! {
     /// A thread per line (grid-stride over the lines); neighbouring threads
     /// take neighbouring lines, whose elements are neighbours along x, so
     /// that their reads and writes at the same position are coalesced (the
-    /// envelope's entry `k` of line `l` at `k * lines + l` too). Word `w`
-    /// of a thread's kept entry `k` lies at `(2k + w) * block_dim_x() +
-    /// thread_idx_x()` of the shared memory: the threads of a warp at the
-    /// same entry take 32 banks, at different ones too.
+    /// envelope's entry `k` of line `l` at `k * lines + l` too).
     pub unsafe extern "ptx-kernel" fn edt_envelope(
         dims: Dims3,
         items: u64,
@@ -646,10 +639,6 @@ kernel! {
         deferred: *const u8,
     ) as EdtEnvelopeArgs {
         let (lines, length, stride) = line_geometry(dims, items, axis);
-        let kept = dynamic_shared::<u32>();
-        let (threads, tid) = (block_dim_x(), thread_idx_x());
-        // Word w of this thread's kept entry k (k < EDT_ENVELOPE_KEPT).
-        let word = |k: u32, w: u32| ((2 * k + w) * threads + tid) as usize;
         grid_stride(lines, |line| {
             // SAFETY: deferred, unless null, holds a byte per line.
             if !deferred.is_null() && unsafe { *deferred.add(line as usize) } == 0 {
@@ -662,32 +651,10 @@ kernel! {
                 length as u32,
                 // SAFETY: j < length: an element of the line.
                 |j| unsafe { *input.add(at(j)) },
-                |k| {
-                    if k < EDT_ENVELOPE_KEPT {
-                        // SAFETY: word(k, 1) < threads * EDT_ENVELOPE_KEPT * 2,
-                        // the launch's shared words.
-                        unsafe { (*kept.add(word(k, 0)), *kept.add(word(k, 1))) }
-                    } else {
-                        // SAFETY: k < length: slot(k) < length * lines, the
-                        // elements; the entry's position is one of the line.
-                        unsafe {
-                            let x = *stack.add(slot(k));
-                            (x, *input.add(at(x)))
-                        }
-                    }
-                },
-                |k, (x, f)| {
-                    if k < EDT_ENVELOPE_KEPT {
-                        // SAFETY: as above; this thread's words alone.
-                        unsafe {
-                            *kept.add(word(k, 0)) = x;
-                            *kept.add(word(k, 1)) = f;
-                        }
-                    } else {
-                        // SAFETY: as above; stack is this kernel's alone.
-                        unsafe { *stack.add(slot(k)) = x };
-                    }
-                },
+                // SAFETY: k < length: slot(k) < length * lines, the elements.
+                |k| unsafe { *stack.add(slot(k)) },
+                // SAFETY: as above; stack is this kernel's alone.
+                |k, x| unsafe { *stack.add(slot(k)) = x },
                 |p, best, q| {
                     let g = at(p);
                     // SAFETY: p and q are positions of the line: elements.

@@ -206,17 +206,6 @@ pub const EDT_LINE_THREADS: u32 = 256;
 /// Bytes of shared memory `edt_lines` may take per block (the lines it
 /// holds, 4 bytes per element).
 pub const EDT_LINE_SHARED_BYTES: u32 = 48 * 1024;
-/// Threads per block of `edt_envelope`.
-pub const EDT_ENVELOPE_THREADS: u32 = 128;
-/// The entries of each line's envelope (position and value) that
-/// `edt_envelope` keeps in shared memory; deeper entries go to the
-/// `stack` scratch in global memory.
-pub const EDT_ENVELOPE_KEPT: u32 = 32;
-/// Bytes of shared memory `edt_envelope` takes per block: two words per
-/// kept entry of each of its [`EDT_ENVELOPE_THREADS`] threads.
-pub const EDT_ENVELOPE_SHARED_BYTES: u32 = EDT_ENVELOPE_THREADS * EDT_ENVELOPE_KEPT * 8;
-// Within the 48 KiB a launch takes without asking for more.
-const _: () = assert!(EDT_ENVELOPE_SHARED_BYTES <= 48 * 1024);
 /// An unreached squared distance in the integer passes.
 pub const EDT_INFINITE: u32 = u32::MAX;
 
@@ -299,25 +288,21 @@ pub fn parabola_overtakes(a: (u32, u32), b: (u32, u32), p: u32) -> bool {
     parabola_height(b) - parabola_height(a) < 2 * p as i64 * (b.0 as i64 - a.0 as i64)
 }
 
-/// The values of a line that [`lower_envelope`] reads together, so that
-/// their loads are in flight at once.
-pub const ENVELOPE_READS: u32 = 8;
-
 /// The lower envelope of the parabolas `value(q) + (p - q)²` of a line of
 /// `n` elements ([`EDT_INFINITE`]: none at `q`), Felzenszwalb and
 /// Huttenlocher's, in integers: calls `write(p, best, q)` for every `p`
 /// in order with the least value and a position `q` that gives it (`p`
-/// and [`EDT_INFINITE`] when no value is finite). `entry` reads and `push`
-/// writes entry `k` of a scratch of up to `n` entries (the envelope's
-/// parabolas, left to right, each its position and value). Linear in `n`:
-/// each position is pushed and popped at most once; `value` is read once
-/// per position, in order, [`ENVELOPE_READS`] positions together.
+/// and [`EDT_INFINITE`] when no value is finite). `stack` reads and
+/// `push` writes entry `k` of a scratch of `n` positions (the envelope's
+/// parabolas, left to right). Linear in `n`: each position is pushed and
+/// popped at most once; `value` is read once per position in order and
+/// about once more per entry pushed.
 #[inline(always)]
 pub fn lower_envelope(
     n: u32,
     value: impl Fn(u32) -> u32,
-    entry: impl Fn(u32) -> (u32, u32),
-    mut push: impl FnMut(u32, (u32, u32)),
+    stack: impl Fn(u32) -> u32,
+    mut push: impl FnMut(u32, u32),
     mut write: impl FnMut(u32, u32, u32),
 ) {
     // The envelope's last two parabolas (position, value) are kept here;
@@ -325,37 +310,25 @@ pub fn lower_envelope(
     let mut top: u32 = 0;
     let mut last = (0u32, 0u32);
     let mut before = (0u32, 0u32);
-    let mut first = 0;
-    while first < n {
-        // The next values, read together (none past the line's end).
-        let mut values = [EDT_INFINITE; ENVELOPE_READS as usize];
-        let mut u = 0;
-        while u < ENVELOPE_READS {
-            if u < n - first {
-                values[u as usize] = value(first + u);
-            }
-            u += 1;
-        }
-        let mut u = 0;
-        while u < ENVELOPE_READS {
-            let f = values[u as usize];
-            if f != EDT_INFINITE {
-                let arriving = (first + u, f);
-                while top >= 2 && parabola_hidden(before, last, arriving) {
-                    top -= 1;
-                    last = before;
-                    if top >= 2 {
-                        before = entry(top - 2);
-                    }
+    let mut q = 0;
+    while q < n {
+        let f = value(q);
+        if f != EDT_INFINITE {
+            let arriving = (q, f);
+            while top >= 2 && parabola_hidden(before, last, arriving) {
+                top -= 1;
+                last = before;
+                if top >= 2 {
+                    let x = stack(top - 2);
+                    before = (x, value(x));
                 }
-                push(top, arriving);
-                top += 1;
-                before = last;
-                last = arriving;
             }
-            u += 1;
+            push(top, q);
+            top += 1;
+            before = last;
+            last = arriving;
         }
-        first = first.saturating_add(ENVELOPE_READS);
+        q += 1;
     }
     if top == 0 {
         let mut p = 0;
@@ -365,6 +338,10 @@ pub fn lower_envelope(
         }
         return;
     }
+    let entry = |k: u32| {
+        let x = stack(k);
+        (x, value(x))
+    };
     let mut k = 0;
     let mut a = entry(0);
     let mut b = if top > 1 { entry(1) } else { a };
@@ -522,8 +499,7 @@ pub struct EdtChamferArgs {
 /// Arguments of `edt_envelope`: one integer pass (unit spacing, the
 /// squared Euclidean metric) of the distance transform along `axis` (y or
 /// z) of `items` volumes one after another, after `edt_rows`: each line's
-/// [`lower_envelope`] by one thread, its first [`EDT_ENVELOPE_KEPT`]
-/// entries in shared memory and the rest in `stack`.
+/// [`lower_envelope`] by one thread, in global memory.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EdtEnvelopeArgs {
@@ -546,9 +522,8 @@ pub struct EdtEnvelopeArgs {
     pub features_in: *const u32,
     /// Out: the features after this pass (null when `features_in` is).
     pub features_out: *mut u32,
-    /// Scratch: the positions of the envelopes' entries past the first
-    /// [`EDT_ENVELOPE_KEPT`], one word per element (entry `k` of line `l`
-    /// at `k * lines + l`).
+    /// Scratch: the envelopes' positions, one word per element (entry `k`
+    /// of line `l` at `k * lines + l`).
     pub stack: *mut u32,
     /// A byte per line: non-zero for the lines this pass takes (those
     /// `edt_lines` deferred); null: every line.
@@ -765,21 +740,16 @@ mod tests {
                     }
                 })
                 .collect();
-            let mut stack = std::vec![(u32::MAX, u32::MAX); n as usize];
+            let mut stack = std::vec![u32::MAX; n as usize];
             let mut got = Vec::new();
             let stack_ref = core::cell::RefCell::new(&mut stack);
-            let reads = core::cell::RefCell::new(Vec::new());
             lower_envelope(
                 n,
-                |q| {
-                    reads.borrow_mut().push(q);
-                    values[q as usize]
-                },
+                |q| values[q as usize],
                 |k| stack_ref.borrow()[k as usize],
                 |k, v| stack_ref.borrow_mut()[k as usize] = v,
                 |p, best, q| got.push((p, best, q)),
             );
-            assert_eq!(reads.into_inner(), (0..n).collect::<Vec<_>>(), "each value once, in order");
             assert_eq!(got.len(), n as usize);
             for (p, best, q) in got {
                 let cost = |q: u32| {

@@ -5,8 +5,8 @@
 use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS, AUTO_SEARCH_LENGTH};
 use gpu_waterz_abi::distance::{
     edt_lines_per_block, edt_rows_per_warp, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs,
-    EdtRowsArgs, EDT_ENVELOPE_SHARED_BYTES, EDT_ENVELOPE_THREADS, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS,
-    EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
+    EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD,
+    METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -372,20 +372,11 @@ pub(crate) fn edt_line_passes(
                 stack,
                 deferred: flags,
             };
-            // A thread per line, each keeping EDT_ENVELOPE_KEPT entries of
-            // two words in shared memory.
-            let config = LaunchConfig {
-                blocks: lines.div_ceil(EDT_ENVELOPE_THREADS as u64).min(gpu.multiprocessor_count() as u64 * 32).max(1)
-                    as u32,
-                threads: EDT_ENVELOPE_THREADS,
-                shared_bytes: EDT_ENVELOPE_SHARED_BYTES,
-            };
             // The lines fit the shared memory, so their squared distances
-            // fit u32; the stack and deferred as for the chamfer passes;
-            // the shared memory is the kernel's threads * KEPT * 8 bytes.
+            // fit u32; the stack and deferred as for the chamfer passes.
             // SAFETY: every buffer holds n elements (checked), the stack
             // too, and each pass reads one of each pair, writes the other.
-            unsafe { gpu.launch(config, args) }?;
+            unsafe { gpu.launch(gpu.grid_stride_config(lines), args) }?;
         }
     }
     Ok(true)

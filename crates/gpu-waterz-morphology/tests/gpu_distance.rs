@@ -278,8 +278,8 @@ fn gpu_envelopes_and_searches_equal_the_cpu() {
     let g = test_gpu();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(43);
     // Dense, sparse and single background elements; batches; long axes;
-    // lines whose envelopes hold more entries than edt_envelope keeps in
-    // shared memory (half of the 256 rows of each column background).
+    // lines whose envelopes hold a hundred entries and more (half of the
+    // 256 rows of each column background).
     let cases: [(usize, &[usize], f64); 9] = [
         (1, &[40, 50, 60], 0.3),
         (1, &[256, 48], 0.5),

@@ -884,14 +884,11 @@ pub enum LinePasses {
     /// most [`AUTO_SEARCH_LENGTH`].
     #[default]
     Auto,
-    /// Each line by one thread, read from global memory, linear in its
-    /// length whatever the distances: its lower envelope of parabolas
-    /// (Euclidean; the envelope's first
-    /// [`EDT_ENVELOPE_KEPT`](gpu_waterz_abi::distance::EDT_ENVELOPE_KEPT)
-    /// entries in shared memory, deeper ones in global memory) or a sweep
-    /// each way (chamfer metrics, in global memory). Slow where a line
-    /// holds many background elements near one another (the deep entries
-    /// are read and written in no common order).
+    /// Each line by one thread in global memory, linear in its length
+    /// whatever the distances: its lower envelope of parabolas (Euclidean)
+    /// or a sweep each way (chamfer metrics). Slow where a line holds many
+    /// background elements near one another (the envelope's scratch is
+    /// read and written in no common order).
     Envelope,
     /// Each line held in shared memory and searched outward from every
     /// element until the step alone costs more than the best found: fast
