@@ -210,8 +210,9 @@ const ROW_RUN_READS: u32 = 4;
 /// `ROW_RUN_READS` reads at a time); output `i` adds the values before
 /// them from `i` (suffixes, taken backwards) and after them up to `i +
 /// window - 1` (a running prefix): `window + ROW_RUN - 1` reads for
-/// `ROW_RUN` outputs instead of `window * ROW_RUN`. Reads `value(j)` only for `j <
-/// outputs.min(ROW_RUN) + window - 1`, and nothing when `outputs` is 0.
+/// `ROW_RUN` outputs instead of `window * ROW_RUN`. Reads `value(j)` only
+/// for `j < outputs.min(ROW_RUN) + window - 1`, and nothing when `outputs`
+/// is 0.
 #[inline(always)]
 pub fn row_run<T: Copy>(
     window: u32,
@@ -1195,10 +1196,10 @@ mod tests {
         assert_eq!(read([0, 3], MODE_REFLECT), Some(3));
     }
 
-    /// A staged pass's units and staging: 32 lines to a unit along a
-    /// strided axis (the items and the axes before it counted as lines),
-    /// one line along the last; the halo's rows counted against the 6 KB
-    /// per warp.
+    /// Every output of a run is its window's minimum (or maximum), for
+    /// windows of 5 to 44 values and 0 to 7 outputs asked for (whole runs
+    /// from 5); no read falls past the run's windows, and a run reads at
+    /// most `window + ROW_RUN - 1` values.
     #[test]
     fn row_runs_are_their_windows_best() {
         let mut state = 0x2f6b_91d3_4c07_a5e1u64;
@@ -1241,6 +1242,10 @@ mod tests {
         }
     }
 
+    /// A staged pass's units and staging: 32 lines to a unit along a
+    /// strided axis (the items and the axes before it counted as lines),
+    /// one line along the last; the halo's rows counted against the 6 KB
+    /// per warp.
     #[test]
     fn line_staging_units_and_fits() {
         let mut g = geometry(&[5, 70, 40], &[0, 0, 0], &[0, 0, 0]);
