@@ -305,31 +305,8 @@ pub fn lower_envelope(
     mut push: impl FnMut(u32, u32),
     mut write: impl FnMut(u32, u32, u32),
 ) {
-    // The envelope's last two parabolas (position, value) are kept here;
-    // `top` counts the entries.
-    let mut top: u32 = 0;
-    let mut last = (0u32, 0u32);
-    let mut before = (0u32, 0u32);
-    let mut q = 0;
-    while q < n {
-        let f = value(q);
-        if f != EDT_INFINITE {
-            let arriving = (q, f);
-            while top >= 2 && parabola_hidden(before, last, arriving) {
-                top -= 1;
-                last = before;
-                if top >= 2 {
-                    let x = stack(top - 2);
-                    before = (x, value(x));
-                }
-            }
-            push(top, q);
-            top += 1;
-            before = last;
-            last = arriving;
-        }
-        q += 1;
-    }
+    // The whole line as one segment: `top` entries.
+    let top = segment_envelope(0, n, &value, &stack, &mut push);
     if top == 0 {
         let mut p = 0;
         while p < n {
@@ -375,6 +352,8 @@ pub fn segment_envelope(
     entry: impl Fn(u32) -> u32,
     mut push: impl FnMut(u32, u32),
 ) -> u32 {
+    // The envelope's last two parabolas (position, value) are kept here;
+    // `top` counts the entries.
     let mut top: u32 = 0;
     let mut last = (0u32, 0u32);
     let mut before = (0u32, 0u32);
