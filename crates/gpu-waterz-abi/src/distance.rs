@@ -819,6 +819,17 @@ mod tests {
         assert_eq!(axis_cost(METRIC_CHESSBOARD, 7), 7);
     }
 
+    /// The parabola of position `q` at `p`: `values[q] + (p - q)²`, or
+    /// [`EDT_INFINITE`] when `values[q]` is.
+    fn parabola_cost(values: &[u32], p: u32, q: u32) -> u32 {
+        let f = values[q as usize];
+        if f == EDT_INFINITE {
+            EDT_INFINITE
+        } else {
+            f + p.abs_diff(q) * p.abs_diff(q)
+        }
+    }
+
     #[test]
     fn lower_envelopes_are_the_brute_force_minima() {
         let mut state = 0x51_7cc1_b727_220au64;
@@ -851,14 +862,7 @@ mod tests {
             );
             assert_eq!(got.len(), n as usize);
             for (p, best, q) in got {
-                let cost = |q: u32| {
-                    let f = values[q as usize];
-                    if f == EDT_INFINITE {
-                        EDT_INFINITE
-                    } else {
-                        f + p.abs_diff(q) * p.abs_diff(q)
-                    }
-                };
+                let cost = |q: u32| parabola_cost(&values, p, q);
                 let want = (0..n).map(cost).min().unwrap();
                 assert_eq!(best, want, "case {case}, p = {p}");
                 assert_eq!(cost(q), want, "case {case}, p = {p}: q gives the minimum");
@@ -911,14 +915,7 @@ mod tests {
                 .collect();
             let stack = stack.into_inner();
             for p in 0..n {
-                let cost = |q: u32| {
-                    let f = values[q as usize];
-                    if f == EDT_INFINITE {
-                        EDT_INFINITE
-                    } else {
-                        f + p.abs_diff(q) * p.abs_diff(q)
-                    }
-                };
+                let cost = |q: u32| parabola_cost(&values, p, q);
                 let want = (0..n).map(cost).min().unwrap();
                 let (got, at) = segmented_line_minimum(
                     p,
