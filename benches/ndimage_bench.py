@@ -30,8 +30,10 @@ import sys
 import time
 
 
-# The ways of the integer passes along the lines (`LinePasses`).
-WAYS = ("auto", "envelope", "search", "split:1", "split:2", "split:4", "split:8", "split:16")
+# The ways of the integer passes along the lines (`LinePasses`): split
+# lines go to one thread each, segments stay in shared memory.
+WAYS = ("auto", "envelope", "search", "split:4", "split:8", "split:16", "segments:2", "segments:4", "segments:8",
+        "segments:16")
 
 
 def timed(fn, repeats, sync, before=None):
@@ -60,8 +62,12 @@ def main():
     p.add_argument("--json")
     p.add_argument("--only", choices=["all", "distance"], default="all",
                    help="'distance': the distance transforms' rows alone")
+    p.add_argument("--ways", help="comma-separated ways of the integer passes (default: WAYS)")
     p.add_argument("--pinky", help="pinky40's inside mask, bits (np.packbits, 512x256x256) compressed with xz")
     args = p.parse_args()
+    ways = tuple(args.ways.split(",")) if args.ways else WAYS
+    if "auto" not in ways or "search" not in ways:
+        p.error("--ways must hold 'auto' and 'search' (the rows compare against them)")
 
     import cupy as cp
     import cupyx.scipy.ndimage as cndi
@@ -365,7 +371,7 @@ def main():
         m_cp = as_cupy(m)
         row = {}
         outs = {}
-        for way in WAYS:
+        for way in ways:
             for indices in (False, True):
                 out = torch.empty(m.shape, dtype=torch.float64, device="cuda")
                 ind = torch.empty((3,) + tuple(m.shape), dtype=torch.int32, device="cuda") if indices else None
@@ -388,7 +394,7 @@ def main():
         for metric in ("taxicab", "chessboard"):
             couts = {}
             try:
-                for way in WAYS:
+                for way in ways:
                     cout_t = torch.empty(m.shape, dtype=torch.int32, device="cuda")
                     couts[way] = cout_t
 

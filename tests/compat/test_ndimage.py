@@ -117,6 +117,35 @@ def test_random_cases_equal_scipy(operator, dtype, backend):
             np.testing.assert_array_equal(got, want, err_msg=f"{operator} case {case} {array.shape} {kwargs}")
 
 
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_windows_holding_nan_give_nan(dtype, backend):
+    """Erosion and dilation of arrays holding NaN: NaN wherever the
+    window holds one (scipy's value there depends on the order in which
+    it compares), scipy's value everywhere else."""
+    backend = _backend(backend)
+    rng = np.random.default_rng(23)
+    for case in range(40):
+        array, kwargs = random_case(rng, dtype)
+        kwargs.pop("structure", None)
+        if "footprint" not in kwargs and "size" not in kwargs:
+            kwargs["size"] = 3
+        array[rng.random(array.shape) < 0.08] = np.nan
+        nan = np.isnan(array)
+        for operator in ("grey_erosion", "grey_dilation"):
+            want = getattr(ndi, operator)(array, **kwargs)
+            got = getattr(ours, operator)(array, backend=backend, **kwargs)
+            # The windows that hold a NaN, from the same operator on the
+            # NaN mask (outside, in constant mode, a cval that is no NaN).
+            if operator == "grey_erosion":
+                holds = ndi.grey_erosion((~nan).astype(np.uint8), **dict(kwargs, cval=1.0)) == 0
+            else:
+                holds = ndi.grey_dilation(nan.astype(np.uint8), **dict(kwargs, cval=0.0)) == 1
+            context = f"{operator} case {case} {array.shape} {kwargs}"
+            assert np.isnan(got[holds]).all(), context
+            np.testing.assert_array_equal(got[~holds], want[~holds], err_msg=context)
+
+
 def test_output_argument_and_bad_arguments():
     rng = np.random.default_rng(7)
     a = rng.normal(size=(6, 7))
