@@ -30,10 +30,8 @@ import sys
 import time
 
 
-# The ways of the integer passes along the lines (`LinePasses`): split
-# lines go to one thread each, segments stay in shared memory.
-WAYS = ("auto", "envelope", "search", "split:4", "split:8", "split:16", "segments:2", "segments:4", "segments:8",
-        "segments:16")
+# The ways of the integer passes along the lines (`LinePasses`).
+WAYS = ("auto", "envelope", "search", "split:1", "split:2", "split:4", "split:8", "split:16")
 
 
 def timed(fn, repeats, sync, before=None):

@@ -363,27 +363,20 @@ kernel! {
     /// bounds on their search ([`search_radius_bound`]) exceed it on
     /// average ([`line_deferred`]) is neither searched nor written: its
     /// byte of `deferred` is set (else cleared) for `edt_envelope` or
-    /// `edt_chamfer` to take it; with `envelopes` (the Euclidean metric),
-    /// such a line is taken here instead: each of its threads builds the
-    /// lower envelope of one segment of it in shared memory
-    /// ([`segment_envelope`]) and, after a barrier, each element takes the
-    /// least over the segments' envelopes, its own first and then outward
-    /// ([`segmented_line_minimum`]). The Euclidean metric's last pass
-    /// writes the square roots as float64 distances, the others' costs.
+    /// `edt_chamfer` to take it. The Euclidean metric's last pass writes
+    /// the square roots as float64 distances, the others' costs.
     ///
     /// # Safety
     /// `input`, and `output` (every pass but the Euclidean last) or
     /// `distances` (that one), and the features (unless null) hold one
     /// value per element of the `items` volumes of `dims`; `deferred`
     /// holds a byte per line unless `mean_radius` is
-    /// [`EDT_SEARCH_EVERY_LINE`] or `envelopes` is set; outputs overlap no
-    /// input; launched with [`EDT_LINE_THREADS`] threads and
-    /// [`edt_lines_shared_bytes`]`(lines_per_block, length, envelopes)`
-    /// bytes of shared memory (the lines, then a word per line marking the
-    /// group in which it held a finite cost, then two words per line for
-    /// the sums of the bounds; with envelopes a count per thread and an
-    /// entry per element), `lines_per_block` a power of two dividing
-    /// [`EDT_LINE_THREADS`].
+    /// [`EDT_SEARCH_EVERY_LINE`]; outputs overlap no input; launched with
+    /// [`EDT_LINE_THREADS`] threads and `lines_per_block * (length + 3) *
+    /// 4` bytes of shared memory (the lines, then a word per line marking
+    /// the group in which it held a finite cost, then two words per line
+    /// for the sums of the bounds), `lines_per_block` a power of two
+    /// dividing [`EDT_LINE_THREADS`].
     ///
     /// # Parameters
     /// See [`EdtLinesArgs`].
@@ -405,14 +398,11 @@ kernel! {
         features_in: *const u32,
         features_out: *mut u32,
         mean_radius: u32,
-        envelopes: u32,
         deferred: *mut u8,
     ) as EdtLinesArgs {
         let (lines, length, stride) = line_geometry(dims, items, axis);
         let roots = last != 0 && metric == METRIC_EUCLIDEAN;
         let defers = mean_radius != EDT_SEARCH_EVERY_LINE;
-        // Segments' envelopes instead of deferring: the Euclidean metric's.
-        let envelopes = defers && envelopes != 0 && metric == METRIC_EUCLIDEAN;
         // lines_per_block is a power of two dividing the block (the
         // host's), so each thread keeps one line of every group, `l`, and
         // steps along it by `step` elements: no division per element.
@@ -422,21 +412,8 @@ kernel! {
         // SAFETY: the marks follow the lines' length * per words, the two
         // rows of sums the marks.
         let (marks, sums) = unsafe { (shared.add((length * per) as usize), shared.add((length * per + per) as usize)) };
-        let threads = block_dim_x() as u64;
-        // With envelopes, the counts of the segments' envelopes (a word per
-        // thread) follow the sums, their entries (16 bits per element,
-        // lines of at most 12,288) the counts.
-        // SAFETY: launched with edt_lines_shared_bytes(per, length, true)
-        // bytes when envelopes is set; unused (never read) otherwise.
-        let (counts, entries) = unsafe {
-            let counts = shared.add((length * per + 3 * per) as usize);
-            (counts, counts.add(threads as usize) as *mut u16)
-        };
         let tid = thread_idx_x() as u64;
-        let (l, first_j, step) = (tid % per, tid / per, threads / per);
-        // Thread first_j of a line keeps the envelope of its segment
-        // first_j (positions first_j * segment.., the last shorter).
-        let segment = edt_line_segment(length as u32, step as u32);
+        let (l, first_j, step) = (tid % per, tid / per, block_dim_x() as u64 / per);
         if tid < per {
             // SAFETY: one of the per marks and of each row of per sums. No
             // group marks 0 (see below).
@@ -496,7 +473,7 @@ kernel! {
             // SAFETY: this row's sum of line l, complete at the barrier.
             let deferring = defers && finite && line_deferred(unsafe { *sum }, length as u32, mean_radius);
             if defers {
-                if line < lines && first_j == 0 && !envelopes {
+                if line < lines && first_j == 0 {
                     // SAFETY: deferred holds a byte per line; line < lines.
                     unsafe { *deferred.add(line as usize) = deferring as u8 };
                 }
@@ -507,42 +484,14 @@ kernel! {
                 }
             }
             row = 1 - row;
-            // Line l's words in shared memory, every per-th from l; u32
-            // offsets (below length * per, at most 12,288 * 32).
-            // SAFETY: l < per: the first word of line l.
-            let own = unsafe { shared.add(l as usize) };
-            let per32 = per as u32;
-            // SAFETY: q < length, so q * per + l is a shared word.
-            let value = |q: u32| unsafe { *own.add((q * per32) as usize) };
-            // The entries of line l, as its words; counts per segment.
-            // SAFETY: l < per: the first entry of line l.
-            let own_entries = unsafe { entries.add(l as usize) };
-            // SAFETY: q < length, so q * per + l is one of the entries.
-            let entry_at = |q: u32| unsafe { *own_entries.add((q * per32) as usize) } as u32;
-            // SAFETY: s < step, so s * per + l < threads: one of the counts.
-            let count = |s: u32| unsafe { *counts.add((s * per32 + l as u32) as usize) };
-            let enveloping = envelopes && deferring;
-            if envelopes {
-                if line < lines && enveloping {
-                    let from = (first_j as u32).saturating_mul(segment).min(length as u32);
-                    let to = from.saturating_add(segment).min(length as u32);
-                    let found = segment_envelope(
-                        from,
-                        to,
-                        value,
-                        |k| entry_at(from + k),
-                        // SAFETY: from + k < to <= length: one of line l's
-                        // entries (positions below 12,288 fit 16 bits).
-                        |k, q| unsafe { *own_entries.add(((from + k) * per32) as usize) = q as u16 },
-                    );
-                    // SAFETY: first_j < step: one of the counts.
-                    unsafe { *counts.add((first_j * per + l) as usize) = found };
-                }
-                // SAFETY: every thread reaches it (block-uniform); the
-                // segments' envelopes are complete after it.
-                unsafe { sync_threads() };
-            }
-            if line < lines && (!deferring || envelopes) {
+            if line < lines && !deferring {
+                // Line l's words in shared memory, every per-th from l; u32
+                // offsets (below length * per, at most 12,288 * 32).
+                // SAFETY: l < per: the first word of line l.
+                let own = unsafe { shared.add(l as usize) };
+                let per32 = per as u32;
+                // SAFETY: q < length, so q * per + l is a shared word.
+                let value = |q: u32| unsafe { *own.add((q * per32) as usize) };
                 let mut p = first_j;
                 let mut g = start + first_j * stride;
                 while p < length {
@@ -551,10 +500,6 @@ kernel! {
                     // is written out per metric (constant in its loop).
                     let (best, at) = if !finite {
                         (EDT_INFINITE, p as u32)
-                    } else if enveloping {
-                        segmented_line_minimum(p as u32, length as u32, segment, value, count, |s, k| {
-                            entry_at(s * segment + k)
-                        })
                     } else if metric == METRIC_EUCLIDEAN {
                         line_minimum_metric(METRIC_EUCLIDEAN, p as u32, length as u32, value)
                     } else if metric == METRIC_TAXICAB {

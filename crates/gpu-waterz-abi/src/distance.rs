@@ -360,126 +360,6 @@ pub fn lower_envelope(
     }
 }
 
-/// The lower envelope of the finite parabolas `value(q) + (p - q)²` of
-/// the positions `from..to` of a line (a segment of it): pushes its
-/// entries' positions, left to right, as entries `0..` (`push(k, q)`,
-/// `entry(k)` reading one back) and returns how many there are (0 when no
-/// value is finite). Each position is pushed and popped at most once. The
-/// forward half of [`lower_envelope`], so that the threads of a line can
-/// each take a segment ([`segmented_line_minimum`]).
-#[inline(always)]
-pub fn segment_envelope(
-    from: u32,
-    to: u32,
-    value: impl Fn(u32) -> u32,
-    entry: impl Fn(u32) -> u32,
-    mut push: impl FnMut(u32, u32),
-) -> u32 {
-    let mut top: u32 = 0;
-    let mut last = (0u32, 0u32);
-    let mut before = (0u32, 0u32);
-    let mut q = from;
-    while q < to {
-        let f = value(q);
-        if f != EDT_INFINITE {
-            let arriving = (q, f);
-            while top >= 2 && parabola_hidden(before, last, arriving) {
-                top -= 1;
-                last = before;
-                if top >= 2 {
-                    let x = entry(top - 2);
-                    before = (x, value(x));
-                }
-            }
-            push(top, q);
-            top += 1;
-            before = last;
-            last = arriving;
-        }
-        q += 1;
-    }
-    top
-}
-
-/// The least `value(q) + (p - q)²` over the `count` entries of a segment's
-/// envelope ([`segment_envelope`]; `entry(k)` its position `k`) and a
-/// position that gives it, by binary search: the entry that gives the
-/// least value at `p` is the last one that overtakes the one before it
-/// before `p`. `(EDT_INFINITE, p)` when `count` is 0.
-#[inline(always)]
-pub fn envelope_minimum(p: u32, count: u32, value: impl Fn(u32) -> u32, entry: impl Fn(u32) -> u32) -> (u32, u32) {
-    if count == 0 {
-        return (EDT_INFINITE, p);
-    }
-    let at = |k: u32| {
-        let x = entry(k);
-        (x, value(x))
-    };
-    let (mut low, mut high) = (0u32, count - 1);
-    while low < high {
-        let middle = low + (high - low).div_ceil(2);
-        if parabola_overtakes(at(middle - 1), at(middle), p) {
-            low = middle;
-        } else {
-            high = middle - 1;
-        }
-    }
-    let (x, f) = at(low);
-    let d = p.abs_diff(x);
-    (f + d * d, x)
-}
-
-/// The least `value(q) + (p - q)²` over a line of `n` elements cut into
-/// segments of `segment` positions (the last may be shorter), each with
-/// its envelope ([`segment_envelope`]; `count(s)` entries, `entry(s, k)`
-/// the position of entry `k` of segment `s`), and a position that gives
-/// it (`p` and [`EDT_INFINITE`] when no value is finite): `p`'s own
-/// segment first, then the segments to either side outward until the
-/// distance to a segment alone costs at least the best found (a value is
-/// never negative, so no farther segment can give less). Equal to
-/// [`line_minimum_metric`] under the Euclidean metric; ties may name
-/// another position at the same cost.
-#[inline(always)]
-pub fn segmented_line_minimum(
-    p: u32,
-    n: u32,
-    segment: u32,
-    value: impl Fn(u32) -> u32,
-    count: impl Fn(u32) -> u32,
-    entry: impl Fn(u32, u32) -> u32,
-) -> (u32, u32) {
-    let own = p / segment;
-    let segments = n.div_ceil(segment);
-    let (mut best, mut at) = envelope_minimum(p, count(own), &value, |k| entry(own, k));
-    // Segments to the left: the nearest position of segment s is its last.
-    let mut s = own;
-    while s > 0 {
-        s -= 1;
-        let d = p - (s * segment + segment - 1);
-        if best != EDT_INFINITE && d as u64 * d as u64 >= best as u64 {
-            break;
-        }
-        let (v, x) = envelope_minimum(p, count(s), &value, |k| entry(s, k));
-        if v < best {
-            (best, at) = (v, x);
-        }
-    }
-    // Segments to the right: the nearest position of segment s is its first.
-    let mut s = own + 1;
-    while s < segments {
-        let d = s * segment - p;
-        if best != EDT_INFINITE && d as u64 * d as u64 >= best as u64 {
-            break;
-        }
-        let (v, x) = envelope_minimum(p, count(s), &value, |k| entry(s, k));
-        if v < best {
-            (best, at) = (v, x);
-        }
-        s += 1;
-    }
-    (best, at)
-}
-
 /// The chamfer pass of a line of `n` elements under `metric`
 /// ([`METRIC_TAXICAB`] or [`METRIC_CHESSBOARD`]): for every `p`, the least
 /// [`combine_cost`] of `value(q)` ([`EDT_INFINITE`]: none) and `|p - q|`,
@@ -687,44 +567,9 @@ pub struct EdtLinesArgs {
     /// searched: their byte of `deferred` is set for `edt_envelope` or
     /// `edt_chamfer` to take them ([`EDT_SEARCH_EVERY_LINE`]: none).
     pub mean_radius: u32,
-    /// Non-zero (the Euclidean metric only): the lines `mean_radius`
-    /// would defer are taken here instead, each of the line's threads
-    /// keeping the lower envelope of one segment of it in shared memory
-    /// ([`segment_envelope`]) and each element taking the least of the
-    /// segments' envelopes ([`segmented_line_minimum`]); nothing is
-    /// deferred and `deferred` may be null.
-    pub envelopes: u32,
     /// Out: a byte per line (null when `mean_radius` is
-    /// [`EDT_SEARCH_EVERY_LINE`] or `envelopes` is set): 1 for a line
-    /// deferred, else 0.
+    /// [`EDT_SEARCH_EVERY_LINE`]): 1 for a line deferred, else 0.
     pub deferred: *mut u8,
-}
-
-/// The bytes of shared memory `edt_lines` takes for `lines_per_block`
-/// lines of `length` elements: the lines (a word per element), a mark
-/// and two sums per line, and with `envelopes` ([`EdtLinesArgs`]) a count
-/// of entries per thread and a 16-bit envelope entry per element.
-pub const fn edt_lines_shared_bytes(lines_per_block: u32, length: u64, envelopes: bool) -> u64 {
-    let lines = lines_per_block as u64 * (length + 3) * 4;
-    if envelopes {
-        lines + EDT_LINE_THREADS as u64 * 4 + lines_per_block as u64 * length * 2
-    } else {
-        lines
-    }
-}
-
-/// The positions of the segment of a line of `length` elements that each
-/// of the `threads` threads of that line takes in `edt_lines` with
-/// envelopes: the line cut into `threads` runs of equal length, the last
-/// shorter (and threads past the line's end none).
-pub const fn edt_line_segment(length: u32, threads: u32) -> u32 {
-    let threads = if threads == 0 { 1 } else { threads };
-    let segment = length.div_ceil(threads);
-    if segment == 0 {
-        1
-    } else {
-        segment
-    }
 }
 
 /// `mean_radius` of [`EdtLinesArgs`] that searches every line.
@@ -795,7 +640,7 @@ impl_kernel_args!(
     EdtPassArgs => EdtPass { dims, items, axis, last, sampling, input, output, features_in, features_out },
     EdtLinesArgs => EdtLines {
         dims, items, axis, last, lines_per_block, metric, input, output, distances, features_in, features_out,
-        mean_radius, envelopes, deferred
+        mean_radius, deferred
     },
     EdtIndicesArgs => EdtIndices { dims, items, rank, unreached_own, features, indices },
     EdtChamferArgs => EdtChamfer {
@@ -925,72 +770,6 @@ mod tests {
         }
         assert!(parabola_overtakes((0, 100), (5, 0), 3));
         assert!(!parabola_overtakes((0, 0), (5, 100), 3));
-    }
-
-    #[test]
-    fn segmented_line_minima_are_the_brute_force_minima() {
-        let mut state = 0x0b5e_77a1_c3d9_4e21u64;
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) as u32
-        };
-        for case in 0..500u32 {
-            let n = 1 + next() % 150;
-            let segment = [1, 3, 8, 17, 64][case as usize % 5];
-            let density = [1, 3, 10, 40, 100][(case / 5) as usize % 5];
-            let values: Vec<u32> = (0..n)
-                .map(|i| {
-                    let r = next();
-                    if r % 100 < density {
-                        (r >> 8) % [1, 10, 5000, 40_000_000][i as usize % 4]
-                    } else {
-                        EDT_INFINITE
-                    }
-                })
-                .collect();
-            let value = |q: u32| values[q as usize];
-            // Every segment's envelope, as the threads of a line would
-            // keep them (entry k of segment s at s * segment + k).
-            let segments = n.div_ceil(segment);
-            let stack = core::cell::RefCell::new(std::vec![u32::MAX; n as usize]);
-            let counts: Vec<u32> = (0..segments)
-                .map(|s| {
-                    let (from, to) = (s * segment, ((s + 1) * segment).min(n));
-                    segment_envelope(
-                        from,
-                        to,
-                        value,
-                        |k| stack.borrow()[(from + k) as usize],
-                        |k, q| stack.borrow_mut()[(from + k) as usize] = q,
-                    )
-                })
-                .collect();
-            let stack = stack.into_inner();
-            for p in 0..n {
-                let cost = |q: u32| {
-                    let f = values[q as usize];
-                    if f == EDT_INFINITE {
-                        EDT_INFINITE
-                    } else {
-                        f + p.abs_diff(q) * p.abs_diff(q)
-                    }
-                };
-                let want = (0..n).map(cost).min().unwrap();
-                let (got, at) = segmented_line_minimum(
-                    p,
-                    n,
-                    segment,
-                    value,
-                    |s| counts[s as usize],
-                    |s, k| stack[(s * segment + k) as usize],
-                );
-                assert_eq!(got, want, "case {case}, n {n}, segment {segment}, p = {p}");
-                assert_eq!(cost(at), want, "case {case}, p = {p}: the position gives it");
-                if want == EDT_INFINITE {
-                    assert_eq!(at, p);
-                }
-            }
-        }
     }
 
     #[test]

@@ -4,9 +4,9 @@
 
 use crate::gpu::{LinePasses, AUTO_MEAN_RADIUS, AUTO_SEARCH_LENGTH};
 use gpu_waterz_abi::distance::{
-    edt_lines_per_block, edt_lines_shared_bytes, edt_rows_per_warp, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs,
-    EdtLinesArgs, EdtPassArgs, EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE,
-    METRIC_CHESSBOARD, METRIC_EUCLIDEAN, METRIC_TAXICAB,
+    edt_lines_per_block, edt_rows_per_warp, EdtChamferArgs, EdtEnvelopeArgs, EdtIndicesArgs, EdtLinesArgs, EdtPassArgs,
+    EdtRowsArgs, EDT_LINE_THREADS, EDT_NO_FEATURE, EDT_ROW_THREADS, EDT_SEARCH_EVERY_LINE, METRIC_CHESSBOARD,
+    METRIC_EUCLIDEAN, METRIC_TAXICAB,
 };
 use gpu_waterz_abi::Dims3;
 use gpu_waterz_runtime::{check_len, DeviceBuffer, Gpu, LaunchConfig, Result, RuntimeError};
@@ -199,12 +199,11 @@ pub(crate) fn lines_fit(dims: Dims3) -> bool {
 /// The integer passes (unit spacing) of the distance transform of `mask`
 /// (`items` volumes of `dims`) into `out` under its metric: x from the
 /// mask into `first`, then y into `second` and z into `out`, each line in
-/// shared memory, searched outward from each element (`edt_lines`; with
-/// `Segments`, the Euclidean lines of long distances there by their
-/// segments' envelopes), or each line by one thread in global memory,
-/// linear in its length: its lower envelope (`edt_envelope`, the
-/// Euclidean metric) or its two sweeps (`edt_chamfer`), as `passes` says
-/// (`Auto`: see [`LinePasses::Auto`]). The
+/// shared memory, searched outward from each element (`edt_lines`), or
+/// each line by one thread in global memory, linear in its length: its
+/// lower envelope (`edt_envelope`, the Euclidean metric) or its two sweeps
+/// (`edt_chamfer`), as `passes` says (`Auto`: the taxicab metric's
+/// sweeps, else `Split` at [`AUTO_MEAN_RADIUS`]). The
 /// one-thread passes keep their scratch in the buffer that the pass does
 /// not touch: `out` along y (at least a word per element), `first` along
 /// z. `features` and `background` as for [`edt_passes`]. Returns `false`
@@ -270,11 +269,6 @@ pub(crate) fn edt_line_passes(
         LinePasses::Auto => Way::Split(AUTO_MEAN_RADIUS),
         LinePasses::Split { mean_radius } if mean_radius == EDT_SEARCH_EVERY_LINE => Way::Search,
         LinePasses::Split { mean_radius } => Way::Split(mean_radius),
-        // The segments' envelopes are the Euclidean metric's; the chamfer
-        // metrics split (their sweeps are linear too).
-        LinePasses::Segments { mean_radius } if mean_radius == EDT_SEARCH_EVERY_LINE => Way::Search,
-        LinePasses::Segments { mean_radius } if metric == METRIC_EUCLIDEAN => Way::Segments(mean_radius),
-        LinePasses::Segments { mean_radius } => Way::Split(mean_radius),
     };
     let split_lines =
         [0usize, 1].into_iter().filter(|&a| matches!(way(a), Way::Split(_))).map(|a| n / extents[a]).max();
@@ -306,15 +300,11 @@ pub(crate) fn edt_line_passes(
         };
         let (mean_radius, flags) = match (way, &mut deferred) {
             (Way::Split(radius), Some(d)) => (radius, d.as_mut_ptr()),
-            (Way::Segments(radius), _) => (radius, std::ptr::null_mut()),
             _ => (EDT_SEARCH_EVERY_LINE, std::ptr::null_mut()),
         };
-        let envelopes = matches!(way, Way::Segments(_));
         if way != Way::OneThread {
-            // The lines, then a mark per line, then two rows of sums (with
-            // envelopes a count per thread and an entry per element); at
-            // most EDT_LINE_SHARED_BYTES * 1.5 + 12 * per + 1 KB.
-            let shared_bytes = edt_lines_shared_bytes(per, extents[a], envelopes) as u32;
+            // The lines, then a mark per line, then two rows of sums.
+            let shared_bytes = (per as u64 * (extents[a] + 3) * 4) as u32;
             if shared_bytes > 48 * 1024 {
                 gpu.allow_shared_bytes(gpu_waterz_abi::kernel::Kernel::EdtLines, shared_bytes)?;
             }
@@ -336,16 +326,16 @@ pub(crate) fn edt_line_passes(
                 features_in,
                 features_out,
                 mean_radius,
-                envelopes: envelopes as u32,
                 deferred: flags,
             };
             // Deferred holds a byte per line when split (allocated for the
-            // most lines of a split pass; null with envelopes); the shared
-            // memory is edt_lines_shared_bytes(per, length, envelopes).
+            // most lines of a split pass); the shared memory holds the
+            // group's lines, their marks and two rows of sums (per *
+            // (length + 3) words, at most EDT_LINE_SHARED_BYTES + 12 * per).
             // SAFETY: every buffer holds n elements (checked), each pass
             // reads one of each pair and writes the other; see above.
             unsafe { gpu.launch(config, args) }?;
-            if matches!(way, Way::Search | Way::Segments(_)) {
+            if way == Way::Search {
                 continue;
             }
         }
@@ -402,9 +392,6 @@ enum Way {
     /// `edt_lines` searches the lines up to this mean radius and defers
     /// the others to the one-thread kernel.
     Split(u32),
-    /// `edt_lines` searches the lines up to this mean radius and takes
-    /// the others by their segments' envelopes (the Euclidean metric).
-    Segments(u32),
 }
 
 /// scipy's indices (per volume `rank` planes of int32, one value per

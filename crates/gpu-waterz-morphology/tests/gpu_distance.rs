@@ -334,13 +334,11 @@ fn gpu_envelopes_and_searches_equal_the_cpu() {
 }
 
 /// Every way of the integer passes: each kernel alone, and lines split
-/// between them (or taken by their segments' envelopes) at mean radii
-/// that defer every line with a cost (0), some (1, 3, 12) or none
-/// (`u32::MAX`).
+/// between them at mean radii that defer every line with a cost (0), some
+/// (1, 3, 12) or none (`u32::MAX`).
 fn ways() -> Vec<gpu::LinePasses> {
     let mut ways = vec![gpu::LinePasses::Envelope, gpu::LinePasses::Search, gpu::LinePasses::Auto];
     ways.extend([0, 1, 3, 12, u32::MAX].map(|mean_radius| gpu::LinePasses::Split { mean_radius }));
-    ways.extend([0, 1, 3, 12, u32::MAX].map(|mean_radius| gpu::LinePasses::Segments { mean_radius }));
     ways
 }
 

@@ -123,7 +123,7 @@ fn check_transform_pointers(
 /// device `ordinal` (the first `batch_dims` axes index arrays of spatial
 /// rank 1 to 3), held by the caller for the whole call. `passes`: the
 /// integer passes' way along the lines, `"auto"`, `"envelope"`,
-/// `"search"`, `"split:<mean radius>"` or `"segments:<mean radius>"`
+/// `"search"` or `"split:<mean radius>"`
 /// (`gpu_waterz_morphology::gpu::LinePasses`; equal results).
 #[pyfunction]
 #[pyo3(signature = (pointers, shape, batch_dims, sampling, ordinal, passes = "auto"))]
@@ -230,17 +230,12 @@ fn line_passes(name: &str) -> PyResult<gpu_waterz_morphology::gpu::LinePasses> {
         "auto" => Ok(LinePasses::Auto),
         "envelope" => Ok(LinePasses::Envelope),
         "search" => Ok(LinePasses::Search),
-        other => {
-            let radius = |prefix: &str| other.strip_prefix(prefix).map(str::parse::<u32>);
-            match (radius("split:"), radius("segments:")) {
-                (Some(Ok(mean_radius)), _) => Ok(LinePasses::Split { mean_radius }),
-                (_, Some(Ok(mean_radius))) => Ok(LinePasses::Segments { mean_radius }),
-                _ => Err(PyValueError::new_err(format!(
-                    "passes must be 'auto', 'envelope', 'search', 'split:<mean radius>' or \
-                     'segments:<mean radius>', not {other:?}"
-                ))),
-            }
-        }
+        other => match other.strip_prefix("split:").map(str::parse::<u32>) {
+            Some(Ok(mean_radius)) => Ok(LinePasses::Split { mean_radius }),
+            _ => Err(PyValueError::new_err(format!(
+                "passes must be 'auto', 'envelope', 'search' or 'split:<mean radius>', not {other:?}"
+            ))),
+        },
     }
 }
 

@@ -904,16 +904,6 @@ pub enum LinePasses {
         /// The most mean bound of a line that is searched.
         mean_radius: u32,
     },
-    /// As `Split`, but the Euclidean metric's lines past `mean_radius`
-    /// stay in shared memory too: each of a line's threads keeps the lower
-    /// envelope of one segment of it, and each element takes the least
-    /// over the segments' envelopes, its own segment first and then
-    /// outward until the distance alone costs more than the best found
-    /// (no line is left to one thread). The chamfer metrics split.
-    Segments {
-        /// The most mean bound of a line that is searched.
-        mean_radius: u32,
-    },
 }
 
 /// `LinePasses::Auto`'s mean radius (Euclidean and chessboard metrics):
