@@ -96,10 +96,20 @@ def cli_breakdown(summary):
     return {"read": summary["read_s"], "compute_and_write": summary["compute_and_write_s"]}
 
 
-def run_cli(tool, op, src, dst):
+def cli_flags(kwargs):
+    """The CLI's flags for a case's keyword arguments (size, metric)."""
+    flags = []
+    for key, value in kwargs.items():
+        if key not in ("size", "metric"):
+            raise SystemExit(f"the CLI rows take size and metric, not {key}")
+        flags += [f"--{key}", str(value)]
+    return flags
+
+
+def run_cli(tool, op, src, dst, kwargs):
     start = time.perf_counter()
-    p = subprocess.run([tool, "ndimage", "--op", op, "--input", src, "--out", dst, "--overwrite", "--backend", "gpu"],
-                       capture_output=True, text=True)
+    p = subprocess.run([tool, "ndimage", "--op", op, "--input", src, "--out", dst, "--overwrite", "--backend", "gpu"]
+                       + cli_flags(kwargs), capture_output=True, text=True)
     outer = time.perf_counter() - start
     if p.returncode != 0:
         raise SystemExit(f"{tool} ndimage --op {op} failed: {p.stderr.strip()}")
@@ -198,10 +208,10 @@ def main():
         runs["cupyx_process"] = []
         outs = {k: os.path.join(args.work, f"out-{k}.npy") for k in tools}
         for k, tool in tools.items():
-            run_cli(tool, op, files[source], outs[k])  # warm-up (page cache)
+            run_cli(tool, op, files[source], outs[k], kwargs)  # warm-up (page cache)
         for _ in range(args.repeats):
             for k, tool in tools.items():
-                runs[k].append(run_cli(tool, op, files[source], outs[k]))
+                runs[k].append(run_cli(tool, op, files[source], outs[k], kwargs))
         anchor_out = os.path.join(args.work, "out-cupyx.npy")
         for _ in range(min(args.repeats, 3)):
             start = time.perf_counter()

@@ -54,13 +54,14 @@ impl Grey for u8 {
 }
 
 /// Whether `candidate` replaces `best` (a strict comparison, as the CPU
-/// path's), a NaN always: a window holding a NaN gives NaN whatever the
-/// order in which its values are taken (a NaN is never replaced).
+/// path's: NaN never replaces).
 #[inline(always)]
 fn better<T: PartialOrd>(candidate: T, best: T, maximum: bool) -> bool {
-    #[allow(clippy::eq_op)]
-    let nan = candidate != candidate;
-    nan || if maximum { candidate > best } else { candidate < best }
+    if maximum {
+        candidate > best
+    } else {
+        candidate < best
+    }
 }
 
 /// The grey-scale filter's body for one element type.
@@ -263,7 +264,7 @@ impl Staged for u8 {
 }
 
 /// The better of two values for a filter known at compile time: `b` when
-/// it replaces `a` (strict, as [`better`]: a NaN always replaces).
+/// it replaces `a` (strict, as [`better`]: NaN never replaces).
 #[inline(always)]
 fn pick<T: PartialOrd + Copy, const MAXIMUM: bool>(a: T, b: T) -> T {
     if better_than::<T, MAXIMUM>(b, a) {
@@ -404,7 +405,7 @@ unsafe fn line_outputs<T: Grey + Copy, const MAXIMUM: bool>(
     let mut t = 0;
     while t + 1 < count {
         // Outputs t and t + 1 share the values t + 1 to t + window - 1,
-        // taken first (from the identity; a NaN among them is kept).
+        // taken first (from the identity, so that NaN never replaces).
         // SAFETY: rows t to t + window of the column are staged.
         unsafe {
             let shared = best_of::<T, MAXIMUM>(column, (t + 1) * 32, 32, window - 1, identity);
@@ -1025,9 +1026,9 @@ const BOX_OUTSIDE: u32 = u32::MAX;
 
 /// The box filter's body: the minimum (or maximum) over a flat box, taken
 /// as the minimum over z of the minima over y of the minima over x. The
-/// comparisons are strict, start from the identity and keep a NaN once
-/// met ([`better`]), so the order in which the box's values are met does
-/// not change the result: it equals the other paths' value for value.
+/// comparisons are strict and start from the identity, so NaN is never
+/// taken and the order in which the box's values are met does not change
+/// the result: it equals the other paths' value for value.
 ///
 /// # Safety
 /// As the kernels' `# Safety` sections.
@@ -1406,12 +1407,14 @@ const _: () = assert!(
 );
 
 /// Whether `candidate` replaces `best` for a filter known at compile time
-/// (strict, and a NaN always, as [`better`]).
+/// (strict, as [`better`]).
 #[inline(always)]
 fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> bool {
-    #[allow(clippy::eq_op)]
-    let nan = candidate != candidate;
-    nan || if MAXIMUM { candidate > best } else { candidate < best }
+    if MAXIMUM {
+        candidate > best
+    } else {
+        candidate < best
+    }
 }
 
 /// The warp kernels' body: the minimum (or, with `MAXIMUM`, maximum) over a
@@ -1420,8 +1423,8 @@ fn better_than<T: PartialOrd, const MAXIMUM: bool>(candidate: T, best: T) -> boo
 /// plane, and the z segment through the centre) of at most `WARP_WINDOW`
 /// along every axis, with `ROWS` output
 /// rows per warp, all in registers. As in `grey_box`, the comparisons are
-/// strict, start from the identity and keep a NaN once met, so the result
-/// equals the other paths' value for value.
+/// strict and start from the identity, so NaN is never taken and the
+/// result equals the other paths' value for value.
 ///
 /// Each warp takes `outputs_x()` columns, of `ROWS` rows and `chunk_z`
 /// planes: with `PAST` (the geometry's `past`) every lane's, else all but
@@ -1821,9 +1824,9 @@ const _: () = assert!(
 /// column `WARP_X` to their right, which lane `l` sends for the shift `i`
 /// when `l < i`. Along z, registers hold for each `j < wz` the minimum over
 /// the last `j` planes' results, each updated in place from the one
-/// before (no planes shifted, which kept two copies live). As in the
-/// other paths, the comparisons are strict, start from the identity and
-/// keep a NaN once met, so the result equals theirs value for value.
+/// before (no planes shifted, which kept two copies live). As in the other paths, the comparisons are strict and start
+/// from the identity, so NaN is never taken and the result equals theirs
+/// value for value.
 ///
 /// # Safety
 /// As the kernels' `# Safety` sections; `ROWS <= WARP_MAX_ROWS`.

@@ -66,8 +66,8 @@ fn gpu_grey_filters_equal_the_cpu() {
             [Strategy::Auto, Strategy::Gather, Strategy::Separable, Strategy::Tile, Strategy::Box, Strategy::Warp]
                 [(case / 3) % 6];
         let spatial: usize = shape.iter().product();
-        // Every fourth case holds NaN (about one value in twelve): the
-        // windows holding one give NaN on both paths.
+        // Every fourth case holds NaN (about one value in twelve): a NaN
+        // never wins on either path.
         let nan = case % 4 == 3;
         let values: Vec<f64> = (0..items * spatial)
             .map(|_| {

@@ -26,12 +26,10 @@ every type on the CPU) in float64, cast back (exact for flat elements;
 weights of a ``structure`` are applied in float64 and the result cast
 once, as scipy does). The composite
 operators combine them in the input's dtype, step by step, the last step
-into ``output``, as scipy does. Differences from scipy: a window holding
-a NaN gives NaN here, whatever the order in which its values are met (as
-numpy's ``minimum`` and ``maximum``), where scipy's result depends on its
-order (NaN when the first value it compares is NaN, else the NaN is
-skipped); windows without NaN, and windows of NaN alone, are equal to
-scipy's. int64/uint64 values beyond 2^53 and complex values raise.
+into ``output``, as scipy does. Differences from scipy: a NaN never wins a
+minimum or maximum here (scipy keeps one met first in the element's order;
+an all-NaN window gives +inf or -inf here); int64/uint64 values beyond
+2^53 and complex values raise.
 """
 
 import hashlib
