@@ -136,7 +136,8 @@ fn gpu_grey_filters_equal_the_cpu() {
     }
 }
 
-/// Whether two results are equal value for value, NaN where either is.
+/// Whether two results are equal value for value (and length), a NaN
+/// matching a NaN.
 fn same_or_nan<T: PartialEq + Copy>(a: &[T], b: &[T]) -> bool {
     #[allow(clippy::eq_op)]
     let nan = |v: T| v != v;
@@ -333,7 +334,7 @@ fn gpu_warp_kernel_equals_the_gather() {
             g.download(&out).unwrap()
         };
         let (gather, warp) = (run(Strategy::Gather), run(Strategy::Warp));
-        let same = gather.iter().zip(&warp).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        let same = same_or_nan(&gather, &warp);
         assert!(same, "{context} (f64)");
         let values32: Vec<f32> = values.iter().map(|&v| v as f32).collect();
         let input = g.upload(&values32).unwrap();
@@ -343,7 +344,7 @@ fn gpu_warp_kernel_equals_the_gather() {
             g.download(&out).unwrap()
         };
         let (gather, warp) = (run(Strategy::Gather), run(Strategy::Warp));
-        let same = gather.iter().zip(&warp).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        let same = same_or_nan(&gather, &warp);
         assert!(same, "{context} (f32)");
     }
     // A box of a window past 3 takes the wide kernels in float32 and uint8
@@ -409,14 +410,13 @@ fn gpu_fixed_window_warp_kernels_equal_the_gather() {
                     shape_of_element == "box",
                     "{context}"
                 );
-                let same = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
                 let input = g.upload(&values).unwrap();
                 let run = |strategy| {
                     let mut out = g.uninit::<f64>(values.len()).unwrap();
                     gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
                     g.download(&out).unwrap()
                 };
-                assert!(same(&run(Strategy::Gather), &run(Strategy::Warp)), "{context} (f64)");
+                assert!(same_or_nan(&run(Strategy::Gather), &run(Strategy::Warp)), "{context} (f64)");
                 let values32: Vec<f32> = values.iter().map(|&v| v as f32).collect();
                 let input = g.upload(&values32).unwrap();
                 let run = |strategy| {
@@ -424,7 +424,7 @@ fn gpu_fixed_window_warp_kernels_equal_the_gather() {
                     gpu::grey_filter(&g, &input, &mut out, batch, &footprint, mode, -1.5, maximum, strategy).unwrap();
                     g.download(&out).unwrap().into_iter().map(f64::from).collect::<Vec<f64>>()
                 };
-                assert!(same(&run(Strategy::Gather), &run(Strategy::Warp)), "{context} (f32)");
+                assert!(same_or_nan(&run(Strategy::Gather), &run(Strategy::Warp)), "{context} (f32)");
                 assert!(gpu::takes_warp_kernel::<u8>(&g, batch, &footprint).unwrap(), "{context}");
                 let bytes: Vec<u8> = (0..items * spatial).map(|_| rng.gen()).collect();
                 let input = g.upload(&bytes).unwrap();
@@ -472,10 +472,9 @@ fn gpu_wide_warp_kernels_equal_the_gather() {
             .collect();
         let filter = Filter { batch, footprint: &footprint, mode, maximum };
         let run = |strategy| filter.run(&g, &values, -1.5, strategy);
-        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
         let gather = run(Strategy::Gather);
-        assert!(same(&gather, &run(Strategy::Warp)), "{context} (f32)");
-        assert!(same(&gather, &run(Strategy::Auto)), "{context} (f32, auto)");
+        assert!(same_or_nan(&gather, &run(Strategy::Warp)), "{context} (f32)");
+        assert!(same_or_nan(&gather, &run(Strategy::Auto)), "{context} (f32, auto)");
         let bytes: Vec<u8> = (0..items * spatial).map(|_| rng.gen()).collect();
         assert_eq!(
             filter.run(&g, &bytes, 7.0, Strategy::Gather),
@@ -542,11 +541,10 @@ fn gpu_staged_line_passes_equal_the_gather() {
         let values: Vec<f32> = (0..items * spatial)
             .map(|i| if i % 97 == 5 { f32::NAN } else { rng.gen_range(-50..50) as f32 * 0.125 })
             .collect();
-        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()));
         let filter = Filter { batch, footprint: &footprint, mode, maximum };
         let (gather, passes) =
             (filter.run(&g, &values, -1.5, Strategy::Gather), filter.run(&g, &values, -1.5, Strategy::Separable));
-        assert!(same(&gather, &passes), "{context} (f32)");
+        assert!(same_or_nan(&gather, &passes), "{context} (f32)");
         let wide: Vec<f64> = values.iter().map(|&v| if v.is_nan() { 0.375 } else { v as f64 * 3.0 }).collect();
         assert_eq!(
             filter.run(&g, &wide, 2.25, Strategy::Gather),
@@ -592,7 +590,7 @@ fn gpu_box_kernel_equals_the_gather() {
             g.download(&out).unwrap()
         };
         let (gather, boxed) = (run(Strategy::Gather), run(Strategy::Box));
-        let same = gather.iter().zip(&boxed).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        let same = same_or_nan(&gather, &boxed);
         assert!(same, "case {case}: shape {shape:?} x{items}, box {sizes:?} at {origin:?}, {mode:?}");
     }
 }
@@ -878,7 +876,7 @@ fn gpu_plus_kernel_equals_the_gather() {
             g.download(&out).unwrap()
         };
         let (gather, plus_run) = (run(Strategy::Gather), run(Strategy::Box));
-        let same = gather.iter().zip(&plus_run).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        let same = same_or_nan(&gather, &plus_run);
         assert!(
             same,
             "case {case}: shape {shape:?} x{items}, plus {sizes:?} at {centre:?}, origin {origin:?}, {mode:?}"
@@ -891,7 +889,7 @@ fn gpu_plus_kernel_equals_the_gather() {
             g.download(&out).unwrap()
         };
         let (gather, plus_run) = (run(Strategy::Gather), run(Strategy::Box));
-        let same = gather.iter().zip(&plus_run).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        let same = same_or_nan(&gather, &plus_run);
         assert!(same, "case {case} (f32): shape {shape:?} x{items}, plus {sizes:?} at {centre:?}, {mode:?}");
     }
 }
