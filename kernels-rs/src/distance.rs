@@ -122,17 +122,14 @@ kernel! {
             let mut current = RunRow { end: length, item, left };
             // Before the word at w (< span): ends the row before it when w
             // starts a row (never with one row a run: its end is the span).
-            // `seen` gathers the volume's rows of the run: flagged once, when
-            // the run leaves the volume or ends, not once per row (a flag
-            // reads its word first, and short rows would wait on it often).
             let boundary = |state: &mut RowState, seen: &mut bool, row: &mut RunRow, w: u32| {
                 if w == row.end {
                     state.finish(w, lane, |p, nearest| write(base, p, nearest));
+                    flag(row.item, *seen);
+                    *seen = false;
                     row.end += length;
                     row.left -= 1;
                     if row.left == 0 {
-                        flag(row.item, *seen);
-                        *seen = false;
                         row.item += 1;
                         row.left = rows_per_item;
                     }
@@ -561,18 +558,16 @@ kernel! {
         indices: *mut i32,
     ) as EdtIndicesArgs {
         let volume = dims.z * dims.y * dims.x;
-        // The whole batch has fewer than 2^32 - 1 elements (its flat
-        // indices are u32 features): positions divide in u32, not u64.
-        let volume_u32 = volume as u32;
         grid_stride(items * volume, |i| {
             // SAFETY: i is an element.
             let f = unsafe { *features.add(i as usize) };
-            let (item, own) = ((i as u32) / volume_u32, (i as u32) % volume_u32);
-            // The feature's position within its volume, or none.
+            let (item, own) = (i / volume, i % volume);
+            // The feature's position within its volume (the whole batch
+            // has fewer than 2^32 - 1 elements, so it fits u32), or none.
             let at = if f != EDT_NO_FEATURE {
-                Some(f - item * volume_u32)
+                Some(f - (item * volume) as u32)
             } else if unreached_own != 0 {
-                Some(own)
+                Some(own as u32)
             } else {
                 None
             };
@@ -582,7 +577,7 @@ kernel! {
                 Some(a) => ((a / plane) as i32, ((a % plane) / row) as i32, (a % row) as i32),
                 None => (-1, 0, 0),
             };
-            let base = (item as u64 * volume * rank as u64 + own as u64) as usize;
+            let base = (item * volume * rank as u64 + own) as usize;
             let v = volume as usize;
             // SAFETY: the volume's rank planes of `volume` values each lie
             // within items * volume * rank values; own < volume.
