@@ -361,21 +361,14 @@ fn min_or_max(input: ArrayViewD<'_, f64>, footprint: &Footprint, mode: Mode, cva
                 rest %= strides[axis];
             }
             let mut best = if maximum { f64::NEG_INFINITY } else { f64::INFINITY };
-            'element: for (offset, &weight) in footprint.offsets.iter().zip(&footprint.weights) {
-                let mut index = 0;
-                for axis in 0..rank {
-                    match boundary(position[axis] + offset[axis], shape[axis], mode) {
-                        Some(j) => index += j * strides[axis],
-                        None => {
-                            let v = if maximum { cval + weight } else { cval - weight };
-                            if (maximum && v > best) || (!maximum && v < best) {
-                                best = v;
-                            }
-                            continue 'element;
-                        }
-                    }
-                }
-                let value = values[index];
+            for (offset, &weight) in footprint.offsets.iter().zip(&footprint.weights) {
+                // The value at the offset, or cval where the mode leaves the
+                // array (constant).
+                let value = (0..rank)
+                    .try_fold(0, |index, axis| {
+                        boundary(position[axis] + offset[axis], shape[axis], mode).map(|j| index + j * strides[axis])
+                    })
+                    .map_or(cval, |index| values[index]);
                 let v = if maximum { value + weight } else { value - weight };
                 if (maximum && v > best) || (!maximum && v < best) {
                     best = v;
