@@ -6,7 +6,7 @@ Usage (on the GPU machine, with the wheel importable and torch):
 
     python3 benches/edt_batched_profile.py [--calls 21] [--profiled 10] [--json OUT.json]
 
-Masks: smoothed noise above its median ("blobs", as in ndimage_bench.py),
+Masks: smoothed noise above its median (`ndimage_bench.blob_mask`),
 made on the GPU with torch, resident there (CUDA tensors in and out). The
 host clock: medians of --calls calls of each, interleaved, each
 synchronised. The device: each kernel's mean time per call over --profiled
@@ -20,14 +20,7 @@ import json
 import statistics
 import time
 
-
-def blobs(torch, g, shape):
-    """Smoothed white noise above its median: a boolean mask, half of it set."""
-    x = torch.rand(shape, generator=g, device="cuda", dtype=torch.float32)[None, None]
-    for _ in range(2):
-        x = torch.nn.functional.avg_pool3d(x, 5, stride=1, padding=2)
-    x = x[0, 0]
-    return x > x.median()
+from ndimage_bench import blob_mask
 
 
 def main():
@@ -45,8 +38,8 @@ def main():
     import gpu_waterz.ndimage as gndi
 
     g = torch.Generator(device="cuda").manual_seed(7)
-    batch = torch.stack([blobs(torch, g, (64, 64, 64)) for _ in range(64)])
-    one = blobs(torch, g, (256, 256, 256))
+    batch = torch.stack([blob_mask(torch, g, (64, 64, 64)) for _ in range(64)])
+    one = blob_mask(torch, g, (256, 256, 256))
     sync = torch.cuda.synchronize
     report = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
     for indices in (False, True):

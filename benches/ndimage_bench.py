@@ -52,6 +52,18 @@ def timed(fn, repeats, sync, before=None):
     return statistics.median(runs), runs, result
 
 
+def blob_mask(torch, generator, shape):
+    """Blobs of a few voxels on the GPU: white noise (float32, from
+    `generator`) smoothed twice by a box of 5, above its median (2-D or 3-D
+    `shape`)."""
+    x = torch.rand(shape, generator=generator, device="cuda", dtype=torch.float32)[None, None]
+    pool = torch.nn.functional.avg_pool3d if len(shape) == 3 else torch.nn.functional.avg_pool2d
+    for _ in range(2):
+        x = pool(x, 5, stride=1, padding=2)
+    x = x[0, 0]
+    return x > x.median()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=512)
@@ -85,12 +97,7 @@ def main():
         return torch.rand(shape, generator=g, device="cuda", dtype=torch.float32)
 
     def blobs(shape):
-        x = noise(shape)[None, None]
-        pool = torch.nn.functional.avg_pool3d if len(shape) == 3 else torch.nn.functional.avg_pool2d
-        for _ in range(2):
-            x = pool(x, 5, stride=1, padding=2)
-        x = x[0, 0]
-        return x > x.median()
+        return blob_mask(torch, g, shape)
 
     def as_cupy(t):
         try:
